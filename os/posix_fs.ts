@@ -20,6 +20,7 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
     lstat,
     readFile: (path) => Deno.readFile(path),
     writeFileAtomic,
+    discardPartialWrite,
     async makeDirectory(path, attributes) {
       // Created private first, so nobody sees it with the wrong owner or mode.
       await Deno.mkdir(path, { mode: 0o700 });
@@ -70,18 +71,34 @@ async function setAttributes(path: string, { mode, uid, gid }: Attributes): Prom
   await Deno.chmod(path, mode);
 }
 
+/**
+ * The temporary name a write of `path` uses. One name per path is enough: the
+ * apply lock allows one writer, and a name that is known can be cleaned up
+ * after a crash (see discardPartialWrite).
+ */
+function tempPathFor(path: string): string {
+  return posix.join(posix.dirname(path), `.${posix.basename(path).slice(0, 200)}.nox-new`);
+}
+
+async function discardPartialWrite(path: string): Promise<void> {
+  // Deno.remove never follows a symlink: a planted link is removed, not its target.
+  await Deno.remove(tempPathFor(path)).catch((error) => {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+  });
+}
+
 async function writeFileAtomic(
   path: string,
   data: Uint8Array,
   attributes: Attributes,
   beforeRename?: () => Promise<void>,
 ): Promise<void> {
-  const dir = posix.dirname(path);
-  const random = crypto.getRandomValues(new Uint32Array(2)).join("");
-  const temp = posix.join(dir, `.${posix.basename(path).slice(0, 200)}.nox-${random}`);
+  const temp = tempPathFor(path);
+  await discardPartialWrite(path);
   let renamed = false;
   try {
     {
+      // createNew = O_CREAT|O_EXCL: never opens through a symlink someone planted.
       using file = await Deno.open(temp, { write: true, createNew: true, mode: 0o600 });
       let written = 0;
       while (written < data.length) written += await file.write(data.subarray(written));

@@ -246,6 +246,7 @@ async function releaseUndeclared(
     const base = { id: item.id, type: item.type, key: item.key };
     let release: Release;
     try {
+      if (item.created && heldKeys.has(item.key)) store.beginRelease(item);
       release = await kindOf(item).release(kctx, item, false);
     } catch (cause) {
       const result: ResourceResult = {

@@ -335,6 +335,19 @@ export class Store {
     });
   }
 
+  /**
+   * Before removing a thing the host created: it stops being held and becomes an
+   * intent, in one transaction. A crash during the removal then leaves "maybe on
+   * disk, ours", never "held" for something already gone; the next apply
+   * finishes the removal.
+   */
+  beginRelease(held: HeldResource): void {
+    this.#transaction(() => {
+      this.#stmt.dropHeld.run(held.key);
+      this.#stmt.intent.run(held.key, held.id, held.type, JSON.stringify(held.spec), now());
+    });
+  }
+
   /** Record a held resource as removed or forgotten: it is no longer held. */
   recordReleased(applyId: number, seq: number, result: ResourceResult): void {
     this.#transaction(() => {
