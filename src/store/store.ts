@@ -413,7 +413,16 @@ export class Store {
     this.#stmt.result.run(applyId, seq, r.id, r.type, r.key, r.outcome, detail);
   }
 
+  /**
+   * Run several records as one transaction (used for results that change
+   * nothing on the machine, such as a run of unchanged resources).
+   */
+  batch(work: () => void): void {
+    this.#transaction(work);
+  }
+
   #transaction<T>(work: () => T): T {
+    if (this.#db.isTransaction) return work(); // already inside a batch
     this.#db.exec("BEGIN IMMEDIATE");
     try {
       const value = work();
