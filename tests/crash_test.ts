@@ -56,9 +56,38 @@ async function startApply(path: string, env: Record<string, string>): Promise<De
   }).spawn();
 }
 
-/** Every held resource is on disk, as the store says or as the in-flight declaration says. */
-function assertHeldIsOnDisk(stateDir: string, inFlight: Map<string, Resource>, round: number) {
+/**
+ * Every held resource is on disk, as the store says or as the in-flight
+ * declaration says; and everything on disk under the root (which only the host
+ * writes to here) is known to the store as held or as a half-done create/removal.
+ */
+function assertHeldIsOnDisk(
+  root: string,
+  stateDir: string,
+  inFlight: Map<string, Resource>,
+  round: number,
+) {
   using store = Store.open(stateDir);
+  const known = new Set([...store.heldIndex().keys(), ...store.intents().map((i) => i.key)]);
+  for (const path of listTree(root)) {
+    const key = `path:${path.replace(/\/\.([^/]+)\.nox-new$/, "/$1")}`;
+    if (!known.has(key)) {
+      const history = store.applies(100).reverse().map((a) =>
+        `#${a.id} ${a.outcome} ${a.origin.replace(/.*\//, "")}: ` +
+        store.results(a.id).filter((r) => r.key === key || r.key.startsWith(`${key}/`))
+          .map((r) => `${r.key.replace(/.*\//, "")}=${r.outcome}${r.detail ? `(${r.detail})` : ""}`)
+          .join(" ")
+      );
+      const inside = Deno.statSync(path).isDirectory
+        ? [...Deno.readDirSync(path)].map((e) => e.name).join(" ")
+        : "";
+      assert.fail(
+        `round ${round}: ${path} is on disk but the store has forgotten it (leaked)\n${
+          history.join("\n")
+        }\ninside: ${inside}`,
+      );
+    }
+  }
   for (const held of store.held()) {
     const spec = held.spec as Resource & { path: string };
     let info: Deno.FileInfo;
@@ -119,7 +148,7 @@ Deno.test({
       await child.status;
       await child.stderr.cancel();
       const inFlight = new Map(versions[pick].map((r) => [`path:${(r as FileResource).path}`, r]));
-      assertHeldIsOnDisk(s.stateDir, inFlight, round);
+      assertHeldIsOnDisk(s.root, s.stateDir, inFlight, round);
     }
 
     // Converge on the second version, then check the machine and the store agree exactly.
