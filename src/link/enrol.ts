@@ -6,7 +6,8 @@
  * and only then record the identity in the store.
  *
  * Enrolment request (on mesh.enrol.<node>, as the join key):
- *   { "v": 1, "node": N, "publicKey": "U…", "sig": base64url(sign(ENROL_STATEMENT)) }
+ *   { "v": 1, "node": N, "join": "U…" (the token's join key, public part),
+ *     "publicKey": "U…" (the node's new key), "sig": base64url(sign(enrolStatement)) }
  * Answer: { "ok": true } or { "ok": false, "error": "why" }.
  */
 import { createUser, fromSeed } from "@nats-io/nkeys";
@@ -27,6 +28,8 @@ export function enrolStatement(node: string, publicKey: string): string {
 export interface EnrolRequest {
   v: 1;
   node: string;
+  /** The public part of the token's one-time join key (which token is being used). */
+  join: string;
   publicKey: string;
   /** base64url signature of enrolStatement(node, publicKey) by the new key. */
   sig: string;
@@ -101,6 +104,7 @@ export async function enrol(
     const request: EnrolRequest = {
       v: 1,
       node: token.node,
+      join: join.getPublicKey(),
       publicKey,
       sig: base64url(pair.sign(new TextEncoder().encode(enrolStatement(token.node, publicKey)))),
     };
@@ -178,9 +182,11 @@ async function proveAdmission(
       await nc.close();
       return;
     } catch (error) {
-      if (!(error instanceof LinkError) || error.reason !== "auth" || Date.now() >= deadline) {
-        throw error;
-      }
+      // The broker reloads its users around an enrolment: a refused or dropped attempt
+      // is expected for a moment. Certificate and name problems are not.
+      const transient = error instanceof LinkError &&
+        ["auth", "tcp", "closed", "timeout", "protocol"].includes(error.reason);
+      if (!transient || Date.now() >= deadline) throw error;
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
   }

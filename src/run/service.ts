@@ -392,7 +392,7 @@ class Service {
     message: string,
     problems: RefusalMessage["problems"],
   ): void {
-    this.#log(`link: ${message.replace(/\n\s*/g, "; ")}`);
+    this.#log(`link: ${message.replace(/:\n\s*/, ": ").replace(/\n\s*/g, "; ")}`);
     if (this.#identity && this.#link) {
       this.#link.publish(
         "report",
