@@ -12,6 +12,16 @@ export const OVERLAID = [
   "/usr/local",
   "/usr/share",
   "/var/lib",
+  "/var/cache",
+  "/var/log",
+  "/srv",
+];
+  "/etc",
+  "/usr/bin",
+  "/usr/lib",
+  "/usr/local",
+  "/usr/share",
+  "/var/lib",
   "/srv",
 ];
 
