@@ -16,14 +16,6 @@ export const OVERLAID = [
   "/var/log",
   "/srv",
 ];
-  "/etc",
-  "/usr/bin",
-  "/usr/lib",
-  "/usr/local",
-  "/usr/share",
-  "/var/lib",
-  "/srv",
-];
 
 /** A sandbox: files placed before the program runs, and the upper layers it wrote to. */
 export interface Sandbox {
