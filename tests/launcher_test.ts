@@ -159,6 +159,27 @@ Deno.test("launcher: tarball rollback unpacks the kept copy of known-good", asyn
   await cleanup(w);
 });
 
+Deno.test("launcher: once the rolled-back version confirmed itself, a new incident may roll back again", async () => {
+  const w = await makeWorld({
+    steps: ["exit 1", "exit 1", "exit 1", "confirm exit 1", "exit 1", "exit 1", "wait"],
+  });
+  await Deno.writeTextFile(join(w.state, "known-good"), "1.0\n");
+  const r = await runUntilReady(w);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(count(r.stderr, "rolling back to known-good 1.0"), 2, r.stderr);
+  assert.equal(await stateFile(w, "halted"), undefined);
+  await cleanup(w);
+});
+
+Deno.test("launcher: a known-good that is not a version halts instead of being used as a path", async () => {
+  const w = await makeWorld({ steps: ["exit 1", "exit 1", "exit 1", "wait"] });
+  await Deno.writeTextFile(join(w.state, "known-good"), "../../etc\n");
+  const r = await launch(w);
+  assert.equal(r.code, 78, r.stderr);
+  assert.match((await stateFile(w, "halted"))!, /holds '\.\.\/\.\.\/etc', which is not a version/);
+  await cleanup(w);
+});
+
 Deno.test("launcher: rollback with a real pacman", async (t) => {
   const dir = await Deno.makeTempDir({ prefix: "noxpk-pkgs-" });
   await Deno.chmod(dir, 0o755);
