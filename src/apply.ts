@@ -8,7 +8,7 @@ import { type Declaration, resourceKey } from "./declaration/parse.ts";
 import type { Resource } from "./declaration/schema.ts";
 import { describeError } from "./errors.ts";
 import type { Providers } from "./ports.ts";
-import { type KindContext, type Release, ResourceError } from "./resources/kind.ts";
+import { type KindContext, newKindContext, type Release, ResourceError } from "./resources/kind.ts";
 import { kindOf } from "./resources/mod.ts";
 import type { Counts, HeldResource, ResourceResult, Source, Store } from "./store/store.ts";
 
@@ -77,15 +77,26 @@ export async function applyDeclaration(
     body: canonicalJson(body),
   });
   const applyId = store.beginApply(options.source, options.origin, declaration.serial, digest);
-  const kctx: KindContext = { providers: ctx.providers, touchedDirectories: new Set() };
+  const kctx = newKindContext(ctx.providers);
   const held = new Map(store.held().map((h) => [h.key, h]));
   const results: ResourceResult[] = [];
   const counts: Counts = { changed: 0, unchanged: 0, removed: 0, failed: 0 };
   let error: string | undefined;
   let interrupted = false;
 
+  // Results that change nothing on the machine are written together, in one
+  // transaction, before the next change or at the end; a change is recorded at once.
+  const deferred: (() => void)[] = [];
+  const flush = () => {
+    if (deferred.length) store.batch(() => deferred.splice(0).forEach((save) => save()));
+  };
   const record = (result: ResourceResult, save: (seq: number) => void) => {
-    save(results.length);
+    const seq = results.length;
+    if (result.outcome === "unchanged") deferred.push(() => save(seq));
+    else {
+      flush();
+      save(seq);
+    }
     results.push(result);
     if (result.outcome === "changed") counts.changed++;
     else if (result.outcome === "unchanged") counts.unchanged++;
@@ -144,6 +155,7 @@ export async function applyDeclaration(
     }
   }
 
+  flush();
   const outcome = interrupted ? "interrupted" : error === undefined ? "converged" : "failed";
   if (interrupted) error = "interrupted before the apply finished";
   store.finishApply(applyId, outcome, counts, error);
@@ -246,6 +258,7 @@ async function releaseUndeclared(
     const base = { id: item.id, type: item.type, key: item.key };
     let release: Release;
     try {
+      if (item.created && heldKeys.has(item.key)) store.beginRelease(item);
       release = await kindOf(item).release(kctx, item, false);
     } catch (cause) {
       const result: ResourceResult = {
@@ -275,7 +288,7 @@ export async function planDeclaration(
   ctx: EngineContext,
   declaration: Declaration,
 ): Promise<PlanEntry[]> {
-  const kctx: KindContext = { providers: ctx.providers, touchedDirectories: new Set() };
+  const kctx = newKindContext(ctx.providers);
   const entries: PlanEntry[] = [];
   for (const resource of declaration.resources) {
     const base = { id: resource.id, type: resource.type, key: resourceKey(resource) };

@@ -335,6 +335,19 @@ export class Store {
     });
   }
 
+  /**
+   * Before removing a thing the host created: it stops being held and becomes an
+   * intent, in one transaction. A crash during the removal then leaves "maybe on
+   * disk, ours", never "held" for something already gone; the next apply
+   * finishes the removal.
+   */
+  beginRelease(held: HeldResource): void {
+    this.#transaction(() => {
+      this.#stmt.dropHeld.run(held.key);
+      this.#stmt.intent.run(held.key, held.id, held.type, JSON.stringify(held.spec), now());
+    });
+  }
+
   /** Record a held resource as removed or forgotten: it is no longer held. */
   recordReleased(applyId: number, seq: number, result: ResourceResult): void {
     this.#transaction(() => {
@@ -400,7 +413,16 @@ export class Store {
     this.#stmt.result.run(applyId, seq, r.id, r.type, r.key, r.outcome, detail);
   }
 
+  /**
+   * Run several records as one transaction (used for results that change
+   * nothing on the machine, such as a run of unchanged resources).
+   */
+  batch(work: () => void): void {
+    this.#transaction(work);
+  }
+
   #transaction<T>(work: () => T): T {
+    if (this.#db.isTransaction) return work(); // already inside a batch
     this.#db.exec("BEGIN IMMEDIATE");
     try {
       const value = work();
