@@ -115,10 +115,16 @@ async function writeFileAtomic(
   }
 }
 
-/** A name → id table read from a passwd/group style file, re-read when it changes. */
+/**
+ * A name → id table read from a passwd/group style file. A name found within the
+ * last second is answered from memory; otherwise (and always for a name not found,
+ * e.g. a user a package just added) the file is checked for changes and re-read.
+ */
 class AccountDatabase {
+  static readonly FRESH_MS = 1000;
   #path: string;
   #stamp = "";
+  #checkedAt = -Infinity;
   #ids = new Map<string, number>();
 
   constructor(path: string) {
@@ -131,24 +137,34 @@ class AccountDatabase {
 
   #lookup(name: string): number | undefined {
     if (/^[0-9]+$/.test(name)) return Number(name);
+    const known = this.#ids.get(name);
+    if (known !== undefined && performance.now() - this.#checkedAt < AccountDatabase.FRESH_MS) {
+      return known;
+    }
+    this.#refresh();
+    return this.#ids.get(name);
+  }
+
+  #refresh(): void {
     let info: Deno.FileInfo;
     try {
       info = Deno.statSync(this.#path);
     } catch (error) {
-      if (error instanceof Deno.errors.NotFound) return undefined;
-      throw error;
-    }
-    const stamp = `${info.mtime?.getTime()}:${info.size}:${info.ino}`;
-    if (stamp !== this.#stamp) {
+      if (!(error instanceof Deno.errors.NotFound)) throw error;
       this.#ids = new Map();
-      for (const line of Deno.readTextFileSync(this.#path).split("\n")) {
-        const [entry, , id] = line.split(":");
-        if (entry && id !== undefined && /^[0-9]+$/.test(id) && !this.#ids.has(entry)) {
-          this.#ids.set(entry, Number(id));
-        }
-      }
-      this.#stamp = stamp;
+      this.#stamp = "";
+      return;
     }
-    return this.#ids.get(name);
+    this.#checkedAt = performance.now();
+    const stamp = `${info.mtime?.getTime()}:${info.size}:${info.ino}`;
+    if (stamp === this.#stamp) return;
+    this.#ids = new Map();
+    for (const line of Deno.readTextFileSync(this.#path).split("\n")) {
+      const [entry, , id] = line.split(":");
+      if (entry && id !== undefined && /^[0-9]+$/.test(id) && !this.#ids.has(entry)) {
+        this.#ids.set(entry, Number(id));
+      }
+    }
+    this.#stamp = stamp;
   }
 }

@@ -10,7 +10,14 @@ import { describeError } from "./errors.ts";
 import type { Providers } from "./ports.ts";
 import { type KindContext, newKindContext, type Release, ResourceError } from "./resources/kind.ts";
 import { kindOf } from "./resources/mod.ts";
-import type { Counts, HeldResource, ResourceResult, Source, Store } from "./store/store.ts";
+import type {
+  Counts,
+  HeldResource,
+  HeldSummary,
+  ResourceResult,
+  Source,
+  Store,
+} from "./store/store.ts";
 
 /** What the engine works with. */
 export interface EngineContext {
@@ -78,7 +85,7 @@ export async function applyDeclaration(
   });
   const applyId = store.beginApply(options.source, options.origin, declaration.serial, digest);
   const kctx = newKindContext(ctx.providers);
-  const held = new Map(store.held().map((h) => [h.key, h]));
+  const held = store.heldIndex();
   const results: ResourceResult[] = [];
   const counts: Counts = { changed: 0, unchanged: 0, removed: 0, failed: 0 };
   let error: string | undefined;
@@ -180,7 +187,7 @@ async function applyOne(
   kctx: KindContext,
   resource: Resource,
   position: number,
-  held: HeldResource | undefined,
+  held: HeldSummary | undefined,
 ): Promise<{
   result: Pick<ResourceResult, "outcome" | "changes">;
   save: (applyId: number, seq: number, result: ResourceResult) => void;
@@ -205,7 +212,13 @@ async function applyOne(
     return {
       result: { outcome: "unchanged", changes: [] },
       save: unchanged
-        ? (applyId, seq, result) => store.recordUnchanged(applyId, seq, position, result)
+        ? (applyId, seq, result) =>
+          store.recordUnchanged(
+            applyId,
+            seq,
+            result,
+            held.position === position ? undefined : position,
+          )
         : (applyId, seq, result) => store.recordHeld(applyId, seq, holdAs(), result),
     };
   }
@@ -245,13 +258,13 @@ async function releaseUndeclared(
 ): Promise<string | undefined> {
   const { store } = ctx;
   const declared = new Set(declaration.resources.map(resourceKey));
-  const held = store.held();
-  const heldKeys = new Set(held.map((h) => h.key));
+  const held = store.held((key) => !declared.has(key));
+  const heldKeys = new Set(store.heldIndex().keys());
   // A create that crashed before its record: the host made it, so it may remove it.
   const orphans: HeldResource[] = store.intents()
     .filter((i) => !declared.has(i.key) && !heldKeys.has(i.key))
     .map((i) => ({ ...orphan(i.key, i.spec), position: Number.MAX_SAFE_INTEGER }));
-  const leaving = [...held.filter((h) => !declared.has(h.key)), ...orphans]
+  const leaving = [...held, ...orphans]
     .sort((a, b) => b.position - a.position);
 
   for (const item of leaving) {
@@ -301,7 +314,7 @@ export async function planDeclaration(
     }
   }
   const declared = new Set(declaration.resources.map(resourceKey));
-  const leaving = ctx.store.held().filter((h) => !declared.has(h.key)).reverse();
+  const leaving = ctx.store.held((key) => !declared.has(key)).reverse();
   for (const item of leaving) {
     const base = { id: item.id, type: item.type, key: item.key };
     try {
