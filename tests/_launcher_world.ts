@@ -104,11 +104,29 @@ export class RunningLauncher {
     })();
   }
 
-  /** Waits for the launcher to exit; returns its exit code and everything it said. */
-  async exit(): Promise<{ code: number; stderr: string }> {
+  /**
+   * Waits for the launcher to exit; returns its exit code and everything it said.
+   * One that has not exited after `timeoutMs` is stopped (TERM, which it passes
+   * to the host), so a failing test leaves no process behind, and the wait fails.
+   */
+  async exit(timeoutMs = 120_000): Promise<{ code: number; stderr: string }> {
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      this.process.kill("SIGTERM");
+    }, timeoutMs);
     const status = await this.process.status;
+    clearTimeout(timer);
     await this.#reading;
+    if (timedOut) throw new Error(`the launcher did not exit by itself:\n${this.stderr}`);
     return { code: status.code, stderr: this.stderr };
+  }
+
+  /** Stops the launcher (TERM) and waits for it; for cleanup after a failure. */
+  async stop(): Promise<void> {
+    this.process.kill("SIGTERM");
+    await this.process.status;
+    await this.#reading;
   }
 }
 

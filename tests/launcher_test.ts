@@ -22,10 +22,15 @@ async function cleanup(w: World): Promise<void> {
 /** Starts the launcher, waits until the host is `ready`, stops it with TERM; returns the run. */
 async function runUntilReady(w: World, readyCount = 1) {
   const l = new RunningLauncher(w);
-  await waitFor(
-    "the host to be ready",
-    async () => (await hostLog(w)).filter((x) => x.startsWith("ready")).length >= readyCount,
-  );
+  try {
+    await waitFor(
+      "the host to be ready",
+      async () => (await hostLog(w)).filter((x) => x.startsWith("ready")).length >= readyCount,
+    );
+  } catch (e) {
+    await l.stop();
+    throw new Error(`${e}\nlauncher said:\n${l.stderr}`);
+  }
   l.process.kill("SIGTERM");
   return await l.exit();
 }
@@ -105,7 +110,11 @@ for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
   Deno.test(`launcher: ${sig} reaches the host as TERM and the launcher waits for it`, async () => {
     const w = await makeWorld({ steps: ["wait"] });
     const l = new RunningLauncher(w);
-    await waitFor("the host to be ready", async () => (await hostLog(w)).includes("ready 1.0"));
+    await waitFor("the host to be ready", async () => (await hostLog(w)).includes("ready 1.0"))
+      .catch(async (e) => {
+        await l.stop();
+        throw e;
+      });
     const pid = Number((await hostLog(w))[0].split(" ")[2]);
     l.process.kill(sig);
     const r = await l.exit();
@@ -128,7 +137,11 @@ Deno.test("launcher: a signal during the back-off stops without starting the hos
   w.env.NOX_MESH_HOST_BACKOFF = "600";
   w.env.NOX_MESH_HOST_BACKOFF_MAX = "600";
   const l = new RunningLauncher(w);
-  await waitFor("the first failure", () => l.stderr.includes("starting again in 600s"));
+  await waitFor("the first failure", () => l.stderr.includes("starting again in 600s"))
+    .catch(async (e) => {
+      await l.stop();
+      throw e;
+    });
   l.process.kill("SIGTERM");
   const r = await l.exit();
   assert.equal(r.code, 0, r.stderr);
