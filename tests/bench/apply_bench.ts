@@ -7,12 +7,12 @@
  */
 import { posix } from "node:path";
 import { parseArgs } from "node:util";
-import { openHost } from "../src/host.ts";
-import { applyDeclaration } from "../src/apply.ts";
-import { parseDeclaration } from "../src/declaration/parse.ts";
-import { posixFileSystem } from "../os/posix_fs.ts";
+import { openHost } from "../../src/host.ts";
+import { applyDeclaration } from "../../src/apply.ts";
+import { parseDeclaration } from "../../src/declaration/parse.ts";
+import { posixFileSystem } from "../../os/posix_fs.ts";
 
-const REPO = new URL("..", import.meta.url).pathname;
+const REPO = new URL("../..", import.meta.url).pathname;
 const { values } = parseArgs({
   args: Deno.args,
   options: { runs: { type: "string" }, write: { type: "string" } },
