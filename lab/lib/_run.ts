@@ -18,6 +18,8 @@ export interface RunOptions {
   clearEnv?: boolean;
   /** Kill the command (SIGKILL) after this many milliseconds. */
   timeoutMs?: number;
+  /** Working directory. */
+  cwd?: string;
   /** What the command is for, used in error messages. */
   what?: string;
 }
@@ -26,12 +28,13 @@ const decoder = new TextDecoder();
 
 /** Runs argv to completion and returns its exit code and output. */
 export async function run(argv: readonly string[], options: RunOptions = {}): Promise<RunResult> {
-  const { check = true, input, env, clearEnv = false, timeoutMs, what } = options;
+  const { check = true, input, env, clearEnv = false, timeoutMs, what, cwd } = options;
   const [program, ...args] = argv;
   let child: Deno.ChildProcess;
   try {
     child = new Deno.Command(program, {
       args,
+      cwd,
       env,
       clearEnv,
       stdin: input === undefined ? "null" : "piped",

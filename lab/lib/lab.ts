@@ -4,6 +4,7 @@ import { Broker, type BrokerOptions } from "./broker.ts";
 import { LabError } from "./errors.ts";
 import { Machine } from "./machine.ts";
 import { LabSwitch, SUBNET_PREFIX } from "./net.ts";
+import { bundle, PROBE_FLAGS } from "./bundle.ts";
 import { ensureRepo } from "./repo.ts";
 import { exists, run } from "./_run.ts";
 
@@ -16,6 +17,15 @@ export interface MachineSpec {
   network?: boolean;
   /** Seconds to wait for boot (default 90). */
   bootTimeoutS?: number;
+}
+
+/** Verdict of {@link Lab.probeBroker}. */
+export interface ProbeResult {
+  ok: boolean;
+  /** Why it failed (from the client), when not ok. */
+  error?: string;
+  /** Milliseconds the probe took. */
+  ms?: number;
 }
 
 /** Options of {@link Lab.start}. */
@@ -52,6 +62,7 @@ export class Lab implements AsyncDisposable {
   readonly net: LabSwitch;
   readonly machines: Map<string, Machine> = new Map();
   private brokerInstance: Broker | undefined;
+  private probeBundled: Promise<void> | undefined;
   private nextAddress = 10;
   private stopping: Promise<void> | undefined;
 
@@ -140,6 +151,51 @@ export class Lab implements AsyncDisposable {
       await Deno.writeTextFile(join(this.shareDir, "broker-ca.pem"), this.brokerInstance.caPem);
     }
     return this.brokerInstance;
+  }
+
+  /**
+   * Connects to the broker with a real NATS client over TLS (lab CA trusted, server
+   * certificate pinned) from inside a machine, or from the broker's own namespace,
+   * and round-trips one message.
+   */
+  async probeBroker(from: Machine | "broker", timeoutMs = 20_000): Promise<ProbeResult> {
+    const broker = await this.broker();
+    const probe = join(this.shareDir, "nats-probe.js");
+    this.probeBundled ??= bundle("lab/lib/clients/nats_probe.ts", probe);
+    await this.probeBundled;
+    const result = from === "broker"
+      ? await broker.exec(
+        [
+          "deno",
+          "run",
+          ...PROBE_FLAGS,
+          probe,
+          broker.addressUrl,
+          join(broker.dir, "ca.pem"),
+          broker.fingerprint256,
+        ],
+        { timeoutMs },
+      )
+      : await from.exec(
+        [
+          MACHINE_DENO,
+          "run",
+          ...PROBE_FLAGS,
+          "/lab/nats-probe.js",
+          broker.url,
+          "/lab/broker-ca.pem",
+          broker.fingerprint256,
+        ],
+        { timeoutMs },
+      );
+    try {
+      return JSON.parse(result.stdout.trim().split("\n").pop() ?? "");
+    } catch {
+      return {
+        ok: false,
+        error: `probe exit ${result.code}: ${(result.stderr || result.stdout).trim()}`,
+      };
+    }
   }
 
   /** The broker if it was started. */
