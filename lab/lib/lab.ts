@@ -2,7 +2,8 @@ import { join } from "node:path";
 import { ensureBase, type Flavour } from "./base.ts";
 import { Broker, type BrokerOptions } from "./broker.ts";
 import { LabError } from "./errors.ts";
-import { Machine } from "./machine.ts";
+import { DENO_BINARY, Machine, MACHINE_DENO, type PlacedFile } from "./machine.ts";
+import { bundleHost, installHost } from "./host.ts";
 import { LabSwitch, SUBNET_PREFIX } from "./net.ts";
 import { bundle, PROBE_FLAGS } from "./bundle.ts";
 import { ensureRepo } from "./repo.ts";
@@ -15,6 +16,8 @@ export interface MachineSpec {
   flavour: Flavour;
   /** Plug the machine into the lab switch (default true). */
   network?: boolean;
+  /** Files placed in the machine's root before it boots. */
+  files?: Record<string, PlacedFile>;
   /** Seconds to wait for boot (default 90). */
   bootTimeoutS?: number;
 }
@@ -38,11 +41,6 @@ export interface LabOptions {
   log?: (line: string) => void;
 }
 
-/** Where the deno binary of this host lives; bound read-only into every machine. */
-export const DENO_BINARY: string = Deno.realPathSync("/usr/bin/deno");
-/** Where deno appears inside a machine. */
-export const MACHINE_DENO = "/usr/local/bin/deno";
-
 const live = new Set<Lab>();
 let handlers: Array<[Deno.Signal, () => void]> = [];
 
@@ -63,6 +61,7 @@ export class Lab implements AsyncDisposable {
   readonly machines: Map<string, Machine> = new Map();
   private brokerInstance: Broker | undefined;
   private probeBundled: Promise<void> | undefined;
+  private hostBundled: Promise<void> | undefined;
   private nextAddress = 10;
   private stopping: Promise<void> | undefined;
 
@@ -133,7 +132,11 @@ export class Lab implements AsyncDisposable {
         dir: join(this.dir, "machines", spec.name),
         lower: base.rootfs,
         binds: [[DENO_BINARY, MACHINE_DENO], [this.shareDir, "/lab"]],
-        preload: [["/etc/hostname", `${spec.name}\n`], ["/etc/hosts", hosts]],
+        preload: [
+          ["/etc/hostname", `${spec.name}\n`],
+          ["/etc/hosts", hosts],
+          ...Object.entries(spec.files ?? {}),
+        ],
         bootTimeoutMs: (spec.bootTimeoutS ?? 90) * 1000,
       });
       this.machines.set(spec.name, machine);
@@ -196,6 +199,17 @@ export class Lab implements AsyncDisposable {
         error: `probe exit ${result.code}: ${(result.stderr || result.stdout).trim()}`,
       };
     }
+  }
+
+  /**
+   * Installs the host from this checkout (bundled once per lab) into a machine as
+   * /usr/local/bin/nox-mesh-host, run with the lab's host permission flags.
+   */
+  async installHost(machine: Machine): Promise<void> {
+    const file = join(this.dir, "nox-mesh-host.js");
+    this.hostBundled ??= bundleHost(file);
+    await this.hostBundled;
+    await installHost(machine, file);
   }
 
   /** The broker if it was started. */

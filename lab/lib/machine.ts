@@ -6,6 +6,9 @@ import type { Port } from "./net.ts";
 import { exists, run, type RunResult, sleep, tail, until } from "./_run.ts";
 import { ENTER_ROOT, LAUNCH, OPENRC_INIT, PLAIN_INIT, WRITE_FILE } from "./_scripts.ts";
 
+/** A file placed on a machine before it boots: text, text with a mode, or a symlink. */
+export type PlacedFile = string | { content: string; mode?: string } | { symlink: string };
+
 /** Options of {@link Machine.exec}. */
 export interface ExecOptions {
   /** Throw a LabError when the exit code is not 0 (default false). */
@@ -30,10 +33,15 @@ export interface MachinePlan {
   lower: string;
   /** Read-only bind mounts: host path → machine path. */
   binds: ReadonlyArray<readonly [string, string]>;
-  /** Files written into the overlay before boot (machine path → content). */
-  preload: ReadonlyArray<readonly [string, string]>;
+  /** Files written into the overlay before boot (machine path → what to place). */
+  preload: ReadonlyArray<readonly [string, PlacedFile]>;
   bootTimeoutMs: number;
 }
+
+/** Where the deno binary of this host lives; bound read-only into every machine. */
+export const DENO_BINARY: string = Deno.realPathSync("/usr/bin/deno");
+/** Where deno appears inside a machine. */
+export const MACHINE_DENO = "/usr/local/bin/deno";
 
 const MACHINE_ENV = {
   PATH: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -83,11 +91,7 @@ export class Machine {
     for (const d of ["upper", "work", "root"]) {
       await Deno.mkdir(join(plan.dir, d), { recursive: true });
     }
-    for (const [path, content] of plan.preload) {
-      const target = join(plan.dir, "upper", path);
-      await Deno.mkdir(join(target, ".."), { recursive: true });
-      await Deno.writeTextFile(target, content);
-    }
+    for (const [path, placed] of plan.preload) await preload(join(plan.dir, "upper"), path, placed);
     const cgroups = await CgroupSet.create(plan.unitName);
     const args = [
       "--mount",
@@ -312,6 +316,23 @@ function namespaceArgv(plan: MachinePlan, root: string): string[] {
     plan.flavour === "openrc" ? OPENRC_INIT : PLAIN_INIT,
     ...plan.binds.flat(),
   ];
+}
+
+/** Writes a placed file into an overlay's upper directory (owned by root). */
+async function preload(upper: string, path: string, placed: PlacedFile): Promise<void> {
+  if (!path.startsWith("/") || path.split("/").includes("..")) {
+    throw new LabError("usage", `placed file path "${path}" must be absolute without ".."`);
+  }
+  const target = join(upper, path);
+  await Deno.mkdir(join(target, ".."), { recursive: true });
+  if (typeof placed === "object" && "symlink" in placed) {
+    await Deno.symlink(placed.symlink, target);
+    return;
+  }
+  const content = typeof placed === "string" ? placed : placed.content;
+  const mode = typeof placed === "string" ? "0644" : placed.mode ?? "0644";
+  await Deno.writeTextFile(target, content);
+  await Deno.chmod(target, parseInt(mode, 8));
 }
 
 /** Direct children of a process. */
