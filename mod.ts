@@ -1,0 +1,60 @@
+/**
+ * nox-mesh-host: the agent that makes a machine match its declared state.
+ * Run it for the command line; import it for the library.
+ */
+import { main } from "./src/cli/main.ts";
+import type { CliIo } from "./src/cli/io.ts";
+import { detectProviders } from "./os/mod.ts";
+
+export { main } from "./src/cli/main.ts";
+export { EXIT } from "./src/cli/io.ts";
+export type { CliIo } from "./src/cli/io.ts";
+export {
+  applyDeclaration,
+  type ApplyReport,
+  planDeclaration,
+  type PlanEntry,
+} from "./src/apply.ts";
+export {
+  type Declaration,
+  DeclarationRefused,
+  parseDeclaration,
+  parseTrustedDeclaration,
+  type Problem,
+} from "./src/declaration/parse.ts";
+export type * from "./src/declaration/schema.ts";
+export { type HostConfig, loadConfig } from "./src/config.ts";
+export { applyText, type Host, openHost, parseFor, planText } from "./src/host.ts";
+export { Store } from "./src/store/store.ts";
+export type * from "./src/ports.ts";
+export { detectProviders } from "./os/mod.ts";
+export { PROGRAM, VERSION } from "./src/version.ts";
+
+/** The real process's world: its streams, its signals, this machine's adapters. */
+export function processIo(): CliIo {
+  const encoder = new TextEncoder();
+  const write = (stream: typeof Deno.stdout) => (text: string) => {
+    const bytes = encoder.encode(text);
+    let written = 0;
+    while (written < bytes.length) written += stream.writeSync(bytes.subarray(written));
+  };
+  const aborter = new AbortController();
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    Deno.addSignalListener(signal, () => {
+      // The first signal stops the apply between two steps; a second one insists.
+      if (aborter.signal.aborted) Deno.exit(130);
+      aborter.abort(signal);
+    });
+  }
+  return {
+    stdout: write(Deno.stdout),
+    stderr: write(Deno.stderr),
+    stdin: () => new Response(Deno.stdin.readable).bytes(),
+    providers: detectProviders,
+    signal: aborter.signal,
+  };
+}
+
+if (import.meta.main) {
+  Deno.exit(await main(Deno.args, processIo()));
+}

@@ -1,0 +1,26 @@
+/** What a command may touch outside itself: output streams and the providers factory. */
+import type { Providers } from "../ports.ts";
+
+/** The command line's world, passed in so tests can run commands in-process. */
+export interface CliIo {
+  stdout(text: string): void;
+  stderr(text: string): void;
+  /** Read all of standard input (for `apply -`). */
+  stdin(): Promise<Uint8Array>;
+  /** Detect the adapters of this machine. */
+  providers(): Promise<Providers>;
+  /** Aborted on SIGTERM/SIGINT. */
+  signal?: AbortSignal;
+}
+
+/** Exit codes (documented in the README). */
+export const EXIT = {
+  ok: 0,
+  failed: 1,
+  refused: 2,
+  usage: 64,
+  noInput: 66,
+  software: 70,
+  busy: 75,
+  config: 78,
+} as const;

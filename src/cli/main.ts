@@ -1,0 +1,164 @@
+/** The command line (R11): parse, dispatch, and turn errors into exit codes and sentences. */
+import { parseArgs } from "node:util";
+import { ConfigError } from "../config.ts";
+import { DeclarationRefused } from "../declaration/parse.ts";
+import { BusyError, HostError, StoreError, UsageError } from "../errors.ts";
+import { PROGRAM, VERSION } from "../version.ts";
+import { applyCommand, InputError, planCommand } from "./apply.ts";
+import { type Command, GLOBAL_HELP, GLOBAL_OPTIONS } from "./command.ts";
+import { type CliIo, EXIT } from "./io.ts";
+import { statusCommand } from "./status.ts";
+
+const versionCommand: Command = {
+  name: "version",
+  summary: "print the version of this host",
+  usage: "version",
+  help: "Print the version of the running host.\n",
+  options: {},
+  positionals: [0, 0],
+  run(ctx) {
+    ctx.io.stdout(
+      ctx.json
+        ? JSON.stringify({ program: PROGRAM, version: VERSION }) + "\n"
+        : `${PROGRAM} ${VERSION}\n`,
+    );
+    return Promise.resolve(EXIT.ok);
+  },
+};
+
+/** Every command, in the order help lists them. Later commands register here. */
+export const COMMANDS: Command[] = [applyCommand, planCommand, statusCommand, versionCommand];
+
+/** The top-level help text. */
+export function overview(): string {
+  const width = Math.max(...COMMANDS.map((c) => c.name.length)) + 2;
+  return `${PROGRAM} ${VERSION}: makes this machine match its declared state.
+
+Usage: ${PROGRAM} <command> [options]
+
+Commands:
+${COMMANDS.map((c) => `  ${c.name.padEnd(width)}${c.summary}`).join("\n")}
+  ${"help".padEnd(width)}show help for a command
+
+${GLOBAL_HELP}
+Run "${PROGRAM} <command> --help" for a command's options and exit codes.
+`;
+}
+
+/**
+ * Run the command line; returns the exit code.
+ *
+ * @example
+ * ```ts
+ * const code = await main(["status", "--json"], io);
+ * ```
+ */
+export async function main(args: string[], io: CliIo): Promise<number> {
+  const [name, ...rest] = args;
+  if (name === undefined || name === "help" || name === "--help" || name === "-h") {
+    const topic = name === "help" ? COMMANDS.find((c) => c.name === rest[0]) : undefined;
+    if (name === "help" && rest[0] !== undefined && topic === undefined) {
+      return usage(io, `unknown command "${rest[0]}"`);
+    }
+    io.stdout(topic ? commandHelp(topic) : overview());
+    return name === undefined ? EXIT.usage : EXIT.ok;
+  }
+  if (name === "--version") {
+    return versionCommand.run({ io, values: {}, positionals: [], json: false, flags: {} });
+  }
+  const command = COMMANDS.find((c) => c.name === name);
+  if (!command) return usage(io, `unknown command "${name}"`);
+
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: rest,
+      options: { ...GLOBAL_OPTIONS, ...command.options },
+      allowPositionals: true,
+    });
+  } catch (error) {
+    return usage(io, (error as Error).message, command);
+  }
+  const { values, positionals } = parsed;
+  if (values.help) {
+    io.stdout(commandHelp(command));
+    return EXIT.ok;
+  }
+  const [min, max] = command.positionals;
+  if (positionals.length < min || positionals.length > max) {
+    const extra = positionals.length > max
+      ? `unexpected argument "${positionals[max]}"`
+      : "missing argument";
+    return usage(io, extra, command);
+  }
+  const json = values.json === true;
+  try {
+    return await command.run({
+      io,
+      values: values as Record<string, string | boolean | undefined>,
+      positionals,
+      json,
+      flags: {
+        stateDir: values["state-dir"] as string | undefined,
+        configPath: values.config as string | undefined,
+      },
+    });
+  } catch (error) {
+    return failure(io, error, json, command);
+  }
+}
+
+function commandHelp(command: Command): string {
+  return `Usage: ${PROGRAM} ${command.usage}\n\n${command.help}\n${GLOBAL_HELP}`;
+}
+
+function usage(io: CliIo, message: string, command?: Command): number {
+  const synopsis = command
+    ? `usage: ${PROGRAM} ${command.usage}`
+    : `run "${PROGRAM} help" for the commands`;
+  io.stderr(`${PROGRAM}: ${message}\n${synopsis}\n`);
+  return EXIT.usage;
+}
+
+/** Map an error to its exit code, and say it in one place: stderr for people, stdout JSON for machines. */
+function failure(io: CliIo, error: unknown, json: boolean, command: Command): number {
+  const code = error instanceof DeclarationRefused
+    ? EXIT.refused
+    : error instanceof InputError
+    ? EXIT.noInput
+    : error instanceof UsageError
+    ? EXIT.usage
+    : error instanceof BusyError
+    ? EXIT.busy
+    : error instanceof ConfigError
+    ? EXIT.config
+    : error instanceof StoreError
+    ? EXIT.software
+    : error instanceof Deno.errors.NotCapable
+    ? EXIT.software
+    : EXIT.software;
+  const message = error instanceof Deno.errors.NotCapable
+    ? `the host's permission set refused an operation: ${error.message}`
+    : error instanceof Error
+    ? error.message
+    : String(error);
+  if (json) {
+    const body = {
+      outcome: code === EXIT.refused ? "refused" : "error",
+      error: {
+        code: error instanceof HostError ? error.code : "internal",
+        message,
+        ...(error instanceof DeclarationRefused ? { problems: error.problems } : {}),
+      },
+    };
+    io.stdout(JSON.stringify(body) + "\n");
+  }
+  io.stderr(`${PROGRAM} ${command.name}: ${message}\n`);
+  if (code === EXIT.usage) io.stderr(`usage: ${PROGRAM} ${command.usage}\n`);
+  if (
+    code === EXIT.software && !(error instanceof HostError) && error instanceof Error && error.stack
+  ) {
+    io.stderr(`(this is a bug or an unexpected condition; details follow)\n${error.stack}\n`);
+  }
+  return code;
+}

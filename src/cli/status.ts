@@ -1,0 +1,67 @@
+/** `status`: identity, the current declaration, the last apply, what is held. */
+import { NODE_ID_KEY, openHost } from "../host.ts";
+import type { Command } from "./command.ts";
+import { EXIT } from "./io.ts";
+
+/** `status`. */
+export const statusCommand: Command = {
+  name: "status",
+  summary: "show identity, the current declaration, the last apply and what is held",
+  usage: "status",
+  help: `Show what this node's store says: its identity, the declaration it holds the
+machine to, the last apply and its outcome, and how many resources it holds.
+Reads the store only; changes nothing.
+Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
+`,
+  options: {},
+  positionals: [0, 0],
+  async run(ctx) {
+    using host = await openHost({ ...ctx.flags, providers: ctx.io.providers });
+    const { store } = host;
+    const current = store.current();
+    const last = store.lastApply();
+    const status = {
+      node: store.meta(NODE_ID_KEY) ?? null,
+      stateDir: host.config.stateDir,
+      schema: store.schemaVersion,
+      declaration: current && {
+        source: current.source,
+        origin: current.origin,
+        serial: current.serial ?? null,
+        digest: current.digest,
+        acceptedAt: current.acceptedAt,
+      },
+      lastApply: last,
+      held: store.heldCount(),
+    };
+    if (ctx.json) {
+      ctx.io.stdout(JSON.stringify(status) + "\n");
+      return EXIT.ok;
+    }
+    const rows: [string, string][] = [
+      ["node", status.node ?? "no identity (not enrolled)"],
+      ["store", `${store.path} (schema ${status.schema})`],
+      [
+        "declaration",
+        current
+          ? `${current.source} ${current.origin}, serial ${current.serial ?? "-"}, ${
+            current.digest.slice(0, 19)
+          }…, accepted ${current.acceptedAt}`
+          : "none yet",
+      ],
+      [
+        "last apply",
+        last
+          ? `#${last.id} ${last.outcome} at ${
+            last.endedAt ?? last.startedAt
+          }: ${last.counts.changed} changed, ` +
+            `${last.counts.unchanged} unchanged, ${last.counts.removed} removed, ${last.counts.failed} failed` +
+            (last.error ? `\n${" ".repeat(13)}${last.error}` : "")
+          : "none yet",
+      ],
+      ["held", `${status.held} resources`],
+    ];
+    ctx.io.stdout(rows.map(([k, v]) => `${k.padEnd(13)}${v}\n`).join(""));
+    return EXIT.ok;
+  },
+};

@@ -1,0 +1,200 @@
+/**
+ * The host's configuration: defaults, then /etc/mesh-host/host.json (or the
+ * file named by --config / NOX_MESH_HOST_CONFIG), then flags. Unknown fields
+ * in the file are refused, like in a declaration.
+ */
+import * as v from "valibot";
+import { posix } from "node:path";
+import { HostError } from "./errors.ts";
+import { pathProblem } from "./declaration/paths.ts";
+import { DEFAULT_LIMITS, type Limits, type OwnResources } from "./declaration/parse.ts";
+import { PROGRAM } from "./version.ts";
+
+/** Everything the host needs to know about where it lives and what it may manage. */
+export interface HostConfig {
+  stateDir: string;
+  /** The configuration file that was read (or would have been). */
+  configPath: string;
+  managedRoots: string[];
+  /** The bundle the package ships (substrate.lock). */
+  bundlePath: string;
+  driftIntervalSeconds: number;
+  heartbeatIntervalSeconds: number;
+  limits: Limits;
+  /** The host's own files and service, never manageable by a declaration. */
+  own: OwnResources;
+}
+
+/** Default locations and values (DESIGN.md §3, §8, §15). */
+export const DEFAULTS = {
+  stateDir: "/var/lib/mesh-host",
+  configPath: "/etc/mesh-host/host.json",
+  bundlePath: "/usr/share/nox-mesh-host/substrate.lock",
+  managedRoots: ["/etc", "/srv", "/opt", "/var/lib", "/var/log", "/usr/local", "/home"],
+  driftIntervalSeconds: 600,
+  heartbeatIntervalSeconds: 30,
+} as const;
+
+/** Environment variables the host reads. */
+export const ENV = {
+  stateDir: "NOX_MESH_HOST_STATE_DIR",
+  config: "NOX_MESH_HOST_CONFIG",
+} as const;
+
+/** Where the package installs the host's own files (DESIGN.md §15); never declarable. */
+export const INSTALLED_FILES: readonly string[] = [
+  `/usr/bin/${PROGRAM}`,
+  `/usr/bin/${PROGRAM}-launch`,
+  `/usr/local/bin/${PROGRAM}`,
+  `/usr/local/bin/${PROGRAM}-launch`,
+  `/usr/lib/${PROGRAM}`,
+  `/usr/share/${PROGRAM}`,
+  `/usr/lib/systemd/system/${PROGRAM}.service`,
+  `/lib/systemd/system/${PROGRAM}.service`,
+  `/etc/systemd/system/${PROGRAM}.service`,
+  `/etc/systemd/system/${PROGRAM}.service.d`,
+  `/etc/systemd/system/multi-user.target.wants/${PROGRAM}.service`,
+  `/etc/init.d/${PROGRAM}`,
+  `/etc/conf.d/${PROGRAM}`,
+  `/etc/runlevels/default/${PROGRAM}`,
+];
+
+/** The configuration file could not be used. */
+export class ConfigError extends HostError {}
+
+const absolute = v.pipe(
+  v.string(),
+  v.check((p) => pathProblem(p) === undefined, (i) => `${pathProblem(i.input)}`),
+);
+
+const FileSchema = v.strictObject({
+  stateDir: v.optional(absolute),
+  managedRoots: v.optional(
+    v.pipe(v.array(absolute), v.minLength(1, "name at least one managed root")),
+  ),
+  bundle: v.optional(absolute),
+  driftIntervalSeconds: v.optional(
+    v.pipe(v.number(), v.safeInteger(), v.minValue(10, "at least 10 seconds")),
+  ),
+  heartbeatIntervalSeconds: v.optional(
+    v.pipe(v.number(), v.safeInteger(), v.minValue(5, "at least 5 seconds")),
+  ),
+  limits: v.optional(v.strictObject({
+    maxBytes: v.optional(v.pipe(v.number(), v.safeInteger(), v.minValue(1))),
+    maxResources: v.optional(v.pipe(v.number(), v.safeInteger(), v.minValue(1))),
+    maxFileBytes: v.optional(v.pipe(v.number(), v.safeInteger(), v.minValue(0))),
+  })),
+});
+
+/** What the command line says about configuration (flags win over the file). */
+export interface ConfigFlags {
+  stateDir?: string;
+  configPath?: string;
+  /** Read an environment variable; `undefined` when unset or not permitted. */
+  env?: (name: string) => string | undefined;
+}
+
+/**
+ * Load the configuration: defaults < file < environment < flags.
+ *
+ * @example
+ * ```ts
+ * const config = await loadConfig({ stateDir: "/tmp/state" });
+ * ```
+ */
+export async function loadConfig(flags: ConfigFlags = {}): Promise<HostConfig> {
+  const env = flags.env ?? readEnv;
+  const explicit = flags.configPath ?? env(ENV.config);
+  const configPath = explicit ?? DEFAULTS.configPath;
+  const file = await readConfigFile(configPath, explicit !== undefined);
+  const stateDir = flags.stateDir ?? env(ENV.stateDir) ?? file.stateDir ?? DEFAULTS.stateDir;
+  for (const [what, path] of [["state directory", stateDir], ["configuration file", configPath]]) {
+    const problem = pathProblem(path);
+    if (problem) throw new ConfigError("config.path", `the ${what} ${problem}`);
+  }
+  const bundlePath = file.bundle ?? DEFAULTS.bundlePath;
+  return {
+    stateDir,
+    configPath,
+    managedRoots: [...(file.managedRoots ?? DEFAULTS.managedRoots)],
+    bundlePath,
+    driftIntervalSeconds: file.driftIntervalSeconds ?? DEFAULTS.driftIntervalSeconds,
+    heartbeatIntervalSeconds: file.heartbeatIntervalSeconds ?? DEFAULTS.heartbeatIntervalSeconds,
+    limits: { ...DEFAULT_LIMITS, ...file.limits },
+    own: {
+      paths: [
+        ...INSTALLED_FILES,
+        stateDir,
+        configPath === DEFAULTS.configPath ? posix.dirname(configPath) : configPath,
+        posix.dirname(bundlePath),
+        ...runningProgramFiles(),
+      ],
+      services: [PROGRAM],
+    },
+  };
+}
+
+async function readConfigFile(
+  path: string,
+  required: boolean,
+): Promise<v.InferOutput<typeof FileSchema>> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound && !required) return {};
+    throw new ConfigError(
+      "config.read",
+      `cannot read the configuration file ${path}: ${(error as Error).message}`,
+      {
+        hint: "create it, or point --config / NOX_MESH_HOST_CONFIG at another file",
+        cause: error,
+      },
+    );
+  }
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch (error) {
+    throw new ConfigError("config.json", `${path} is not valid JSON (${(error as Error).message})`);
+  }
+  const result = v.safeParse(FileSchema, data, { abortEarly: false });
+  if (!result.success) {
+    const lines = result.issues.map((issue) => {
+      const at = (issue.path ?? []).map((p) => String(p.key)).join(".") || "(top level)";
+      return issue.kind === "validation"
+        ? `${at}: ${issue.message}`
+        : issue.expected === "never"
+        ? `${at}: is not a known setting`
+        : `${at}: expected ${issue.expected}, got ${issue.received}`;
+    });
+    throw new ConfigError(
+      "config.invalid",
+      `${path} has invalid settings:\n  ${lines.join("\n  ")}`,
+      {
+        hint: "fix them; the known settings are listed in the README",
+      },
+    );
+  }
+  return result.output;
+}
+
+/** The program file this process runs from (compiled binary or bundle), when it can be known. */
+function runningProgramFiles(): string[] {
+  const files: string[] = [];
+  try {
+    if (Deno.mainModule.startsWith("file:")) files.push(new URL(Deno.mainModule).pathname);
+  } catch { /* not knowable under this permission set */ }
+  try {
+    files.push(Deno.execPath());
+  } catch { /* not knowable under this permission set */ }
+  return files.filter((f) => pathProblem(f) === undefined);
+}
+
+function readEnv(name: string): string | undefined {
+  try {
+    return Deno.env.get(name);
+  } catch {
+    return undefined;
+  }
+}

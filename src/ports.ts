@@ -1,0 +1,135 @@
+/**
+ * The verbs the core needs from the operating system. Adapters under os/
+ * implement them; the core never names an OS tool. An adapter answers and acts,
+ * it never decides policy.
+ */
+
+/** What lstat tells about one path (never following a symlink). */
+export interface PathInfo {
+  kind: "file" | "directory" | "symlink" | "other";
+  /** Permission bits, including setuid/setgid/sticky (mode & 0o7777). */
+  mode: number;
+  uid: number;
+  gid: number;
+  size: number;
+}
+
+/** Ownership and permissions to give a path. */
+export interface Attributes {
+  mode: number;
+  uid: number;
+  gid: number;
+}
+
+/** The file system, as the file and directory resources need it. */
+export interface FileSystem {
+  /** lstat: `null` when nothing is at the path. */
+  lstat(path: string): Promise<PathInfo | null>;
+  readFile(path: string): Promise<Uint8Array>;
+  /**
+   * Write a regular file atomically: a temporary file in the same directory,
+   * attributes set, data synced, then `beforeRename()` (which may throw to
+   * abandon the write), then rename over `path`. The temporary file never
+   * survives a failure.
+   */
+  writeFileAtomic(
+    path: string,
+    data: Uint8Array,
+    attributes: Attributes,
+    beforeRename?: () => Promise<void>,
+  ): Promise<void>;
+  /** mkdir (not recursive) with these attributes; fails if the parent is missing. */
+  makeDirectory(path: string, attributes: Attributes): Promise<void>;
+  setAttributes(path: string, attributes: Attributes): Promise<void>;
+  /** Remove a file or an EMPTY directory (never recursive). */
+  remove(path: string): Promise<void>;
+  isEmptyDirectory(path: string): Promise<boolean>;
+  /** fsync a directory so renames and creations in it are durable. */
+  syncDirectory(path: string): Promise<void>;
+  /** The numeric id of a user name on this machine, `undefined` when unknown. */
+  userId(name: string): Promise<number | undefined>;
+  /** The numeric id of a group name on this machine, `undefined` when unknown. */
+  groupId(name: string): Promise<number | undefined>;
+}
+
+/** An installed package, as the package database reports it. */
+export interface InstalledPackage {
+  name: string;
+  version: string;
+}
+
+/** A package manager (pacman, apk). Installs; never uninstalls. */
+export interface PackageManager {
+  readonly name: string;
+  /** Ask the package database; `null` when not installed. */
+  installed(name: string): Promise<InstalledPackage | null>;
+  /** Install from the configured repositories, at exactly `version` when given. */
+  install(name: string, version?: string): Promise<void>;
+}
+
+/** What the service manager says about one service. */
+export interface ServiceState {
+  /** Whether a unit/script of this name exists at all. */
+  exists: boolean;
+  enabled: boolean;
+  running: boolean;
+}
+
+/** An init system's service manager (systemd, OpenRC). */
+export interface ServiceManager {
+  readonly name: string;
+  state(name: string): Promise<ServiceState>;
+  enable(name: string): Promise<void>;
+  disable(name: string): Promise<void>;
+  start(name: string): Promise<void>;
+  stop(name: string): Promise<void>;
+}
+
+/** What the runtime reports about one container. */
+export interface ContainerInfo {
+  name: string;
+  image: string;
+  running: boolean;
+  labels: Record<string, string>;
+}
+
+/** What the host asks the runtime to create. */
+export interface ContainerSpec {
+  name: string;
+  image: string;
+  args: string[];
+  env: Record<string, string>;
+  mounts: { source: string; target: string; readOnly?: boolean }[];
+  restart: "no" | "always" | "on-failure" | "unless-stopped";
+  labels: Record<string, string>;
+}
+
+/** A container runtime (podman, docker). */
+export interface ContainerRuntime {
+  readonly name: string;
+  inspect(name: string): Promise<ContainerInfo | null>;
+  /** Create and start. */
+  create(spec: ContainerSpec): Promise<void>;
+  remove(name: string): Promise<void>;
+}
+
+/** The outcome of running a program. */
+export interface CommandResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs the programs of `action` resources (the bundle only). */
+export interface CommandRunner {
+  run(argv: readonly string[]): Promise<CommandResult>;
+}
+
+/** The adapters available on this machine. A missing one means "no provider here". */
+export interface Providers {
+  fs: FileSystem;
+  packages?: PackageManager;
+  services?: ServiceManager;
+  containers?: ContainerRuntime;
+  commands?: CommandRunner;
+}

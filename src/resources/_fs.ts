@@ -1,0 +1,88 @@
+/** Helpers shared by the file and directory kinds. */
+import { posix } from "node:path";
+import { ancestors } from "../declaration/paths.ts";
+import type { FileSystem, PathInfo } from "../ports.ts";
+import { formatMode, type KindContext, resolveGroup, resolveUser, ResourceError } from "./kind.ts";
+
+/**
+ * Refuse a path whose ancestors include a symlink or a non-directory: the host
+ * never writes through a symlink. Returns the first missing ancestor, if any.
+ */
+export async function checkAncestors(fs: FileSystem, path: string): Promise<string | undefined> {
+  for (const dir of ancestors(path)) {
+    const info = await fs.lstat(dir);
+    if (info === null) return dir;
+    if (info.kind === "symlink") {
+      throw new ResourceError("resource.symlink", `${dir} (above ${path}) is a symlink`, {
+        hint: "the host never writes through a symlink; declare the real path instead",
+      });
+    }
+    if (info.kind !== "directory") {
+      throw new ResourceError(
+        "resource.not-a-directory",
+        `${dir} (above ${path}) is not a directory`,
+      );
+    }
+  }
+  return undefined;
+}
+
+/** Refuse a symlink or a thing of the wrong kind at the managed path itself. */
+export function expectKind(path: string, info: PathInfo, kind: "file" | "directory"): void {
+  if (info.kind === kind) return;
+  if (info.kind === "symlink") {
+    throw new ResourceError("resource.symlink", `${path} is a symlink`, {
+      hint: "the host never writes through a symlink; remove it or declare the real path",
+    });
+  }
+  throw new ResourceError(
+    "resource.wrong-kind",
+    `${path} is a ${info.kind === "other" ? "special file" : info.kind}, not a ${kind}`,
+    {
+      hint: `remove it, or change the declaration to match`,
+    },
+  );
+}
+
+/** The declared mode/owner/group, resolved to numbers on this machine. */
+export async function declaredAttributes(
+  ctx: KindContext,
+  spec: { mode: string; owner: string; group: string },
+): Promise<{ mode: number; uid: number; gid: number }> {
+  return {
+    mode: parseInt(spec.mode, 8),
+    uid: await resolveUser(ctx, spec.owner),
+    gid: await resolveGroup(ctx, spec.group),
+  };
+}
+
+/** Describe how the attributes on disk differ from the declared ones. */
+export function attributeChanges(
+  info: PathInfo,
+  want: { mode: number; uid: number; gid: number },
+  spec: { owner: string; group: string },
+): string[] {
+  const changes: string[] = [];
+  if (info.mode !== want.mode) {
+    changes.push(`mode ${formatMode(info.mode)} → ${formatMode(want.mode)}`);
+  }
+  if (info.uid !== want.uid) changes.push(`owner ${info.uid} → ${want.uid} (${spec.owner})`);
+  if (info.gid !== want.gid) changes.push(`group ${info.gid} → ${want.gid} (${spec.group})`);
+  return changes;
+}
+
+/** Turn "no such file" from a create into a reason a person can act on. */
+export function missingParent(path: string, error: unknown): never {
+  if (error instanceof Deno.errors.NotFound) {
+    throw new ResourceError(
+      "resource.no-parent",
+      `the directory ${posix.dirname(path)} does not exist`,
+      {
+        hint:
+          "declare it as a directory resource before this one (the order is stated, never derived)",
+        cause: error,
+      },
+    );
+  }
+  throw error;
+}

@@ -1,0 +1,93 @@
+/** The file resource: a regular file with exact content, mode, owner and group. */
+import { posix } from "node:path";
+import type { FileResource } from "../declaration/schema.ts";
+import type { HeldResource } from "../store/store.ts";
+import type { Check, KindContext, Release, ResourceKind } from "./kind.ts";
+import {
+  attributeChanges,
+  checkAncestors,
+  declaredAttributes,
+  expectKind,
+  missingParent,
+} from "./_fs.ts";
+
+const decoded = new WeakMap<FileResource, Uint8Array>();
+
+/** The bytes a file resource declares (decoded once per resource). */
+export function fileContent(resource: FileResource): Uint8Array {
+  let bytes = decoded.get(resource);
+  if (!bytes) {
+    bytes = resource.content !== undefined
+      ? new TextEncoder().encode(resource.content)
+      : Uint8Array.from(atob(resource.contentBase64 ?? ""), (c) => c.charCodeAt(0));
+    decoded.set(resource, bytes);
+  }
+  return bytes;
+}
+
+/** The file kind. */
+export const fileKind: ResourceKind<FileResource> = {
+  type: "file",
+
+  async check(ctx: KindContext, resource: FileResource): Promise<Check> {
+    const fs = ctx.providers.fs;
+    if (await checkAncestors(fs, resource.path) !== undefined) {
+      return { exists: false, changes: ["create"] };
+    }
+    const info = await fs.lstat(resource.path);
+    if (info === null) return { exists: false, changes: ["create"] };
+    expectKind(resource.path, info, "file");
+    const want = fileContent(resource);
+    const changes: string[] = [];
+    if (info.size !== want.length || !equalBytes(await fs.readFile(resource.path), want)) {
+      changes.push("content");
+    }
+    changes.push(...attributeChanges(info, await declaredAttributes(ctx, resource), resource));
+    return { exists: true, changes };
+  },
+
+  async apply(ctx: KindContext, resource: FileResource): Promise<void> {
+    const fs = ctx.providers.fs;
+    const attributes = await declaredAttributes(ctx, resource);
+    // Any difference, even mode alone, is repaired by a fresh atomic write:
+    // rename replaces the path itself, so nothing is ever done through a symlink.
+    const guard = async () => {
+      await checkAncestors(fs, resource.path);
+      const info = await fs.lstat(resource.path);
+      if (info !== null) expectKind(resource.path, info, "file");
+    };
+    await guard();
+    try {
+      await fs.writeFileAtomic(resource.path, fileContent(resource), attributes, guard);
+    } catch (error) {
+      missingParent(resource.path, error);
+    }
+    ctx.touchedDirectories.add(posix.dirname(resource.path));
+  },
+
+  async release(ctx: KindContext, held: HeldResource, dryRun: boolean): Promise<Release> {
+    const path = (held.spec as FileResource).path;
+    if (!held.created) {
+      return { outcome: "forgotten", detail: "not created by the host, left in place" };
+    }
+    const info = await ctx.providers.fs.lstat(path);
+    if (info === null) return { outcome: "removed", detail: "already gone" };
+    if (info.kind !== "file") {
+      return {
+        outcome: "forgotten",
+        detail: `now a ${info.kind}, not the file the host created; left in place`,
+      };
+    }
+    if (!dryRun) {
+      await ctx.providers.fs.remove(path);
+      ctx.touchedDirectories.add(posix.dirname(path));
+    }
+    return { outcome: "removed" };
+  },
+};
+
+function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}

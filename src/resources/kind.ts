@@ -1,0 +1,96 @@
+/**
+ * The contract of a resource kind: one module per kind (STYLE.md, after mgmt
+ * and Puppet). `check` answers "is the machine already like this?" without
+ * changing anything; `apply` makes the change the check found; the engine then
+ * calls `check` again as the read-back, so plan, apply and read-back can never
+ * disagree about what "in sync" means.
+ */
+import { HostError } from "../errors.ts";
+import type { Resource } from "../declaration/schema.ts";
+import type { HeldResource } from "../store/store.ts";
+import type { Providers } from "../ports.ts";
+
+/** What a check found. */
+export interface Check {
+  /** Whether the managed thing exists at all (false: applying creates it). */
+  exists: boolean;
+  /** What differs from the declaration, for people; empty means in sync. */
+  changes: string[];
+}
+
+/** What happened (or would happen) to a resource that is no longer declared. */
+export interface Release {
+  outcome: "removed" | "forgotten";
+  /** Why it was forgotten rather than removed, e.g. "not empty, kept". */
+  detail?: string;
+}
+
+/** What kinds get from the engine. */
+export interface KindContext {
+  providers: Providers;
+  /** Directories whose entries this apply changed; the engine syncs them at the end. */
+  touchedDirectories: Set<string>;
+}
+
+/** One resource kind. */
+export interface ResourceKind<R extends Resource = Resource> {
+  readonly type: R["type"];
+  check(ctx: KindContext, resource: R): Promise<Check>;
+  /** Make the changes `found` lists. Throws with the reason when it cannot. */
+  apply(ctx: KindContext, resource: R, found: Check): Promise<void>;
+  /**
+   * Release a held resource that is no longer declared: remove what the host
+   * created where the kind's rules allow it, otherwise forget it. With
+   * `dryRun`, only say which it would be.
+   */
+  release(ctx: KindContext, held: HeldResource, dryRun: boolean): Promise<Release>;
+}
+
+/** A resource failed to apply, check or release; the message is the reason. */
+export class ResourceError extends HostError {}
+
+/** There is no adapter on this machine for what a resource needs. */
+export class NoProviderError extends ResourceError {
+  constructor(type: string, needs: string) {
+    super(
+      "resource.no-provider",
+      `no provider on this machine for ${type} resources (needs ${needs}, and none was detected)`,
+      { hint: "run `nox-mesh-host profile` to see what this machine has" },
+    );
+  }
+}
+
+/** Format permission bits as a 4-digit octal string, e.g. 0o644 → "0644". */
+export function formatMode(mode: number): string {
+  return mode.toString(8).padStart(4, "0");
+}
+
+/** Resolve a user name (or numeric id) to a uid on this machine. */
+export async function resolveUser(ctx: KindContext, name: string): Promise<number> {
+  const id = await ctx.providers.fs.userId(name);
+  if (id === undefined) {
+    throw new ResourceError(
+      "resource.unknown-user",
+      `user "${name}" does not exist on this machine`,
+      {
+        hint: "create it first (e.g. with a package that adds it) or use a numeric id",
+      },
+    );
+  }
+  return id;
+}
+
+/** Resolve a group name (or numeric id) to a gid on this machine. */
+export async function resolveGroup(ctx: KindContext, name: string): Promise<number> {
+  const id = await ctx.providers.fs.groupId(name);
+  if (id === undefined) {
+    throw new ResourceError(
+      "resource.unknown-group",
+      `group "${name}" does not exist on this machine`,
+      {
+        hint: "create it first (e.g. with a package that adds it) or use a numeric id",
+      },
+    );
+  }
+  return id;
+}

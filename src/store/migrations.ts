@@ -1,0 +1,77 @@
+/**
+ * The store's schema, as an ordered list of migrations. The schema version is
+ * SQLite's user_version: the number of migrations applied. Append only: never
+ * edit a migration that has shipped.
+ */
+export const MIGRATIONS: readonly string[] = [
+  // 1: the first schema.
+  `
+  CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+  ) STRICT;
+
+  -- The current declaration: the one the host holds the machine to.
+  CREATE TABLE declaration (
+    slot        INTEGER PRIMARY KEY CHECK (slot = 1),
+    source      TEXT NOT NULL,   -- link | file | bundle
+    origin      TEXT NOT NULL,   -- a file name, "link", the bundle's path
+    node        TEXT,
+    serial      INTEGER,
+    digest      TEXT NOT NULL,
+    body        TEXT NOT NULL,   -- canonical JSON
+    accepted_at TEXT NOT NULL
+  ) STRICT;
+
+  -- What the host holds: recorded only after a resource's read-back passed.
+  CREATE TABLE held (
+    key        TEXT PRIMARY KEY, -- what it manages, e.g. path:/etc/x, package:wireguard-tools
+    id         TEXT NOT NULL,
+    type       TEXT NOT NULL,
+    position   INTEGER NOT NULL, -- index in the declaration it was applied from
+    digest     TEXT NOT NULL,    -- of the canonical resource
+    spec       TEXT NOT NULL,    -- the resource, canonical JSON
+    created    INTEGER NOT NULL, -- 1 when the host created the thing (it may then remove it)
+    applied_at TEXT NOT NULL,
+    apply_id   INTEGER NOT NULL
+  ) STRICT;
+
+  -- "About to create": written before a create, so a crash between the create
+  -- and its record does not lose the fact that the host made it. Never read
+  -- as "applied".
+  CREATE TABLE intents (
+    key  TEXT PRIMARY KEY,
+    id   TEXT NOT NULL,
+    type TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    at   TEXT NOT NULL
+  ) STRICT;
+
+  CREATE TABLE applies (
+    id         INTEGER PRIMARY KEY,
+    source     TEXT NOT NULL,
+    origin     TEXT NOT NULL,
+    serial     INTEGER,
+    digest     TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    ended_at   TEXT,
+    outcome    TEXT NOT NULL,    -- running | converged | failed | interrupted
+    changed    INTEGER NOT NULL DEFAULT 0,
+    unchanged  INTEGER NOT NULL DEFAULT 0,
+    removed    INTEGER NOT NULL DEFAULT 0,
+    failed     INTEGER NOT NULL DEFAULT 0,
+    error      TEXT
+  ) STRICT;
+
+  CREATE TABLE results (
+    apply_id    INTEGER NOT NULL REFERENCES applies (id) ON DELETE CASCADE,
+    seq         INTEGER NOT NULL,
+    resource_id TEXT NOT NULL,
+    type        TEXT NOT NULL,
+    key         TEXT NOT NULL,
+    outcome     TEXT NOT NULL,   -- changed | unchanged | removed | forgotten | failed | skipped
+    detail      TEXT,
+    PRIMARY KEY (apply_id, seq)
+  ) STRICT;
+  `,
+];

@@ -1,0 +1,460 @@
+/**
+ * The store (R4): one SQLite file under the state directory, the record of
+ * what this node applied and holds. Authoritative while disconnected, never a
+ * cache of the control plane. Every step is one transaction, so killing the
+ * process at any instant leaves a store that opens and is consistent.
+ */
+import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
+import { posix } from "node:path";
+import { StoreError } from "../errors.ts";
+import type { Resource } from "../declaration/schema.ts";
+import { MIGRATIONS } from "./migrations.ts";
+
+/** Where a declaration came from. */
+export type Source = "link" | "file" | "bundle";
+
+/** What happened to one resource in one apply. */
+export type ResultOutcome =
+  | "changed"
+  | "unchanged"
+  | "removed"
+  | "forgotten"
+  | "failed"
+  | "skipped";
+
+/** How an apply ended ("running" while it runs, or when its process died). */
+export type ApplyOutcome = "running" | "converged" | "failed" | "interrupted";
+
+/** The declaration the host holds the machine to. */
+export interface StoredDeclaration {
+  source: Source;
+  origin: string;
+  node?: string;
+  serial?: number;
+  digest: string;
+  /** Canonical JSON of the declaration. */
+  body: string;
+  acceptedAt: string;
+}
+
+/** One thing the host holds, recorded after its read-back passed. */
+export interface HeldResource {
+  key: string;
+  id: string;
+  type: Resource["type"];
+  position: number;
+  digest: string;
+  spec: Resource;
+  /** True when the host created the thing, so it may remove it later. */
+  created: boolean;
+  appliedAt: string;
+  applyId: number;
+}
+
+/** The outcome of one resource in one apply. */
+export interface ResourceResult {
+  id: string;
+  type: Resource["type"];
+  key: string;
+  outcome: ResultOutcome;
+  /** What changed (or would change), e.g. "content", "mode 0644 → 0600". */
+  changes: string[];
+  /** Why it failed, or a note such as "not empty, kept". */
+  detail?: string;
+}
+
+/** Counts of an apply's results. */
+export interface Counts {
+  changed: number;
+  unchanged: number;
+  removed: number;
+  failed: number;
+}
+
+/** One row of apply history. */
+export interface ApplyRecord {
+  id: number;
+  source: Source;
+  origin: string;
+  serial?: number;
+  digest: string;
+  startedAt: string;
+  endedAt?: string;
+  outcome: ApplyOutcome;
+  counts: Counts;
+  error?: string;
+}
+
+/** The store file's name inside the state directory. */
+export const STORE_FILE = "state.db";
+
+/** How many applies the history keeps (older ones and their results are pruned). */
+export const HISTORY_KEPT = 200;
+
+type Row = Record<string, SQLInputValue>;
+
+/** The node's local store. Open one per process; close it when done. */
+export class Store {
+  readonly path: string;
+  #db: DatabaseSync;
+  #stmt: Record<string, StatementSync>;
+
+  private constructor(path: string, db: DatabaseSync) {
+    this.path = path;
+    this.#db = db;
+    const s = (sql: string) => db.prepare(sql);
+    this.#stmt = {
+      meta: s(`SELECT value FROM meta WHERE key = ?`),
+      setMeta: s(
+        `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+      ),
+      deleteMeta: s(`DELETE FROM meta WHERE key = ?`),
+      current: s(`SELECT * FROM declaration WHERE slot = 1`),
+      accept: s(
+        `INSERT INTO declaration (slot, source, origin, node, serial, digest, body, accepted_at)
+         VALUES (1, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (slot) DO UPDATE SET source = excluded.source, origin = excluded.origin,
+           node = excluded.node, serial = excluded.serial, digest = excluded.digest,
+           body = excluded.body, accepted_at = excluded.accepted_at`,
+      ),
+      held: s(`SELECT * FROM held ORDER BY position, key`),
+      heldCount: s(`SELECT count(*) AS n FROM held`),
+      hasIntent: s(`SELECT 1 AS yes FROM intents WHERE key = ?`),
+      intent: s(`INSERT OR REPLACE INTO intents (key, id, type, spec, at) VALUES (?, ?, ?, ?, ?)`),
+      intents: s(`SELECT * FROM intents ORDER BY key`),
+      dropIntent: s(`DELETE FROM intents WHERE key = ?`),
+      upsertHeld: s(
+        `INSERT INTO held (key, id, type, position, digest, spec, created, applied_at, apply_id)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (key) DO UPDATE SET id = excluded.id, type = excluded.type,
+           position = excluded.position, digest = excluded.digest, spec = excluded.spec,
+           created = excluded.created, applied_at = excluded.applied_at, apply_id = excluded.apply_id`,
+      ),
+      touchHeld: s(`UPDATE held SET position = ?, apply_id = ? WHERE key = ?`),
+      dropHeld: s(`DELETE FROM held WHERE key = ?`),
+      result: s(
+        `INSERT INTO results (apply_id, seq, resource_id, type, key, outcome, detail) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      ),
+      begin: s(
+        `INSERT INTO applies (source, origin, serial, digest, started_at, outcome) VALUES (?, ?, ?, ?, ?, 'running')`,
+      ),
+      finish: s(
+        `UPDATE applies SET ended_at = ?, outcome = ?, changed = ?, unchanged = ?, removed = ?, failed = ?, error = ?
+         WHERE id = ?`,
+      ),
+      interruptStale: s(
+        `UPDATE applies SET outcome = 'interrupted', error = 'the process ended during this apply'
+         WHERE outcome = 'running'`,
+      ),
+      lastApply: s(`SELECT * FROM applies ORDER BY id DESC LIMIT 1`),
+      applies: s(`SELECT * FROM applies ORDER BY id DESC LIMIT ?`),
+      results: s(`SELECT * FROM results WHERE apply_id = ? ORDER BY seq`),
+      prune: s(`DELETE FROM applies WHERE id <= (SELECT max(id) FROM applies) - ?`),
+    };
+  }
+
+  /**
+   * Open (creating if needed) the store in `stateDir`, migrating its schema.
+   *
+   * @example
+   * ```ts
+   * using store = Store.open("/var/lib/mesh-host");
+   * ```
+   */
+  static open(stateDir: string): Store {
+    const path = posix.join(stateDir, STORE_FILE);
+    let db: DatabaseSync;
+    try {
+      Deno.mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+      db = new DatabaseSync(path);
+    } catch (error) {
+      throw new StoreError(
+        "store.open",
+        `cannot open the store ${path}: ${(error as Error).message}`,
+        {
+          hint:
+            "check that the state directory exists and is writable by the host (run as root), " +
+            "or choose another with --state-dir",
+          cause: error,
+        },
+      );
+    }
+    try {
+      db.exec(`PRAGMA busy_timeout = 10000`);
+      db.exec(`PRAGMA journal_mode = WAL`);
+      db.exec(`PRAGMA synchronous = NORMAL`);
+      db.exec(`PRAGMA foreign_keys = ON`);
+      migrate(db, path);
+      return new Store(path, db);
+    } catch (error) {
+      db.close();
+      if (error instanceof StoreError) throw error;
+      throw new StoreError(
+        "store.corrupt",
+        `the store ${path} cannot be used: ${(error as Error).message}`,
+        {
+          hint:
+            "move the file aside to start from an empty store (the host then re-applies its declaration)",
+          cause: error,
+        },
+      );
+    }
+  }
+
+  close(): void {
+    if (this.#db.isOpen) this.#db.close();
+  }
+
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  /** The schema version this store is at. */
+  get schemaVersion(): number {
+    return Number((this.#db.prepare(`PRAGMA user_version`).get() as Row).user_version);
+  }
+
+  meta(key: string): string | undefined {
+    return (this.#stmt.meta.get(key) as Row | undefined)?.value as string | undefined;
+  }
+
+  setMeta(key: string, value: string | undefined): void {
+    if (value === undefined) this.#stmt.deleteMeta.run(key);
+    else this.#stmt.setMeta.run(key, value);
+  }
+
+  /** The declaration the host holds the machine to, if any. */
+  current(): StoredDeclaration | null {
+    const row = this.#stmt.current.get() as Row | undefined;
+    if (!row) return null;
+    return {
+      source: row.source as Source,
+      origin: row.origin as string,
+      node: (row.node as string | null) ?? undefined,
+      serial: row.serial === null ? undefined : Number(row.serial),
+      digest: row.digest as string,
+      body: row.body as string,
+      acceptedAt: row.accepted_at as string,
+    };
+  }
+
+  /** Make a parsed declaration the current one (before applying it). */
+  accept(declaration: Omit<StoredDeclaration, "acceptedAt">): void {
+    const d = declaration;
+    this.#stmt.accept.run(
+      d.source,
+      d.origin,
+      d.node ?? null,
+      d.serial ?? null,
+      d.digest,
+      d.body,
+      now(),
+    );
+  }
+
+  /** Everything the host holds, in declared order. */
+  held(): HeldResource[] {
+    return (this.#stmt.held.all() as Row[]).map((row) => ({
+      key: row.key as string,
+      id: row.id as string,
+      type: row.type as Resource["type"],
+      position: Number(row.position),
+      digest: row.digest as string,
+      spec: JSON.parse(row.spec as string),
+      created: row.created === 1,
+      appliedAt: row.applied_at as string,
+      applyId: Number(row.apply_id),
+    }));
+  }
+
+  heldCount(): number {
+    return Number((this.#stmt.heldCount.get() as Row).n);
+  }
+
+  /** Whether a create of `key` was started and never recorded (a crash in between). */
+  hasIntent(key: string): boolean {
+    return this.#stmt.hasIntent.get(key) !== undefined;
+  }
+
+  /** Note that the host is about to create `key`, so a crash before its record cannot orphan it. */
+  recordIntent(key: string, resource: Resource): void {
+    this.#stmt.intent.run(key, resource.id, resource.type, JSON.stringify(resource), now());
+  }
+
+  /** Forget an intent whose create did not happen. */
+  dropIntent(key: string): void {
+    this.#stmt.dropIntent.run(key);
+  }
+
+  /** Creates that were started and never recorded, as resources the host made. */
+  intents(): { key: string; spec: Resource }[] {
+    return (this.#stmt.intents.all() as Row[]).map((row) => ({
+      key: row.key as string,
+      spec: JSON.parse(row.spec as string),
+    }));
+  }
+
+  /** Start an apply; marks any apply left "running" by a dead process as interrupted. */
+  beginApply(source: Source, origin: string, serial: number | undefined, digest: string): number {
+    return this.#transaction(() => {
+      this.#stmt.interruptStale.run();
+      const info = this.#stmt.begin.run(source, origin, serial ?? null, digest, now());
+      return Number(info.lastInsertRowid);
+    });
+  }
+
+  /** Record a resource as held, with its result, in one transaction (after its read-back passed). */
+  recordHeld(
+    applyId: number,
+    seq: number,
+    held: Omit<HeldResource, "appliedAt" | "applyId">,
+    result: ResourceResult,
+  ): void {
+    this.#transaction(() => {
+      this.#stmt.upsertHeld.run(
+        held.key,
+        held.id,
+        held.type,
+        held.position,
+        held.digest,
+        JSON.stringify(held.spec),
+        held.created ? 1 : 0,
+        now(),
+        applyId,
+      );
+      this.#stmt.dropIntent.run(held.key);
+      this.#insertResult(applyId, seq, result);
+    });
+  }
+
+  /** Record that a held resource was checked and is unchanged (its position may have moved). */
+  recordUnchanged(applyId: number, seq: number, position: number, result: ResourceResult): void {
+    this.#transaction(() => {
+      this.#stmt.touchHeld.run(position, applyId, result.key);
+      this.#insertResult(applyId, seq, result);
+    });
+  }
+
+  /** Record a held resource as removed or forgotten: it is no longer held. */
+  recordReleased(applyId: number, seq: number, result: ResourceResult): void {
+    this.#transaction(() => {
+      this.#stmt.dropHeld.run(result.key);
+      this.#stmt.dropIntent.run(result.key);
+      this.#insertResult(applyId, seq, result);
+    });
+  }
+
+  /** Record a result that changes nothing held (failed, skipped). */
+  recordResult(applyId: number, seq: number, result: ResourceResult): void {
+    this.#insertResult(applyId, seq, result);
+  }
+
+  finishApply(
+    applyId: number,
+    outcome: Exclude<ApplyOutcome, "running">,
+    counts: Counts,
+    error?: string,
+  ): void {
+    this.#transaction(() => {
+      this.#stmt.finish.run(
+        now(),
+        outcome,
+        counts.changed,
+        counts.unchanged,
+        counts.removed,
+        counts.failed,
+        error ?? null,
+        applyId,
+      );
+      this.#stmt.prune.run(HISTORY_KEPT);
+    });
+  }
+
+  lastApply(): ApplyRecord | null {
+    const row = this.#stmt.lastApply.get() as Row | undefined;
+    return row ? toApplyRecord(row) : null;
+  }
+
+  applies(limit = 20): ApplyRecord[] {
+    return (this.#stmt.applies.all(limit) as Row[]).map(toApplyRecord);
+  }
+
+  results(applyId: number): ResourceResult[] {
+    return (this.#stmt.results.all(applyId) as Row[]).map((row) => {
+      const detail = row.detail === null ? {} : JSON.parse(row.detail as string);
+      return {
+        id: row.resource_id as string,
+        type: row.type as Resource["type"],
+        key: row.key as string,
+        outcome: row.outcome as ResultOutcome,
+        changes: detail.changes ?? [],
+        ...(detail.detail ? { detail: detail.detail } : {}),
+      };
+    });
+  }
+
+  #insertResult(applyId: number, seq: number, r: ResourceResult): void {
+    const detail = r.changes.length || r.detail
+      ? JSON.stringify({ changes: r.changes, detail: r.detail })
+      : null;
+    this.#stmt.result.run(applyId, seq, r.id, r.type, r.key, r.outcome, detail);
+  }
+
+  #transaction<T>(work: () => T): T {
+    this.#db.exec("BEGIN IMMEDIATE");
+    try {
+      const value = work();
+      this.#db.exec("COMMIT");
+      return value;
+    } catch (error) {
+      if (this.#db.isTransaction) this.#db.exec("ROLLBACK");
+      throw error;
+    }
+  }
+}
+
+function migrate(db: DatabaseSync, path: string): void {
+  const version = Number((db.prepare(`PRAGMA user_version`).get() as Row).user_version);
+  if (version > MIGRATIONS.length) {
+    throw new StoreError(
+      "store.newer",
+      `the store ${path} has schema version ${version}, newer than this host knows (${MIGRATIONS.length})`,
+      { hint: "a newer host wrote it; run that version, or move the file aside to start afresh" },
+    );
+  }
+  for (let next = version; next < MIGRATIONS.length; next++) {
+    db.exec("BEGIN IMMEDIATE");
+    try {
+      db.exec(MIGRATIONS[next]);
+      db.exec(`PRAGMA user_version = ${next + 1}`);
+      db.exec("COMMIT");
+    } catch (error) {
+      db.exec("ROLLBACK");
+      throw error;
+    }
+  }
+}
+
+function toApplyRecord(row: Row): ApplyRecord {
+  return {
+    id: Number(row.id),
+    source: row.source as Source,
+    origin: row.origin as string,
+    ...(row.serial === null ? {} : { serial: Number(row.serial) }),
+    digest: row.digest as string,
+    startedAt: row.started_at as string,
+    ...(row.ended_at === null ? {} : { endedAt: row.ended_at as string }),
+    outcome: row.outcome as ApplyOutcome,
+    counts: {
+      changed: Number(row.changed),
+      unchanged: Number(row.unchanged),
+      removed: Number(row.removed),
+      failed: Number(row.failed),
+    },
+    ...(row.error === null ? {} : { error: row.error as string }),
+  };
+}
+
+function now(): string {
+  return new Date().toISOString();
+}
