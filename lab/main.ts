@@ -10,9 +10,8 @@ const USAGE = `usage: deno task lab [NAME…] [--list] [--keep] [--clean]
   NAME     run only these scenarios (default: all)
   --list   list the scenarios and exit
   --keep   leave machines and broker up after the run, for inspection
-  --clean  remove what earlier --keep or killed runs left behind, and exit`;
-
-const PREFIX = "noxlab";
+  --clean  remove what earlier --keep or killed runs left behind, and exit
+  --prefix P  name prefix of namespaces/cgroups/veths (default noxlab; tests use their own)`;
 
 async function main(): Promise<number> {
   let parsed;
@@ -24,6 +23,7 @@ async function main(): Promise<number> {
         list: { type: "boolean" },
         keep: { type: "boolean" },
         clean: { type: "boolean" },
+        prefix: { type: "string", default: "noxlab" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -32,6 +32,7 @@ async function main(): Promise<number> {
     return 64;
   }
   const { values, positionals } = parsed;
+  const PREFIX = values.prefix;
   if (values.help) {
     console.log(USAGE);
     return 0;

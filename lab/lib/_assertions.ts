@@ -9,6 +9,8 @@ export interface ApplyExpectation {
   unchanged?: number;
   removed?: number;
   failed?: number;
+  /** Text the report's `error` must contain. */
+  errorIncludes?: string;
 }
 
 /** Runs `nox-mesh-host apply --json FILE` on a machine and checks its report. */
@@ -24,6 +26,7 @@ export function apply(machine: string, file: string, expect: ApplyExpectation): 
         outcome?: string;
         counts?: Record<string, number>;
         results?: Array<{ id: string; outcome: string; detail?: string }>;
+        error?: unknown;
       };
       try {
         report = JSON.parse(r.stdout);
@@ -41,6 +44,12 @@ export function apply(machine: string, file: string, expect: ApplyExpectation): 
       if (r.code !== exitCode) fail(`exit ${exitCode}`, seen);
       if (expect.outcome && report.outcome !== expect.outcome) {
         fail(`outcome ${expect.outcome}`, seen);
+      }
+      if (expect.errorIncludes !== undefined) {
+        const error = JSON.stringify(report.error ?? null);
+        if (!error.includes(expect.errorIncludes)) {
+          fail(`an error mentioning ${JSON.stringify(expect.errorIncludes)}`, `error ${error}`);
+        }
       }
       for (const key of ["changed", "unchanged", "removed", "failed"] as const) {
         const want = expect[key];

@@ -42,7 +42,7 @@ const declaration = (withConf: boolean) =>
 export const scenario: Scenario = {
   name: "apply-files",
   summary: "the host (bundled from this checkout) applies files/directories on a systemd " +
-    "machine; a second apply changes nothing; drift is restored; undeclared files go",
+    "machine; a second apply changes nothing; drift is restored; undeclared files go; a file outside the managed roots is refused",
   machines: {
     node1: {
       flavour: "systemd",
@@ -50,6 +50,18 @@ export const scenario: Scenario = {
       files: {
         "/root/decl.json": declaration(true),
         "/root/decl-smaller.json": declaration(false),
+        "/root/decl-outside.json": json({
+          version: 1,
+          resources: [{
+            type: "file",
+            id: "x",
+            path: "/root/x",
+            content: "",
+            mode: "0644",
+            owner: "root",
+            group: "root",
+          }],
+        }),
       },
     },
   },
@@ -66,5 +78,7 @@ export const scenario: Scenario = {
     assertFile("node1", "/etc/noxlab-demo.conf", { content: CONF, mode: "0600" }),
     apply("node1", "/root/decl-smaller.json", { outcome: "converged", removed: 1 }),
     assertFile("node1", "/etc/noxlab-demo.conf", { absent: true }),
+    apply("node1", "/root/decl-outside.json", { outcome: "refused", errorIncludes: "/root/x" }),
+    assertFile("node1", "/root/x", { absent: true }),
   ],
 };
