@@ -26,6 +26,8 @@ export async function leftovers(tag: string): Promise<Leftovers> {
   const processes: string[] = [];
   for await (const entry of Deno.readDir("/proc")) {
     if (!/^\d+$/.test(entry.name) || Number(entry.name) === Deno.pid) continue;
+    const stat = await Deno.readTextFile(`/proc/${entry.name}/stat`).catch(() => "");
+    if (!stat || /^\d+ \(.*\) Z/.test(stat)) continue; // gone, or a zombie not yet reaped
     const cmdline = await Deno.readTextFile(`/proc/${entry.name}/cmdline`).catch(() => "");
     const cgroup = await Deno.readTextFile(`/proc/${entry.name}/cgroup`).catch(() => "");
     const args = cmdline.split("\0");

@@ -7,7 +7,7 @@ import { bundleHost, installHost } from "./host.ts";
 import { LabSwitch, SUBNET_PREFIX } from "./net.ts";
 import { bundle, PROBE_FLAGS } from "./bundle.ts";
 import { ensureRepo } from "./repo.ts";
-import { exists, run } from "./_run.ts";
+import { run } from "./_run.ts";
 
 /** What to raise. */
 export interface MachineSpec {
@@ -62,6 +62,8 @@ export class Lab implements AsyncDisposable {
   private brokerInstance: Broker | undefined;
   private probeBundled: Promise<void> | undefined;
   private hostBundled: Promise<void> | undefined;
+  private repoCopied: Promise<void> | undefined;
+  private readonly pending = new Set<Promise<Machine>>();
   private nextAddress = 10;
   private stopping: Promise<void> | undefined;
 
@@ -101,7 +103,18 @@ export class Lab implements AsyncDisposable {
   }
 
   /** Raises a machine and waits until it has booted. */
-  async raise(spec: MachineSpec): Promise<Machine> {
+  raise(spec: MachineSpec): Promise<Machine> {
+    if (this.stopping) {
+      return Promise.reject(new LabError("usage", `lab ${this.id} is stopping; cannot raise`));
+    }
+    const raising = this.raiseNow(spec);
+    this.pending.add(raising);
+    const forget = () => this.pending.delete(raising);
+    raising.then(forget, forget);
+    return raising;
+  }
+
+  private async raiseNow(spec: MachineSpec): Promise<Machine> {
     if (!/^[a-z][a-z0-9-]{0,19}$/.test(spec.name)) {
       throw new LabError("usage", `machine name "${spec.name}": use [a-z][a-z0-9-], ≤ 20 chars`);
     }
@@ -110,7 +123,10 @@ export class Lab implements AsyncDisposable {
     }
     const base = await ensureBase(spec.flavour, this.log);
     if (base.built) this.log(`base ${base.key} built in ${(base.buildMs / 1000).toFixed(1)} s`);
-    if (spec.flavour === "systemd") await this.ensureShareRepo();
+    if (spec.flavour === "systemd") {
+      this.repoCopied ??= this.copyRepo();
+      await this.repoCopied;
+    }
     const netns = `${this.id}-${spec.name}`;
     const address = `${SUBNET_PREFIX}.${this.nextAddress++}`;
     const port = spec.network === false
@@ -258,6 +274,8 @@ export class Lab implements AsyncDisposable {
     }
     const problems: string[] = [];
     const note = (e: unknown) => problems.push(e instanceof Error ? e.message : String(e));
+    // A raise still in flight registers its machine when it finishes; wait for it.
+    await Promise.allSettled([...this.pending]);
     await Promise.all([...this.machines.values()].map((m) => m.stop().catch(note)));
     this.machines.clear();
     await this.brokerInstance?.stop().catch(note);
@@ -268,11 +286,11 @@ export class Lab implements AsyncDisposable {
     }
   }
 
-  private async ensureShareRepo(): Promise<void> {
-    const target = join(this.shareDir, "repo");
-    if (await exists(target)) return;
+  private async copyRepo(): Promise<void> {
     const repo = await ensureRepo(this.log);
-    await run(["cp", "-r", repo, target], { what: "copy the lab pacman repository" });
+    await run(["cp", "-r", repo, join(this.shareDir, "repo")], {
+      what: "copy the lab pacman repository",
+    });
   }
 }
 
