@@ -66,14 +66,18 @@ export class CgroupSet {
     return [...found];
   }
 
-  /** Working-set memory in bytes (usage minus inactive file cache), or undefined. */
-  async memoryBytes(): Promise<number | undefined> {
+  /**
+   * Memory charged to the set: `usage` (all, page cache included) and `workingSet`
+   * (usage minus inactive file cache, what the kernel cannot simply drop); undefined
+   * when the memory hierarchy is not readable.
+   */
+  async memory(): Promise<{ usage: number; workingSet: number } | undefined> {
     if (!this.memoryDir) return undefined;
     try {
       const usage = Number(await Deno.readTextFile(join(this.memoryDir, "memory.usage_in_bytes")));
       const stat = await Deno.readTextFile(join(this.memoryDir, "memory.stat"));
       const inactive = Number(/^total_inactive_file (\d+)$/m.exec(stat)?.[1] ?? 0);
-      return Math.max(0, usage - inactive);
+      return { usage, workingSet: Math.max(0, usage - inactive) };
     } catch {
       return undefined;
     }

@@ -39,7 +39,13 @@ export interface MachinePlan {
 }
 
 /** Where the deno binary of this host lives; bound read-only into every machine. */
-export const DENO_BINARY: string = Deno.realPathSync("/usr/bin/deno");
+export const DENO_BINARY: string = (() => {
+  try {
+    return Deno.realPathSync("/usr/bin/deno");
+  } catch {
+    return Deno.execPath();
+  }
+})();
 /** Where deno appears inside a machine. */
 export const MACHINE_DENO = "/usr/local/bin/deno";
 
@@ -226,8 +232,13 @@ export class Machine {
   }
 
   /** Working-set memory of the machine's cgroup, in bytes (undefined if unreadable). */
-  memoryBytes(): Promise<number | undefined> {
-    return this.cgroups.memoryBytes();
+  async memoryBytes(): Promise<number | undefined> {
+    return (await this.cgroups.memory())?.workingSet;
+  }
+
+  /** Memory of the machine's cgroup: all charged (`usage`) and `workingSet`, in bytes. */
+  memory(): Promise<{ usage: number; workingSet: number } | undefined> {
+    return this.cgroups.memory();
   }
 
   /** Copies what explains a failure (console, journal or rc-status, exec transcript) to `dir`. */

@@ -15,7 +15,8 @@ export interface ScenarioResult {
   /** Where the machines' logs were kept (on failure). */
   logsDir?: string;
   raises: Array<{ machine: string; flavour: Flavour; ms: number }>;
-  memory: Array<{ machine: string; flavour: Flavour; bytes: number }>;
+  /** Memory of each machine at the end of its scenario (idle): working set and all charged. */
+  memory: Array<{ machine: string; flavour: Flavour; workingSet: number; usage: number }>;
 }
 
 /** Options of {@link runScenario}. */
@@ -78,8 +79,8 @@ export async function runScenario(s: Scenario, options: RunOptions): Promise<Sce
       out(`  [${i + 1}/${s.steps.length}] ${step.title} … ok ${seconds(Date.now() - t)}`);
     }
     for (const m of lab.machines.values()) {
-      const bytes = await m.memoryBytes();
-      if (bytes !== undefined) result.memory.push({ machine: m.name, flavour: m.flavour, bytes });
+      const mem = await m.memory();
+      if (mem) result.memory.push({ machine: m.name, flavour: m.flavour, ...mem });
     }
     result.ok = true;
   } catch (error) {
@@ -150,17 +151,16 @@ export function formatSummary(results: ScenarioResult[], totalMs: number): strin
         `max ${seconds(systemd.at(-1)!)} over ${systemd.length} (target < 2 s)`,
     );
   }
-  const byFlavour = new Map<Flavour, number[]>();
+  const byFlavour = new Map<Flavour, Array<{ workingSet: number; usage: number }>>();
   for (const m of results.flatMap((r) => r.memory)) {
-    byFlavour.set(m.flavour, [...(byFlavour.get(m.flavour) ?? []), m.bytes]);
+    byFlavour.set(m.flavour, [...(byFlavour.get(m.flavour) ?? []), m]);
   }
-  if (byFlavour.size) {
-    const parts = [...byFlavour].map(([f, list]) =>
-      `${f} ${(Math.max(...list) / 2 ** 20).toFixed(1)} MiB`
-    );
+  const mib = (n: number) => `${(n / 2 ** 20).toFixed(1)} MiB`;
+  for (const [flavour, list] of byFlavour) {
     lines.push(
-      `memory per idle machine (cgroup working set, max): ${parts.join(", ")} ` +
-        "(target < 40 MB)",
+      `idle ${flavour} machine memory (cgroup, max of ${list.length}): working set ` +
+        `${mib(Math.max(...list.map((x) => x.workingSet)))}, with page cache ` +
+        `${mib(Math.max(...list.map((x) => x.usage)))} (target < 40 MB)`,
     );
   }
   return lines.join("\n");
