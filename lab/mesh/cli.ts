@@ -5,10 +5,13 @@
  *   up      --dir D [--listen HOST:PORT]   run a loopback broker + enrolment service (foreground)
  *   init    --dir D --url U [--control-url U] --ca FILE --cert FILE --pid-file F --log-file F
  *                                          state for a broker run elsewhere (the lab's)
- *   serve   --dir D                        answer enrolments (foreground)
+ *   serve   --dir D [--once] [--timeout S] answer enrolments (foreground; --once: one, then exit)
+ *   streams --dir D                        make sure the JetStream streams exist
  *   token   --dir D NODE [--ttl SECS]      mint a one-time enrolment token
  *   declare --dir D NODE FILE [--serial N] [--as-is]   publish a declaration to NODE
  *   nodes   --dir D [--json]               admitted nodes and their last heartbeat
+ *   reports --dir D NODE                   NODE's reports kept by the broker (JSON array)
+ *   heartbeat --dir D NODE                 NODE's last heartbeat (JSON, or null)
  *   watch   --dir D [NODE]                 print reports and heartbeats as they arrive
  *   revoke  --dir D NODE                   stop admitting NODE's key
  *
@@ -36,6 +39,8 @@ const { values, positionals } = parseArgs({
     serial: { type: "string" },
     "as-is": { type: "boolean" },
     json: { type: "boolean" },
+    once: { type: "boolean" },
+    timeout: { type: "string" },
   },
 });
 const [command, ...args] = positionals;
@@ -89,10 +94,42 @@ switch (command) {
   }
   case "serve": {
     const control = await ControlPlane.open(dir);
-    control.serveEnrolments((line) => console.log(line));
-    console.log("answering enrolments; Ctrl-C stops");
-    await untilSignal();
+    let answered: () => void = () => {};
+    const one = new Promise<void>((resolve) => answered = resolve);
+    control.serveEnrolments((line) => {
+      console.log(line);
+      answered();
+    });
+    console.log("answering enrolments");
+    const limit = values.timeout === undefined ? undefined : Number(values.timeout) * 1000;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const expired = new Promise<"expired">((resolve) => {
+      if (limit !== undefined) timer = setTimeout(() => resolve("expired"), limit);
+    });
+    const end = await Promise.race([values.once ? one : untilSignal(), untilSignal(), expired]);
+    clearTimeout(timer);
     await control.close();
+    if (end === "expired") fail(`no enrolment within ${values.timeout} s`, 1);
+    Deno.exit(0);
+    break;
+  }
+  case "streams": {
+    await using _control = await ControlPlane.open(dir);
+    console.log("streams ready");
+    break;
+  }
+  case "reports": {
+    const [node] = args;
+    if (!node) fail("reports NODE");
+    await using control = await ControlPlane.open(dir);
+    console.log(JSON.stringify(await control.reports(node)));
+    break;
+  }
+  case "heartbeat": {
+    const [node] = args;
+    if (!node) fail("heartbeat NODE");
+    await using control = await ControlPlane.open(dir);
+    console.log(JSON.stringify((await control.lastHeartbeat(node)) ?? null));
     break;
   }
   case "token": {
