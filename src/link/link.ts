@@ -281,14 +281,8 @@ export class Link {
   }
 
   #fail(error: LinkError): void {
-    this.#state.lastError = {
-      code: error.code,
-      side: error.side,
-      message: error.message,
-      at: new Date().toISOString(),
-    };
     this.#state = { ...this.#state, phase: "down", since: new Date().toISOString() };
-    this.#handlers.onState?.(this.state);
+    this.#note(error);
   }
 
   #sleep(ms: number): Promise<void> {

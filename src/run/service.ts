@@ -12,7 +12,7 @@
  */
 import { BusyError, describeError } from "../errors.ts";
 import { DeclarationRefused } from "../declaration/parse.ts";
-import { applyText, type Host, parseFor } from "../host.ts";
+import { applyText, type Host } from "../host.ts";
 import type { Source } from "../store/store.ts";
 import { VERSION } from "../version.ts";
 import { type Identity, META, readIdentity, readSeed } from "../link/identity.ts";
@@ -26,6 +26,7 @@ import {
   refusalMessage,
   type Trigger,
 } from "../link/messages.ts";
+import { accept, admit } from "./admit.ts";
 import { confirmGood } from "./launcher_files.ts";
 import { ProgramWatch } from "./program.ts";
 import { type RunStatus, type ServicePhase, writeRunStatus } from "./status.ts";
@@ -76,6 +77,8 @@ class Service {
   #queue: Work[] = [];
   #wake: (() => void) | undefined;
   #stop: RunResult | undefined;
+  #halted!: () => void;
+  readonly #stopped = new Promise<"down">((resolve) => this.#halted = () => resolve("down"));
   #busy = false;
   #identity: Identity | undefined;
   #link: Link | undefined;
@@ -189,6 +192,7 @@ class Service {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const outcome = await Promise.race([
       first,
+      this.#stopped,
       new Promise<"down">((resolve) =>
         timer = setTimeout(() => resolve("down"), this.#opt.startLinkWaitMs ?? 10_000)
       ),
@@ -247,6 +251,7 @@ class Service {
   #halt(result: RunResult): void {
     if (this.#stop) return;
     this.#stop = result;
+    this.#halted();
     if (result.reason === "signal") {
       this.#log(`run: ${result.detail}: stopping (the current apply stops before its next step)`);
       this.#applyAbort.abort(result.detail);
@@ -256,58 +261,20 @@ class Service {
 
   async #do(work: Work): Promise<void> {
     if (work.kind === "reconcile") return await this.#reconcile(work.trigger);
-    const node = this.#identity?.node ?? "";
-    const subject = subjectsOf(node).declaration;
-    let serial: number | undefined;
-    try {
-      const parsed = JSON.parse(new TextDecoder().decode(work.data));
-      if (Number.isSafeInteger(parsed?.serial)) serial = parsed.serial;
-    } catch { /* the parse below says what is wrong */ }
-    let declaration;
-    try {
-      declaration = parseFor(this.#host, work.data, "link", subject);
-    } catch (error) {
-      if (!(error instanceof DeclarationRefused)) throw error;
-      const wrongNode = error.problems.some((p) => p.path === "node");
-      this.#refuse(serial, wrongNode ? "wrong-node" : "invalid", error.message, error.problems);
-      return await this.#afterRefusal(work.trigger);
-    }
-    if (declaration.node === undefined || declaration.serial === undefined) {
-      const missing = declaration.node === undefined ? "node" : "serial";
-      this.#refuse(
-        serial,
-        "unaddressed",
-        `${subject} refused, nothing was applied: a declaration from the link must name its ${missing}`,
-        [
-          { path: missing, message: "is required over the link" },
-        ],
-      );
-      return await this.#afterRefusal(work.trigger);
-    }
-    const store = this.#host.store;
-    const lastText = store.meta(META.serial);
-    const last = lastText === undefined ? undefined : Number(lastText);
-    if (
-      last !== undefined && declaration.serial === last &&
-      declaration.digest === store.meta(META.digest)
-    ) {
+    const subject = subjectsOf(this.#identity?.node ?? "").declaration;
+    const admission = admit(this.#host, work.data, subject);
+    if (admission.verdict === "held") {
       // The declaration this node already holds (delivered again, or fetched on reconnect).
-      if (work.trigger === "declaration") {
-        this.#log(`link: serial ${last} again: already held, nothing to do`);
-      } else await this.#reconcile(work.trigger);
+      if (work.trigger !== "declaration") return await this.#reconcile(work.trigger);
+      this.#log(`link: serial ${admission.serial} again: already held, nothing to do`);
       return;
     }
-    if (last !== undefined && declaration.serial <= last) {
-      this.#refuse(
-        declaration.serial,
-        "replay",
-        `${subject} refused, nothing was applied: serial ${declaration.serial} is not newer than the last accepted serial ${last} (a replay or a stale declaration)`,
-        [{ path: "serial", message: `must be greater than ${last}` }],
-      );
+    if (admission.verdict === "refused") {
+      const { serial, reason, message, problems } = admission;
+      this.#refuse(serial, reason, message, problems);
       return await this.#afterRefusal(work.trigger);
     }
-    store.setMeta(META.serial, String(declaration.serial));
-    store.setMeta(META.digest, declaration.digest);
+    accept(this.#host, admission);
     await this.#apply(work.data, "link", subject, work.trigger);
   }
 
