@@ -19,7 +19,8 @@ service picks the identity up within seconds.
 
 Options:
   --token TOKEN   the token ("-" reads it from standard input, which keeps it out of ps)
-  --replace       enrol again although this node already has an identity (a new key)
+  --replace       enrol again although this node already has an identity (a new key;
+                  restart a running service afterwards so its link uses the new key)
 Exit codes: 0 enrolled, 64 usage or an unusable token, 69 the broker or control plane
   refused or cannot be reached (the message says which side and why), 70 store.
 `,
