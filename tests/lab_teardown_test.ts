@@ -102,7 +102,8 @@ Deno.test({
   async fn() {
     const tag = prefix();
     const kept = await lab(["--prefix", tag, "--keep", "openrc-boot"]).output();
-    assert.equal(kept.code, 0);
+    const decode = (b: Uint8Array) => new TextDecoder().decode(b);
+    assert.equal(kept.code, 0, decode(kept.stdout) + decode(kept.stderr));
     const left = await leftovers(tag);
     assert.equal(left.netns.length, 2, JSON.stringify(left));
     assert.ok(left.processes.length > 0);
