@@ -150,12 +150,16 @@ export class Machine {
     let gone = false;
     this.exited.then(() => gone = true);
     const wanted = this.flavour === "systemd" ? "systemd" : "sh";
+    const hostPidNs = await Deno.readLink(`/proc/${Deno.pid}/ns/pid`);
     this.leader = await until("machine PID 1 appears", this.plan.bootTimeoutMs, async () => {
       if (gone) throw new Error("the machine's launcher exited");
       const kids = await children(this.child.pid);
       for (const pid of kids) {
+        // PID 1 of the machine: the init's name, in a pid namespace of its own (a
+        // launcher's child that is about to exec something else is still in ours).
         const comm = (await Deno.readTextFile(`/proc/${pid}/comm`).catch(() => "")).trim();
-        if (comm === wanted) return pid;
+        const ns = await Deno.readLink(`/proc/${pid}/ns/pid`).catch(() => hostPidNs);
+        if (comm === wanted && ns !== hostPidNs) return pid;
       }
       return undefined;
     }, 10);
