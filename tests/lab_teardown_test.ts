@@ -9,7 +9,7 @@ import { run, type Scenario } from "../lab/lib/scenario.ts";
 
 const root = Deno.uid() === 0;
 const checkout = join(import.meta.dirname!, "..");
-const prefix = () => "noxlt" + crypto.randomUUID().slice(0, 2).replace(/^[0-9]/, "t");
+const prefix = () => "noxlt" + crypto.randomUUID().slice(0, 3);
 
 function lab(args: string[]): Deno.ChildProcess {
   return new Deno.Command(Deno.execPath(), {

@@ -80,8 +80,8 @@ export class Lab implements AsyncDisposable {
   /** Creates the lab switch. Call `stop()` (or `await using`) to tear everything down. */
   static async start(options: LabOptions = {}): Promise<Lab> {
     const prefix = options.prefix ?? "noxlab";
-    if (!/^[a-z][a-z0-9]{1,6}$/.test(prefix)) {
-      throw new LabError("usage", `lab prefix "${prefix}" must be 2-7 lowercase letters/digits`);
+    if (!/^[a-z][a-z0-9]{1,7}$/.test(prefix)) {
+      throw new LabError("usage", `lab prefix "${prefix}" must be 2-8 lowercase letters/digits`);
     }
     if (Deno.uid() !== 0) {
       throw new LabError("usage", "the lab needs root (namespaces, mounts, cgroups); run as root");
