@@ -56,18 +56,25 @@ Deno.test({
       steps: [run("o", ["true"]), run("s", ["sh", "-c", "echo nope >&2; exit 4"])],
     };
     const result = await runScenario(failing, { prefix: tag, logsRoot, out: () => {} });
-    assert.equal(result.ok, false);
-    assert.match(result.failure ?? "", /step 2 "run on s: sh -c/);
-    assert.match(result.failure ?? "", /expected exit 0; saw exit 4, stderr "nope"/);
-    assert.ok(result.logsDir);
-    const journal = await Deno.readTextFile(join(result.logsDir, "s", "journalctl.log"));
-    assert.match(journal, /systemd/);
-    await Deno.stat(join(result.logsDir, "o", "rc-status.log"));
-    await Deno.stat(join(result.logsDir, "broker-nats.log"));
-    await Deno.remove(logsRoot, { recursive: true });
+    try {
+      await checkFailure(result);
+    } finally {
+      await Deno.remove(logsRoot, { recursive: true });
+    }
     await assertNothingLeft(tag);
   },
 });
+
+async function checkFailure(result: Awaited<ReturnType<typeof runScenario>>): Promise<void> {
+  assert.equal(result.ok, false);
+  assert.match(result.failure ?? "", /step 2 "run on s: sh -c/);
+  assert.match(result.failure ?? "", /expected exit 0; saw exit 4, stderr "nope"/);
+  assert.ok(result.logsDir);
+  const journal = await Deno.readTextFile(join(result.logsDir, "s", "journalctl.log"));
+  assert.match(journal, /systemd/);
+  await Deno.stat(join(result.logsDir, "o", "rc-status.log"));
+  await Deno.stat(join(result.logsDir, "broker-nats.log"));
+}
 
 Deno.test({
   name: root
