@@ -1,0 +1,161 @@
+import { createHash } from "node:crypto";
+import { join } from "node:path";
+import { LabError } from "./errors.ts";
+import { exists, run, tail } from "./_run.ts";
+
+/** The three kinds of lab machine. */
+export type Flavour = "systemd" | "openrc" | "plain";
+
+/** How a base image is made: everything here goes into its cache key. */
+export interface BaseRecipe {
+  flavour: Flavour;
+  suite: string;
+  mirror: string;
+  variant: string;
+  include: readonly string[];
+  /** Shell commands run by mmdebstrap after the install; "$1" is the root directory. */
+  customize: readonly string[];
+}
+
+const MIRROR = "http://deb.debian.org/debian";
+
+/** pacman.conf of systemd machines: only the lab's local repository, mounted at /lab/repo. */
+const PACMAN_CONF = `[options]
+Architecture = auto
+SigLevel = Never
+LocalFileSigLevel = Never
+
+[noxlab]
+Server = file:///lab/repo
+`;
+
+const COMMON = [
+  'printf "%s\\n" lab > "$1/etc/hostname"',
+  'rm -f "$1/etc/resolv.conf" && : > "$1/etc/resolv.conf"',
+];
+
+/** The recipe of each flavour's base image. */
+export const RECIPES: Readonly<Record<Flavour, BaseRecipe>> = {
+  systemd: {
+    flavour: "systemd",
+    suite: "bookworm",
+    mirror: MIRROR,
+    variant: "minbase",
+    include: [
+      "systemd",
+      "systemd-sysv",
+      "dbus",
+      "iproute2",
+      "ca-certificates",
+      "pacman-package-manager",
+    ],
+    customize: [
+      ...COMMON,
+      `printf '%s' '${PACMAN_CONF}' > "$1/etc/pacman.conf"`,
+      'mkdir -p "$1/var/lib/pacman" "$1/var/cache/pacman/pkg" "$1/lab"',
+      // Units that only cost boot time in a lab machine (no ttys, no remote clock, no apt).
+      "for u in console-getty.service getty@tty1.service systemd-timesyncd.service " +
+      "apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.timer " +
+      'fstrim.timer systemd-networkd-wait-online.service; do ln -sf /dev/null "$1/etc/systemd/system/$u"; done',
+    ],
+  },
+  openrc: {
+    flavour: "openrc",
+    suite: "bookworm",
+    mirror: MIRROR,
+    variant: "minbase",
+    include: ["openrc", "iproute2", "procps"],
+    customize: [
+      ...COMMON,
+      // rc_sys="docker": never touch the host's cgroups, skip hardware set-up.
+      "printf '%s\\n' 'rc_sys=\"docker\"' 'rc_cgroup_mode=\"none\"' 'rc_controller_cgroups=\"NO\"' >> \"$1/etc/rc.conf\"",
+      'mkdir -p "$1/lab"',
+    ],
+  },
+  plain: {
+    flavour: "plain",
+    suite: "bookworm",
+    mirror: MIRROR,
+    variant: "minbase",
+    include: ["iproute2"],
+    customize: [...COMMON, 'mkdir -p "$1/lab"'],
+  },
+};
+
+/** Where base images are cached (outside the repository; survives runs). */
+export const CACHE_DIR: string = Deno.env.get("NOXLAB_CACHE_DIR") ??
+  "/var/cache/nox-mesh-host-lab";
+
+/** The cache key of a recipe: flavour plus a hash of everything that shapes the image. */
+export function recipeKey(recipe: BaseRecipe): string {
+  const hash = createHash("sha256").update(JSON.stringify(recipe)).digest("hex");
+  return `${recipe.flavour}-${hash.slice(0, 16)}`;
+}
+
+/** A ready base image. */
+export interface BaseImage {
+  key: string;
+  rootfs: string;
+  /** True when this call built it (a cold start). */
+  built: boolean;
+  buildMs: number;
+}
+
+/**
+ * Returns the base image of a flavour, building it with mmdebstrap when it is not
+ * cached. A lock file makes concurrent callers wait for one build.
+ */
+export async function ensureBase(
+  flavour: Flavour,
+  log: (line: string) => void = () => {},
+): Promise<BaseImage> {
+  const recipe = RECIPES[flavour];
+  const key = recipeKey(recipe);
+  const dir = join(CACHE_DIR, key);
+  const rootfs = join(dir, "rootfs");
+  if (await exists(join(dir, "ready"))) return { key, rootfs, built: false, buildMs: 0 };
+  await Deno.mkdir(CACHE_DIR, { recursive: true });
+  const lock = await Deno.open(join(CACHE_DIR, `${key}.lock`), { create: true, write: true });
+  try {
+    await lock.lock(true);
+    if (await exists(join(dir, "ready"))) return { key, rootfs, built: false, buildMs: 0 };
+    const started = Date.now();
+    log(`building base image ${key} with mmdebstrap (once; cached in ${CACHE_DIR})`);
+    await build(recipe, dir);
+    return { key, rootfs, built: true, buildMs: Date.now() - started };
+  } finally {
+    lock.close();
+  }
+}
+
+async function build(recipe: BaseRecipe, dir: string): Promise<void> {
+  const temp = `${dir}.building`;
+  await Deno.remove(temp, { recursive: true }).catch(() => {});
+  await Deno.remove(dir, { recursive: true }).catch(() => {});
+  await Deno.mkdir(temp, { recursive: true });
+  const argv = [
+    "mmdebstrap",
+    "--mode=root",
+    "--format=directory",
+    `--variant=${recipe.variant}`,
+    "--skip=output/mknod",
+    `--include=${recipe.include.join(",")}`,
+    ...recipe.customize.map((hook) => `--customize-hook=${hook}`),
+    recipe.suite,
+    join(temp, "rootfs"),
+    recipe.mirror,
+  ];
+  const result = await run(argv, { check: false, what: "mmdebstrap" });
+  if (result.code !== 0) {
+    await Deno.remove(temp, { recursive: true }).catch(() => {});
+    throw new LabError(
+      "base-build-failed",
+      `building the ${recipe.flavour} base image failed (mmdebstrap exit ${result.code}); ` +
+        `check that ${recipe.mirror} is reachable and mmdebstrap is installed (sh lab/setup.sh):\n` +
+        tail(result.stderr),
+    );
+  }
+  await Deno.writeTextFile(join(temp, "recipe.json"), JSON.stringify(recipe, null, 2) + "\n");
+  await Deno.writeTextFile(join(temp, "ready"), new Date().toISOString() + "\n");
+  await Deno.rename(temp, dir);
+}

@@ -1,0 +1,329 @@
+import { join } from "node:path";
+import { ensureBase, type Flavour } from "./base.ts";
+import { Broker, type BrokerOptions } from "./broker.ts";
+import { LabError } from "./errors.ts";
+import { DENO_BINARY, Machine, MACHINE_DENO, type PlacedFile } from "./machine.ts";
+import { bundleHost, installHost } from "./host.ts";
+import { LabSwitch, SUBNET_PREFIX } from "./net.ts";
+import { bundle, PROBE_FLAGS } from "./bundle.ts";
+import { ensureRepo } from "./repo.ts";
+import { run } from "./_run.ts";
+
+/** What to raise. */
+export interface MachineSpec {
+  /** Host name inside the lab: lowercase letters, digits and "-", at most 20 characters. */
+  name: string;
+  flavour: Flavour;
+  /** Plug the machine into the lab switch (default true). */
+  network?: boolean;
+  /** Files placed in the machine's root before it boots. */
+  files?: Record<string, PlacedFile>;
+  /** Seconds to wait for boot (default 90). */
+  bootTimeoutS?: number;
+}
+
+/** Verdict of {@link Lab.probeBroker}. */
+export interface ProbeResult {
+  ok: boolean;
+  /** Why it failed (from the client), when not ok. */
+  error?: string;
+  /** Milliseconds the probe took. */
+  ms?: number;
+}
+
+/** Options of {@link Lab.start}. */
+export interface LabOptions {
+  /** Prefix of every namespace, cgroup and interface (default "noxlab"; tests use "noxlt"). */
+  prefix?: string;
+  /** Leave machines, broker and files in place on stop (for inspection). */
+  keep?: boolean;
+  /** Progress lines (default: none). */
+  log?: (line: string) => void;
+}
+
+const live = new Set<Lab>();
+let handlers: Array<[Deno.Signal, () => void]> = [];
+let interrupted: Promise<void> | undefined;
+
+/**
+ * A lab: one switch namespace, optionally a broker, and machines. Everything it
+ * creates is prefixed with its id and removed by {@link Lab.stop} (also on SIGINT/SIGTERM).
+ */
+export class Lab implements AsyncDisposable {
+  /** Prefix + random suffix; every namespace, cgroup and veth starts with it. */
+  readonly id: string;
+  /** The lab's temp directory on the host (machines' overlays, broker state). */
+  readonly dir: string;
+  /** Mounted read-only at /lab in every machine (bundles, CA, pacman repo under repo/). */
+  readonly shareDir: string;
+  readonly keep: boolean;
+  readonly log: (line: string) => void;
+  readonly net: LabSwitch;
+  readonly machines: Map<string, Machine> = new Map();
+  private brokerInstance: Broker | undefined;
+  private probeBundled: Promise<void> | undefined;
+  private hostBundled: Promise<void> | undefined;
+  private repoCopied: Promise<void> | undefined;
+  private readonly pending = new Set<Promise<Machine>>();
+  private nextAddress = 10;
+  private stopped: Promise<void> | undefined;
+
+  private constructor(id: string, dir: string, net: LabSwitch, options: LabOptions) {
+    this.id = id;
+    this.dir = dir;
+    this.shareDir = join(dir, "share");
+    this.net = net;
+    this.keep = options.keep ?? false;
+    this.log = options.log ?? (() => {});
+  }
+
+  /** Creates the lab switch. Call `stop()` (or `await using`) to tear everything down. */
+  static async start(options: LabOptions = {}): Promise<Lab> {
+    const prefix = options.prefix ?? "noxlab";
+    if (!/^[a-z][a-z0-9]{1,7}$/.test(prefix)) {
+      throw new LabError("usage", `lab prefix "${prefix}" must be 2-8 lowercase letters/digits`);
+    }
+    if (Deno.uid() !== 0) {
+      throw new LabError("usage", "the lab needs root (namespaces, mounts, cgroups); run as root");
+    }
+    const id = prefix + crypto.randomUUID().slice(0, 4);
+    const dir = join("/tmp", id);
+    await Deno.mkdir(join(dir, "share"), { recursive: true, mode: 0o755 });
+    await Deno.writeTextFile(join(dir, "owner"), `${Deno.pid}\n`);
+    let net: LabSwitch;
+    try {
+      net = await LabSwitch.create(id);
+    } catch (error) {
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+      throw error;
+    }
+    const lab = new Lab(id, dir, net, options);
+    live.add(lab);
+    if (handlers.length === 0) installSignalHandlers();
+    return lab;
+  }
+
+  /** Raises a machine and waits until it has booted. */
+  raise(spec: MachineSpec): Promise<Machine> {
+    if (this.stopped) {
+      return Promise.reject(new LabError("usage", `lab ${this.id} is stopping; cannot raise`));
+    }
+    const raising = this.raiseNow(spec);
+    this.pending.add(raising);
+    const forget = () => this.pending.delete(raising);
+    raising.then(forget, forget);
+    return raising;
+  }
+
+  private async raiseNow(spec: MachineSpec): Promise<Machine> {
+    if (!/^[a-z][a-z0-9-]{0,19}$/.test(spec.name)) {
+      throw new LabError("usage", `machine name "${spec.name}": use [a-z][a-z0-9-], ≤ 20 chars`);
+    }
+    if (this.machines.has(spec.name)) {
+      throw new LabError("usage", `machine ${spec.name} already exists in lab ${this.id}`);
+    }
+    const base = await ensureBase(spec.flavour, this.log);
+    if (base.built) this.log(`base ${base.key} built in ${(base.buildMs / 1000).toFixed(1)} s`);
+    if (spec.flavour === "systemd") {
+      this.repoCopied ??= this.copyRepo();
+      await this.repoCopied;
+    }
+    const netns = `${this.id}-${spec.name}`;
+    const address = `${SUBNET_PREFIX}.${this.nextAddress++}`;
+    const port = spec.network === false
+      ? (await this.net.addNetns(netns), undefined)
+      : await this.net.attach(netns, address);
+    const hosts = [
+      "127.0.0.1 localhost",
+      `${port ? address : "127.0.1.1"} ${spec.name}`,
+      `${SUBNET_PREFIX}.2 broker.lab broker`,
+      "",
+    ].join("\n");
+    try {
+      const machine = await Machine.start({
+        name: spec.name,
+        flavour: spec.flavour,
+        unitName: netns,
+        netns,
+        port,
+        dir: join(this.dir, "machines", spec.name),
+        lower: base.rootfs,
+        binds: [[DENO_BINARY, MACHINE_DENO], [this.shareDir, "/lab"]],
+        preload: [
+          ["/etc/hostname", `${spec.name}\n`],
+          ["/etc/hosts", hosts],
+          ...Object.entries(spec.files ?? {}),
+        ],
+        bootTimeoutMs: (spec.bootTimeoutS ?? 90) * 1000,
+      });
+      this.machines.set(spec.name, machine);
+      return machine;
+    } catch (error) {
+      await this.net.removeNetns(netns).catch(() => {});
+      throw error;
+    }
+  }
+
+  /** Starts the lab's NATS broker (once; later calls return the same broker). */
+  async broker(options: BrokerOptions = {}): Promise<Broker> {
+    if (!this.brokerInstance) {
+      this.brokerInstance = await Broker.start(this, options);
+      await Deno.writeTextFile(join(this.shareDir, "broker-ca.pem"), this.brokerInstance.caPem);
+    }
+    return this.brokerInstance;
+  }
+
+  /**
+   * Connects to the broker with a real NATS client over TLS (lab CA trusted, server
+   * certificate pinned) from inside a machine, or from the broker's own namespace,
+   * and round-trips one message.
+   */
+  async probeBroker(from: Machine | "broker", timeoutMs = 20_000): Promise<ProbeResult> {
+    const broker = await this.broker();
+    const probe = join(this.shareDir, "nats-probe.js");
+    this.probeBundled ??= bundle("lab/lib/clients/nats_probe.ts", probe);
+    await this.probeBundled;
+    const result = from === "broker"
+      ? await broker.exec(
+        [
+          "deno",
+          "run",
+          ...PROBE_FLAGS,
+          probe,
+          broker.addressUrl,
+          join(broker.dir, "ca.pem"),
+          broker.fingerprint256,
+        ],
+        { timeoutMs },
+      )
+      : await from.exec(
+        [
+          MACHINE_DENO,
+          "run",
+          ...PROBE_FLAGS,
+          "/lab/nats-probe.js",
+          broker.url,
+          "/lab/broker-ca.pem",
+          broker.fingerprint256,
+        ],
+        { timeoutMs },
+      );
+    try {
+      return JSON.parse(result.stdout.trim().split("\n").pop() ?? "");
+    } catch {
+      return {
+        ok: false,
+        error: `probe exit ${result.code}: ${(result.stderr || result.stdout).trim()}`,
+      };
+    }
+  }
+
+  /**
+   * Installs the host from this checkout (bundled once per lab) into a machine as
+   * /usr/local/bin/nox-mesh-host, run with the lab's host permission flags.
+   */
+  async installHost(machine: Machine): Promise<void> {
+    const file = join(this.dir, "nox-mesh-host.js");
+    this.hostBundled ??= bundleHost(file);
+    await this.hostBundled;
+    await installHost(machine, file);
+  }
+
+  /** The broker if it was started. */
+  get runningBroker(): Broker | undefined {
+    return this.brokerInstance;
+  }
+
+  /** Cuts a machine's link to the switch (the machine keeps its address). */
+  cutLink(machine: Machine): Promise<void> {
+    return machine.cutLink();
+  }
+
+  /** Restores a cut link. */
+  restoreLink(machine: Machine): Promise<void> {
+    return machine.restoreLink();
+  }
+
+  /** Stops one machine and removes its namespace. */
+  async stopMachine(machine: Machine): Promise<void> {
+    await machine.stop();
+    this.machines.delete(machine.name);
+    await this.net.removeNetns(machine.netns);
+  }
+
+  /** True once `stop()` was called (e.g. by SIGINT). */
+  get stopping(): boolean {
+    return this.stopped !== undefined;
+  }
+
+  /** Tears everything down (unless `keep`): machines, broker, namespaces, files. */
+  stop(): Promise<void> {
+    this.stopped ??= this.teardown();
+    return this.stopped;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+
+  private async teardown(): Promise<void> {
+    try {
+      await this.teardownNow();
+    } finally {
+      // Only now: a second Ctrl-C during teardown must find the handler and wait for it.
+      live.delete(this);
+      if (live.size === 0 && !interrupted) removeSignalHandlers();
+    }
+  }
+
+  private async teardownNow(): Promise<void> {
+    if (this.keep) {
+      this.log(`--keep: lab ${this.id} left up (files in ${this.dir}); enter a machine with:`);
+      for (const m of this.machines.values()) {
+        this.log(`  ${m.name} (${m.flavour}): nsenter -t ${m.leader} -a /bin/sh`);
+      }
+      if (this.brokerInstance) {
+        this.log(`  broker: nsenter --net=/run/netns/${this.brokerInstance.netns} …`);
+      }
+      this.log("remove it all with: deno task lab --clean");
+      return;
+    }
+    const problems: string[] = [];
+    const note = (e: unknown) => problems.push(e instanceof Error ? e.message : String(e));
+    // A raise still in flight registers its machine when it finishes; wait for it.
+    await Promise.allSettled([...this.pending]);
+    await Promise.all([...this.machines.values()].map((m) => m.stop().catch(note)));
+    this.machines.clear();
+    await this.brokerInstance?.stop().catch(note);
+    await this.net.destroy().catch(note);
+    await Deno.remove(this.dir, { recursive: true }).catch(note);
+    if (problems.length) {
+      throw new LabError("machine-failed", `teardown of ${this.id} left:\n${problems.join("\n")}`);
+    }
+  }
+
+  private async copyRepo(): Promise<void> {
+    const repo = await ensureRepo(this.log);
+    await run(["cp", "-r", repo, join(this.shareDir, "repo")], {
+      what: "copy the lab pacman repository",
+    });
+  }
+}
+
+function installSignalHandlers(): void {
+  const onSignal = (code: number) => () => {
+    // Every further signal waits for the same teardown instead of exiting halfway.
+    interrupted ??= (async () => {
+      console.error(`\nlab: interrupted; tearing down ${live.size} lab(s)…`);
+      await Promise.allSettled([...live].map((lab) => lab.stop()));
+      Deno.exit(code);
+    })();
+  };
+  handlers = [["SIGINT", onSignal(130)], ["SIGTERM", onSignal(143)]];
+  for (const [signal, handler] of handlers) Deno.addSignalListener(signal, handler);
+}
+
+function removeSignalHandlers(): void {
+  for (const [signal, handler] of handlers) Deno.removeSignalListener(signal, handler);
+  handlers = [];
+}

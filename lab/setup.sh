@@ -1,0 +1,44 @@
+#!/bin/sh
+# Installs the Debian packages `deno task lab` needs on this (Debian 12) host. Idempotent:
+# when everything is present it changes nothing. Run as root: sh lab/setup.sh
+set -eu
+
+# What each package is for:
+#   mmdebstrap debian-archive-keyring   build the machines' base images from Debian's archive
+#   systemd-container                   systemd-nspawn (systemd machines)
+#   util-linux iproute2                 unshare/nsenter/setpriv, network namespaces and veths
+#   nats-server openssl                 the lab broker and its TLS certificates
+#   pacman-package-manager makepkg libarchive-tools   the lab's local pacman repository
+PACKAGES="mmdebstrap debian-archive-keyring systemd-container util-linux iproute2 nats-server
+openssl pacman-package-manager makepkg libarchive-tools"
+
+say() { printf 'lab setup: %s\n' "$*" >&2; }
+
+if [ "$(id -u)" -ne 0 ]; then
+  say "run as root (it installs Debian packages): sudo sh lab/setup.sh"
+  exit 1
+fi
+if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>&1; then
+  say "this host has no apt-get/dpkg; the lab needs a Debian 12 (bookworm) host"
+  exit 1
+fi
+
+missing=""
+for package in $PACKAGES; do
+  status=$(dpkg-query -W -f '${db:Status-Status}' "$package" 2>/dev/null || true)
+  if [ "$status" != "installed" ]; then
+    missing="$missing $package"
+  fi
+done
+
+if [ -z "$missing" ]; then
+  say "all lab packages are installed"
+  exit 0
+fi
+
+say "installing:$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086 # $missing is a list of package names, split on purpose
+apt-get install -y -qq --no-install-recommends $missing
+say "done"
