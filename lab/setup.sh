@@ -31,14 +31,22 @@ for package in $PACKAGES; do
   fi
 done
 
-if [ -z "$missing" ]; then
-  say "all lab packages are installed"
-  exit 0
+# Deno itself comes from the npm registry (DESIGN.md §2), so npm is needed when it is missing.
+need_deno=""
+if ! deno --version 2>/dev/null | grep -q '^deno 2\.9\.'; then
+  need_deno=yes
+  command -v npm >/dev/null 2>&1 || missing="$missing nodejs npm"
 fi
 
-say "installing:$missing"
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-# shellcheck disable=SC2086 # $missing is a list of package names, split on purpose
-apt-get install -y -qq --no-install-recommends $missing
-say "done"
+if [ -n "$missing" ]; then
+  say "installing:$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # shellcheck disable=SC2086 # $missing is a list of package names, split on purpose
+  apt-get install -y -qq --no-install-recommends $missing
+fi
+if [ -n "$need_deno" ]; then
+  say "installing Deno 2.9.6 from the npm registry"
+  npm install -g --allow-scripts=deno deno@2.9.6 >/dev/null
+fi
+say "the lab has everything it needs"

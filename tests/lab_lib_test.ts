@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { Lab } from "../lab/lib/mod.ts";
 
 const root = Deno.uid() === 0;
-const prefix = () => "noxlt" + Math.random().toString(36).slice(2, 4).replace(/[^a-z0-9]/g, "x");
+const prefix = () => "noxlt" + crypto.randomUUID().slice(0, 3);
 
 Deno.test({
   name: root

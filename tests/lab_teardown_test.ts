@@ -9,7 +9,7 @@ import { run, type Scenario } from "../lab/lib/scenario.ts";
 
 const root = Deno.uid() === 0;
 const checkout = join(import.meta.dirname!, "..");
-const prefix = () => "noxlt" + crypto.randomUUID().slice(0, 2).replace(/^[0-9]/, "t");
+const prefix = () => "noxlt" + crypto.randomUUID().slice(0, 3);
 
 function lab(args: string[]): Deno.ChildProcess {
   return new Deno.Command(Deno.execPath(), {
@@ -56,18 +56,25 @@ Deno.test({
       steps: [run("o", ["true"]), run("s", ["sh", "-c", "echo nope >&2; exit 4"])],
     };
     const result = await runScenario(failing, { prefix: tag, logsRoot, out: () => {} });
-    assert.equal(result.ok, false);
-    assert.match(result.failure ?? "", /step 2 "run on s: sh -c/);
-    assert.match(result.failure ?? "", /expected exit 0; saw exit 4, stderr "nope"/);
-    assert.ok(result.logsDir);
-    const journal = await Deno.readTextFile(join(result.logsDir, "s", "journalctl.log"));
-    assert.match(journal, /systemd/);
-    await Deno.stat(join(result.logsDir, "o", "rc-status.log"));
-    await Deno.stat(join(result.logsDir, "broker-nats.log"));
-    await Deno.remove(logsRoot, { recursive: true });
+    try {
+      await checkFailure(result);
+    } finally {
+      await Deno.remove(logsRoot, { recursive: true });
+    }
     await assertNothingLeft(tag);
   },
 });
+
+async function checkFailure(result: Awaited<ReturnType<typeof runScenario>>): Promise<void> {
+  assert.equal(result.ok, false);
+  assert.match(result.failure ?? "", /step 2 "run on s: sh -c/);
+  assert.match(result.failure ?? "", /expected exit 0; saw exit 4, stderr "nope"/);
+  assert.ok(result.logsDir);
+  const journal = await Deno.readTextFile(join(result.logsDir, "s", "journalctl.log"));
+  assert.match(journal, /systemd/);
+  await Deno.stat(join(result.logsDir, "o", "rc-status.log"));
+  await Deno.stat(join(result.logsDir, "broker-nats.log"));
+}
 
 Deno.test({
   name: root
@@ -102,7 +109,8 @@ Deno.test({
   async fn() {
     const tag = prefix();
     const kept = await lab(["--prefix", tag, "--keep", "openrc-boot"]).output();
-    assert.equal(kept.code, 0);
+    const decode = (b: Uint8Array) => new TextDecoder().decode(b);
+    assert.equal(kept.code, 0, decode(kept.stdout) + decode(kept.stderr));
     const left = await leftovers(tag);
     assert.equal(left.netns.length, 2, JSON.stringify(left));
     assert.ok(left.processes.length > 0);

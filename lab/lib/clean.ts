@@ -38,7 +38,7 @@ export async function leftovers(tag: string): Promise<Leftovers> {
   }
   const dirs: string[] = [];
   for await (const entry of Deno.readDir("/tmp")) {
-    if (entry.name.startsWith(tag) && /^[a-z]+[0-9a-f]{4}$/.test(entry.name)) {
+    if (entry.name.startsWith(tag) && /^[a-z][a-z0-9]{1,7}[0-9a-f]{4}$/.test(entry.name)) {
       dirs.push(join("/tmp", entry.name));
     }
   }

@@ -43,6 +43,7 @@ export interface LabOptions {
 
 const live = new Set<Lab>();
 let handlers: Array<[Deno.Signal, () => void]> = [];
+let interrupted: Promise<void> | undefined;
 
 /**
  * A lab: one switch namespace, optionally a broker, and machines. Everything it
@@ -65,7 +66,7 @@ export class Lab implements AsyncDisposable {
   private repoCopied: Promise<void> | undefined;
   private readonly pending = new Set<Promise<Machine>>();
   private nextAddress = 10;
-  private stopping: Promise<void> | undefined;
+  private stopped: Promise<void> | undefined;
 
   private constructor(id: string, dir: string, net: LabSwitch, options: LabOptions) {
     this.id = id;
@@ -79,8 +80,8 @@ export class Lab implements AsyncDisposable {
   /** Creates the lab switch. Call `stop()` (or `await using`) to tear everything down. */
   static async start(options: LabOptions = {}): Promise<Lab> {
     const prefix = options.prefix ?? "noxlab";
-    if (!/^[a-z][a-z0-9]{1,6}$/.test(prefix)) {
-      throw new LabError("usage", `lab prefix "${prefix}" must be 2-7 lowercase letters/digits`);
+    if (!/^[a-z][a-z0-9]{1,7}$/.test(prefix)) {
+      throw new LabError("usage", `lab prefix "${prefix}" must be 2-8 lowercase letters/digits`);
     }
     if (Deno.uid() !== 0) {
       throw new LabError("usage", "the lab needs root (namespaces, mounts, cgroups); run as root");
@@ -104,7 +105,7 @@ export class Lab implements AsyncDisposable {
 
   /** Raises a machine and waits until it has booted. */
   raise(spec: MachineSpec): Promise<Machine> {
-    if (this.stopping) {
+    if (this.stopped) {
       return Promise.reject(new LabError("usage", `lab ${this.id} is stopping; cannot raise`));
     }
     const raising = this.raiseNow(spec);
@@ -250,10 +251,15 @@ export class Lab implements AsyncDisposable {
     await this.net.removeNetns(machine.netns);
   }
 
+  /** True once `stop()` was called (e.g. by SIGINT). */
+  get stopping(): boolean {
+    return this.stopped !== undefined;
+  }
+
   /** Tears everything down (unless `keep`): machines, broker, namespaces, files. */
   stop(): Promise<void> {
-    this.stopping ??= this.teardown();
-    return this.stopping;
+    this.stopped ??= this.teardown();
+    return this.stopped;
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -261,13 +267,25 @@ export class Lab implements AsyncDisposable {
   }
 
   private async teardown(): Promise<void> {
-    live.delete(this);
-    if (live.size === 0) removeSignalHandlers();
+    try {
+      await this.teardownNow();
+    } finally {
+      // Only now: a second Ctrl-C during teardown must find the handler and wait for it.
+      live.delete(this);
+      if (live.size === 0 && !interrupted) removeSignalHandlers();
+    }
+  }
+
+  private async teardownNow(): Promise<void> {
     if (this.keep) {
-      this.log(
-        `--keep: lab ${this.id} left running (dir ${this.dir}); stop it with ` +
-          `deno task lab --clean`,
-      );
+      this.log(`--keep: lab ${this.id} left up (files in ${this.dir}); enter a machine with:`);
+      for (const m of this.machines.values()) {
+        this.log(`  ${m.name} (${m.flavour}): nsenter -t ${m.leader} -a /bin/sh`);
+      }
+      if (this.brokerInstance) {
+        this.log(`  broker: nsenter --net=/run/netns/${this.brokerInstance.netns} …`);
+      }
+      this.log("remove it all with: deno task lab --clean");
       return;
     }
     const problems: string[] = [];
@@ -293,11 +311,13 @@ export class Lab implements AsyncDisposable {
 }
 
 function installSignalHandlers(): void {
-  const onSignal = (code: number) => async () => {
-    const labs = [...live];
-    console.error(`\nlab: interrupted; tearing down ${labs.length} lab(s)…`);
-    await Promise.allSettled(labs.map((lab) => lab.stop()));
-    Deno.exit(code);
+  const onSignal = (code: number) => () => {
+    // Every further signal waits for the same teardown instead of exiting halfway.
+    interrupted ??= (async () => {
+      console.error(`\nlab: interrupted; tearing down ${live.size} lab(s)…`);
+      await Promise.allSettled([...live].map((lab) => lab.stop()));
+      Deno.exit(code);
+    })();
   };
   handlers = [["SIGINT", onSignal(130)], ["SIGTERM", onSignal(143)]];
   for (const [signal, handler] of handlers) Deno.addSignalListener(signal, handler);

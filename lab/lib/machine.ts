@@ -132,12 +132,13 @@ export class Machine {
       await machine.waitBooted();
     } catch (error) {
       const log = await Deno.readTextFile(join(plan.dir, "console.log")).catch(() => "");
+      const tree = machine.leader ? await processesIn(machine.leader) : "";
       await machine.stop().catch(() => {});
       throw new LabError(
         "machine-failed",
         `machine ${plan.name} (${plan.flavour}) did not boot: ${
           error instanceof Error ? error.message : error
-        }\nconsole:\n${tail(log, 25)}`,
+        }\nconsole:\n${tail(log, 25)}\nprocesses (pid state wchan command):\n${tree}`,
         { cause: error },
       );
     }
@@ -149,12 +150,16 @@ export class Machine {
     let gone = false;
     this.exited.then(() => gone = true);
     const wanted = this.flavour === "systemd" ? "systemd" : "sh";
+    const hostPidNs = await Deno.readLink(`/proc/${Deno.pid}/ns/pid`);
     this.leader = await until("machine PID 1 appears", this.plan.bootTimeoutMs, async () => {
       if (gone) throw new Error("the machine's launcher exited");
       const kids = await children(this.child.pid);
       for (const pid of kids) {
+        // PID 1 of the machine: the init's name, in a pid namespace of its own (a
+        // launcher's child that is about to exec something else is still in ours).
         const comm = (await Deno.readTextFile(`/proc/${pid}/comm`).catch(() => "")).trim();
-        if (comm === wanted) return pid;
+        const ns = await Deno.readLink(`/proc/${pid}/ns/pid`).catch(() => hostPidNs);
+        if (comm === wanted && ns !== hostPidNs) return pid;
       }
       return undefined;
     }, 10);
@@ -189,7 +194,9 @@ export class Machine {
       throw new LabError("usage", `machine ${this.name} is not running; cannot run ${argv[0]}`);
     }
     const result = await run(
-      ["/usr/bin/nsenter", "-t", String(this.leader), "-a", "--", ...argv],
+      // Own session: a Ctrl-C meant for the runner must not kill nsenter before its
+      // command (an orphan there becomes a zombie of the host's PID 1 and stalls shutdown).
+      ["/usr/bin/setsid", "/usr/bin/nsenter", "-t", String(this.leader), "-a", "--", ...argv],
       {
         check: false,
         input,
@@ -274,10 +281,15 @@ export class Machine {
     await Deno.writeTextFile(join(dir, `${probe[0]}.log`), r.stdout + r.stderr);
   }
 
+  private async killExecs(): Promise<void> {
+    if (this.leader) await killExecsIn(this.leader, new Set(await this.cgroups.pids()));
+  }
+
   /** Powers the machine off (SIGKILL after a grace period) and removes its cgroups. */
   async stop(graceMs = 15_000): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
+    await this.killExecs();
     try {
       // nspawn turns SIGTERM into an orderly poweroff; the other inits trap it.
       const target = this.flavour === "systemd" ? this.child.pid : this.leader || this.child.pid;
@@ -296,6 +308,25 @@ export class Machine {
       await this.exited;
     }
     await this.cgroups.destroy();
+  }
+}
+
+/**
+ * SIGKILLs what `exec` started and is still running: processes in the machine's pid
+ * namespace outside the machine's cgroup (nsenter leaves them in the caller's). Left
+ * alone, the init's final SIGSTOP makes their nsenter stop itself too, nobody reaps
+ * them, and the machine's shutdown waits for its timeout.
+ */
+async function killExecsIn(leader: number, own: ReadonlySet<number>): Promise<void> {
+  const ns = await Deno.readLink(`/proc/${leader}/ns/pid`).catch(() => undefined);
+  if (!ns) return;
+  for await (const entry of Deno.readDir("/proc")) {
+    const pid = Number(entry.name);
+    if (!/^\d+$/.test(entry.name) || pid === leader || own.has(pid)) continue;
+    if ((await Deno.readLink(`/proc/${pid}/ns/pid`).catch(() => undefined)) !== ns) continue;
+    try {
+      Deno.kill(pid, "SIGKILL");
+    } catch { /* gone */ }
   }
 }
 
@@ -356,6 +387,22 @@ async function preload(upper: string, path: string, placed: PlacedFile): Promise
   const mode = typeof placed === "string" ? "0644" : placed.mode ?? "0644";
   await Deno.writeTextFile(target, content);
   await Deno.chmod(target, parseInt(mode, 8));
+}
+
+/** The processes in a machine's pid namespace, read from the host's /proc. */
+async function processesIn(leader: number): Promise<string> {
+  const ns = await Deno.readLink(`/proc/${leader}/ns/pid`).catch(() => undefined);
+  const lines: string[] = [];
+  for await (const entry of Deno.readDir("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    const p = `/proc/${entry.name}`;
+    if (!ns || (await Deno.readLink(`${p}/ns/pid`).catch(() => undefined)) !== ns) continue;
+    const state = /^State:\s+(\S+)/m.exec(await Deno.readTextFile(`${p}/status`).catch(() => ""));
+    const wchan = await Deno.readTextFile(`${p}/wchan`).catch(() => "?");
+    const cmd = (await Deno.readTextFile(`${p}/cmdline`).catch(() => "")).replaceAll("\0", " ");
+    lines.push(`${entry.name} ${state?.[1] ?? "?"} ${wchan || "-"} ${cmd.slice(0, 100)}`);
+  }
+  return lines.join("\n");
 }
 
 /** Direct children of a process. */

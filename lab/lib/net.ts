@@ -64,7 +64,10 @@ export class LabSwitch {
     await this.addNetns(netns);
     const switchDev = `${this.id}p${this.nextPort++}`;
     if (switchDev.length > 15) {
-      throw new LabError("usage", `lab id ${this.id} is too long for interface names (max 11)`);
+      throw new LabError(
+        "usage",
+        `lab id ${this.id} is too long for interface names (prefix at most 8)`,
+      );
     }
     await ip(
       [

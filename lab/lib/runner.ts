@@ -84,10 +84,15 @@ export async function runScenario(s: Scenario, options: RunOptions): Promise<Sce
     }
     result.ok = true;
   } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
+    const message = lab?.stopping
+      ? "interrupted"
+      : error instanceof Error
+      ? error.message
+      : String(error);
     result.failure = `${where}: ${message}`;
     out(`  ✗ ${s.name}, ${where}:\n${indent(message)}`);
-    if (lab) result.logsDir = await keepLogs(lab, s.name, options.logsRoot);
+    // An interrupted lab is already being torn down: its machines have nothing to tell.
+    if (lab && !lab.stopping) result.logsDir = await keepLogs(lab, s.name, options.logsRoot);
     if (result.logsDir) out(`  logs kept in ${result.logsDir}`);
   } finally {
     try {
@@ -111,7 +116,7 @@ async function keepLogs(lab: Lab, scenario: string, root: string): Promise<strin
       await Deno.mkdir(dir, { recursive: true });
       await Deno.writeTextFile(join(dir, "broker-nats.log"), await broker.logText());
     }
-    return dir;
+    return (await Deno.stat(dir).catch(() => undefined)) ? dir : undefined;
   } catch {
     return undefined;
   }
