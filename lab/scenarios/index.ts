@@ -3,6 +3,20 @@ import type { Scenario } from "../lib/scenario.ts";
 import { scenario as applyFiles } from "./apply_files.ts";
 import { scenario as openrcBoot } from "./openrc_boot.ts";
 import { scenario as linkCut } from "./link_cut.ts";
+import { scenario as firstNode } from "./first_node.ts";
+import { scenario as join } from "./join.ts";
+import { scenario as disconnected } from "./disconnected.ts";
+import { scenario as isolation } from "./isolation.ts";
+import { scenario as selfUpgrade } from "./self_upgrade.ts";
 
 /** All scenarios. */
-export const SCENARIOS: readonly Scenario[] = [applyFiles, openrcBoot, linkCut];
+export const SCENARIOS: readonly Scenario[] = [
+  applyFiles,
+  openrcBoot,
+  linkCut,
+  firstNode,
+  join,
+  disconnected,
+  isolation,
+  selfUpgrade,
+];

@@ -20,6 +20,7 @@ export const EXIT = {
   refused: 2,
   usage: 64,
   noInput: 66,
+  unavailable: 69,
   software: 70,
   busy: 75,
   config: 78,

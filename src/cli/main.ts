@@ -8,6 +8,9 @@ import { applyCommand, InputError, planCommand } from "./apply.ts";
 import { type Command, GLOBAL_HELP, GLOBAL_OPTIONS } from "./command.ts";
 import { type CliIo, EXIT } from "./io.ts";
 import { statusCommand } from "./status.ts";
+import { runCommand } from "./run.ts";
+import { enrolCommand } from "./enrol.ts";
+import { LinkError, TokenError } from "../link/errors.ts";
 
 const versionCommand: Command = {
   name: "version",
@@ -27,7 +30,14 @@ const versionCommand: Command = {
 };
 
 /** Every command, in the order help lists them. Later commands register here. */
-export const COMMANDS: Command[] = [applyCommand, planCommand, statusCommand, versionCommand];
+export const COMMANDS: Command[] = [
+  applyCommand,
+  planCommand,
+  statusCommand,
+  runCommand,
+  enrolCommand,
+  versionCommand,
+];
 
 /** The top-level help text. */
 export function overview(): string {
@@ -126,8 +136,10 @@ function failure(io: CliIo, error: unknown, json: boolean, command: Command): nu
     ? EXIT.refused
     : error instanceof InputError
     ? EXIT.noInput
-    : error instanceof UsageError
+    : error instanceof UsageError || error instanceof TokenError
     ? EXIT.usage
+    : error instanceof LinkError
+    ? EXIT.unavailable
     : error instanceof BusyError
     ? EXIT.busy
     : error instanceof ConfigError

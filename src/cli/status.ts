@@ -2,6 +2,7 @@
 import { NODE_ID_KEY, openHost } from "../host.ts";
 import type { Command } from "./command.ts";
 import { EXIT } from "./io.ts";
+import { linkRows, linkStatus } from "./_link_status.ts";
 
 /** `status`. */
 export const statusCommand: Command = {
@@ -9,7 +10,8 @@ export const statusCommand: Command = {
   summary: "show identity, the current declaration, the last apply and what is held",
   usage: "status",
   help: `Show what this node's store says: its identity, the declaration it holds the
-machine to, the last apply and its outcome, and how many resources it holds.
+machine to, the last apply and its outcome, how many resources it holds, whether
+the service runs, the link's state and last error, and the next drift check.
 Reads the store only; changes nothing.
 Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
 `,
@@ -33,6 +35,7 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
       },
       lastApply: last,
       held: store.heldCount(),
+      ...linkStatus(store),
     };
     if (ctx.json) {
       ctx.io.stdout(JSON.stringify(status) + "\n");
@@ -60,6 +63,7 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
           : "none yet",
       ],
       ["held", `${status.held} resources`],
+      ...linkRows(status),
     ];
     ctx.io.stdout(rows.map(([k, v]) => `${k.padEnd(13)}${v}\n`).join(""));
     return EXIT.ok;

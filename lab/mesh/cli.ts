@@ -1,0 +1,200 @@
+/**
+ * `deno task mesh …`: the stand-in control plane as a small CLI (tests and the
+ * lab only; it is not part of the host).
+ *
+ *   up      --dir D [--listen HOST:PORT]   run a loopback broker + enrolment service (foreground)
+ *   init    --dir D --url U [--control-url U] --ca FILE --cert FILE --pid-file F --log-file F
+ *                                          state for a broker run elsewhere (the lab's)
+ *   serve   --dir D [--once] [--timeout S] answer enrolments (foreground; --once: one, then exit)
+ *   streams --dir D                        make sure the JetStream streams exist
+ *   token   --dir D NODE [--ttl SECS]      mint a one-time enrolment token
+ *   declare --dir D NODE FILE [--serial N] [--as-is]   publish a declaration to NODE
+ *   nodes   --dir D [--json]               admitted nodes and their last heartbeat
+ *   reports --dir D NODE                   NODE's reports kept by the broker (JSON array)
+ *   heartbeat --dir D NODE                 NODE's last heartbeat (JSON, or null)
+ *   watch   --dir D [NODE]                 print reports and heartbeats as they arrive
+ *   revoke  --dir D NODE                   stop admitting NODE's key
+ *
+ * D defaults to $NOX_MESH_DIR.
+ */
+import { parseArgs } from "node:util";
+import { initState, startLocalBroker } from "./broker.ts";
+import { fingerprintOf } from "./certs.ts";
+import { ControlPlane } from "./control.ts";
+import { readState } from "./state.ts";
+
+const { values, positionals } = parseArgs({
+  args: Deno.args,
+  allowPositionals: true,
+  options: {
+    dir: { type: "string" },
+    listen: { type: "string" },
+    url: { type: "string" },
+    "control-url": { type: "string" },
+    ca: { type: "string" },
+    cert: { type: "string" },
+    "pid-file": { type: "string" },
+    "log-file": { type: "string" },
+    ttl: { type: "string" },
+    serial: { type: "string" },
+    "as-is": { type: "boolean" },
+    json: { type: "boolean" },
+    once: { type: "boolean" },
+    timeout: { type: "string" },
+  },
+});
+const [command, ...args] = positionals;
+const dir = values.dir ?? Deno.env.get("NOX_MESH_DIR");
+
+function fail(message: string, code = 64): never {
+  console.error(`mesh: ${message}`);
+  Deno.exit(code);
+}
+
+function untilSignal(): Promise<void> {
+  return new Promise((resolve) => {
+    for (const s of ["SIGINT", "SIGTERM"] as const) Deno.addSignalListener(s, () => resolve());
+  });
+}
+
+if (!command) {
+  fail("usage: deno task mesh up|init|serve|token|declare|nodes|watch|revoke --dir D …");
+}
+if (!dir) fail("name the mesh directory: --dir D (or NOX_MESH_DIR)");
+
+switch (command) {
+  case "up": {
+    const [host, port] = (values.listen ?? "127.0.0.1:4222").split(":");
+    if (!host.startsWith("127.")) {
+      fail("up listens on loopback only (127.x); the lab runs brokers in namespaces");
+    }
+    const broker = await startLocalBroker(dir, { host, port: Number(port) });
+    const control = await ControlPlane.open(dir);
+    control.serveEnrolments((line) => console.log(line));
+    console.log(`broker ${broker.url} (pid ${broker.pid}); state in ${dir}; Ctrl-C stops it`);
+    await untilSignal();
+    await control.close();
+    await broker.stop();
+    break;
+  }
+  case "init": {
+    if (!values.url || !values.ca || !values.cert || !values["pid-file"] || !values["log-file"]) {
+      fail("init needs --url, --ca, --cert, --pid-file and --log-file");
+    }
+    await initState(dir, {
+      url: values.url,
+      controlUrl: values["control-url"] ?? values.url,
+      caPem: await Deno.readTextFile(values.ca),
+      pin: await fingerprintOf(values.cert),
+      pidFile: values["pid-file"],
+      logFile: values["log-file"],
+    });
+    console.log(`mesh state in ${dir}; include ${dir}/auth.conf in the broker's configuration`);
+    break;
+  }
+  case "serve": {
+    const control = await ControlPlane.open(dir);
+    let answered: () => void = () => {};
+    const one = new Promise<void>((resolve) => answered = resolve);
+    control.serveEnrolments((line) => {
+      console.log(line);
+      answered();
+    });
+    console.log("answering enrolments");
+    const limit = values.timeout === undefined ? undefined : Number(values.timeout) * 1000;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const expired = new Promise<"expired">((resolve) => {
+      if (limit !== undefined) timer = setTimeout(() => resolve("expired"), limit);
+    });
+    const end = await Promise.race([values.once ? one : untilSignal(), untilSignal(), expired]);
+    clearTimeout(timer);
+    await control.close();
+    if (end === "expired") fail(`no enrolment within ${values.timeout} s`, 1);
+    Deno.exit(0);
+    break;
+  }
+  case "streams": {
+    await using _control = await ControlPlane.open(dir);
+    console.log("streams ready");
+    break;
+  }
+  case "reports": {
+    const [node] = args;
+    if (!node) fail("reports NODE");
+    await using control = await ControlPlane.open(dir);
+    console.log(JSON.stringify(await control.reports(node)));
+    break;
+  }
+  case "heartbeat": {
+    const [node] = args;
+    if (!node) fail("heartbeat NODE");
+    await using control = await ControlPlane.open(dir);
+    console.log(JSON.stringify((await control.lastHeartbeat(node)) ?? null));
+    break;
+  }
+  case "token": {
+    const [node] = args;
+    if (!node) fail("token NODE");
+    await using control = await ControlPlane.open(dir);
+    console.log(await control.mintToken(node, Number(values.ttl ?? 3600)));
+    break;
+  }
+  case "declare": {
+    const [node, file] = args;
+    if (!node || !file) fail("declare NODE FILE");
+    await using control = await ControlPlane.open(dir);
+    const bytes = await Deno.readFile(file);
+    const result = values["as-is"]
+      ? await control.declare(node, bytes)
+      : await control.declare(node, JSON.parse(new TextDecoder().decode(bytes)), {
+        serial: values.serial === undefined ? undefined : Number(values.serial),
+      });
+    console.log(
+      `published to ${node}: serial ${result.serial ?? "(as is)"}, stream seq ${result.seq}`,
+    );
+    break;
+  }
+  case "nodes": {
+    await using control = await ControlPlane.open(dir);
+    const state = await readState(dir);
+    const rows = [];
+    for (const [node, record] of Object.entries(state.nodes)) {
+      rows.push({ node, ...record, heartbeat: await control.lastHeartbeat(node) ?? null });
+    }
+    if (values.json) console.log(JSON.stringify(rows));
+    else {
+      for (const r of rows) {
+        const hb = r.heartbeat as Record<string, unknown> | null;
+        console.log(
+          `${r.node.padEnd(20)} ${r.revoked ? "revoked " : ""}serial ${r.serial}  ` +
+            (hb
+              ? `heard ${hb.at}: ${hb.version}, last ${JSON.stringify(hb.last)}, held ${
+                JSON.stringify(hb.held)
+              }`
+              : "never heard from"),
+        );
+      }
+    }
+    break;
+  }
+  case "watch": {
+    const control = await ControlPlane.open(dir);
+    control.watch(
+      (m) => console.log(`${m.node} ${m.kind} ${JSON.stringify(m.body)}`),
+      args[0] ?? "*",
+    );
+    await untilSignal();
+    await control.close();
+    break;
+  }
+  case "revoke": {
+    const [node] = args;
+    if (!node) fail("revoke NODE");
+    await using control = await ControlPlane.open(dir);
+    await control.revoke(node);
+    console.log(`${node} revoked`);
+    break;
+  }
+  default:
+    fail(`unknown command ${command}`);
+}

@@ -1,0 +1,55 @@
+// Runs INSIDE a lab machine (bundled by lab/mesh/steps.ts), never in the host's own
+// namespace. Usage: isolation_probe.js URL CA_FILE PIN SEED_FILE OWN_NODE OTHER_NODE
+// Connects as OWN_NODE with its own key and tries what the broker must refuse: the
+// other node's last declaration (direct get, both forms), its live declarations, and
+// publishing its report and heartbeat. Prints one JSON line: each attempt "ok" or the
+// broker's refusal.
+import { connect, nkeyAuthenticator } from "@nats-io/transport-node";
+import { pinnedTls } from "../../../src/link/connection.ts";
+import { subjectsOf } from "../../../src/link/subjects.ts";
+
+const [url, caFile, pin, seedFile, own, other] = Deno.args;
+const seed = new TextEncoder().encode((await Deno.readTextFile(seedFile)).trim());
+const nc = await connect({
+  servers: url,
+  authenticator: nkeyAuthenticator(seed),
+  inboxPrefix: subjectsOf(own).inboxPrefix,
+  tls: pinnedTls({ url, ca: await Deno.readTextFile(caFile), pin }),
+  reconnect: false,
+});
+const errors: string[] = [];
+(async () => {
+  for await (const s of nc.status()) if (s.type === "error") errors.push(String(s.error.message));
+})();
+const outcome = async (work: () => Promise<unknown>) => {
+  try {
+    await work();
+    return "ok";
+  } catch (error) {
+    return String((error as Error).message);
+  }
+};
+const result: Record<string, string> = {};
+result.ownDirectGet = await outcome(() =>
+  nc.request(subjectsOf(own).directGet, new Uint8Array(0), { timeout: 5000 })
+);
+result.otherDirectGet = await outcome(() =>
+  nc.request(subjectsOf(other).directGet, new Uint8Array(0), { timeout: 5000 })
+);
+result.bodyDirectGet = await outcome(() =>
+  nc.request(
+    "$JS.API.DIRECT.GET.MESH_DECL",
+    JSON.stringify({ last_by_subj: subjectsOf(other).declaration }),
+    { timeout: 5000 },
+  )
+);
+const sub = nc.subscribe(subjectsOf(other).declaration);
+await nc.flush();
+result.otherSubscribe = sub.isClosed() ? String(await sub.closed) : "ok";
+nc.publish(subjectsOf(other).report, JSON.stringify({ kind: "apply", forged: true }));
+nc.publish(subjectsOf(other).heartbeat, JSON.stringify({ kind: "heartbeat", forged: true }));
+await nc.flush();
+await new Promise((resolve) => setTimeout(resolve, 500));
+result.otherPublish = errors.filter((e) => /Publish/.test(e)).join("; ") || "ok";
+console.log(JSON.stringify(result));
+await nc.close();

@@ -1,0 +1,296 @@
+/**
+ * The stand-in control plane (tests and the lab only; never imported by src/).
+ * It connects to the broker with its own key (no permission limits), keeps the
+ * JetStream streams, mints one-time tokens, answers enrolment requests by
+ * admitting the node's own public key with per-node permissions, publishes
+ * declarations, and reads reports and heartbeats.
+ */
+import {
+  connect,
+  type Msg,
+  type NatsConnection,
+  nkeyAuthenticator,
+  type Subscription,
+} from "@nats-io/transport-node";
+import { createUser, fromPublic } from "@nats-io/nkeys";
+import { pinnedTls } from "../../src/link/connection.ts";
+import { type EnrolRequest, enrolStatement } from "../../src/link/enrol.ts";
+import { DECLARATION_STREAM, subjectsOf } from "../../src/link/subjects.ts";
+import { encodeToken } from "../../src/link/token.ts";
+import { unbase64url } from "../../src/link/_base64url.ts";
+import { type MeshState, readState, withState } from "./state.ts";
+
+/** Streams the stand-in keeps: the last declaration per node, reports, the last heartbeat per node. */
+export const STREAMS = {
+  [DECLARATION_STREAM]: { subjects: ["mesh.decl.*"], max_msgs_per_subject: 1 },
+  MESH_REPORT: { subjects: ["mesh.node.*.report"], max_msgs_per_subject: 1000 },
+  MESH_BEAT: { subjects: ["mesh.node.*.heartbeat"], max_msgs_per_subject: 1 },
+} as const;
+
+/** A message the node sent, as the control plane reads it. */
+export interface NodeMessage {
+  node: string;
+  kind: "report" | "heartbeat";
+  seq?: number;
+  body: Record<string, unknown>;
+}
+
+/** A connected stand-in control plane; close it when done. */
+export class ControlPlane implements AsyncDisposable {
+  readonly dir: string;
+  readonly nc: NatsConnection;
+  #enrolSub: Subscription | undefined;
+
+  private constructor(dir: string, nc: NatsConnection) {
+    this.dir = dir;
+    this.nc = nc;
+  }
+
+  /** Connect to the broker of mesh directory `dir` and make sure the streams exist. */
+  static async open(dir: string): Promise<ControlPlane> {
+    const state = await readState(dir);
+    const nc = await connect({
+      servers: state.controlUrl,
+      name: "nox-mesh stand-in control plane",
+      authenticator: nkeyAuthenticator(new TextEncoder().encode(state.control.seed)),
+      tls: pinnedTls({ url: state.controlUrl, ca: state.caPem, pin: state.pin }),
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 250,
+      pingInterval: 5000,
+    });
+    const control = new ControlPlane(dir, nc);
+    await control.#ensureStreams();
+    return control;
+  }
+
+  async #ensureStreams(): Promise<void> {
+    for (const [name, config] of Object.entries(STREAMS)) {
+      const info = await this.#api(`$JS.API.STREAM.INFO.${name}`, "");
+      if (!info.error) continue;
+      const made = await this.#api(
+        `$JS.API.STREAM.CREATE.${name}`,
+        JSON.stringify({
+          name,
+          ...config,
+          storage: "file",
+          allow_direct: true,
+          max_age: 7 * 24 * 3600 * 1e9,
+        }),
+      );
+      if (made.error) {
+        throw new Error(`cannot create stream ${name}: ${JSON.stringify(made.error)}`);
+      }
+    }
+  }
+
+  async #api(
+    subject: string,
+    body: string,
+  ): Promise<Record<string, unknown> & { error?: unknown }> {
+    const reply = await this.nc.request(subject, body, { timeout: 10_000 });
+    return JSON.parse(reply.string());
+  }
+
+  /** Mint a one-time token for `node`: its join key is admitted (ask-to-enrol only) until used or expired. */
+  async mintToken(node: string, ttlSeconds = 3600): Promise<string> {
+    const join = createUser();
+    const expires = new Date(Date.now() + ttlSeconds * 1000).toISOString();
+    const state = await withState(this.dir, (s) => {
+      s.tokens[join.getPublicKey()] = { node, expires, mintedAt: new Date().toISOString() };
+      return s;
+    }, { reload: true });
+    return encodeToken({
+      v: 1,
+      node,
+      url: state.url,
+      ca: state.caPem,
+      pin: state.pin,
+      join: new TextDecoder().decode(join.getSeed()),
+      expires,
+    });
+  }
+
+  /** Answer enrolment requests until close(). */
+  serveEnrolments(log: (line: string) => void = () => {}): void {
+    this.#enrolSub = this.nc.subscribe("mesh.enrol.*", {
+      callback: (error, msg) => {
+        if (error) return log(`enrolment subscription: ${error.message}`);
+        this.#enrol(msg).then(
+          (line) => log(line),
+          (e) => log(`enrolment failed: ${(e as Error).message}`),
+        );
+      },
+    });
+  }
+
+  async #enrol(msg: Msg): Promise<string> {
+    const node = msg.subject.split(".")[2];
+    const refuse = (why: string) => {
+      msg.respond(JSON.stringify({ ok: false, error: why }));
+      return `refused to enrol ${node}: ${why}`;
+    };
+    let request: EnrolRequest;
+    try {
+      request = JSON.parse(msg.string());
+    } catch {
+      return refuse("the request is not JSON");
+    }
+    if (request.node !== node) return refuse(`the request names ${request.node}, not ${node}`);
+    try {
+      const ok = fromPublic(request.publicKey).verify(
+        new TextEncoder().encode(enrolStatement(node, request.publicKey)),
+        unbase64url(request.sig),
+      );
+      if (!ok) return refuse("the signature does not match the public key");
+    } catch {
+      return refuse("the public key or signature is malformed");
+    }
+    // Admit the key and mark the token used in one locked step; the join key stays
+    // loaded until the answer is out, then a second reload drops it.
+    const problem = await withState(this.dir, (s) => {
+      const token = s.tokens[request.join];
+      if (!token || token.node !== node) return "no such token for this node";
+      if (token.usedAt) return `the token was already used at ${token.usedAt}`;
+      if (Date.parse(token.expires) <= Date.now()) return `the token expired at ${token.expires}`;
+      token.usedAt = new Date().toISOString();
+      s.nodes[node] = {
+        publicKey: request.publicKey,
+        admittedAt: token.usedAt,
+        serial: s.nodes[node]?.serial ?? 0,
+      };
+      return undefined;
+    }, { reload: true });
+    if (problem) return refuse(problem);
+    msg.respond(JSON.stringify({ ok: true }));
+    await this.nc.flush();
+    await withState(this.dir, (s) => {
+      s.tokens[request.join].retired = true;
+    }, { reload: true });
+    return `enrolled ${node} with key ${request.publicKey}`;
+  }
+
+  /** Stop admitting `node`'s key (the broker then refuses it and drops its connection). */
+  async revoke(node: string): Promise<void> {
+    await withState(this.dir, (s) => {
+      if (s.nodes[node]) s.nodes[node].revoked = true;
+    }, { reload: true });
+  }
+
+  /** Admit a revoked node's key again. */
+  async readmit(node: string): Promise<void> {
+    await withState(this.dir, (s) => {
+      if (s.nodes[node]) delete s.nodes[node].revoked;
+    }, { reload: true });
+  }
+
+  /**
+   * Publish a declaration to `node` through JetStream (kept as its last one).
+   * An object gets `node` (when absent) and the next serial (unless it has one
+   * or `serial` is given); bytes are published as they are.
+   */
+  async declare(
+    node: string,
+    declaration: Record<string, unknown> | Uint8Array,
+    { serial }: { serial?: number } = {},
+  ): Promise<{ serial: number | null; seq: number }> {
+    let body: Uint8Array;
+    let used: number | null = null;
+    if (declaration instanceof Uint8Array) {
+      body = declaration;
+    } else {
+      used = await withState(this.dir, (s) => {
+        const record = s.nodes[node];
+        const next = serial ??
+          (typeof declaration.serial === "number" ? declaration.serial : (record?.serial ?? 0) + 1);
+        if (record) record.serial = Math.max(record.serial, next);
+        return next;
+      });
+      body = new TextEncoder().encode(JSON.stringify({ node, ...declaration, serial: used }));
+    }
+    const ack = await this.nc.request(subjectsOf(node).declaration, body, { timeout: 10_000 });
+    const answer = JSON.parse(ack.string());
+    if (answer.error) {
+      throw new Error(`the broker did not store the declaration: ${JSON.stringify(answer.error)}`);
+    }
+    return { serial: used, seq: answer.seq };
+  }
+
+  /** The last heartbeat of `node`, or undefined. */
+  async lastHeartbeat(node: string): Promise<Record<string, unknown> | undefined> {
+    const reply = await this.nc.request(
+      `$JS.API.DIRECT.GET.MESH_BEAT.${subjectsOf(node).heartbeat}`,
+      new Uint8Array(0),
+      { timeout: 10_000 },
+    );
+    if (reply.headers?.code && reply.headers.code !== 200) return undefined;
+    return JSON.parse(reply.string());
+  }
+
+  /** Every report `node` sent (kept by the broker), oldest first. */
+  async reports(node: string): Promise<Record<string, unknown>[]> {
+    const out: Record<string, unknown>[] = [];
+    let seq = 1;
+    for (;;) {
+      const reply = await this.nc.request(
+        "$JS.API.DIRECT.GET.MESH_REPORT",
+        JSON.stringify({ seq, next_by_subj: subjectsOf(node).report }),
+        { timeout: 10_000 },
+      );
+      if (reply.headers?.code && reply.headers.code !== 200) return out;
+      out.push(JSON.parse(reply.string()));
+      seq = Number(reply.headers?.get("Nats-Sequence")) + 1;
+    }
+  }
+
+  /** Wait until `node` has sent a report that `match` accepts; returns it. */
+  async waitReport(
+    node: string,
+    match: (report: Record<string, unknown>) => boolean,
+    timeoutMs = 60_000,
+  ): Promise<Record<string, unknown>> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const found = (await this.reports(node)).find(match);
+      if (found) return found;
+      if (Date.now() > deadline) {
+        throw new Error(
+          `no matching report from ${node} within ${timeoutMs} ms; reports: ${
+            JSON.stringify(await this.reports(node)).slice(0, 2000)
+          }`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
+  /** Live reports and heartbeats of every node (or one). */
+  watch(onMessage: (m: NodeMessage) => void, node = "*"): Subscription {
+    return this.nc.subscribe(`mesh.node.${node}.>`, {
+      callback: (error, msg) => {
+        if (error) return;
+        const [, , from, kind] = msg.subject.split(".");
+        try {
+          onMessage({
+            node: from,
+            kind: kind as NodeMessage["kind"],
+            body: JSON.parse(msg.string()),
+          });
+        } catch { /* not JSON: not from a host */ }
+      },
+    });
+  }
+
+  /** The recorded state (nodes, tokens). */
+  state(): Promise<MeshState> {
+    return readState(this.dir);
+  }
+
+  async close(): Promise<void> {
+    this.#enrolSub?.unsubscribe();
+    await this.nc.close().catch(() => {});
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}

@@ -1,0 +1,320 @@
+/**
+ * Scenario steps for the link: the stand-in control plane on the lab's broker.
+ * Every NATS client of the control plane runs in the broker's namespace
+ * (`deno task mesh …` via nsenter), never in the host's own; the mesh state lives
+ * in the lab's temp dir and goes with it.
+ */
+import { join } from "node:path";
+import type { Lab } from "../lib/lab.ts";
+import { bundle, CHECKOUT } from "../lib/bundle.ts";
+import { HOST_IN_MACHINE } from "../lib/host.ts";
+import { MACHINE_DENO } from "../lib/machine.ts";
+import { fail, type Step, type StepContext } from "../lib/scenario.ts";
+import { includeAuth, initState } from "./broker.ts";
+import { fingerprintOf } from "./certs.ts";
+
+/**
+ * The unit the link scenarios run the host with (placed before boot, started by a
+ * step); no launcher and Restart=no, so an exit stays visible.
+ */
+export function hostUnit(heartbeatSeconds = 2): string {
+  return `[Unit]
+Description=nox-mesh-host run (lab; no launcher, so its exit stays visible)
+After=network.target
+
+[Service]
+Type=exec
+ExecStart=${HOST_IN_MACHINE.command} run --heartbeat-interval ${heartbeatSeconds}
+Restart=no
+TimeoutStopSec=60
+`;
+}
+
+/** Files every link scenario machine gets. */
+export const HOST_UNIT_FILES = { "/etc/systemd/system/nox-mesh-host.service": hostUnit() };
+
+function meshDir(lab: Lab): string {
+  return join(lab.dir, "mesh");
+}
+
+/** Runs `deno task mesh ARGS` in the broker's namespace; returns stdout (fails on exit ≠ 0). */
+async function mesh(ctx: StepContext, args: string[], timeoutMs = 60_000): Promise<string> {
+  const broker = ctx.lab.runningBroker;
+  if (!broker) fail("a running lab broker", "none (set broker: true)");
+  const r = await broker.exec(
+    ["deno", "run", "-A", "lab/mesh/cli.ts", ...args, "--dir", meshDir(ctx.lab)],
+    { cwd: CHECKOUT, timeoutMs },
+  );
+  if (r.code !== 0) fail(`mesh ${args[0]} to succeed`, `exit ${r.code}: ${r.stderr.trim()}`);
+  return r.stdout;
+}
+
+/** The control plane comes up: mesh state, the broker loads its users, the streams exist. */
+export function meshUp(): Step {
+  return {
+    title: "the control plane comes up on the broker (users, permissions, streams)",
+    async run(ctx) {
+      const broker = ctx.lab.runningBroker ?? await ctx.lab.broker();
+      const dir = meshDir(ctx.lab);
+      await initState(dir, {
+        url: broker.url,
+        controlUrl: broker.addressUrl,
+        caPem: broker.caPem,
+        pin: await fingerprintOf(join(broker.dir, "server.pem")),
+        pidFile: join(dir, "nats.pid"),
+        logFile: join(broker.dir, "nats.log"),
+      });
+      await broker.reload(
+        `pid_file: "${join(dir, "nats.pid")}"\n${includeAuth(join(broker.dir, "nats.conf"), dir)}`,
+      );
+      await mesh(ctx, ["streams"]);
+    },
+  };
+}
+
+/** Mints a token for `node`; `keep` receives it (for a later reuse attempt). */
+export function mintToken(node: string, keep: (token: string) => void): Step {
+  return {
+    title: `the control plane mints a one-time token for ${node}`,
+    async run(ctx) {
+      keep((await mesh(ctx, ["token", node])).trim());
+    },
+  };
+}
+
+/**
+ * `nox-mesh-host enrol` on a machine with a token (a fresh one for `node`, or
+ * `token()`), while a one-shot enrolment service answers in the broker's namespace.
+ */
+export function enrol(machine: string, node: string, token?: () => string): Step {
+  return {
+    title: `${machine} enrols as ${node}`,
+    timeoutS: 120,
+    async run(ctx) {
+      const text = token ? token() : (await mesh(ctx, ["token", node])).trim();
+      const broker = ctx.lab.runningBroker!;
+      const serve = new Deno.Command("nsenter", {
+        args: [
+          `--net=/run/netns/${broker.netns}`,
+          "--",
+          "deno",
+          "run",
+          "-A",
+          "lab/mesh/cli.ts",
+          "serve",
+          "--once",
+          "--timeout",
+          "90",
+          "--dir",
+          meshDir(ctx.lab),
+        ],
+        cwd: CHECKOUT,
+        stdin: "null",
+        stdout: "piped",
+        stderr: "piped",
+      }).spawn();
+      try {
+        const reader = serve.stdout.pipeThrough(new TextDecoderStream()).getReader();
+        let seen = "";
+        while (!seen.includes("answering enrolments")) {
+          const { value, done } = await reader.read();
+          if (done) fail("the enrolment service to start", seen);
+          seen += value;
+        }
+        const r = await ctx.machine(machine).exec([
+          HOST_IN_MACHINE.command,
+          "enrol",
+          "--token",
+          text,
+        ]);
+        if (r.code !== 0) fail("enrol to exit 0", `exit ${r.code}: ${r.stderr.trim()}`);
+        reader.releaseLock();
+      } finally {
+        try {
+          serve.kill("SIGTERM");
+        } catch { /* it finished */ }
+        await serve.output().catch(() => {});
+      }
+    },
+  };
+}
+
+/** Starts the host's unit (HOST_UNIT) on a machine. */
+export function startHost(machine: string): Step {
+  return {
+    title: `start nox-mesh-host run on ${machine}`,
+    async run(ctx) {
+      const r = await ctx.machine(machine).exec(["systemctl", "start", "nox-mesh-host"]);
+      if (r.code !== 0) fail("the unit to start", `exit ${r.code}: ${r.stderr.trim()}`);
+    },
+  };
+}
+
+/** Publishes a declaration (JSON value; node and serial filled in by the control plane). */
+export function declare(node: string, declaration: unknown, serial?: number): Step {
+  return {
+    title: `the control plane publishes a declaration to ${node}${
+      serial ? ` (serial ${serial})` : ""
+    }`,
+    async run(ctx) {
+      const file = join(meshDir(ctx.lab), `declaration-${node}-${crypto.randomUUID()}.json`);
+      await Deno.writeTextFile(file, JSON.stringify(declaration));
+      await mesh(ctx, ["declare", node, file, ...(serial ? ["--serial", String(serial)] : [])]);
+    },
+  };
+}
+
+/** Asserts the apply reports `node` sent are exactly for `serials` (in order), the last converged. */
+export function assertApplies(node: string, serials: number[]): Step {
+  return {
+    title: `assert ${node} reported applies of serials ${serials.join(", ")}`,
+    async run(ctx) {
+      const reports = JSON.parse(await mesh(ctx, ["reports", node])) as Record<string, unknown>[];
+      const applies = reports.filter((r) => r.kind === "apply" && r.serial !== null);
+      const seen = applies.map((r) => `${r.serial}:${r.outcome}`).join(", ") || "none";
+      const got = [...new Set(applies.map((r) => r.serial))];
+      if (JSON.stringify(got) !== JSON.stringify(serials)) fail(`serials ${serials}`, seen);
+      if (applies.at(-1)?.outcome !== "converged") fail("the last one converged", seen);
+    },
+  };
+}
+
+/** Asserts `node`'s last heartbeat names `serial`, and was sent after `since()` (when given). */
+export function assertHeartbeat(node: string, serial: number, since?: () => number): Step {
+  return {
+    title: `assert ${node} heartbeats with serial ${serial}`,
+    async run(ctx) {
+      const beat = JSON.parse(await mesh(ctx, ["heartbeat", node])) as
+        | Record<string, unknown>
+        | null;
+      if (!beat) fail("a heartbeat", "none");
+      if (beat.serial !== serial) fail(`serial ${serial}`, JSON.stringify(beat));
+      if (since && Date.parse(String(beat.at)) < since()) {
+        fail(`one sent after ${new Date(since()).toISOString()}`, String(beat.at));
+      }
+    },
+  };
+}
+
+/** Asserts `node` sent no reports at all (e.g. nothing forged in its name). */
+export function assertNoReports(node: string): Step {
+  return {
+    title: `assert the broker holds no report from ${node}`,
+    async run(ctx) {
+      const reports = await mesh(ctx, ["reports", node]);
+      if (reports.trim() !== "[]") fail("none", reports.trim().slice(0, 300));
+    },
+  };
+}
+
+/** Asserts the host's unit on a machine exited on its own with status 0. */
+export function assertHostExited(machine: string, code: number): Step {
+  return {
+    title: `assert nox-mesh-host on ${machine} exited with ${code}`,
+    async run(ctx) {
+      const r = await ctx.machine(machine).exec([
+        "systemctl",
+        "show",
+        "-p",
+        "ActiveState",
+        "-p",
+        "ExecMainStatus",
+        "nox-mesh-host",
+      ]);
+      const seen = r.stdout.trim().replace(/\n/g, ", ");
+      if (!/ActiveState=(inactive|failed)/.test(r.stdout)) fail("the unit to have stopped", seen);
+      if (!new RegExp(`ExecMainStatus=${code}\\b`).test(r.stdout)) {
+        fail(`exit status ${code}`, seen);
+      }
+    },
+  };
+}
+
+/** Asserts the host's journal on a machine contains `text`. */
+export function assertJournal(machine: string, text: string): Step {
+  return {
+    title: `assert the journal of nox-mesh-host on ${machine} says "${text}"`,
+    async run(ctx) {
+      const r = await ctx.machine(machine).exec([
+        "journalctl",
+        "-u",
+        "nox-mesh-host",
+        "--no-pager",
+        "-o",
+        "cat",
+      ]);
+      if (!r.stdout.includes(text)) fail(`"${text}" in the journal`, r.stdout.slice(-800));
+    },
+  };
+}
+
+/**
+ * From `machine`, with its own node key, tries to read `other`'s declarations and
+ * to report as `other`; every attempt must be refused by the broker.
+ */
+export function assertConfined(machine: string, own: string, other: string): Step {
+  return {
+    title: `assert ${machine} (${own}) cannot read ${other}'s declarations nor report as ${other}`,
+    async run(ctx) {
+      const probe = join(ctx.lab.shareDir, "isolation-probe.js");
+      await bundle("lab/mesh/clients/isolation_probe.ts", probe);
+      const broker = ctx.lab.runningBroker!;
+      const r = await ctx.machine(machine).exec([
+        MACHINE_DENO,
+        "run",
+        "--allow-net",
+        "--allow-read",
+        "--allow-env",
+        "/lab/isolation-probe.js",
+        broker.url,
+        "/lab/broker-ca.pem",
+        broker.fingerprint256,
+        "/var/lib/mesh-host/node.nk",
+        own,
+        other,
+      ]);
+      let seen: Record<string, string>;
+      try {
+        seen = JSON.parse(r.stdout.trim().split("\n").pop() ?? "");
+      } catch {
+        fail("one JSON line from the probe", `exit ${r.code}: ${r.stderr.trim()}`);
+      }
+      const shown = JSON.stringify(seen);
+      if (seen.ownDirectGet !== "ok") fail("its own declaration readable", shown);
+      for (const key of ["otherDirectGet", "bodyDirectGet", "otherSubscribe", "otherPublish"]) {
+        if (!/Permissions Violation/.test(seen[key] ?? "")) {
+          fail(`${key} refused by the broker`, shown);
+        }
+      }
+    },
+  };
+}
+
+/** Replaces the host's bundle file in a machine the way a package manager does (rename over). */
+export function replaceHostProgram(machine: string): Step {
+  const file = HOST_IN_MACHINE.bundle;
+  return {
+    title: `replace ${file} on ${machine} (a new file renamed over it)`,
+    async run(ctx) {
+      const r = await ctx.machine(machine).exec([
+        "sh",
+        "-c",
+        `cp "$1" "$1.new" && mv -f "$1.new" "$1"`,
+        "sh",
+        file,
+      ]);
+      if (r.code !== 0) fail("the file replaced", `exit ${r.code}: ${r.stderr.trim()}`);
+    },
+  };
+}
+
+/** Remembers the time (for "after this" assertions). */
+export function mark(keep: (ms: number) => void, title = "note the time"): Step {
+  return {
+    title,
+    run() {
+      keep(Date.now());
+      return Promise.resolve();
+    },
+  };
+}

@@ -1,0 +1,31 @@
+import { type Scenario } from "../lib/scenario.ts";
+import {
+  assertConfined,
+  assertNoReports,
+  declare,
+  enrol,
+  HOST_UNIT_FILES,
+  meshUp,
+} from "../mesh/steps.ts";
+import { files, srvFile } from "./_link.ts";
+
+/** The broker, not the host's code, confines each node to its own subjects. */
+export const scenario: Scenario = {
+  name: "isolation",
+  summary: "with its own key, node A cannot read node B's declarations (direct get in either " +
+    "form, or live) nor publish B's reports or heartbeats: the broker refuses each",
+  broker: true,
+  machines: {
+    alpha: { flavour: "systemd", host: true, files: HOST_UNIT_FILES },
+    beta: { flavour: "systemd", host: true, files: HOST_UNIT_FILES },
+  },
+  steps: [
+    meshUp(),
+    enrol("alpha", "alpha"),
+    enrol("beta", "beta"),
+    declare("beta", files(srvFile("secret", "/srv/beta-only", "for beta\n"))),
+    assertConfined("alpha", "alpha", "beta"),
+    assertConfined("beta", "beta", "alpha"),
+    assertNoReports("beta"),
+  ],
+};

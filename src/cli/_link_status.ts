@@ -1,0 +1,98 @@
+/** The link and service part of `status`: identity, service, link state, next drift check. */
+import { readIdentity } from "../link/identity.ts";
+import { isCurrent, readRunStatus } from "../run/status.ts";
+import type { Store } from "../store/store.ts";
+
+/** What `status --json` adds about the link and the service. */
+export interface LinkStatus {
+  identity:
+    | { node: string; publicKey: string; url: string; pin: string; enrolledAt: string }
+    | null;
+  service: {
+    running: boolean;
+    pid: number;
+    version: string;
+    phase: string;
+    startedAt: string;
+    updatedAt: string;
+    nextDriftAt: string | null;
+    lastHeartbeatAt: string | null;
+  } | null;
+  link: {
+    state: string;
+    since: string | null;
+    lastError: { code: string; side: string; message: string; at: string } | null;
+  };
+}
+
+/** Read the identity and the run process's status record from the store. */
+export function linkStatus(store: Store, now: Date = new Date()): LinkStatus {
+  const identity = readIdentity(store);
+  const run = readRunStatus(store);
+  const running = run !== null && isCurrent(run, now);
+  const state = !identity
+    ? "not enrolled"
+    : !running
+    ? "service not running"
+    : run.linkProblem
+    ? "cannot start"
+    : run.link?.phase ?? "not started";
+  const lastError = run?.link?.lastError ??
+    (run?.linkProblem
+      ? { code: "link.start", side: "node", message: run.linkProblem, at: run.updatedAt }
+      : null);
+  return {
+    identity: identity
+      ? {
+        node: identity.node,
+        publicKey: identity.publicKey,
+        url: identity.url,
+        pin: identity.pin,
+        enrolledAt: identity.enrolledAt,
+      }
+      : null,
+    service: run && {
+      running,
+      pid: run.pid,
+      version: run.version,
+      phase: running ? run.phase : run.phase === "upgrading" ? "exited for an upgrade" : "stopped",
+      startedAt: run.startedAt,
+      updatedAt: run.updatedAt,
+      nextDriftAt: running ? run.nextDriftAt : null,
+      lastHeartbeatAt: run.lastHeartbeatAt,
+    },
+    link: {
+      state,
+      since: running && run.link ? run.link.since : null,
+      lastError,
+    },
+  };
+}
+
+/** Rows for people. */
+export function linkRows(s: LinkStatus): [string, string][] {
+  const rows: [string, string][] = [];
+  rows.push([
+    "identity",
+    s.identity
+      ? `key ${s.identity.publicKey}, broker ${s.identity.url}, pin ${s.identity.pin.slice(0, 11)}…`
+      : "none: enrol with a token (enrol --token T)",
+  ]);
+  rows.push([
+    "service",
+    !s.service
+      ? "never ran on this state directory"
+      : s.service.running
+      ? `running (pid ${s.service.pid}, ${s.service.version}, since ${s.service.startedAt})`
+      : `${s.service.phase} (last seen ${s.service.updatedAt}, pid ${s.service.pid})`,
+  ]);
+  rows.push(["link", `${s.link.state}${s.link.since ? ` since ${s.link.since}` : ""}`]);
+  if (s.link.lastError) {
+    rows.push([
+      "link error",
+      `${s.link.lastError.message} (${s.link.lastError.side} side, ${s.link.lastError.at})`,
+    ]);
+  }
+  rows.push(["next drift", s.service?.nextDriftAt ?? "-"]);
+  return rows;
+}

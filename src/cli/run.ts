@@ -1,0 +1,55 @@
+/** `run`: the service (src/run/service.ts) with its log on stderr. */
+import { UsageError } from "../errors.ts";
+import { openHost } from "../host.ts";
+import { runService } from "../run/service.ts";
+import type { Command } from "./command.ts";
+import { EXIT } from "./io.ts";
+
+/** `run [--drift-interval S] [--heartbeat-interval S]`. */
+export const runCommand: Command = {
+  name: "run",
+  summary: "the service: hold the link, apply what arrives, reconcile on a timer, report",
+  usage: "run [--drift-interval SECS] [--heartbeat-interval SECS]",
+  help: `Run as the node's service (the launcher starts this). Reconciles on start, on
+every declaration pushed over the link, on reconnect, and every drift interval;
+sends a heartbeat on link, after every apply and every heartbeat interval. With
+no identity or no reachable broker it holds the machine to its store, or applies
+the bundle when the store is empty. Logs one line per event on stderr.
+
+Stops with exit 0 on SIGTERM/SIGINT (the current apply stops before its next
+step), and with exit 0 after an apply when its own program file was replaced
+(the supervisor then starts the new version).
+
+Options:
+  --drift-interval SECS      override driftIntervalSeconds (default 600)
+  --heartbeat-interval SECS  override heartbeatIntervalSeconds (default 30)
+Exit codes: 0 stopped by a signal or for a self-upgrade, 70 the host cannot work
+  (store), 78 configuration.
+`,
+  options: {
+    "drift-interval": { type: "string" },
+    "heartbeat-interval": { type: "string" },
+  },
+  positionals: [0, 0],
+  async run(ctx) {
+    const seconds = (name: string): number | undefined => {
+      const text = ctx.values[name];
+      if (text === undefined) return undefined;
+      const n = Number(text);
+      if (!Number.isFinite(n) || n < 1) {
+        throw new UsageError(`--${name} takes a number of seconds (at least 1), not "${text}"`);
+      }
+      return n;
+    };
+    const driftIntervalSeconds = seconds("drift-interval");
+    const heartbeatIntervalSeconds = seconds("heartbeat-interval");
+    using host = await openHost({ ...ctx.flags, providers: ctx.io.providers });
+    await runService(host, {
+      signal: ctx.io.signal,
+      log: (line) => ctx.io.stderr(`${line}\n`),
+      driftIntervalSeconds,
+      heartbeatIntervalSeconds,
+    });
+    return EXIT.ok;
+  },
+};

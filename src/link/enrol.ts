@@ -1,0 +1,193 @@
+/**
+ * Enrolment (`enrol --token T`): check the token, make this node's own NKey pair
+ * (the seed is written 0600 and never leaves the machine), ask the control plane
+ * over the pinned TLS link, using the token's one-time join key, to admit the
+ * new public key, prove the admission by connecting with the node's own key,
+ * and only then record the identity in the store.
+ *
+ * Enrolment request (on mesh.enrol.<node>, as the join key):
+ *   { "v": 1, "node": N, "join": "U…" (the token's join key, public part),
+ *     "publicKey": "U…" (the node's new key), "sig": base64url(sign(enrolStatement)) }
+ * Answer: { "ok": true } or { "ok": false, "error": "why" }.
+ */
+import { createUser, fromSeed } from "@nats-io/nkeys";
+import type { Host } from "../host.ts";
+import { CONNECTION_TIMING, type ConnectionTiming, openConnection } from "./connection.ts";
+import { classifyLinkError, LinkError } from "./errors.ts";
+import { type Identity, readIdentity, seedPath, writeIdentity, writeSeed } from "./identity.ts";
+import { subjectsOf } from "./subjects.ts";
+import { decodeToken } from "./token.ts";
+import { base64url } from "./_base64url.ts";
+
+/** What the new key signs, so the control plane knows the requester holds it. */
+export function enrolStatement(node: string, publicKey: string): string {
+  return `nox-mesh-host enrol v1 ${node} ${publicKey}`;
+}
+
+/** An enrolment request, as the control plane receives it. */
+export interface EnrolRequest {
+  v: 1;
+  node: string;
+  /** The public part of the token's one-time join key (which token is being used). */
+  join: string;
+  publicKey: string;
+  /** base64url signature of enrolStatement(node, publicKey) by the new key. */
+  sig: string;
+}
+
+/** How to enrol. */
+export interface EnrolOptions {
+  now?: Date;
+  /** Replace an existing identity (a new key; the old one stops working once the broker drops it). */
+  replace?: boolean;
+  /** How long to wait for the control plane's answer (ms). */
+  requestTimeoutMs?: number;
+  /** How long the broker may take to start accepting the new key (ms). */
+  admitWaitMs?: number;
+  timing?: ConnectionTiming;
+  log?: (line: string) => void;
+}
+
+/** Enrol this node with a token; returns the identity now in the store. */
+export async function enrol(
+  host: Host,
+  tokenText: string,
+  options: EnrolOptions = {},
+): Promise<Identity> {
+  const token = decodeToken(tokenText, options.now);
+  const existing = readIdentity(host.store);
+  if (existing && !options.replace) {
+    throw new LinkError(
+      "enrol",
+      "node",
+      `this node is already enrolled as "${existing.node}" (key ${existing.publicKey}) with ${existing.url}`,
+      { hint: "a token is used once; to enrol again anyway (a new key), add --replace" },
+    );
+  }
+  const target = { url: token.url, ca: token.ca, pin: token.pin };
+  const subjects = subjectsOf(token.node);
+  const timing = options.timing ?? CONNECTION_TIMING;
+  const log = options.log ?? (() => {});
+
+  const pair = createUser();
+  const seed = pair.getSeed();
+  const publicKey = pair.getPublicKey();
+  const finalSeedFile = seedPath(host.config.stateDir);
+  const pendingSeedFile = `${finalSeedFile}.pending`;
+  await Deno.mkdir(host.config.stateDir, { recursive: true, mode: 0o700 });
+  await writeSeed(pendingSeedFile, seed);
+
+  const join = fromSeed(new TextEncoder().encode(token.join));
+  log(`connecting to ${token.url} with the token's one-time key`);
+  let nc;
+  try {
+    nc = await openConnection(target, {
+      seed: join.getSeed(),
+      publicKey: join.getPublicKey(),
+      inboxPrefix: subjects.inboxPrefix,
+      name: `${token.node} enrolment`,
+    }, timing);
+  } catch (error) {
+    if (error instanceof LinkError && error.reason === "auth") {
+      throw new LinkError(
+        "auth",
+        "broker",
+        `the broker at ${token.url} refused the token's one-time key: the token was already used, ` +
+          "has expired, or was revoked",
+        { hint: "mint a new token", cause: error },
+      );
+    }
+    throw error;
+  }
+  let answer: { ok?: boolean; error?: string };
+  try {
+    const request: EnrolRequest = {
+      v: 1,
+      node: token.node,
+      join: join.getPublicKey(),
+      publicKey,
+      sig: base64url(pair.sign(new TextEncoder().encode(enrolStatement(token.node, publicKey)))),
+    };
+    const reply = await nc.request(subjects.enrol, JSON.stringify(request), {
+      timeout: options.requestTimeoutMs ?? 20_000,
+    });
+    answer = JSON.parse(reply.string());
+  } catch (error) {
+    const e = error as { name?: string; message?: string; cause?: { name?: string } };
+    if (
+      /no responders/i.test(`${e.message} ${e.cause?.name}`) ||
+      /timeout/i.test(`${e.name} ${e.message}`)
+    ) {
+      throw new LinkError(
+        "enrol",
+        "broker",
+        `no control plane answered the enrolment request on ${token.url} (${e.message})`,
+        {
+          hint:
+            "the broker is up but the control plane's enrolment service is not; try again later",
+          cause: error,
+        },
+      );
+    }
+    throw classifyLinkError(error, target);
+  } finally {
+    await nc.close().catch(() => {});
+  }
+  if (answer?.ok !== true) {
+    throw new LinkError(
+      "enrol",
+      "broker",
+      `the control plane refused to enrol "${token.node}": ${answer?.error ?? "no reason given"}`,
+      { hint: "mint a new token" },
+    );
+  }
+  await Deno.rename(pendingSeedFile, finalSeedFile);
+  log(`admitted; checking that the broker accepts this node's own key ${publicKey}`);
+  await proveAdmission(
+    target,
+    { seed, publicKey, node: token.node },
+    options.admitWaitMs ?? 20_000,
+    timing,
+  );
+
+  const identity: Identity = {
+    node: token.node,
+    url: token.url,
+    ca: token.ca,
+    pin: token.pin,
+    seedFile: finalSeedFile,
+    publicKey,
+    enrolledAt: new Date().toISOString(),
+  };
+  writeIdentity(host.store, identity);
+  return identity;
+}
+
+/** Connect with the node's own key, allowing the broker a moment to load the admission. */
+async function proveAdmission(
+  target: { url: string; ca: string; pin: string },
+  key: { seed: Uint8Array; publicKey: string; node: string },
+  waitMs: number,
+  timing: ConnectionTiming,
+): Promise<void> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    try {
+      const nc = await openConnection(target, {
+        seed: key.seed,
+        publicKey: key.publicKey,
+        inboxPrefix: subjectsOf(key.node).inboxPrefix,
+        name: key.node,
+      }, timing);
+      await nc.close();
+      return;
+    } catch (error) {
+      // The broker reloads its users around an enrolment: a refused or dropped attempt
+      // is expected for a moment. Certificate and name problems are not.
+      const transient = error instanceof LinkError &&
+        ["auth", "tcp", "closed", "timeout", "protocol"].includes(error.reason);
+      if (!transient || Date.now() >= deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
+}

@@ -1,0 +1,307 @@
+/**
+ * The link (R5): one outbound connection, kept forever. It connects, subscribes
+ * to the node's declaration subject, fetches the last declaration published
+ * while it was away (direct get, no polling), and hands both to the run loop.
+ * When the connection drops, or the broker stops answering pings, or the client
+ * closes for any reason, it rebuilds the connection and the subscription after
+ * an exponential backoff with jitter, re-resolving the broker's name each time.
+ */
+import type { NatsConnection, Subscription } from "@nats-io/transport-node";
+import { BACKOFF, type Backoff, backoffDelay } from "./backoff.ts";
+import { CONNECTION_TIMING, type ConnectionTiming, openConnection } from "./connection.ts";
+import { classifyLinkError, LinkError } from "./errors.ts";
+import type { Identity } from "./identity.ts";
+import { subjectsOf } from "./subjects.ts";
+
+/** Where the link is. */
+export type LinkPhase = "connecting" | "up" | "down" | "stopped";
+
+/** The link's state, for status and heartbeats. */
+export interface LinkState {
+  phase: LinkPhase;
+  /** When it entered this phase (ISO). */
+  since: string;
+  url: string;
+  /** How many times it has come up in this process. */
+  connects: number;
+  /** The last failure, kept after recovery so status can show it. */
+  lastError?: { code: string; side: string; message: string; at: string };
+}
+
+/** What the run loop hears from the link. */
+export interface LinkHandlers {
+  /** A declaration was pushed while the link was up. */
+  onDeclaration(data: Uint8Array): void;
+  /**
+   * The link came up. `catchUp` is the node's last declaration held by the
+   * broker (possibly one already applied), absent when there is none.
+   */
+  onUp(event: { reconnect: boolean; catchUp?: Uint8Array }): void;
+  /** The link's state changed. */
+  onState?(state: LinkState): void;
+  log?(line: string): void;
+}
+
+/** Tunables (tests shorten them). */
+export interface LinkOptions {
+  timing?: ConnectionTiming;
+  backoff?: Backoff;
+  random?: () => number;
+  /** Timeout of the catch-up request (ms). */
+  catchUpTimeoutMs?: number;
+}
+
+/** The node's one connection to the control plane. */
+export class Link {
+  readonly #identity: Identity;
+  readonly #seed: Uint8Array;
+  readonly #handlers: LinkHandlers;
+  readonly #options: Required<LinkOptions>;
+  #state: LinkState;
+  #nc: NatsConnection | undefined;
+  #stopped = false;
+  #wake: (() => void) | undefined;
+  #loop: Promise<void> | undefined;
+
+  constructor(
+    identity: Identity,
+    seed: Uint8Array,
+    handlers: LinkHandlers,
+    options: LinkOptions = {},
+  ) {
+    this.#identity = identity;
+    this.#seed = seed;
+    this.#handlers = handlers;
+    this.#options = {
+      timing: options.timing ?? CONNECTION_TIMING,
+      backoff: options.backoff ?? BACKOFF,
+      random: options.random ?? Math.random,
+      catchUpTimeoutMs: options.catchUpTimeoutMs ?? 10_000,
+    };
+    this.#state = {
+      phase: "connecting",
+      since: new Date().toISOString(),
+      url: identity.url,
+      connects: 0,
+    };
+  }
+
+  /** The current state (a copy). */
+  get state(): LinkState {
+    return { ...this.#state };
+  }
+
+  /** Start connecting; the link then keeps itself up until close(). */
+  start(): void {
+    this.#loop ??= this.#run();
+  }
+
+  /** Publish a JSON message on one of the node's subjects; false when the link is not up. */
+  publish(kind: "report" | "heartbeat", message: unknown): boolean {
+    const nc = this.#nc;
+    if (!nc || this.#state.phase !== "up") return false;
+    try {
+      nc.publish(subjectsOf(this.#identity.node)[kind], JSON.stringify(message));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Wait until what was published has reached the broker (bounded). */
+  async flush(timeoutMs = 5000): Promise<void> {
+    const nc = this.#nc;
+    if (!nc || this.#state.phase !== "up") return;
+    await race(nc.flush().catch(() => {}), timeoutMs);
+  }
+
+  /** Stop: close the connection and end the loop. */
+  async close(): Promise<void> {
+    this.#stopped = true;
+    this.#wake?.();
+    const nc = this.#nc;
+    if (nc) await race(nc.close().catch(() => {}), 5000);
+    await race(this.#loop ?? Promise.resolve(), 10_000);
+    this.#set("stopped");
+  }
+
+  async #run(): Promise<void> {
+    let attempt = 0;
+    let lastLogged = "";
+    while (!this.#stopped) {
+      this.#set("connecting");
+      let nc: NatsConnection;
+      try {
+        nc = await openConnection(
+          this.#identity,
+          {
+            seed: this.#seed,
+            publicKey: this.#identity.publicKey,
+            inboxPrefix: subjectsOf(this.#identity.node).inboxPrefix,
+            name: this.#identity.node,
+          },
+          this.#options.timing,
+        );
+      } catch (error) {
+        const failure = classifyLinkError(error, this.#identity);
+        const delay = backoffDelay(attempt++, this.#options.backoff, this.#options.random);
+        this.#fail(failure);
+        if (failure.message !== lastLogged || attempt % 20 === 0) {
+          this.#handlers.log?.(
+            `link: cannot connect (attempt ${attempt}): ${failure.message}; retrying in ${
+              (delay / 1000).toFixed(1)
+            } s`,
+          );
+          lastLogged = failure.message;
+        }
+        await this.#sleep(delay);
+        continue;
+      }
+      if (this.#stopped) {
+        await race(nc.close().catch(() => {}), 5000);
+        break;
+      }
+      this.#nc = nc;
+      const reconnect = this.#state.connects > 0;
+      const ended = await this.#session(nc, reconnect).catch((error) =>
+        classifyLinkError(error, this.#identity)
+      );
+      this.#nc = undefined;
+      if (this.#stopped) break;
+      if (ended) this.#fail(ended);
+      else this.#set("down");
+      attempt = 0; // it was up: start the backoff afresh
+      const delay = backoffDelay(attempt++, this.#options.backoff, this.#options.random);
+      this.#handlers.log?.(
+        `link: down${ended ? `: ${ended.message}` : ""}; reconnecting in ${
+          (delay / 1000).toFixed(1)
+        } s`,
+      );
+      lastLogged = ended?.message ?? "";
+      await this.#sleep(delay);
+    }
+  }
+
+  /** One connection's life: subscribe, catch up, announce, then wait for it to end. */
+  async #session(nc: NatsConnection, reconnect: boolean): Promise<LinkError | undefined> {
+    const s = subjectsOf(this.#identity.node);
+    let failure: LinkError | undefined;
+    const watch = (async () => {
+      for await (const status of nc.status()) {
+        if (status.type === "staleConnection") {
+          failure = new LinkError(
+            "timeout",
+            "network",
+            `the broker stopped answering pings (${
+              this.#options.timing.maxPingOut + 1
+            } unanswered, ${this.#options.timing.pingIntervalMs / 1000} s apart)`,
+            { hint: "the broker or the network path to it is down; the host keeps reconnecting" },
+          );
+          // The client does not always finish closing a stale socket on its own.
+          nc.close().catch(() => {});
+        } else if (status.type === "error") {
+          const error = classifyLinkError(status.error, this.#identity);
+          this.#handlers.log?.(`link: ${error.message}`);
+          this.#note(error);
+        }
+      }
+    })();
+    const sub: Subscription = nc.subscribe(s.declaration, {
+      callback: (error, msg) => {
+        if (!error) this.#handlers.onDeclaration(msg.data);
+      },
+    });
+    await nc.flush();
+    if (sub.isClosed()) {
+      const error = await sub.closed;
+      await race(nc.close().catch(() => {}), 5000);
+      await race(watch, 5000);
+      throw error ??
+        new LinkError(
+          "permission",
+          "broker",
+          `the broker closed the subscription to ${s.declaration}`,
+        );
+    }
+    let catchUp: Uint8Array | undefined;
+    try {
+      const reply = await nc.request(s.directGet, new Uint8Array(0), {
+        timeout: this.#options.catchUpTimeoutMs,
+      });
+      const code = reply.headers?.code ?? 0;
+      if (code === 0 || (code >= 200 && code < 300)) catchUp = reply.data;
+      else if (code !== 404) {
+        throw new LinkError(
+          "protocol",
+          "broker",
+          `the broker answered the catch-up request with ${code} ${
+            reply.headers?.description ?? ""
+          }`,
+        );
+      }
+    } catch (error) {
+      // Live declarations still arrive: stay up, but say what is missing.
+      const failed = classifyLinkError(error, this.#identity);
+      this.#handlers.log?.(
+        `link: cannot fetch the declaration published while away: ${failed.message}`,
+      );
+      this.#note(failed);
+    }
+    this.#state.connects++;
+    this.#set("up");
+    this.#handlers.log?.(
+      `link: up to ${this.#identity.url} as ${this.#identity.node}${
+        reconnect ? " (reconnected)" : ""
+      }`,
+    );
+    this.#handlers.onUp({ reconnect, ...(catchUp ? { catchUp } : {}) });
+    const closedWith = await nc.closed();
+    await race(watch, 5000);
+    if (failure) return failure;
+    if (closedWith instanceof Error) return classifyLinkError(closedWith, this.#identity);
+    return this.#stopped
+      ? undefined
+      : new LinkError("closed", "broker", "the broker closed the connection");
+  }
+
+  #set(phase: LinkPhase): void {
+    if (this.#state.phase === phase) return;
+    this.#state = { ...this.#state, phase, since: new Date().toISOString() };
+    this.#handlers.onState?.(this.state);
+  }
+
+  #note(error: LinkError): void {
+    this.#state.lastError = {
+      code: error.code,
+      side: error.side,
+      message: error.message,
+      at: new Date().toISOString(),
+    };
+    this.#handlers.onState?.(this.state);
+  }
+
+  #fail(error: LinkError): void {
+    this.#state = { ...this.#state, phase: "down", since: new Date().toISOString() };
+    this.#note(error);
+  }
+
+  #sleep(ms: number): Promise<void> {
+    if (this.#stopped) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.#wake = done;
+    });
+  }
+}
+
+function race(work: Promise<unknown>, ms: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return Promise.race([
+    work.then(() => {}),
+    new Promise<void>((resolve) => timer = setTimeout(resolve, ms)),
+  ]).finally(() => clearTimeout(timer));
+}

@@ -1,0 +1,157 @@
+/**
+ * What the node says upward (JSON, version 1): a report per apply, a report per
+ * refused declaration, and heartbeats. A heartbeat without the held list stays
+ * well under 1 KiB; the held list rides along only when it changed since the
+ * last heartbeat that carried it (and on every link-up).
+ */
+import type { ApplyReport } from "../apply.ts";
+import { digestOf } from "../declaration/canonical.ts";
+import type { Problem } from "../declaration/parse.ts";
+import type { ResourceResult, Store } from "../store/store.ts";
+import { VERSION } from "../version.ts";
+
+/** What started a reconcile or an apply. */
+export type Trigger = "start" | "declaration" | "reconnect" | "drift";
+
+/** Report of one apply (subject mesh.node.N.report). */
+export interface ApplyMessage {
+  v: 1;
+  kind: "apply";
+  node: string;
+  version: string;
+  at: string;
+  trigger: Trigger;
+  source: ApplyReport["source"];
+  origin: string;
+  serial: number | null;
+  digest: string;
+  outcome: ApplyReport["outcome"];
+  durationMs: number;
+  counts: ApplyReport["counts"];
+  results: ResourceResult[];
+  /** Unchanged results left out to keep the message small. */
+  omitted?: number;
+  error?: string;
+}
+
+/** Report of a declaration that was refused: nothing was applied. */
+export interface RefusalMessage {
+  v: 1;
+  kind: "refused";
+  node: string;
+  version: string;
+  at: string;
+  serial: number | null;
+  /** invalid (the parse refused it), wrong-node, replay, unaddressed (no node or serial). */
+  reason: "invalid" | "wrong-node" | "replay" | "unaddressed";
+  message: string;
+  problems: Problem[];
+}
+
+/** Heartbeat (subject mesh.node.N.heartbeat). */
+export interface HeartbeatMessage {
+  v: 1;
+  kind: "heartbeat";
+  node: string;
+  /** The RUNNING version (compiled in), not what is installed. */
+  version: string;
+  at: string;
+  uptimeS: number;
+  rssBytes: number;
+  /** The last apply: serial (null for bundle/store reconciles without one), outcome, when. */
+  last: { serial: number | null; outcome: string; at: string } | null;
+  /** The last serial accepted from the link. */
+  serial: number | null;
+  held: { count: number; digest: string };
+  /** When the next drift check runs. */
+  nextDriftAt: string | null;
+  /** Present only when the held set changed since it was last sent: [key, digest] pairs. */
+  heldList?: [string, string][];
+}
+
+/** Results above this size are trimmed to the ones that are not "unchanged". */
+const MAX_RESULTS_BYTES = 256 * 1024;
+
+/** The report of an apply. */
+export function applyMessage(node: string, report: ApplyReport, trigger: Trigger): ApplyMessage {
+  let results = report.results;
+  let omitted: number | undefined;
+  if (JSON.stringify(results).length > MAX_RESULTS_BYTES) {
+    results = results.filter((r) => r.outcome !== "unchanged");
+    omitted = report.results.length - results.length;
+  }
+  return {
+    v: 1,
+    kind: "apply",
+    node,
+    version: VERSION,
+    at: new Date().toISOString(),
+    trigger,
+    source: report.source,
+    origin: report.origin,
+    serial: report.serial ?? null,
+    digest: report.digest,
+    outcome: report.outcome,
+    durationMs: report.durationMs,
+    counts: report.counts,
+    results,
+    ...(omitted ? { omitted } : {}),
+    ...(report.error ? { error: report.error } : {}),
+  };
+}
+
+/** The report of a refusal. */
+export function refusalMessage(
+  node: string,
+  serial: number | undefined,
+  reason: RefusalMessage["reason"],
+  message: string,
+  problems: Problem[],
+): RefusalMessage {
+  return {
+    v: 1,
+    kind: "refused",
+    node,
+    version: VERSION,
+    at: new Date().toISOString(),
+    serial: serial ?? null,
+    reason,
+    message,
+    problems: problems.slice(0, 50),
+  };
+}
+
+/** The held set as [key, digest] pairs, and its digest. */
+export function heldSummary(store: Store): { list: [string, string][]; digest: string } {
+  const list = [...store.heldIndex()]
+    .sort(([ka, a], [kb, b]) => a.position - b.position || (ka < kb ? -1 : 1))
+    .map(([key, h]): [string, string] => [key, h.digest]);
+  return { list, digest: digestOf(list) };
+}
+
+/** Build a heartbeat; `withList` adds the held list. */
+export function heartbeatMessage(
+  node: string,
+  store: Store,
+  facts: { startedAt: number; serial: number | null; nextDriftAt: string | null },
+  held: { list: [string, string][]; digest: string },
+  withList: boolean,
+): HeartbeatMessage {
+  const last = store.lastApply();
+  return {
+    v: 1,
+    kind: "heartbeat",
+    node,
+    version: VERSION,
+    at: new Date().toISOString(),
+    uptimeS: Math.round((performance.now() - facts.startedAt) / 1000),
+    rssBytes: Deno.memoryUsage().rss,
+    last: last
+      ? { serial: last.serial ?? null, outcome: last.outcome, at: last.endedAt ?? last.startedAt }
+      : null,
+    serial: facts.serial,
+    held: { count: held.list.length, digest: held.digest },
+    nextDriftAt: facts.nextDriftAt,
+    ...(withList ? { heldList: held.list } : {}),
+  };
+}

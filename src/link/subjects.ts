@@ -1,0 +1,62 @@
+/**
+ * The subjects and permissions of the link (DESIGN.md §15), in one place so the
+ * host and whatever runs the broker agree. The broker enforces them; the host's
+ * code never relies on its own good behaviour for confinement.
+ */
+
+/** The JetStream stream holding the last declaration per node (direct get allowed). */
+export const DECLARATION_STREAM = "MESH_DECL";
+
+/** Every subject one node uses. */
+export interface NodeSubjects {
+  /** Declarations to the node (captured by DECLARATION_STREAM, last per subject). */
+  declaration: string;
+  /** Apply reports and refusals from the node. */
+  report: string;
+  /** Heartbeats from the node. */
+  heartbeat: string;
+  /** The node's inbox prefix: replies to its requests arrive below it. */
+  inboxPrefix: string;
+  /** Direct get of the node's last declaration (subject-in-the-name form, empty body). */
+  directGet: string;
+  /** Enrolment requests for this node (only the one-time join key may publish here). */
+  enrol: string;
+}
+
+/** The subjects of node `node` (a node id: safe as a NATS token). */
+export function subjectsOf(node: string): NodeSubjects {
+  const declaration = `mesh.decl.${node}`;
+  return {
+    declaration,
+    report: `mesh.node.${node}.report`,
+    heartbeat: `mesh.node.${node}.heartbeat`,
+    inboxPrefix: `_INBOX.${node}`,
+    directGet: `$JS.API.DIRECT.GET.${DECLARATION_STREAM}.${declaration}`,
+    enrol: `mesh.enrol.${node}`,
+  };
+}
+
+/** What a broker user may publish and subscribe to. */
+export interface Permissions {
+  publish: string[];
+  subscribe: string[];
+}
+
+/**
+ * What the broker grants an enrolled node: publish its own report and heartbeat
+ * and the direct get of its own declaration; subscribe to its own declaration
+ * subject and its own inbox. Nothing else (no `$JS.API.>`, no wildcards across nodes).
+ */
+export function nodePermissions(node: string): Permissions {
+  const s = subjectsOf(node);
+  return {
+    publish: [s.report, s.heartbeat, s.directGet],
+    subscribe: [s.declaration, `${s.inboxPrefix}.>`],
+  };
+}
+
+/** What the broker grants a one-time join key: ask to enrol this node, and hear the answer. */
+export function joinPermissions(node: string): Permissions {
+  const s = subjectsOf(node);
+  return { publish: [s.enrol], subscribe: [`${s.inboxPrefix}.>`] };
+}

@@ -1,0 +1,160 @@
+/**
+ * The enrolment token (version 1): base64url (no padding) of a JSON object
+ *
+ *   { "v": 1, "node": "laptop-7", "url": "tls://broker.example:4222",
+ *     "ca": "-----BEGIN CERTIFICATE-----…", "pin": "AB:CD:…" (SHA-256, 32 bytes),
+ *     "join": "SU…" (a one-time NKey user seed), "expires": "2026-01-01T00:00:00Z" }
+ *
+ * `ca` and `pin` are both checked before any credential is sent: the broker's
+ * certificate must verify against `ca` AND have fingerprint `pin`. `join` is a
+ * key the control plane admitted for exactly one enrolment of `node`; it may
+ * only ask to enrol and hear the answer. Unknown fields and versions are refused.
+ */
+import * as v from "valibot";
+import { X509Certificate } from "node:crypto";
+import { fromSeed } from "@nats-io/nkeys";
+import { NODE_ID } from "../declaration/schema.ts";
+import { TokenError } from "./errors.ts";
+import { base64url, unbase64url } from "./_base64url.ts";
+
+/** The token version this host writes and reads. */
+export const TOKEN_VERSION = 1;
+
+/** A decoded enrolment token. */
+export interface EnrolmentToken {
+  v: 1;
+  node: string;
+  url: string;
+  ca: string;
+  pin: string;
+  join: string;
+  expires: string;
+}
+
+const PIN = /^([0-9A-F]{2}:){31}[0-9A-F]{2}$/;
+
+const TokenSchema = v.strictObject({
+  v: v.literal(TOKEN_VERSION),
+  node: v.pipe(v.string(), v.regex(NODE_ID, "a node id is 1–63 lowercase letters, digits and -")),
+  url: v.pipe(
+    v.string(),
+    v.check((u) => brokerUrlProblem(u) === undefined, (i) => `${brokerUrlProblem(i.input)}`),
+  ),
+  ca: v.pipe(
+    v.string(),
+    v.check((pem) => caProblem(pem) === undefined, (i) => `${caProblem(i.input)}`),
+  ),
+  pin: v.pipe(v.string(), v.regex(PIN, "a SHA-256 fingerprint: 32 hex bytes as AB:CD:…")),
+  join: v.pipe(v.string(), v.check(isUserSeed, "a NATS user seed (SU…)")),
+  expires: v.pipe(v.string(), v.isoTimestamp("an ISO 8601 time with zone")),
+});
+
+/** Normalise a SHA-256 fingerprint to "AB:CD:…" (accepts lower case and no colons). */
+export function normalisePin(pin: string): string {
+  const hex = pin.replace(/:/g, "").toUpperCase();
+  return /^[0-9A-F]{64}$/.test(hex) ? hex.match(/../g)!.join(":") : pin;
+}
+
+/**
+ * Encode a token (the control plane's side; the host only decodes).
+ *
+ * @example
+ * ```ts
+ * const text = encodeToken({ v: 1, node: "n1", url: "tls://b:4222", ca, pin, join, expires });
+ * ```
+ */
+export function encodeToken(token: EnrolmentToken): string {
+  const json = JSON.stringify({ ...token, pin: normalisePin(token.pin) });
+  return base64url(new TextEncoder().encode(json));
+}
+
+/**
+ * Decode and check a token; throws TokenError (code token.format, token.version,
+ * token.invalid or token.expired) saying what is wrong with it.
+ */
+export function decodeToken(text: string, now: Date = new Date()): EnrolmentToken {
+  const trimmed = text.trim();
+  let data: unknown;
+  try {
+    if (!/^[A-Za-z0-9_-]+$/.test(trimmed)) throw new Error("not base64url");
+    data = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(unbase64url(trimmed)));
+  } catch {
+    throw new TokenError(
+      "token.format",
+      "the enrolment token is not a token: expected base64url-encoded JSON",
+      { hint: "copy the whole token the control plane printed, without quotes or line breaks" },
+    );
+  }
+  const version = (data as { v?: unknown } | null)?.v;
+  if (version !== TOKEN_VERSION) {
+    throw new TokenError(
+      "token.version",
+      `the enrolment token has version ${
+        JSON.stringify(version)
+      }; this host reads version ${TOKEN_VERSION}`,
+      { hint: "mint a token for this host's version, or upgrade the host" },
+    );
+  }
+  const result = v.safeParse(TokenSchema, {
+    ...(data as object),
+    pin: typeof (data as { pin?: unknown }).pin === "string"
+      ? normalisePin((data as { pin: string }).pin)
+      : (data as { pin?: unknown }).pin,
+  }, { abortEarly: false });
+  if (!result.success) {
+    const lines = result.issues.map((issue) => {
+      const at = (issue.path ?? []).map((p) => String(p.key)).join(".") || "(token)";
+      return issue.expected === "never" ? `${at}: is not a token field` : `${at}: ${issue.message}`;
+    });
+    throw new TokenError(
+      "token.invalid",
+      `the enrolment token is invalid:\n  ${lines.join("\n  ")}`,
+      {
+        hint: "mint a new token",
+      },
+    );
+  }
+  const token = result.output as EnrolmentToken;
+  if (Date.parse(token.expires) <= now.getTime()) {
+    throw new TokenError("token.expired", `the enrolment token expired at ${token.expires}`, {
+      hint: "mint a new token",
+    });
+  }
+  return token;
+}
+
+/** Why a broker URL is unusable, or undefined. Only tls:// is accepted: the link is always TLS. */
+export function brokerUrlProblem(url: string): string | undefined {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return `"${url}" is not a URL; expected tls://HOST:PORT`;
+  }
+  if (u.protocol !== "tls:") return `"${url}" must use tls:// (the link is always TLS)`;
+  if (!u.hostname) return `"${url}" names no host`;
+  if (u.pathname && u.pathname !== "/" || u.search || u.username) {
+    return `"${url}" must be only tls://HOST:PORT`;
+  }
+  return undefined;
+}
+
+function caProblem(pem: string): string | undefined {
+  if (!pem.includes("-----BEGIN CERTIFICATE-----")) return "a PEM certificate";
+  try {
+    new X509Certificate(pem);
+    return undefined;
+  } catch (error) {
+    return `not a readable certificate (${(error as Error).message})`;
+  }
+}
+
+function isUserSeed(seed: string): boolean {
+  if (!seed.startsWith("SU")) return false;
+  try {
+    fromSeed(new TextEncoder().encode(seed));
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,41 @@
+/**
+ * The host's half of the launcher contract (DESIGN.md §11, launcher/): after
+ * the first completed reconcile of a process, the host writes its RUNNING
+ * version to <state-dir>/known-good (atomically: temp file, fsync, rename) and
+ * then clears the launcher's consecutive-failure counter by removing
+ * <state-dir>/failures (the launcher reads an absent file as 0). Only the host
+ * clears the counter; only the launcher increments it.
+ */
+import { posix } from "node:path";
+
+/** The version that last completed a reconcile (one line). */
+export const KNOWN_GOOD_FILE = "known-good";
+/** The launcher's count of consecutive failed starts. */
+export const FAILURES_FILE = "failures";
+
+/**
+ * Record that `version` works on this machine: known-good first, then the
+ * failure counter cleared, so a crash in between leaves the older, safer state.
+ *
+ * @example
+ * ```ts
+ * await confirmGood("/var/lib/mesh-host", "0.1.0");
+ * ```
+ */
+export async function confirmGood(stateDir: string, version: string): Promise<void> {
+  const path = posix.join(stateDir, KNOWN_GOOD_FILE);
+  const temp = `${path}.tmp-${Deno.pid}`;
+  const file = await Deno.open(temp, { create: true, truncate: true, write: true, mode: 0o644 });
+  try {
+    await file.write(new TextEncoder().encode(`${version}\n`));
+    await file.syncData();
+  } finally {
+    file.close();
+  }
+  await Deno.rename(temp, path);
+  try {
+    await Deno.remove(posix.join(stateDir, FAILURES_FILE));
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+  }
+}

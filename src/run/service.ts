@@ -1,0 +1,454 @@
+/**
+ * `run` (R6): the service. Four triggers and only one clock:
+ *   start       reconcile what the store holds (or the bundle, with nothing yet);
+ *   declaration a pushed declaration, checked (safe parse, addressed to this
+ *               node, serial newer than the last accepted) and applied;
+ *   reconnect   the declaration published while away (if newer), else the store;
+ *   drift       a timer (default 600 s) that re-applies what the store holds.
+ * One apply at a time, through the same applyText path as the command line.
+ * Heartbeats on link, after every apply and every heartbeat interval. After
+ * the first completed reconcile: known-good written, launcher failures cleared.
+ * When the program file was replaced: finish the apply, report, exit 0.
+ */
+import { BusyError, describeError } from "../errors.ts";
+import { DeclarationRefused } from "../declaration/parse.ts";
+import { applyText, type Host } from "../host.ts";
+import type { Source } from "../store/store.ts";
+import { VERSION } from "../version.ts";
+import { type Identity, META, readIdentity, readSeed } from "../link/identity.ts";
+import { Link, type LinkOptions } from "../link/link.ts";
+import { subjectsOf } from "../link/subjects.ts";
+import {
+  applyMessage,
+  heartbeatMessage,
+  heldSummary,
+  type RefusalMessage,
+  refusalMessage,
+  type Trigger,
+} from "../link/messages.ts";
+import { accept, admit } from "./admit.ts";
+import { confirmGood } from "./launcher_files.ts";
+import { ProgramWatch } from "./program.ts";
+import { type RunStatus, type ServicePhase, writeRunStatus } from "./status.ts";
+
+/** How to run the service. */
+export interface RunOptions {
+  /** Aborted on SIGTERM/SIGINT: stop taking work, abort the apply between steps, close the link. */
+  signal?: AbortSignal;
+  /** One line per event (the service's log). */
+  log: (line: string) => void;
+  /** Override the configured drift interval (seconds). */
+  driftIntervalSeconds?: number;
+  /** Override the configured heartbeat interval (seconds). */
+  heartbeatIntervalSeconds?: number;
+  /** The program file to watch for self-upgrade; undefined detects it, null disables. */
+  program?: ProgramWatch | null;
+  link?: LinkOptions;
+  /** How long the first link attempt may delay the start reconcile (ms, default 10 s). */
+  startLinkWaitMs?: number;
+  /** While not enrolled, how often to look for an identity in the store (ms, default 2 s). */
+  enrolCheckMs?: number;
+}
+
+/** Why the service ended (both exit 0). */
+export interface RunResult {
+  reason: "signal" | "upgrade";
+  detail: string;
+}
+
+type Work =
+  | { kind: "reconcile"; trigger: Trigger }
+  | { kind: "declaration"; data: Uint8Array; trigger: Trigger };
+
+/** Run the service until a signal or a self-upgrade. */
+export function runService(host: Host, options: RunOptions): Promise<RunResult> {
+  return new Service(host, options).run();
+}
+
+class Service {
+  readonly #host: Host;
+  readonly #opt: RunOptions;
+  readonly #log: (line: string) => void;
+  readonly #driftMs: number;
+  readonly #heartbeatMs: number;
+  readonly #applyAbort = new AbortController();
+  readonly #startedAt = performance.now();
+  readonly #startedIso = new Date().toISOString();
+  #queue: Work[] = [];
+  #wake: (() => void) | undefined;
+  #stop: RunResult | undefined;
+  #halted!: () => void;
+  readonly #stopped = new Promise<"down">((resolve) => this.#halted = () => resolve("down"));
+  #busy = false;
+  #identity: Identity | undefined;
+  #link: Link | undefined;
+  #linkProblem: string | undefined;
+  #program: ProgramWatch | undefined;
+  #confirmed = false;
+  #startDone = false;
+  #driftTimer: ReturnType<typeof setTimeout> | undefined;
+  #nextDriftAt: string | null = null;
+  #heartbeatTimer: ReturnType<typeof setInterval> | undefined;
+  #enrolTimer: ReturnType<typeof setInterval> | undefined;
+  #lastHeartbeatAt: string | null = null;
+  #heldDigestSent: string | undefined;
+  #phase: ServicePhase = "starting";
+
+  constructor(host: Host, options: RunOptions) {
+    this.#host = host;
+    this.#opt = options;
+    this.#log = options.log;
+    this.#driftMs = 1000 * (options.driftIntervalSeconds ?? host.config.driftIntervalSeconds);
+    this.#heartbeatMs = 1000 *
+      (options.heartbeatIntervalSeconds ?? host.config.heartbeatIntervalSeconds);
+  }
+
+  async run(): Promise<RunResult> {
+    const onSignal = () =>
+      this.#halt({ reason: "signal", detail: String(this.#opt.signal?.reason ?? "signal") });
+    if (this.#opt.signal?.aborted) onSignal();
+    this.#opt.signal?.addEventListener("abort", onSignal, { once: true });
+    this.#program = this.#opt.program === undefined
+      ? await ProgramWatch.current()
+      : this.#opt.program ?? undefined;
+    this.#log(
+      `run: ${VERSION} starting; state ${this.#host.config.stateDir}; drift every ${
+        this.#driftMs / 1000
+      } s, ` +
+        `heartbeat every ${this.#heartbeatMs / 1000} s; ${
+          this.#program
+            ? `watching ${this.#program.path} (${this.#program.form})`
+            : "program file unknown: no self-upgrade"
+        }`,
+    );
+    this.#writeStatus();
+    this.#heartbeatTimer = setInterval(() => this.#tick(), this.#heartbeatMs);
+
+    this.#identity = readIdentity(this.#host.store);
+    if (this.#identity) {
+      const first = await this.#startLink(this.#identity);
+      if (first !== "up") this.#enqueue({ kind: "reconcile", trigger: "start" });
+    } else {
+      this.#log(
+        "run: not enrolled: holding the machine to the store (or the bundle) until a token is used",
+      );
+      this.#enqueue({ kind: "reconcile", trigger: "start" });
+      this.#enrolTimer = setInterval(() => this.#checkEnrolment(), this.#opt.enrolCheckMs ?? 2000);
+    }
+    this.#phase = "running";
+    this.#armDrift();
+    this.#writeStatus();
+
+    for (let work = await this.#next(); work; work = await this.#next()) {
+      this.#busy = true;
+      try {
+        await this.#do(work);
+      } catch (error) {
+        this.#log(
+          `run: ${work.kind} (${work.trigger}) failed unexpectedly: ${describeError(error)}`,
+        );
+      } finally {
+        this.#busy = false;
+      }
+      if (!this.#stop) await this.#checkUpgrade();
+    }
+    return await this.#shutdown();
+  }
+
+  // ---- triggers -------------------------------------------------------------
+
+  async #startLink(identity: Identity): Promise<"up" | "down"> {
+    let seed: Uint8Array;
+    try {
+      seed = await readSeed(identity);
+    } catch (error) {
+      this.#linkProblem = describeError(error);
+      this.#log(`link: cannot start: ${this.#linkProblem}`);
+      this.#writeStatus();
+      return "down";
+    }
+    let settle: (outcome: "up" | "down") => void = () => {};
+    const first = new Promise<"up" | "down">((resolve) => settle = resolve);
+    this.#link = new Link(identity, seed, {
+      onDeclaration: (data) => this.#enqueue({ kind: "declaration", data, trigger: "declaration" }),
+      onUp: ({ catchUp }) => {
+        const trigger: Trigger = this.#startDone ? "reconnect" : "start";
+        this.#startDone = true;
+        settle("up");
+        this.#heartbeat(true);
+        this.#enqueue(
+          catchUp
+            ? { kind: "declaration", data: catchUp, trigger }
+            : { kind: "reconcile", trigger },
+        );
+      },
+      onState: (state) => {
+        if (state.phase === "down") settle("down");
+        this.#writeStatus();
+      },
+      log: this.#log,
+    }, this.#opt.link);
+    this.#link.start();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const outcome = await Promise.race([
+      first,
+      this.#stopped,
+      new Promise<"down">((resolve) =>
+        timer = setTimeout(() => resolve("down"), this.#opt.startLinkWaitMs ?? 10_000)
+      ),
+    ]);
+    clearTimeout(timer);
+    if (outcome === "down") this.#startDone = true;
+    return outcome;
+  }
+
+  #checkEnrolment(): void {
+    const identity = readIdentity(this.#host.store);
+    if (!identity || this.#stop) return;
+    clearInterval(this.#enrolTimer);
+    this.#enrolTimer = undefined;
+    this.#identity = identity;
+    this.#log(`run: enrolled as ${identity.node}; starting the link`);
+    this.#startLink(identity).catch((error) => this.#log(`link: ${describeError(error)}`));
+  }
+
+  #armDrift(): void {
+    clearTimeout(this.#driftTimer);
+    if (this.#stop) return;
+    this.#nextDriftAt = new Date(Date.now() + this.#driftMs).toISOString();
+    this.#driftTimer = setTimeout(
+      () => this.#enqueue({ kind: "reconcile", trigger: "drift" }),
+      this.#driftMs,
+    );
+  }
+
+  #tick(): void {
+    this.#heartbeat(false);
+    if (!this.#busy) this.#checkUpgrade().catch(() => {});
+    this.#writeStatus();
+  }
+
+  // ---- the work loop --------------------------------------------------------
+
+  #enqueue(work: Work): void {
+    if (this.#stop) return;
+    // Reconciles coalesce: one waiting is as good as many.
+    if (work.kind === "reconcile" && this.#queue.some((w) => w.kind === "reconcile")) return;
+    this.#queue.push(work);
+    this.#wake?.();
+  }
+
+  async #next(): Promise<Work | undefined> {
+    while (!this.#stop) {
+      const work = this.#queue.shift();
+      if (work) return work;
+      await new Promise<void>((resolve) => this.#wake = resolve);
+      this.#wake = undefined;
+    }
+    return undefined;
+  }
+
+  #halt(result: RunResult): void {
+    if (this.#stop) return;
+    this.#stop = result;
+    this.#halted();
+    if (result.reason === "signal") {
+      this.#log(`run: ${result.detail}: stopping (the current apply stops before its next step)`);
+      this.#applyAbort.abort(result.detail);
+    }
+    this.#wake?.();
+  }
+
+  async #do(work: Work): Promise<void> {
+    if (work.kind === "reconcile") return await this.#reconcile(work.trigger);
+    const subject = subjectsOf(this.#identity?.node ?? "").declaration;
+    const admission = admit(this.#host, work.data, subject);
+    if (admission.verdict === "held") {
+      // The declaration this node already holds (delivered again, or fetched on reconnect).
+      if (work.trigger !== "declaration") return await this.#reconcile(work.trigger);
+      this.#log(`link: serial ${admission.serial} again: already held, nothing to do`);
+      return;
+    }
+    if (admission.verdict === "refused") {
+      const { serial, reason, message, problems } = admission;
+      this.#refuse(serial, reason, message, problems);
+      return await this.#afterRefusal(work.trigger);
+    }
+    accept(this.#host, admission);
+    await this.#apply(work.data, "link", subject, work.trigger);
+  }
+
+  /** A refusal on (re)connect still owes the machine its reconcile from the store. */
+  async #afterRefusal(trigger: Trigger): Promise<void> {
+    if (trigger !== "declaration") await this.#reconcile(trigger);
+  }
+
+  async #reconcile(trigger: Trigger): Promise<void> {
+    const current = this.#host.store.current();
+    const bundlePath = this.#host.config.bundlePath;
+    if (current && current.source !== "bundle") {
+      return await this.#apply(current.body, current.source, current.origin, trigger);
+    }
+    // The bundle: the file the package ships is the authority; the store keeps a copy.
+    let text: string | undefined;
+    try {
+      text = await Deno.readTextFile(current?.origin ?? bundlePath);
+    } catch (error) {
+      if (!current) {
+        const why = error instanceof Deno.errors.NotFound ? "does not exist" : describeError(error);
+        this.#log(
+          `run: nothing to hold yet: no declaration in the store, and the bundle ${bundlePath} ${why}`,
+        );
+        await this.#confirm();
+        this.#armDrift();
+        return;
+      }
+    }
+    await this.#apply(text ?? current!.body, "bundle", current?.origin ?? bundlePath, trigger);
+  }
+
+  async #apply(
+    text: string | Uint8Array,
+    source: Source,
+    origin: string,
+    trigger: Trigger,
+  ): Promise<void> {
+    let report;
+    try {
+      report = await applyText(this.#host, text, {
+        source,
+        origin,
+        signal: this.#applyAbort.signal,
+        lockWaitMs: 10_000,
+      });
+    } catch (error) {
+      if (error instanceof BusyError) {
+        this.#log(`apply (${trigger}): another apply holds the lock; trying again in 15 s`);
+        setTimeout(() => this.#enqueue({ kind: "reconcile", trigger }), 15_000);
+        return;
+      }
+      if (error instanceof DeclarationRefused) {
+        this.#log(`apply (${trigger}): ${error.message}`);
+        if (source === "link") this.#refuse(undefined, "invalid", error.message, error.problems);
+        await this.#confirm();
+        this.#armDrift();
+        return;
+      }
+      throw error;
+    }
+    const c = report.counts;
+    this.#log(
+      `apply (${trigger}, ${source}${
+        report.serial === undefined ? "" : ` serial ${report.serial}`
+      }): ` +
+        `${report.outcome}: ${c.changed} changed, ${c.unchanged} unchanged, ${c.removed} removed, ` +
+        `${c.failed} failed in ${report.durationMs} ms${report.error ? `: ${report.error}` : ""}`,
+    );
+    if (report.outcome !== "interrupted") await this.#confirm();
+    if (this.#identity && this.#link) {
+      this.#link.publish("report", applyMessage(this.#identity.node, report, trigger));
+      this.#heartbeat(false);
+    }
+    this.#armDrift();
+    this.#writeStatus();
+  }
+
+  #refuse(
+    serial: number | undefined,
+    reason: RefusalMessage["reason"],
+    message: string,
+    problems: RefusalMessage["problems"],
+  ): void {
+    this.#log(`link: ${message.replace(/:\n\s*/, ": ").replace(/\n\s*/g, "; ")}`);
+    if (this.#identity && this.#link) {
+      this.#link.publish(
+        "report",
+        refusalMessage(this.#identity.node, serial, reason, message, problems),
+      );
+    }
+  }
+
+  /** After the first completed reconcile of this process: known-good, failures cleared. */
+  async #confirm(): Promise<void> {
+    if (this.#confirmed) return;
+    this.#confirmed = true;
+    try {
+      await confirmGood(this.#host.config.stateDir, VERSION);
+      this.#log(`run: ${VERSION} completed a reconcile: recorded as known-good`);
+    } catch (error) {
+      this.#log(`run: cannot record ${VERSION} as known-good: ${describeError(error)}`);
+    }
+  }
+
+  // ---- heartbeats, upgrade, status, shutdown --------------------------------
+
+  #heartbeat(withList: boolean): void {
+    if (!this.#identity || !this.#link || this.#link.state.phase !== "up") return;
+    const held = heldSummary(this.#host.store);
+    const sendList = withList || held.digest !== this.#heldDigestSent;
+    const serialText = this.#host.store.meta(META.serial);
+    const message = heartbeatMessage(
+      this.#identity.node,
+      this.#host.store,
+      {
+        startedAt: this.#startedAt,
+        serial: serialText === undefined ? null : Number(serialText),
+        nextDriftAt: this.#nextDriftAt,
+      },
+      held,
+      sendList,
+    );
+    if (this.#link.publish("heartbeat", message)) {
+      this.#lastHeartbeatAt = message.at;
+      if (sendList) this.#heldDigestSent = held.digest;
+    }
+  }
+
+  async #checkUpgrade(): Promise<void> {
+    if (!this.#program || this.#stop) return;
+    const why = await this.#program.changed();
+    if (!why) return;
+    await this.#program.settle();
+    this.#log(`run: self-upgrade: ${why}; exiting 0 so the supervisor starts the new version`);
+    this.#halt({ reason: "upgrade", detail: why });
+  }
+
+  async #shutdown(): Promise<RunResult> {
+    const result = this.#stop ?? { reason: "signal", detail: "stopped" };
+    this.#phase = result.reason === "upgrade" ? "upgrading" : "stopping";
+    clearTimeout(this.#driftTimer);
+    clearInterval(this.#heartbeatTimer);
+    clearInterval(this.#enrolTimer);
+    this.#nextDriftAt = null;
+    if (this.#link) {
+      await this.#link.flush();
+      await this.#link.close();
+    }
+    this.#phase = result.reason === "upgrade" ? "upgrading" : "stopped";
+    this.#writeStatus();
+    this.#log(`run: stopped (${result.reason}: ${result.detail})`);
+    return result;
+  }
+
+  #writeStatus(): void {
+    const status: RunStatus = {
+      pid: Deno.pid,
+      version: VERSION,
+      startedAt: this.#startedIso,
+      updatedAt: new Date().toISOString(),
+      phase: this.#phase,
+      link: this.#link ? this.#link.state : null,
+      ...(this.#linkProblem ? { linkProblem: this.#linkProblem } : {}),
+      nextDriftAt: this.#nextDriftAt,
+      lastHeartbeatAt: this.#lastHeartbeatAt,
+      heartbeatIntervalSeconds: this.#heartbeatMs / 1000,
+      driftIntervalSeconds: this.#driftMs / 1000,
+      program: this.#program ? { path: this.#program.path, form: this.#program.form } : null,
+    };
+    try {
+      writeRunStatus(this.#host.store, status);
+    } catch (error) {
+      this.#log(`run: cannot write the status record: ${describeError(error)}`);
+    }
+  }
+}

@@ -1,0 +1,258 @@
+/** The link's pure parts: token format, backoff, heartbeat size, launcher files, upgrade detection. */
+import assert from "node:assert/strict";
+import { posix } from "node:path";
+import { createUser } from "@nats-io/nkeys";
+import { makeCertificates } from "../lab/mesh/certs.ts";
+import { backoffDelay } from "../src/link/backoff.ts";
+import { classifyLinkError, LinkError, PinMismatch, TokenError } from "../src/link/errors.ts";
+import { heartbeatMessage, heldSummary } from "../src/link/messages.ts";
+import { decodeToken, encodeToken, type EnrolmentToken } from "../src/link/token.ts";
+import { unbase64url } from "../src/link/_base64url.ts";
+import { confirmGood } from "../src/run/launcher_files.ts";
+import { locateProgram, ProgramWatch } from "../src/run/program.ts";
+import { applyText } from "../src/host.ts";
+import { hostOn, scratch } from "./_helpers.ts";
+import { fileResource } from "./_mesh.ts";
+
+async function sampleToken(): Promise<EnrolmentToken> {
+  const dir = await Deno.makeTempDir({ prefix: "noxln-certs-" });
+  try {
+    const certs = await makeCertificates(dir);
+    return {
+      v: 1,
+      node: "node-7",
+      url: "tls://broker.example:4222",
+      ca: certs.caPem,
+      pin: certs.fingerprint256,
+      join: new TextDecoder().decode(createUser().getSeed()),
+      expires: new Date(Date.now() + 3600_000).toISOString(),
+    };
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+function b64url(value: unknown): string {
+  return btoa(JSON.stringify(value)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+function refusal(text: string, code: string): void {
+  assert.throws(() => decodeToken(text), (error: unknown) => {
+    assert.ok(error instanceof TokenError, String(error));
+    assert.equal(error.code, code, error.message);
+    return true;
+  });
+}
+
+Deno.test("a token round-trips: base64url JSON, version 1, pin normalised", async () => {
+  const token = await sampleToken();
+  const text = encodeToken({ ...token, pin: token.pin.replace(/:/g, "").toLowerCase() });
+  assert.match(text, /^[A-Za-z0-9_-]+$/);
+  const json = JSON.parse(new TextDecoder().decode(unbase64url(text)));
+  assert.equal(json.v, 1);
+  assert.deepEqual(decodeToken(text), token);
+  assert.deepEqual(decodeToken(`  ${text}\n`), token, "surrounding whitespace is ignored");
+});
+
+Deno.test("a token is refused when it is not one, of another version, malformed or expired", async () => {
+  const token = await sampleToken();
+  refusal("not a token!", "token.format");
+  refusal(b64url([1, 2]), "token.version");
+  refusal(b64url({ ...token, v: 2 }), "token.version");
+  refusal(b64url({ ...token, extra: true }), "token.invalid");
+  refusal(b64url({ ...token, url: "nats://broker:4222" }), "token.invalid");
+  refusal(b64url({ ...token, pin: "AB:CD" }), "token.invalid");
+  refusal(
+    b64url({ ...token, ca: "-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----" }),
+    "token.invalid",
+  );
+  refusal(b64url({ ...token, join: "SAnotaseed" }), "token.invalid");
+  refusal(b64url({ ...token, node: "Bad_Node" }), "token.invalid");
+  refusal(
+    b64url({ ...token, expires: new Date(Date.now() - 1000).toISOString() }),
+    "token.expired",
+  );
+  assert.throws(
+    () => decodeToken(b64url({ ...token, url: "nats://broker:4222", extra: 1 })),
+    /url: .*must use tls:\/\/[^]*extra: is not a token field|extra: is not a token field[^]*url: .*must use tls:\/\//,
+  );
+});
+
+Deno.test("backoff doubles from 0.5 s to a 30 s cap, with jitter between half and all of each step", () => {
+  const low = (n: number) => backoffDelay(n, undefined, () => 0);
+  const high = (n: number) => backoffDelay(n, undefined, () => 1);
+  assert.deepEqual([0, 1, 2, 3, 4, 5, 6, 7, 8].map(high), [
+    500,
+    1000,
+    2000,
+    4000,
+    8000,
+    16000,
+    30000,
+    30000,
+    30000,
+  ]);
+  assert.deepEqual([0, 1, 2, 6, 100].map(low), [250, 500, 1000, 15000, 15000]);
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const d = backoffDelay(attempt);
+    assert.ok(d >= low(attempt) && d <= high(attempt), `attempt ${attempt}: ${d}`);
+  }
+  const spread = new Set(Array.from({ length: 50 }, () => backoffDelay(5)));
+  assert.ok(spread.size > 10, "jitter spreads the delays");
+});
+
+Deno.test("link failures name the side and the reason", () => {
+  const target = { url: "tls://broker.lab:4222", publicKey: "UKEY" };
+  const cases: [unknown, string, string, RegExp][] = [
+    [
+      Object.assign(new Error("getaddrinfo ENOTFOUND broker.lab"), { code: "ENOTFOUND" }),
+      "link.dns",
+      "node",
+      /DNS: .*"broker\.lab"/,
+    ],
+    [
+      Object.assign(new Error("connection refused"), { cause: { code: "ECONNREFUSED" } }),
+      "link.tcp",
+      "network",
+      /TCP: broker\.lab:4222 refused/,
+    ],
+    [
+      new PinMismatch("AA:BB", "CC:DD"),
+      "link.tls-pin",
+      "broker",
+      /fingerprint AA:BB, but this node pins CC:DD; refused before sending any credential/,
+    ],
+    [
+      Object.assign(new Error("unable to verify the first certificate"), {
+        code: "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+      }),
+      "link.tls-ca",
+      "broker",
+      /enrolled CA does not vouch/,
+    ],
+    [
+      Object.assign(new Error("Authorization Violation"), { name: "AuthorizationError" }),
+      "link.auth",
+      "broker",
+      /refused this node's key UKEY/,
+    ],
+    [
+      Object.assign(new Error('Permissions Violation for Subscription to "mesh.decl.b"'), {
+        name: "PermissionViolationError",
+      }),
+      "link.permission",
+      "broker",
+      /refused Subscription to "mesh\.decl\.b"/,
+    ],
+  ];
+  for (const [error, code, side, message] of cases) {
+    const classified = classifyLinkError(error, target);
+    assert.ok(classified instanceof LinkError);
+    assert.equal(classified.code, code);
+    assert.equal(classified.side, side);
+    assert.match(classified.message, message);
+  }
+});
+
+Deno.test("a heartbeat carries id, running version, last serial and outcome, uptime, memory; under 1 KiB without the held list", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  const resources = Array.from(
+    { length: 300 },
+    (_, i) => fileResource(`f${i}`, `${s.root}/f${i}`, `${i}\n`),
+  );
+  const report = await applyText(
+    host,
+    JSON.stringify({
+      version: 1,
+      node: "node-with-a-long-name-0123456789",
+      serial: 123456,
+      resources,
+    }),
+    {
+      source: "file",
+      origin: "test",
+    },
+  );
+  assert.equal(report.outcome, "converged");
+  const held = heldSummary(host.store);
+  const facts = {
+    startedAt: performance.now() - 5000,
+    serial: 123456,
+    nextDriftAt: new Date().toISOString(),
+  };
+  const beat = heartbeatMessage("node-with-a-long-name-0123456789", host.store, facts, held, false);
+  const size = new TextEncoder().encode(JSON.stringify(beat)).length;
+  assert.ok(size < 1024, `heartbeat is ${size} bytes`);
+  assert.equal(beat.node, "node-with-a-long-name-0123456789");
+  assert.equal(beat.version, (await import("../src/version.ts")).VERSION);
+  assert.deepEqual(beat.last && { serial: beat.last.serial, outcome: beat.last.outcome }, {
+    serial: 123456,
+    outcome: "converged",
+  });
+  assert.ok(beat.uptimeS >= 4);
+  assert.ok(beat.rssBytes > 1_000_000);
+  assert.equal(beat.held.count, 300);
+  assert.equal(beat.heldList, undefined);
+  const withList = heartbeatMessage("n", host.store, facts, held, true);
+  assert.equal(withList.heldList?.length, 300);
+  assert.deepEqual(withList.heldList?.[0], [`path:${s.root}/f0`, held.list[0][1]]);
+});
+
+Deno.test("known-good gets the running version atomically and the failure counter is cleared", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "noxln-state-" });
+  try {
+    await Deno.writeTextFile(posix.join(dir, "failures"), "2\n");
+    await Deno.writeTextFile(posix.join(dir, "known-good"), "0.0.9\n");
+    await confirmGood(dir, "1.2.3");
+    assert.equal(await Deno.readTextFile(posix.join(dir, "known-good")), "1.2.3\n");
+    await assert.rejects(Deno.stat(posix.join(dir, "failures")), Deno.errors.NotFound);
+    await confirmGood(dir, "1.2.3"); // no counter: still fine
+    assert.deepEqual([...Deno.readDirSync(dir)].map((e) => e.name), ["known-good"]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("the program file counts as replaced after rename-over, rewrite or removal, never when untouched", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "noxln-prog-" });
+  try {
+    const path = posix.join(dir, "host.js");
+    await Deno.writeTextFile(path, "// v1\n");
+    const watch = await ProgramWatch.of(path, "bundled");
+    for (let i = 0; i < 20; i++) {
+      await Deno.readTextFile(path);
+      assert.equal(await watch.changed(), undefined);
+    }
+    await Deno.writeTextFile(`${path}.new`, "// v1\n"); // same size, same content, new inode
+    await Deno.rename(`${path}.new`, path);
+    assert.match(String(await watch.changed()), /replaced/);
+
+    const second = await ProgramWatch.of(path, "bundled");
+    await Deno.writeTextFile(path, "// version 2, longer\n");
+    assert.match(String(await second.changed()), /changed size|modified/);
+    await Deno.remove(path);
+    assert.match(String(await second.changed()), /removed/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("the program file is the bundle or source in those forms and the executable when compiled", () => {
+  assert.deepEqual(
+    locateProgram("file:///usr/lib/nox-mesh-host/nox-mesh-host.js", () => "/usr/bin/deno"),
+    {
+      path: "/usr/lib/nox-mesh-host/nox-mesh-host.js",
+      form: "bundled",
+    },
+  );
+  assert.deepEqual(locateProgram("file:///src/mod.ts", () => "/usr/bin/deno"), {
+    path: "/src/mod.ts",
+    form: "source",
+  });
+  assert.deepEqual(
+    locateProgram("file:///tmp/deno-compile-nox-mesh-host/mod.ts", () => "/usr/bin/nox-mesh-host"),
+    { path: "/usr/bin/nox-mesh-host", form: "compiled" },
+  );
+  assert.equal(locateProgram("https://example.com/mod.ts"), undefined);
+});
