@@ -23,6 +23,7 @@ import type {
 export interface EngineContext {
   store: Store;
   providers: Providers;
+  config: { managedRoots: readonly string[] };
 }
 
 /** How to run one apply. */
@@ -84,7 +85,7 @@ export async function applyDeclaration(
     body: canonicalJson(body),
   });
   const applyId = store.beginApply(options.source, options.origin, declaration.serial, digest);
-  const kctx = newKindContext(ctx.providers);
+  const kctx = newKindContext(ctx.providers, ctx.config.managedRoots);
   const held = store.heldIndex();
   const results: ResourceResult[] = [];
   const counts: Counts = { changed: 0, unchanged: 0, removed: 0, failed: 0 };
@@ -301,7 +302,7 @@ export async function planDeclaration(
   ctx: EngineContext,
   declaration: Declaration,
 ): Promise<PlanEntry[]> {
-  const kctx = newKindContext(ctx.providers);
+  const kctx = newKindContext(ctx.providers, ctx.config.managedRoots);
   const entries: PlanEntry[] = [];
   for (const resource of declaration.resources) {
     const base = { id: resource.id, type: resource.type, key: resourceKey(resource) };

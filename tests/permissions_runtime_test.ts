@@ -150,6 +150,13 @@ Deno.test("runtime: the built host runs under its arch set, applies in a managed
     assert.equal(ok.code, 0, ok.stdout + ok.stderr);
     assert.equal(JSON.parse(ok.stdout).outcome, "converged");
     assert.equal(await Deno.readTextFile(s.upper("/srv/noxpk/hello")), "hello\n");
+    // A root below an unreadable directory (/var/lib under /var): the symlink checks
+    // start at the managed root, so nothing above it needs to be readable.
+    const deep = await runInSandbox(s, [set.binary, "apply", "--json", "-"], {
+      stdin: decl("/var/lib/noxpk", "/var/lib/noxpk/hello"),
+    });
+    assert.equal(deep.code, 0, deep.stdout + deep.stderr);
+    assert.equal(await Deno.readTextFile(s.upper("/var/lib/noxpk/hello")), "hello\n");
     assert.ok(
       await exists(s.upper("/var/lib/mesh-host/state.db")),
       "the store lives in the state dir",

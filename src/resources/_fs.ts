@@ -1,7 +1,7 @@
 /** Helpers shared by the file and directory kinds. */
 import { posix } from "node:path";
-import { ancestors } from "../declaration/paths.ts";
-import type { FileSystem, PathInfo } from "../ports.ts";
+import { ancestors, isWithin } from "../declaration/paths.ts";
+import type { PathInfo } from "../ports.ts";
 import { formatMode, type KindContext, resolveGroup, resolveUser, ResourceError } from "./kind.ts";
 
 /**
@@ -10,12 +10,14 @@ import { formatMode, type KindContext, resolveGroup, resolveUser, ResourceError 
  * With `seen`, ancestors already known to be real directories are not asked again.
  */
 export async function checkAncestors(
-  fs: FileSystem,
+  ctx: KindContext,
   path: string,
   seen?: Set<string>,
 ): Promise<string | undefined> {
+  const fs = ctx.providers.fs;
+  const root = ctx.managedRoots.find((r) => isWithin(path, r));
   for (const dir of ancestors(path)) {
-    if (seen?.has(dir)) continue;
+    if ((root !== undefined && !isWithin(dir, root)) || seen?.has(dir)) continue;
     const info = await fs.lstat(dir);
     if (info === null) return dir;
     if (info.kind === "symlink") {

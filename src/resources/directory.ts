@@ -17,7 +17,7 @@ export const directoryKind: ResourceKind<DirectoryResource> = {
 
   async check(ctx: KindContext, resource: DirectoryResource): Promise<Check> {
     const fs = ctx.providers.fs;
-    if (await checkAncestors(fs, resource.path) !== undefined) {
+    if (await checkAncestors(ctx, resource.path, ctx.realDirectories) !== undefined) {
       return { exists: false, changes: ["create"] };
     }
     const info = await fs.lstat(resource.path);
@@ -32,7 +32,7 @@ export const directoryKind: ResourceKind<DirectoryResource> = {
   async apply(ctx: KindContext, resource: DirectoryResource, found: Check): Promise<void> {
     const fs = ctx.providers.fs;
     const attributes = await declaredAttributes(ctx, resource);
-    await checkAncestors(fs, resource.path);
+    await checkAncestors(ctx, resource.path);
     const info = await fs.lstat(resource.path);
     if (info === null) {
       try {

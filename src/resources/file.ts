@@ -31,7 +31,7 @@ export const fileKind: ResourceKind<FileResource> = {
 
   async check(ctx: KindContext, resource: FileResource): Promise<Check> {
     const fs = ctx.providers.fs;
-    if (await checkAncestors(fs, resource.path) !== undefined) {
+    if (await checkAncestors(ctx, resource.path, ctx.realDirectories) !== undefined) {
       return { exists: false, changes: ["create"] };
     }
     const info = await fs.lstat(resource.path);
@@ -52,7 +52,7 @@ export const fileKind: ResourceKind<FileResource> = {
     // Any difference, even mode alone, is repaired by a fresh atomic write:
     // rename replaces the path itself, so nothing is ever done through a symlink.
     const guard = async () => {
-      await checkAncestors(fs, resource.path);
+      await checkAncestors(ctx, resource.path);
       const info = await fs.lstat(resource.path);
       if (info !== null) expectKind(resource.path, info, "file");
     };

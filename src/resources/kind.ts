@@ -36,11 +36,17 @@ export interface KindContext {
    * every write re-checks its ancestors fresh just before it renames.
    */
   realDirectories: Set<string>;
+  /**
+   * The managed roots. Symlink checks walk from the root down: what lies above
+   * a root is the machine's own layout, configured by whoever chose the root
+   * (and not readable under the host's permission set).
+   */
+  managedRoots: readonly string[];
 }
 
 /** A fresh context for one apply or plan pass. */
-export function newKindContext(providers: Providers): KindContext {
-  return { providers, touchedDirectories: new Set(), realDirectories: new Set() };
+export function newKindContext(providers: Providers, managedRoots: readonly string[]): KindContext {
+  return { providers, touchedDirectories: new Set(), realDirectories: new Set(), managedRoots };
 }
 
 /** One resource kind. */
