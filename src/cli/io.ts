@@ -1,5 +1,6 @@
 /** What a command may touch outside itself: output streams and the providers factory. */
 import type { Providers } from "../ports.ts";
+import type { Profile } from "../profile.ts";
 
 /** The command line's world, passed in so tests can run commands in-process. */
 export interface CliIo {
@@ -9,6 +10,8 @@ export interface CliIo {
   stdin(): Promise<Uint8Array>;
   /** Detect the adapters of this machine. */
   providers(): Promise<Providers>;
+  /** Detect this machine's profile (R7). */
+  profile?(): Promise<Profile>;
   /** Aborted on SIGTERM/SIGINT. */
   signal?: AbortSignal;
 }

@@ -7,6 +7,7 @@ import { PROGRAM, VERSION } from "../version.ts";
 import { applyCommand, InputError, planCommand } from "./apply.ts";
 import { type Command, GLOBAL_HELP, GLOBAL_OPTIONS } from "./command.ts";
 import { type CliIo, EXIT } from "./io.ts";
+import { inventoryCommand, profileCommand } from "./profile.ts";
 import { statusCommand } from "./status.ts";
 
 const versionCommand: Command = {
@@ -27,7 +28,14 @@ const versionCommand: Command = {
 };
 
 /** Every command, in the order help lists them. Later commands register here. */
-export const COMMANDS: Command[] = [applyCommand, planCommand, statusCommand, versionCommand];
+export const COMMANDS: Command[] = [
+  applyCommand,
+  planCommand,
+  statusCommand,
+  profileCommand,
+  inventoryCommand,
+  versionCommand,
+];
 
 /** The top-level help text. */
 export function overview(): string {
