@@ -19,7 +19,15 @@ export interface RunOptions {
   timeoutMs?: number;
   /** Run in the C locale so its messages can be parsed (default true). */
   cLocale?: boolean;
+  /**
+   * An argv prefix that runs the program somewhere else, e.g.
+   * `["nsenter", "-t", PID, "-a", "--"]` to reach a lab machine from outside.
+   */
+  via?: readonly string[];
 }
+
+/** What an adapter passes on to every program it runs. */
+export type RunVia = Pick<RunOptions, "env" | "via">;
 
 /** What a program did. */
 export interface RunResult {
@@ -73,10 +81,11 @@ export function lastLines(text: string, count = 5): string {
  * ```
  */
 export async function runProgram(
-  argv: readonly string[],
+  command: readonly string[],
   options: RunOptions = {},
 ): Promise<RunResult> {
   const { input, env, timeoutMs = DEFAULT_TIMEOUT_MS, cLocale = true } = options;
+  const argv = [...(options.via ?? []), ...command];
   const [program, ...args] = argv;
   const timer = new AbortController();
   const timeout = setTimeout(() => timer.abort(), timeoutMs);
@@ -108,9 +117,7 @@ export async function runProgram(
     if (timer.signal.aborted) {
       throw new ProgramError(
         PROGRAM_ERRORS.timeout,
-        `\`${shownArgv(argv)}\` did not finish within ${
-          Math.round(timeoutMs / 1000)
-        } s and was killed`,
+        `\`${shownArgv(argv)}\` did not finish within ${shownMs(timeoutMs)} and was killed`,
         { stderr: decoder.decode(output.stderr) },
       );
     }
@@ -174,4 +181,8 @@ function cannotRun(argv: readonly string[], error: unknown): ProgramError {
     `cannot run \`${shownArgv(argv)}\`: ${error instanceof Error ? error.message : error}`,
     { cause: error },
   );
+}
+
+function shownMs(ms: number): string {
+  return ms >= 1000 ? `${Math.round(ms / 1000)} s` : `${ms} ms`;
 }

@@ -10,7 +10,7 @@
  */
 import { type InstalledPackage, type PackageManager, PackageNotFoundError } from "../src/ports.ts";
 import { findPackageFile } from "./_package_files.ts";
-import { mustRun, programFailed, runProgram } from "./_run.ts";
+import { mustRun, programFailed, runProgram, type RunVia } from "./_run.ts";
 
 /** Where apk works; every field is optional and maps to one apk option. */
 export interface ApkOptions {
@@ -30,7 +30,9 @@ export interface ApkOptions {
    * (default: /etc/apk/cache, apk's cache).
    */
   fileDirs?: readonly string[];
+  /** Extra environment, and an argv prefix to run the tool elsewhere (tests: a lab machine). */
   env?: Record<string, string>;
+  via?: readonly string[];
 }
 
 /** The apk adapter: {@link PackageManager} plus its argv builder (for tests). */
@@ -48,7 +50,7 @@ export interface Apk extends PackageManager {
  * ```
  */
 export function alpineApk(options: ApkOptions = {}): Apk {
-  const env = options.env;
+  const run: RunVia = { env: options.env, via: options.via };
   const argv = (...args: string[]) => [...apkGlobals(options), ...args];
   const fileDirs = options.fileDirs ?? [options.cacheDir ?? "/etc/apk/cache"];
   return {
@@ -58,7 +60,7 @@ export function alpineApk(options: ApkOptions = {}): Apk {
     async installed(name: string): Promise<InstalledPackage | null> {
       refuseOption(name);
       // -e prints the name of each installed package; with -v, "name-version".
-      const result = await runProgram(argv("-v", "info", "-e", name), { env });
+      const result = await runProgram(argv("-v", "info", "-e", name), run);
       if (result.code === 0) return parseApkInfoExists(result.stdout, name);
       if (result.code === 1 && result.stdout.trim() === "") return null;
       throw programFailed(result);
@@ -67,13 +69,13 @@ export function alpineApk(options: ApkOptions = {}): Apk {
     async install(name: string, version?: string): Promise<void> {
       refuseOption(name);
       const target = version === undefined ? name : `${name}=${version}`;
-      const result = await runProgram(argv("add", "--no-progress", target), { env });
+      const result = await runProgram(argv("add", "--no-progress", target), run);
       if (result.code === 0) return;
       if (!isApkNotFound(result.stderr + result.stdout)) throw programFailed(result);
       if (version !== undefined) {
         const file = await findPackageFile(fileDirs, name, version, APK_FILE);
         if (file) {
-          await mustRun(argv("add", "--no-progress", file), { env });
+          await mustRun(argv("add", "--no-progress", file), run);
           return;
         }
       }
@@ -86,7 +88,7 @@ export function alpineApk(options: ApkOptions = {}): Apk {
     },
 
     async refresh(): Promise<void> {
-      await mustRun(argv("update", "--no-progress"), { env });
+      await mustRun(argv("update", "--no-progress"), run);
     },
   };
 }

@@ -5,7 +5,7 @@
  */
 import { type InstalledPackage, type PackageManager, PackageNotFoundError } from "../src/ports.ts";
 import { findPackageFile } from "./_package_files.ts";
-import { mustRun, programFailed, runProgram } from "./_run.ts";
+import { mustRun, programFailed, runProgram, type RunVia } from "./_run.ts";
 
 /** Where pacman works; every field is optional and maps to one pacman option. */
 export interface PacmanOptions {
@@ -30,8 +30,9 @@ export interface PacmanOptions {
    * version is in no repository (default: pacman's cache, /var/cache/pacman/pkg).
    */
   fileDirs?: readonly string[];
-  /** Extra environment for pacman. */
+  /** Extra environment, and an argv prefix to run the tool elsewhere (tests: a lab machine). */
   env?: Record<string, string>;
+  via?: readonly string[];
 }
 
 /** The pacman adapter: {@link PackageManager} plus installing a given package file. */
@@ -54,13 +55,13 @@ const QUIET = ["--noconfirm", "--noprogressbar"];
  * ```
  */
 export function archPacman(options: PacmanOptions = {}): Pacman {
-  const env = options.env;
+  const run: RunVia = { env: options.env, via: options.via };
   const argv = (...args: string[]) => [...pacmanGlobals(options), ...args];
   const fileDirs = options.fileDirs ??
     [options.cacheDir ?? "/var/cache/pacman/pkg"];
 
   async function installFile(path: string): Promise<void> {
-    await mustRun(argv("-U", "--needed", ...QUIET, "--", path), { env });
+    await mustRun(argv("-U", "--needed", ...QUIET, "--", path), run);
   }
 
   return {
@@ -70,7 +71,7 @@ export function archPacman(options: PacmanOptions = {}): Pacman {
 
     async installed(name: string): Promise<InstalledPackage | null> {
       refuseOption(name);
-      const result = await runProgram(argv("-Q", "--", name), { env });
+      const result = await runProgram(argv("-Q", "--", name), run);
       if (result.code === 0) return parsePacmanQuery(result.stdout, name);
       if (result.code === 1 && /package '.*' was not found/.test(result.stderr)) return null;
       throw programFailed(result);
@@ -79,7 +80,7 @@ export function archPacman(options: PacmanOptions = {}): Pacman {
     async install(name: string, version?: string): Promise<void> {
       refuseOption(name);
       const target = version === undefined ? name : `${name}=${version}`;
-      const result = await runProgram(argv("-S", "--needed", ...QUIET, "--", target), { env });
+      const result = await runProgram(argv("-S", "--needed", ...QUIET, "--", target), run);
       if (result.code === 0) return;
       if (!/target not found/.test(result.stderr)) throw programFailed(result);
       if (version !== undefined) {
@@ -95,7 +96,7 @@ export function archPacman(options: PacmanOptions = {}): Pacman {
     },
 
     async refresh(): Promise<void> {
-      await mustRun(argv("-Sy", ...QUIET), { env });
+      await mustRun(argv("-Sy", ...QUIET), run);
     },
   };
 }

@@ -4,13 +4,15 @@
  * The image must be pinned by digest; the adapter refuses anything else.
  */
 import type { ContainerInfo, ContainerRuntime, ContainerSpec } from "../src/ports.ts";
-import { mustRun, programFailed, runProgram } from "./_run.ts";
+import { mustRun, programFailed, runProgram, type RunVia } from "./_run.ts";
 
 /** Which CLI, and its environment (e.g. CONTAINERS_CONF for podman). */
 export interface ContainerCliOptions {
   /** "podman" or "docker" (or a path to either). */
   program: string;
+  /** Extra environment, and an argv prefix to run the tool elsewhere (tests: a lab machine). */
   env?: Record<string, string>;
+  via?: readonly string[];
 }
 
 const PINNED = /@sha256:[a-f0-9]{64}$/;
@@ -25,14 +27,15 @@ const PINNED = /@sha256:[a-f0-9]{64}$/;
  * ```
  */
 export function containerCli(options: ContainerCliOptions): ContainerRuntime {
-  const { program, env } = options;
+  const { program } = options;
+  const run: RunVia = { env: options.env, via: options.via };
   const name = program.slice(program.lastIndexOf("/") + 1);
   return {
     name,
 
     async inspect(container: string): Promise<ContainerInfo | null> {
       refuseOption(container);
-      const r = await runProgram([program, "container", "inspect", container], { env });
+      const r = await runProgram([program, "container", "inspect", container], run);
       if (r.code !== 0) {
         if (/no such (container|object)/i.test(r.stderr)) return null;
         throw programFailed(r);
@@ -41,18 +44,18 @@ export function containerCli(options: ContainerCliOptions): ContainerRuntime {
     },
 
     async create(spec: ContainerSpec): Promise<void> {
-      await mustRun([program, ...createArgs(spec)], { env });
-      await mustRun([program, "start", spec.name], { env });
+      await mustRun([program, ...createArgs(spec)], run);
+      await mustRun([program, "start", spec.name], run);
     },
 
     async start(container: string): Promise<void> {
       refuseOption(container);
-      await mustRun([program, "start", container], { env });
+      await mustRun([program, "start", container], run);
     },
 
     async remove(container: string): Promise<void> {
       refuseOption(container);
-      await mustRun([program, "rm", "--force", container], { env });
+      await mustRun([program, "rm", "--force", container], run);
     },
   };
 }

@@ -5,7 +5,7 @@
  */
 import type { ServiceManager, ServiceState } from "../src/ports.ts";
 import { OWN_SERVICES, refuseOwn } from "./_own_service.ts";
-import { mustRun, programFailed, runProgram } from "./_run.ts";
+import { mustRun, programFailed, runProgram, type RunVia } from "./_run.ts";
 
 /** How to reach OpenRC. */
 export interface OpenRcOptions {
@@ -16,7 +16,9 @@ export interface OpenRcOptions {
   rcUpdate?: string;
   /** Services never to act on (default: the host's own). */
   own?: readonly string[];
+  /** Extra environment, and an argv prefix to run the tool elsewhere (tests: a lab machine). */
   env?: Record<string, string>;
+  via?: readonly string[];
 }
 
 /** rc-service's exit code for `status` of a started service. */
@@ -36,7 +38,7 @@ export function openrc(options: OpenRcOptions = {}): ServiceManager {
   const rcService = options.rcService ?? "rc-service";
   const rcUpdate = options.rcUpdate ?? "rc-update";
   const own = options.own ?? OWN_SERVICES;
-  const env = options.env;
+  const run: RunVia = { env: options.env, via: options.via };
   const guard = (name: string) => refuseOwn(name, own, "the OpenRC");
 
   return {
@@ -44,14 +46,14 @@ export function openrc(options: OpenRcOptions = {}): ServiceManager {
 
     async state(name: string): Promise<ServiceState> {
       guard(name);
-      const exists = await runProgram([rcService, "--exists", name], { env });
+      const exists = await runProgram([rcService, "--exists", name], run);
       if (exists.code !== 0) {
         if (exists.stderr.trim() !== "") throw programFailed(exists);
         return { exists: false, enabled: false, running: false, reloadNeeded: false, detail: "" };
       }
-      const levels = await mustRun([rcUpdate, "show", runlevel], { env });
+      const levels = await mustRun([rcUpdate, "show", runlevel], run);
       const enabled = parseRcUpdateShow(levels.stdout).get(name)?.includes(runlevel) ?? false;
-      const status = await runProgram([rcService, name, "status"], { env });
+      const status = await runProgram([rcService, name, "status"], run);
       const word = /status:\s*(\S+)/.exec(status.stdout + status.stderr)?.[1] ??
         `exit ${status.code}`;
       return {
@@ -64,19 +66,19 @@ export function openrc(options: OpenRcOptions = {}): ServiceManager {
     },
     async enable(name: string): Promise<void> {
       guard(name);
-      await mustRun([rcUpdate, "add", name, runlevel], { env });
+      await mustRun([rcUpdate, "add", name, runlevel], run);
     },
     async disable(name: string): Promise<void> {
       guard(name);
-      await mustRun([rcUpdate, "del", name, runlevel], { env });
+      await mustRun([rcUpdate, "del", name, runlevel], run);
     },
     async start(name: string): Promise<void> {
       guard(name);
-      await mustRun([rcService, name, "start"], { env });
+      await mustRun([rcService, name, "start"], run);
     },
     async stop(name: string): Promise<void> {
       guard(name);
-      await mustRun([rcService, name, "stop"], { env });
+      await mustRun([rcService, name, "stop"], run);
     },
     reload(name: string): Promise<void> {
       guard(name);

@@ -6,7 +6,7 @@
  */
 import type { ServiceManager, ServiceState } from "../src/ports.ts";
 import { OWN_SERVICES, refuseOwn } from "./_own_service.ts";
-import { mustRun } from "./_run.ts";
+import { mustRun, type RunVia } from "./_run.ts";
 
 /** How to reach systemd. */
 export interface SystemdOptions {
@@ -14,7 +14,9 @@ export interface SystemdOptions {
   program?: string;
   /** Services never to act on (default: the host's own). */
   own?: readonly string[];
+  /** Extra environment, and an argv prefix to run the tool elsewhere (tests: a lab machine). */
   env?: Record<string, string>;
+  via?: readonly string[];
 }
 
 /** The properties `state` asks for. */
@@ -43,8 +45,8 @@ const ENABLED = new Set([
 export function systemd(options: SystemdOptions = {}): ServiceManager {
   const program = options.program ?? "systemctl";
   const own = options.own ?? OWN_SERVICES;
-  const env = options.env;
-  const ctl = (...args: string[]) => mustRun([program, ...args], { env });
+  const run: RunVia = { env: options.env, via: options.via };
+  const ctl = (...args: string[]) => mustRun([program, ...args], run);
   const guard = (name: string) => refuseOwn(name, own, "the systemd");
 
   return {
