@@ -234,15 +234,13 @@ export class Lab implements AsyncDisposable {
   }
 
   /** Cuts a machine's link to the switch (the machine keeps its address). */
-  async cutLink(machine: Machine): Promise<void> {
-    if (!machine.port) throw new LabError("usage", `machine ${machine.name} has no network`);
-    await this.net.cut(machine.port);
+  cutLink(machine: Machine): Promise<void> {
+    return machine.cutLink();
   }
 
   /** Restores a cut link. */
-  async restoreLink(machine: Machine): Promise<void> {
-    if (!machine.port) throw new LabError("usage", `machine ${machine.name} has no network`);
-    await this.net.restore(machine.port);
+  restoreLink(machine: Machine): Promise<void> {
+    return machine.restoreLink();
   }
 
   /** Stops one machine and removes its namespace. */

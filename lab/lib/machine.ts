@@ -2,7 +2,7 @@ import { join } from "node:path";
 import { CgroupSet } from "./cgroup.ts";
 import { LabError } from "./errors.ts";
 import type { Flavour } from "./base.ts";
-import type { Port } from "./net.ts";
+import { cutPort, type Port, restorePort } from "./net.ts";
 import { exists, run, type RunResult, sleep, tail, until } from "./_run.ts";
 import { ENTER_ROOT, LAUNCH, OPENRC_INIT, PLAIN_INIT, WRITE_FILE } from "./_scripts.ts";
 
@@ -231,6 +231,18 @@ export class Machine {
     await this.writeFile(machinePath, await Deno.readFile(hostPath), mode);
   }
 
+  /** Cuts the machine's link to the lab switch (the switch side goes down). */
+  cutLink(): Promise<void> {
+    if (!this.port) throw new LabError("usage", `machine ${this.name} has no network`);
+    return cutPort(this.port);
+  }
+
+  /** Restores a cut link. */
+  restoreLink(): Promise<void> {
+    if (!this.port) throw new LabError("usage", `machine ${this.name} has no network`);
+    return restorePort(this.port);
+  }
+
   /** Working-set memory of the machine's cgroup, in bytes (undefined if unreadable). */
   async memoryBytes(): Promise<number | undefined> {
     return (await this.cgroups.memory())?.workingSet;
@@ -268,7 +280,7 @@ export class Machine {
     this.stopped = true;
     try {
       // nspawn turns SIGTERM into an orderly poweroff; the other inits trap it.
-      const target = this.flavour === "systemd" ? this.child.pid : this.leader;
+      const target = this.flavour === "systemd" ? this.child.pid : this.leader || this.child.pid;
       if (target) Deno.kill(target, "SIGTERM");
     } catch { /* already gone */ }
     const done = await Promise.race([

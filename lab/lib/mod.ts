@@ -8,6 +8,7 @@ export { LabError, type LabErrorCode } from "./errors.ts";
 export { HOST_IN_MACHINE, hostFlags } from "./host.ts";
 export { TEST_PACKAGE } from "./repo.ts";
 export { cleanStale, isClean, type Leftovers, leftovers } from "./clean.ts";
+export { bundle, CHECKOUT } from "./bundle.ts";
 export type { RunResult } from "./_run.ts";
 
 import type { Lab } from "./lab.ts";
@@ -18,12 +19,12 @@ export function raiseMachine(lab: Lab, spec: Parameters<Lab["raise"]>[0]): Promi
   return lab.raise(spec);
 }
 
-/** Cuts a machine's link to the lab switch (same as `lab.cutLink`). */
-export function cutLink(lab: Lab, machine: Machine): Promise<void> {
-  return lab.cutLink(machine);
+/** Cuts a machine's link to the lab switch. */
+export function cutLink(machine: Machine): Promise<void> {
+  return machine.cutLink();
 }
 
-/** Restores a cut link (same as `lab.restoreLink`). */
-export function restoreLink(lab: Lab, machine: Machine): Promise<void> {
-  return lab.restoreLink(machine);
+/** Restores a cut link. */
+export function restoreLink(machine: Machine): Promise<void> {
+  return machine.restoreLink();
 }

@@ -14,6 +14,8 @@ export interface Port {
   netns: string;
   /** The switch-side veth (exists only inside the switch namespace). */
   switchDev: string;
+  /** The switch's namespace. */
+  switchNetns: string;
   address: string;
 }
 
@@ -84,17 +86,17 @@ export class LabSwitch {
     await ip(["-n", this.netns, "link", "set", switchDev, "master", "br0", "up"], "plug veth");
     await ip(["-n", netns, "addr", "add", `${address}/24`, "dev", "eth0"], `address ${netns}`);
     await ip(["-n", netns, "link", "set", "eth0", "up"], `bring eth0 up in ${netns}`);
-    return { netns, switchDev, address };
+    return { netns, switchDev, switchNetns: this.netns, address };
   }
 
   /** Pulls the cable: the switch side of the port goes down (the machine keeps its address). */
-  async cut(port: Port): Promise<void> {
-    await ip(["-n", this.netns, "link", "set", port.switchDev, "down"], `cut ${port.netns}`);
+  cut(port: Port): Promise<void> {
+    return cutPort(port);
   }
 
   /** Plugs the cable back in. */
-  async restore(port: Port): Promise<void> {
-    await ip(["-n", this.netns, "link", "set", port.switchDev, "up"], `restore ${port.netns}`);
+  restore(port: Port): Promise<void> {
+    return restorePort(port);
   }
 
   /** Deletes every namespace this switch created (veths go with them). */
@@ -107,6 +109,16 @@ export class LabSwitch {
       throw new LabError("network-failed", `cannot delete namespaces:\n${problems.join("\n")}`);
     }
   }
+}
+
+/** Sets the switch side of a port down. */
+export function cutPort(port: Port): Promise<void> {
+  return ip(["-n", port.switchNetns, "link", "set", port.switchDev, "down"], `cut ${port.netns}`);
+}
+
+/** Sets the switch side of a port up again. */
+export function restorePort(port: Port): Promise<void> {
+  return ip(["-n", port.switchNetns, "link", "set", port.switchDev, "up"], `restore ${port.netns}`);
 }
 
 async function ip(args: string[], what: string): Promise<void> {
