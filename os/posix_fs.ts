@@ -17,9 +17,12 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
   const users = new AccountDatabase(options.passwdPath ?? "/etc/passwd");
   const groups = new AccountDatabase(options.groupPath ?? "/etc/group");
   return {
-    lstat,
-    readFile: (path) => Deno.readFile(path),
+    lstat: (path) => Promise.resolve(lstat(path)),
+    // Synchronous calls on purpose: a check pass makes thousands of these in a row,
+    // and Deno's sync file ops cost a fraction of the async ones.
+    readFile: (path) => Promise.resolve(Deno.readFileSync(path)),
     writeFileAtomic,
+    discardPartialWrite,
     async makeDirectory(path, attributes) {
       // Created private first, so nobody sees it with the wrong owner or mode.
       await Deno.mkdir(path, { mode: 0o700 });
@@ -40,10 +43,10 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
   };
 }
 
-async function lstat(path: string): Promise<PathInfo | null> {
+function lstat(path: string): PathInfo | null {
   let info: Deno.FileInfo;
   try {
-    info = await Deno.lstat(path);
+    info = Deno.lstatSync(path);
   } catch (error) {
     if (error instanceof Deno.errors.NotFound) return null;
     throw error;
@@ -70,18 +73,34 @@ async function setAttributes(path: string, { mode, uid, gid }: Attributes): Prom
   await Deno.chmod(path, mode);
 }
 
+/**
+ * The temporary name a write of `path` uses. One name per path is enough: the
+ * apply lock allows one writer, and a name that is known can be cleaned up
+ * after a crash (see discardPartialWrite).
+ */
+function tempPathFor(path: string): string {
+  return posix.join(posix.dirname(path), `.${posix.basename(path).slice(0, 200)}.nox-new`);
+}
+
+async function discardPartialWrite(path: string): Promise<void> {
+  // Deno.remove never follows a symlink: a planted link is removed, not its target.
+  await Deno.remove(tempPathFor(path)).catch((error) => {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+  });
+}
+
 async function writeFileAtomic(
   path: string,
   data: Uint8Array,
   attributes: Attributes,
   beforeRename?: () => Promise<void>,
 ): Promise<void> {
-  const dir = posix.dirname(path);
-  const random = crypto.getRandomValues(new Uint32Array(2)).join("");
-  const temp = posix.join(dir, `.${posix.basename(path).slice(0, 200)}.nox-${random}`);
+  const temp = tempPathFor(path);
+  await discardPartialWrite(path);
   let renamed = false;
   try {
     {
+      // createNew = O_CREAT|O_EXCL: never opens through a symlink someone planted.
       using file = await Deno.open(temp, { write: true, createNew: true, mode: 0o600 });
       let written = 0;
       while (written < data.length) written += await file.write(data.subarray(written));
@@ -96,36 +115,56 @@ async function writeFileAtomic(
   }
 }
 
-/** A name → id table read from a passwd/group style file, re-read when it changes. */
+/**
+ * A name → id table read from a passwd/group style file. A name found within the
+ * last second is answered from memory; otherwise (and always for a name not found,
+ * e.g. a user a package just added) the file is checked for changes and re-read.
+ */
 class AccountDatabase {
+  static readonly FRESH_MS = 1000;
   #path: string;
   #stamp = "";
+  #checkedAt = -Infinity;
   #ids = new Map<string, number>();
 
   constructor(path: string) {
     this.#path = path;
   }
 
-  async idOf(name: string): Promise<number | undefined> {
+  idOf(name: string): Promise<number | undefined> {
+    return Promise.resolve(this.#lookup(name));
+  }
+
+  #lookup(name: string): number | undefined {
     if (/^[0-9]+$/.test(name)) return Number(name);
+    const known = this.#ids.get(name);
+    if (known !== undefined && performance.now() - this.#checkedAt < AccountDatabase.FRESH_MS) {
+      return known;
+    }
+    this.#refresh();
+    return this.#ids.get(name);
+  }
+
+  #refresh(): void {
     let info: Deno.FileInfo;
     try {
-      info = await Deno.stat(this.#path);
+      info = Deno.statSync(this.#path);
     } catch (error) {
-      if (error instanceof Deno.errors.NotFound) return undefined;
-      throw error;
-    }
-    const stamp = `${info.mtime?.getTime()}:${info.size}:${info.ino}`;
-    if (stamp !== this.#stamp) {
+      if (!(error instanceof Deno.errors.NotFound)) throw error;
       this.#ids = new Map();
-      for (const line of (await Deno.readTextFile(this.#path)).split("\n")) {
-        const [entry, , id] = line.split(":");
-        if (entry && id !== undefined && /^[0-9]+$/.test(id) && !this.#ids.has(entry)) {
-          this.#ids.set(entry, Number(id));
-        }
-      }
-      this.#stamp = stamp;
+      this.#stamp = "";
+      return;
     }
-    return this.#ids.get(name);
+    this.#checkedAt = performance.now();
+    const stamp = `${info.mtime?.getTime()}:${info.size}:${info.ino}`;
+    if (stamp === this.#stamp) return;
+    this.#ids = new Map();
+    for (const line of Deno.readTextFileSync(this.#path).split("\n")) {
+      const [entry, , id] = line.split(":");
+      if (entry && id !== undefined && /^[0-9]+$/.test(id) && !this.#ids.has(entry)) {
+        this.#ids.set(entry, Number(id));
+      }
+    }
+    this.#stamp = stamp;
   }
 }

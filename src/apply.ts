@@ -8,9 +8,16 @@ import { type Declaration, resourceKey } from "./declaration/parse.ts";
 import type { Resource } from "./declaration/schema.ts";
 import { describeError } from "./errors.ts";
 import type { Providers } from "./ports.ts";
-import { type KindContext, type Release, ResourceError } from "./resources/kind.ts";
+import { type KindContext, newKindContext, type Release, ResourceError } from "./resources/kind.ts";
 import { kindOf } from "./resources/mod.ts";
-import type { Counts, HeldResource, ResourceResult, Source, Store } from "./store/store.ts";
+import type {
+  Counts,
+  HeldResource,
+  HeldSummary,
+  ResourceResult,
+  Source,
+  Store,
+} from "./store/store.ts";
 
 /** What the engine works with. */
 export interface EngineContext {
@@ -77,15 +84,26 @@ export async function applyDeclaration(
     body: canonicalJson(body),
   });
   const applyId = store.beginApply(options.source, options.origin, declaration.serial, digest);
-  const kctx: KindContext = { providers: ctx.providers, touchedDirectories: new Set() };
-  const held = new Map(store.held().map((h) => [h.key, h]));
+  const kctx = newKindContext(ctx.providers);
+  const held = store.heldIndex();
   const results: ResourceResult[] = [];
   const counts: Counts = { changed: 0, unchanged: 0, removed: 0, failed: 0 };
   let error: string | undefined;
   let interrupted = false;
 
+  // Results that change nothing on the machine are written together, in one
+  // transaction, before the next change or at the end; a change is recorded at once.
+  const deferred: (() => void)[] = [];
+  const flush = () => {
+    if (deferred.length) store.batch(() => deferred.splice(0).forEach((save) => save()));
+  };
   const record = (result: ResourceResult, save: (seq: number) => void) => {
-    save(results.length);
+    const seq = results.length;
+    if (result.outcome === "unchanged") deferred.push(() => save(seq));
+    else {
+      flush();
+      save(seq);
+    }
     results.push(result);
     if (result.outcome === "changed") counts.changed++;
     else if (result.outcome === "unchanged") counts.unchanged++;
@@ -144,6 +162,7 @@ export async function applyDeclaration(
     }
   }
 
+  flush();
   const outcome = interrupted ? "interrupted" : error === undefined ? "converged" : "failed";
   if (interrupted) error = "interrupted before the apply finished";
   store.finishApply(applyId, outcome, counts, error);
@@ -168,7 +187,7 @@ async function applyOne(
   kctx: KindContext,
   resource: Resource,
   position: number,
-  held: HeldResource | undefined,
+  held: HeldSummary | undefined,
 ): Promise<{
   result: Pick<ResourceResult, "outcome" | "changes">;
   save: (applyId: number, seq: number, result: ResourceResult) => void;
@@ -193,7 +212,13 @@ async function applyOne(
     return {
       result: { outcome: "unchanged", changes: [] },
       save: unchanged
-        ? (applyId, seq, result) => store.recordUnchanged(applyId, seq, position, result)
+        ? (applyId, seq, result) =>
+          store.recordUnchanged(
+            applyId,
+            seq,
+            result,
+            held.position === position ? undefined : position,
+          )
         : (applyId, seq, result) => store.recordHeld(applyId, seq, holdAs(), result),
     };
   }
@@ -233,19 +258,20 @@ async function releaseUndeclared(
 ): Promise<string | undefined> {
   const { store } = ctx;
   const declared = new Set(declaration.resources.map(resourceKey));
-  const held = store.held();
-  const heldKeys = new Set(held.map((h) => h.key));
+  const held = store.held((key) => !declared.has(key));
+  const heldKeys = new Set(store.heldIndex().keys());
   // A create that crashed before its record: the host made it, so it may remove it.
   const orphans: HeldResource[] = store.intents()
     .filter((i) => !declared.has(i.key) && !heldKeys.has(i.key))
     .map((i) => ({ ...orphan(i.key, i.spec), position: Number.MAX_SAFE_INTEGER }));
-  const leaving = [...held.filter((h) => !declared.has(h.key)), ...orphans]
+  const leaving = [...held, ...orphans]
     .sort((a, b) => b.position - a.position);
 
   for (const item of leaving) {
     const base = { id: item.id, type: item.type, key: item.key };
     let release: Release;
     try {
+      if (item.created && heldKeys.has(item.key)) store.beginRelease(item);
       release = await kindOf(item).release(kctx, item, false);
     } catch (cause) {
       const result: ResourceResult = {
@@ -275,7 +301,7 @@ export async function planDeclaration(
   ctx: EngineContext,
   declaration: Declaration,
 ): Promise<PlanEntry[]> {
-  const kctx: KindContext = { providers: ctx.providers, touchedDirectories: new Set() };
+  const kctx = newKindContext(ctx.providers);
   const entries: PlanEntry[] = [];
   for (const resource of declaration.resources) {
     const base = { id: resource.id, type: resource.type, key: resourceKey(resource) };
@@ -288,7 +314,7 @@ export async function planDeclaration(
     }
   }
   const declared = new Set(declaration.resources.map(resourceKey));
-  const leaving = ctx.store.held().filter((h) => !declared.has(h.key)).reverse();
+  const leaving = ctx.store.held((key) => !declared.has(key)).reverse();
   for (const item of leaving) {
     const base = { id: item.id, type: item.type, key: item.key };
     try {

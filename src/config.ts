@@ -47,6 +47,7 @@ export const INSTALLED_FILES: readonly string[] = [
   `/usr/bin/${PROGRAM}-launch`,
   `/usr/local/bin/${PROGRAM}`,
   `/usr/local/bin/${PROGRAM}-launch`,
+  `/usr/local/bin/${PROGRAM}.js`,
   `/usr/lib/${PROGRAM}`,
   `/usr/share/${PROGRAM}`,
   `/usr/lib/systemd/system/${PROGRAM}.service`,

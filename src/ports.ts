@@ -39,6 +39,8 @@ export interface FileSystem {
     attributes: Attributes,
     beforeRename?: () => Promise<void>,
   ): Promise<void>;
+  /** Remove what an interrupted `writeFileAtomic(path, …)` may have left beside `path`. */
+  discardPartialWrite(path: string): Promise<void>;
   /** mkdir (not recursive) with these attributes; fails if the parent is missing. */
   makeDirectory(path: string, attributes: Attributes): Promise<void>;
   setAttributes(path: string, attributes: Attributes): Promise<void>;

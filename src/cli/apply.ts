@@ -24,11 +24,20 @@ declared. Stops at the first failure. A file or stdin gets the safe parse (no
 Options:
   --bundle      apply the bundle (optionally at FILE) with the trusted parse
   -q, --quiet   print only changes, removals, failures and the summary
+  --wait SECS   how long to wait while another apply runs (default 30)
 ${EXIT_HELP}
 `,
-  options: { bundle: { type: "boolean" }, quiet: { type: "boolean", short: "q" } },
+  options: {
+    bundle: { type: "boolean" },
+    quiet: { type: "boolean", short: "q" },
+    wait: { type: "string" },
+  },
   positionals: [0, 1],
   async run(ctx) {
+    const wait = ctx.values.wait === undefined ? 30 : Number(ctx.values.wait);
+    if (!Number.isFinite(wait) || wait < 0) {
+      throw new UsageError(`--wait takes a number of seconds, not "${ctx.values.wait}"`);
+    }
     const { text, source, origin } = await readInput(ctx);
     using host = await openHost({ ...ctx.flags, providers: ctx.io.providers });
     const quiet = ctx.values.quiet === true;
@@ -36,6 +45,7 @@ ${EXIT_HELP}
       source,
       origin,
       signal: ctx.io.signal,
+      lockWaitMs: wait * 1000,
       onResult: ctx.json ? undefined : (result) => {
         if (!quiet || result.outcome !== "unchanged") ctx.io.stdout(resultLine(result));
       },

@@ -10,12 +10,17 @@ import { createHash } from "node:crypto";
  * ```
  */
 export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null";
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
-  const entries = Object.entries(value as Record<string, unknown>)
-    .filter(([, item]) => item !== undefined)
-    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-  return `{${entries.map(([k, item]) => `${JSON.stringify(k)}:${canonicalJson(item)}`).join(",")}}`;
+  // The native serialiser does the escaping; the replacer only orders keys.
+  return JSON.stringify(value, sortKeys) ?? "null";
+}
+
+function sortKeys(_key: string, value: unknown): unknown {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return value;
+  const sorted: Record<string, unknown> = {};
+  for (const key of Object.keys(value).sort()) {
+    sorted[key] = (value as Record<string, unknown>)[key];
+  }
+  return sorted;
 }
 
 /** The SHA-256 of text (as UTF-8) or bytes, as lowercase hex. */

@@ -311,20 +311,15 @@ function toProblem(issue: v.BaseIssue<unknown>): Problem {
     .map((item) => (typeof item.key === "number" ? `[${item.key}]` : `.${String(item.key)}`))
     .join("")
     .replace(/^\./, "");
-  if (issue.kind === "validation") return { path, message: issue.message };
-  if (issue.type === "strict_object" && issue.expected === "never") {
-    return { path, message: "is not a known field" };
-  }
-  if (issue.received === "undefined") {
+  if (issue.kind === "schema" && issue.received === "undefined") {
     return { path, message: `is missing (expected ${issue.expected})` };
   }
-  if (issue.type === "literal" || issue.type === "picklist") {
-    return {
-      path,
-      message: issue.message.startsWith("Invalid")
-        ? `expected ${issue.expected}, got ${issue.received}`
-        : issue.message,
-    };
+  // Our own messages (set in schema.ts) never start with valibot's "Invalid …".
+  if (issue.kind === "validation" || !issue.message.startsWith("Invalid")) {
+    return { path, message: issue.message };
+  }
+  if (issue.type === "strict_object" && issue.expected === "never") {
+    return { path, message: "is not a known field" };
   }
   return { path, message: `expected ${issue.expected}, got ${issue.received}` };
 }

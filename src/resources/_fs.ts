@@ -7,9 +7,15 @@ import { formatMode, type KindContext, resolveGroup, resolveUser, ResourceError 
 /**
  * Refuse a path whose ancestors include a symlink or a non-directory: the host
  * never writes through a symlink. Returns the first missing ancestor, if any.
+ * With `seen`, ancestors already known to be real directories are not asked again.
  */
-export async function checkAncestors(fs: FileSystem, path: string): Promise<string | undefined> {
+export async function checkAncestors(
+  fs: FileSystem,
+  path: string,
+  seen?: Set<string>,
+): Promise<string | undefined> {
   for (const dir of ancestors(path)) {
+    if (seen?.has(dir)) continue;
     const info = await fs.lstat(dir);
     if (info === null) return dir;
     if (info.kind === "symlink") {

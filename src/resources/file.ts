@@ -67,6 +67,8 @@ export const fileKind: ResourceKind<FileResource> = {
 
   async release(ctx: KindContext, held: HeldResource, dryRun: boolean): Promise<Release> {
     const path = (held.spec as FileResource).path;
+    // A write of this path cut short by a crash may have left its temporary file.
+    if (!dryRun) await ctx.providers.fs.discardPartialWrite(path);
     if (!held.created) {
       return { outcome: "forgotten", detail: "not created by the host, left in place" };
     }

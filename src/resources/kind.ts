@@ -30,6 +30,17 @@ export interface KindContext {
   providers: Providers;
   /** Directories whose entries this apply changed; the engine syncs them at the end. */
   touchedDirectories: Set<string>;
+  /**
+   * Ancestors already seen to be real directories in this pass, so checks of many
+   * files in one tree do not lstat the same parents again. Only checks use it;
+   * every write re-checks its ancestors fresh just before it renames.
+   */
+  realDirectories: Set<string>;
+}
+
+/** A fresh context for one apply or plan pass. */
+export function newKindContext(providers: Providers): KindContext {
+  return { providers, touchedDirectories: new Set(), realDirectories: new Set() };
 }
 
 /** One resource kind. */

@@ -51,6 +51,14 @@ export interface HeldResource {
   applyId: number;
 }
 
+/** The part of a held resource an apply compares against. */
+export interface HeldSummary {
+  id: string;
+  digest: string;
+  created: boolean;
+  position: number;
+}
+
 /** The outcome of one resource in one apply. */
 export interface ResourceResult {
   id: string;
@@ -118,6 +126,7 @@ export class Store {
            body = excluded.body, accepted_at = excluded.accepted_at`,
       ),
       held: s(`SELECT * FROM held ORDER BY position, key`),
+      heldIndex: s(`SELECT key, id, digest, created, position FROM held`),
       heldCount: s(`SELECT count(*) AS n FROM held`),
       hasIntent: s(`SELECT 1 AS yes FROM intents WHERE key = ?`),
       intent: s(`INSERT OR REPLACE INTO intents (key, id, type, spec, at) VALUES (?, ?, ?, ?, ?)`),
@@ -252,9 +261,23 @@ export class Store {
     );
   }
 
-  /** Everything the host holds, in declared order. */
-  held(): HeldResource[] {
-    return (this.#stmt.held.all() as Row[]).map((row) => ({
+  /** What the host holds, by key, without the specs: what an apply needs to compare. */
+  heldIndex(): Map<string, HeldSummary> {
+    const index = new Map<string, HeldSummary>();
+    for (const row of this.#stmt.heldIndex.all() as Row[]) {
+      index.set(row.key as string, {
+        id: row.id as string,
+        digest: row.digest as string,
+        created: row.created === 1,
+        position: Number(row.position),
+      });
+    }
+    return index;
+  }
+
+  /** Everything the host holds (or those whose key `keep` accepts), in declared order. */
+  held(keep: (key: string) => boolean = () => true): HeldResource[] {
+    return (this.#stmt.held.all() as Row[]).filter((row) => keep(row.key as string)).map((row) => ({
       key: row.key as string,
       id: row.id as string,
       type: row.type as Resource["type"],
@@ -327,11 +350,24 @@ export class Store {
     });
   }
 
-  /** Record that a held resource was checked and is unchanged (its position may have moved). */
-  recordUnchanged(applyId: number, seq: number, position: number, result: ResourceResult): void {
+  /** Record that a held resource was checked and is unchanged; `moved` gives its new position. */
+  recordUnchanged(applyId: number, seq: number, result: ResourceResult, moved?: number): void {
     this.#transaction(() => {
-      this.#stmt.touchHeld.run(position, applyId, result.key);
+      if (moved !== undefined) this.#stmt.touchHeld.run(moved, applyId, result.key);
       this.#insertResult(applyId, seq, result);
+    });
+  }
+
+  /**
+   * Before removing a thing the host created: it stops being held and becomes an
+   * intent, in one transaction. A crash during the removal then leaves "maybe on
+   * disk, ours", never "held" for something already gone; the next apply
+   * finishes the removal.
+   */
+  beginRelease(held: HeldResource): void {
+    this.#transaction(() => {
+      this.#stmt.dropHeld.run(held.key);
+      this.#stmt.intent.run(held.key, held.id, held.type, JSON.stringify(held.spec), now());
     });
   }
 
@@ -400,7 +436,16 @@ export class Store {
     this.#stmt.result.run(applyId, seq, r.id, r.type, r.key, r.outcome, detail);
   }
 
+  /**
+   * Run several records as one transaction (used for results that change
+   * nothing on the machine, such as a run of unchanged resources).
+   */
+  batch(work: () => void): void {
+    this.#transaction(work);
+  }
+
   #transaction<T>(work: () => T): T {
+    if (this.#db.isTransaction) return work(); // already inside a batch
     this.#db.exec("BEGIN IMMEDIATE");
     try {
       const value = work();

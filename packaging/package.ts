@@ -1,0 +1,179 @@
+/**
+ * `deno task package <os> [--pkgrel N]`: builds the host (packaging/build.ts)
+ * and packs it with the launcher and the init files:
+ * - arch: makepkg (as `nobody`) into dist/arch/repo/, a local pacman repository;
+ * - tarball: dist/tarball/nox-mesh-host-<version>-<arch>.tar.gz + SHA256SUMS;
+ * - alpine: stages dist/alpine/apkbuild/ for abuild (no apk/abuild here).
+ */
+import { parseArgs } from "node:util";
+import { join } from "node:path";
+import { HostError } from "../src/errors.ts";
+import { build, type BuildResult } from "./build.ts";
+import { TARGET_OSES, type TargetOs } from "./permissions.ts";
+
+const repo = (p: string): string => new URL(`../${p}`, import.meta.url).pathname;
+
+/** A packaging step failed. */
+export class PackageError extends HostError {
+  constructor(what: string, hint: string) {
+    super("packaging.package", what, { hint });
+  }
+}
+
+async function run(cmd: string, args: string[], env?: Record<string, string>): Promise<string> {
+  const out = await new Deno.Command(cmd, { args, env, stdin: "null" }).output();
+  const d = new TextDecoder();
+  if (!out.success) {
+    throw new PackageError(
+      `${cmd} ${args.join(" ")} failed (exit ${out.code}):\n${d.decode(out.stdout)}${
+        d.decode(out.stderr)
+      }`,
+      "read the output above",
+    );
+  }
+  return d.decode(out.stdout);
+}
+
+async function digest(path: string, algorithm: "SHA-256" | "SHA-512"): Promise<string> {
+  const hash = await crypto.subtle.digest(algorithm, await Deno.readFile(path));
+  return Array.from(new Uint8Array(hash), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** Copies the built host and the launcher/init files named in `files` into `stage`. */
+async function stage(b: BuildResult, dir: string, files: Record<string, string>): Promise<void> {
+  await Deno.remove(dir, { recursive: true }).catch(() => {});
+  await Deno.mkdir(dir, { recursive: true });
+  for (const [name, from] of Object.entries(files)) {
+    await Deno.copyFile(from.startsWith("/") ? from : join(b.dir, from), join(dir, name));
+  }
+}
+
+/** The host files of a build: the program, plus the bundle in the bundled form. */
+function hostFiles(b: BuildResult): Record<string, string> {
+  const files: Record<string, string> = { "nox-mesh-host": "nox-mesh-host" };
+  if (b.form === "bundled") files["nox-mesh-host.js"] = "nox-mesh-host.js";
+  return files;
+}
+
+/** makepkg (as nobody) into `<dir>/repo`, then repo-add; returns the package file. */
+export async function packageArch(b: BuildResult, pkgrel = 1): Promise<string> {
+  const dir = join(b.dir, "makepkg");
+  await stage(b, dir, {
+    ...hostFiles(b),
+    "substrate.lock": "substrate.lock",
+    "nox-mesh-host-launch": repo("launcher/nox-mesh-host-launch"),
+    "nox-mesh-host.service": repo("launcher/systemd/nox-mesh-host.service"),
+  });
+  const pkgbuild = (await Deno.readTextFile(repo("packaging/arch/PKGBUILD")))
+    .replace(/^_form=.*$/m, `_form=${b.form}`)
+    .replace(/^pkgver=.*$/m, `pkgver=${b.version}`)
+    .replace(/^pkgrel=.*$/m, `pkgrel=${pkgrel}`);
+  await Deno.writeTextFile(join(dir, "PKGBUILD"), pkgbuild);
+  const dest = join(b.dir, "repo");
+  await Deno.mkdir(dest, { recursive: true });
+  await run("chown", ["-R", "nobody:nogroup", dir, dest]);
+  await run("setpriv", [
+    "--reuid=nobody",
+    "--regid=nogroup",
+    "--clear-groups",
+    "--",
+    "env",
+    `HOME=${dir}`,
+    `PKGDEST=${dest}`,
+    "sh",
+    "-c",
+    `cd '${dir}' && makepkg --force --nocolor --nodeps`,
+  ]);
+  const prefix = `nox-mesh-host-${b.version}-${pkgrel}-`;
+  const file = [...Deno.readDirSync(dest)].map((e) => e.name)
+    .find((n) => n.startsWith(prefix) && /\.pkg\.tar(\.\w+)?$/.test(n));
+  if (!file) {
+    throw new PackageError(`makepkg made no ${prefix}* in ${dest}`, "read makepkg's output");
+  }
+  await run("repo-add", ["-q", join(dest, "nox-mesh-host.db.tar.gz"), join(dest, file)]);
+  await Deno.remove(dir, { recursive: true });
+  return join(dest, file);
+}
+
+/** The tarball `tar -xz -C /usr/local/bin` unpacks, and its SHA256SUMS; returns the tarball. */
+export async function packageTarball(
+  b: BuildResult,
+  arch: string = Deno.build.arch,
+): Promise<string> {
+  const dir = join(b.dir, "tar");
+  const files = { ...hostFiles(b), "nox-mesh-host-launch": repo("launcher/nox-mesh-host-launch") };
+  await stage(b, dir, files);
+  for (const name of Object.keys(files)) {
+    await Deno.chmod(join(dir, name), name.endsWith(".js") ? 0o644 : 0o755);
+  }
+  const name = `nox-mesh-host-${b.version}-${arch}.tar.gz`;
+  const tarball = join(b.dir, name);
+  // Only files, no "." entry: unpacking must not touch /usr/local/bin itself.
+  await run("tar", [
+    "-czf",
+    tarball,
+    "--owner=0",
+    "--group=0",
+    "--numeric-owner",
+    "-C",
+    dir,
+    ...Object.keys(files),
+  ]);
+  await Deno.writeTextFile(
+    join(b.dir, "SHA256SUMS"),
+    `${await digest(tarball, "SHA-256")}  ${name}\n`,
+  );
+  await Deno.remove(dir, { recursive: true });
+  return tarball;
+}
+
+/** Stages the APKBUILD and its sources (with sha512sums filled in) for abuild on Alpine. */
+export async function stageAlpine(b: BuildResult): Promise<string> {
+  const dir = join(b.dir, "apkbuild");
+  const sources: Record<string, string> = {
+    ...hostFiles(b),
+    "nox-mesh-host-launch": repo("launcher/nox-mesh-host-launch"),
+    "nox-mesh-host.initd": repo("launcher/openrc/nox-mesh-host"),
+    "nox-mesh-host.confd": repo("launcher/openrc/nox-mesh-host.confd"),
+    "substrate.lock": "substrate.lock",
+  };
+  await stage(b, dir, sources);
+  const sums: string[] = [];
+  for (const name of Object.keys(sources)) {
+    sums.push(`${await digest(join(dir, name), "SHA-512")}  ${name}`);
+  }
+  const apkbuild = (await Deno.readTextFile(repo("packaging/alpine/APKBUILD")))
+    .replace(/^pkgver=.*$/m, `pkgver=${b.version}`)
+    .replace(/^sha512sums=".*"$/ms, `sha512sums="\n${sums.join("\n")}\n"`);
+  await Deno.writeTextFile(join(dir, "APKBUILD"), apkbuild);
+  return dir;
+}
+
+if (import.meta.main) {
+  const { positionals, values } = parseArgs({
+    allowPositionals: true,
+    options: {
+      pkgrel: { type: "string", default: "1" },
+      form: { type: "string", default: "auto" },
+    },
+  });
+  const os = positionals[0] as TargetOs;
+  if (!TARGET_OSES.includes(os)) {
+    console.error(`usage: deno task package ${TARGET_OSES.join("|")} [--pkgrel N]`);
+    Deno.exit(64);
+  }
+  try {
+    const b = await build({ os, form: values.form as "auto" | "compiled" | "bundled" });
+    if (os === "arch") console.log(`built ${await packageArch(b, Number(values.pkgrel))}`);
+    if (os === "tarball") console.log(`built ${await packageTarball(b)} and SHA256SUMS`);
+    if (os === "alpine") {
+      console.log(
+        `staged ${await stageAlpine(b)}: run abuild there on Alpine (no apk/abuild here)`,
+      );
+    }
+  } catch (e) {
+    if (!(e instanceof HostError)) throw e;
+    console.error(e.message);
+    Deno.exit(1);
+  }
+}

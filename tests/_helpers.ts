@@ -1,0 +1,126 @@
+/** Shared test helpers: scratch roots, the host in-process, and the host as a real process. */
+import { posix } from "node:path";
+import { openHost } from "../src/host.ts";
+import type { Host } from "../src/host.ts";
+import { posixFileSystem } from "../os/posix_fs.ts";
+
+const REPO = new URL("..", import.meta.url).pathname;
+
+/** A scratch machine: a managed root, a state directory and a config file, all in a temp dir. */
+export interface Scratch extends AsyncDisposable {
+  dir: string;
+  root: string;
+  stateDir: string;
+  configPath: string;
+  /** The environment that points a host process at this scratch. */
+  env: Record<string, string>;
+  /** Write a declaration file into the scratch dir; returns its path. */
+  declaration(resources: unknown[], extra?: Record<string, unknown>): Promise<string>;
+}
+
+/** Make a scratch machine; `await using` removes it. */
+export async function scratch(config: Record<string, unknown> = {}): Promise<Scratch> {
+  const dir = await Deno.makeTempDir({ prefix: "nox-test-" });
+  const root = posix.join(dir, "root");
+  const stateDir = posix.join(dir, "state");
+  const configPath = posix.join(dir, "host.json");
+  await Deno.mkdir(root);
+  await Deno.writeTextFile(configPath, JSON.stringify({ managedRoots: [root], ...config }));
+  let n = 0;
+  return {
+    dir,
+    root,
+    stateDir,
+    configPath,
+    env: { NOX_MESH_HOST_STATE_DIR: stateDir, NOX_MESH_HOST_CONFIG: configPath },
+    async declaration(resources, extra = {}) {
+      const path = posix.join(dir, `declaration-${++n}.json`);
+      await Deno.writeTextFile(path, JSON.stringify({ version: 1, ...extra, resources }));
+      return path;
+    },
+    async [Symbol.asyncDispose]() {
+      await Deno.remove(dir, { recursive: true });
+    },
+  };
+}
+
+/** Open the host in-process on a scratch machine. */
+export function hostOn(s: Scratch): Promise<Host> {
+  return openHost({
+    stateDir: s.stateDir,
+    configPath: s.configPath,
+    providers: () => Promise.resolve({ fs: posixFileSystem() }),
+  });
+}
+
+/** A file resource owned by root. */
+export function file(
+  id: string,
+  path: string,
+  content: string,
+  mode = "0644",
+): Record<string, unknown> {
+  return { type: "file", id, path, content, mode, owner: "root", group: "root" };
+}
+
+/** A directory resource owned by root. */
+export function directory(id: string, path: string, mode = "0755"): Record<string, unknown> {
+  return { type: "directory", id, path, mode, owner: "root", group: "root" };
+}
+
+/**
+ * The development permission flags: exactly those of the `host` task in deno.json,
+ * so tests run the host the way `deno task host` does (never -A).
+ */
+export async function hostPermissionFlags(): Promise<string[]> {
+  const config = JSON.parse(await Deno.readTextFile(posix.join(REPO, "deno.json")));
+  const words: string[] = config.tasks.host.split(/\s+/);
+  return words.filter((w) => w.startsWith("--allow-") || w.startsWith("--deny-"));
+}
+
+/** The outcome of running the host as a process. */
+export interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Run `nox-mesh-host ARGS` as a real process under the development permission set. */
+export async function runHost(
+  args: string[],
+  options: { env?: Record<string, string>; stdin?: string } = {},
+): Promise<Run> {
+  const command = new Deno.Command(Deno.execPath(), {
+    args: ["run", "--quiet", ...(await hostPermissionFlags()), posix.join(REPO, "mod.ts"), ...args],
+    env: options.env,
+    cwd: REPO,
+    stdin: options.stdin === undefined ? "null" : "piped",
+    stdout: "piped",
+    stderr: "piped",
+  });
+  const child = command.spawn();
+  if (options.stdin !== undefined) {
+    const writer = child.stdin.getWriter();
+    await writer.write(new TextEncoder().encode(options.stdin));
+    await writer.close();
+  }
+  const out = await child.output();
+  const decode = (b: Uint8Array) => new TextDecoder().decode(b);
+  return { code: out.code, stdout: decode(out.stdout), stderr: decode(out.stderr) };
+}
+
+/** Read a path's mode bits as "0644". */
+export async function modeOf(path: string): Promise<string> {
+  return ((await Deno.lstat(path)).mode! & 0o7777).toString(8).padStart(4, "0");
+}
+
+/** Whether anything (even a dangling symlink) is at a path. */
+export async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.lstat(path);
+    return true;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return false;
+    throw error;
+  }
+}

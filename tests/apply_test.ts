@@ -1,0 +1,314 @@
+/** The apply engine with files and directories, on a real file system. */
+import assert from "node:assert/strict";
+import { applyText, openHost, planText } from "../src/host.ts";
+import { posixFileSystem } from "../os/posix_fs.ts";
+import type { FileSystem } from "../src/ports.ts";
+import { directory, exists, file, hostOn, modeOf, scratch } from "./_helpers.ts";
+
+const apply = (
+  host: Awaited<ReturnType<typeof hostOn>>,
+  resources: unknown[],
+  onResult?: () => void,
+) =>
+  applyText(host, JSON.stringify({ version: 1, resources }), {
+    source: "file",
+    origin: "test",
+    onResult,
+  });
+
+Deno.test("a first apply creates, a second changes nothing and says so", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  const resources = [
+    directory("app", `${s.root}/app`, "0750"),
+    file("conf", `${s.root}/app/app.conf`, "listen = 1\n", "0640"),
+    {
+      ...file("bin", `${s.root}/app/blob`, ""),
+      content: undefined,
+      contentBase64: btoa("\u0000\u0001\u00ff"),
+    },
+  ];
+  const first = await apply(host, resources);
+  assert.equal(first.outcome, "converged");
+  assert.deepEqual(first.counts, { changed: 3, unchanged: 0, removed: 0, failed: 0 });
+  assert.equal(await Deno.readTextFile(`${s.root}/app/app.conf`), "listen = 1\n");
+  assert.deepEqual(await Deno.readFile(`${s.root}/app/blob`), new Uint8Array([0, 1, 255]));
+  assert.equal(await modeOf(`${s.root}/app`), "0750");
+  assert.equal(await modeOf(`${s.root}/app/app.conf`), "0640");
+
+  const before = (await Deno.lstat(`${s.root}/app/app.conf`)).ino;
+  const second = await apply(host, resources);
+  assert.equal(second.outcome, "converged");
+  assert.deepEqual(second.counts, { changed: 0, unchanged: 3, removed: 0, failed: 0 });
+  assert.equal(
+    (await Deno.lstat(`${s.root}/app/app.conf`)).ino,
+    before,
+    "an in-sync file is not rewritten",
+  );
+  assert.equal(host.store.heldCount(), 3);
+});
+
+Deno.test("drift is restored: content, mode, owner, a deleted file and a deleted directory", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  const resources = [
+    directory("d", `${s.root}/d`, "0755"),
+    file("a", `${s.root}/d/a`, "A\n", "0600"),
+    file("b", `${s.root}/d/b`, "B\n"),
+    file("c", `${s.root}/c`, "C\n"),
+  ];
+  await apply(host, resources);
+  await Deno.writeTextFile(`${s.root}/d/a`, "edited by a person\n");
+  await Deno.chmod(`${s.root}/d/b`, 0o666);
+  await Deno.chown(`${s.root}/d/b`, 1, 1);
+  await Deno.remove(`${s.root}/c`);
+  await Deno.chmod(`${s.root}/d`, 0o700);
+
+  const plan = await planText(host, JSON.stringify({ version: 1, resources }), "file", "test");
+  assert.deepEqual(plan.map((e) => [e.id, e.status]), [["d", "change"], ["a", "change"], [
+    "b",
+    "change",
+  ], ["c", "create"]]);
+  assert.equal(await modeOf(`${s.root}/d`), "0700", "plan changes nothing");
+
+  const report = await apply(host, resources);
+  assert.equal(report.outcome, "converged");
+  assert.deepEqual(report.counts, { changed: 4, unchanged: 0, removed: 0, failed: 0 });
+  assert.deepEqual(report.results.find((r) => r.id === "b")?.changes, [
+    "mode 0666 → 0644",
+    "owner 1 → 0 (root)",
+    "group 1 → 0 (root)",
+  ]);
+  assert.equal(await Deno.readTextFile(`${s.root}/d/a`), "A\n");
+  assert.equal(await modeOf(`${s.root}/d/b`), "0644");
+  assert.equal((await Deno.lstat(`${s.root}/d/b`)).uid, 0);
+  assert.equal(await Deno.readTextFile(`${s.root}/c`), "C\n");
+  assert.equal(await modeOf(`${s.root}/d`), "0755");
+});
+
+Deno.test("no longer declared: created things are removed last-first, others forgotten", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  await Deno.writeTextFile(`${s.root}/preexisting.conf`, "a person's file\n");
+  await apply(host, [
+    directory("d", `${s.root}/d`),
+    directory("e", `${s.root}/e`),
+    file("in-d", `${s.root}/d/x`, "x"),
+    file("pre", `${s.root}/preexisting.conf`, "managed now\n"),
+  ]);
+  // A person puts a file of their own into a directory the host created.
+  await Deno.writeTextFile(`${s.root}/e/persons-notes`, "mine\n");
+
+  const report = await apply(host, []);
+  assert.equal(report.outcome, "converged");
+  const outcomes = report.results.map((r) => [r.id, r.outcome, r.detail ?? ""]);
+  assert.deepEqual(outcomes, [
+    ["pre", "forgotten", "not created by the host, left in place"],
+    ["in-d", "removed", ""],
+    ["e", "forgotten", "not empty, kept"],
+    ["d", "removed", ""],
+  ]);
+  assert.equal(await exists(`${s.root}/d`), false);
+  assert.equal(
+    await Deno.readTextFile(`${s.root}/e/persons-notes`),
+    "mine\n",
+    "never removes what it did not create",
+  );
+  assert.equal(await Deno.readTextFile(`${s.root}/preexisting.conf`), "managed now\n");
+  assert.equal(host.store.heldCount(), 0);
+
+  // Forgotten means forgotten: a later apply does not touch e/ again.
+  const again = await apply(host, []);
+  assert.deepEqual(again.results, []);
+  assert.equal(await exists(`${s.root}/e`), true);
+});
+
+Deno.test("a path moved to another resource id keeps the fact that the host created it", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  await apply(host, [file("old-id", `${s.root}/f`, "1")]);
+  const renamed = await apply(host, [file("new-id", `${s.root}/f`, "1")]);
+  assert.deepEqual(renamed.results.map((r) => [r.id, r.outcome]), [["new-id", "unchanged"]]);
+  const dropped = await apply(host, []);
+  assert.deepEqual(dropped.results.map((r) => [r.id, r.outcome]), [["new-id", "removed"]]);
+});
+
+Deno.test("the host never writes through a symlink at the path", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  await Deno.writeTextFile(`${s.dir}/outside`, "secret\n");
+  await Deno.symlink(`${s.dir}/outside`, `${s.root}/link`);
+  const report = await apply(host, [file("f", `${s.root}/link`, "pwned\n")]);
+  assert.equal(report.outcome, "failed");
+  assert.match(report.error!, /file "f" failed: .*\/link is a symlink/);
+  assert.equal(await Deno.readTextFile(`${s.dir}/outside`), "secret\n");
+  assert.equal(host.store.heldCount(), 0);
+});
+
+Deno.test("the host never writes below a symlinked directory", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  await Deno.mkdir(`${s.dir}/elsewhere`);
+  await Deno.symlink(`${s.dir}/elsewhere`, `${s.root}/etc`);
+  const report = await apply(host, [file("f", `${s.root}/etc/conf`, "x")]);
+  assert.equal(report.outcome, "failed");
+  assert.match(report.error!, /\/etc \(above .*\/etc\/conf\) is a symlink/);
+  assert.equal(await exists(`${s.dir}/elsewhere/conf`), false);
+});
+
+Deno.test("a parent swapped for a symlink between two resources is refused", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  await Deno.mkdir(`${s.dir}/attacker`);
+  const resources = [
+    directory("d", `${s.root}/d`),
+    file("first", `${s.root}/d/first`, "1"),
+    file("second", `${s.root}/d/second`, "2"),
+  ];
+  // As soon as the first file is written, replace d/ by a symlink to somewhere else.
+  const report = await applyText(host, JSON.stringify({ version: 1, resources }), {
+    source: "file",
+    origin: "test",
+    onResult: (result) => {
+      if (result.id === "first") {
+        Deno.renameSync(`${s.root}/d`, `${s.root}/d-moved`);
+        Deno.symlinkSync(`${s.dir}/attacker`, `${s.root}/d`);
+      }
+    },
+  });
+  assert.equal(report.outcome, "failed");
+  assert.deepEqual(report.results.map((r) => [r.id, r.outcome]), [["d", "changed"], [
+    "first",
+    "changed",
+  ], ["second", "failed"]]);
+  assert.match(report.results[2].detail!, /is a symlink/);
+  assert.deepEqual(
+    [...Deno.readDirSync(`${s.dir}/attacker`)],
+    [],
+    "nothing was written through the symlink",
+  );
+});
+
+Deno.test("a parent swapped for a symlink just before the rename is refused at the rename", async () => {
+  await using s = await scratch();
+  const real = posixFileSystem();
+  await Deno.mkdir(`${s.dir}/attacker`);
+  await Deno.mkdir(`${s.root}/d`);
+  // The real adapter, with the swap injected at the last moment before its rename.
+  const racing: FileSystem = {
+    ...real,
+    writeFileAtomic: (path, data, attributes, beforeRename) =>
+      real.writeFileAtomic(path, data, attributes, async () => {
+        await Deno.rename(`${s.root}/d`, `${s.root}/d-moved`);
+        await Deno.symlink(`${s.dir}/attacker`, `${s.root}/d`);
+        await beforeRename?.();
+      }),
+  };
+  using host = await openHost({
+    stateDir: s.stateDir,
+    configPath: s.configPath,
+    providers: () => Promise.resolve({ fs: racing }),
+  });
+  const report = await apply(host, [file("f", `${s.root}/d/f`, "x")]);
+  assert.equal(report.outcome, "failed");
+  assert.match(report.error!, /\/d \(above .*\/d\/f\) is a symlink/);
+  assert.deepEqual(
+    [...Deno.readDirSync(`${s.dir}/attacker`)],
+    [],
+    "nothing was renamed through the symlink",
+  );
+  assert.equal(await exists(`${s.root}/d-moved/f`), false);
+});
+
+Deno.test("the first failure stops the apply; the report names the resource and the reason", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  const report = await apply(host, [
+    file("ok", `${s.root}/ok`, "1"),
+    file("orphan", `${s.root}/missing-dir/f`, "2"),
+    file("never", `${s.root}/never`, "3"),
+    { type: "package", id: "pkg", name: "vim" },
+  ]);
+  assert.equal(report.outcome, "failed");
+  assert.match(
+    report.error!,
+    /file "orphan" failed: the directory .*missing-dir does not exist.*declare it as a directory resource/,
+  );
+  assert.deepEqual(report.results.map((r) => [r.id, r.outcome]), [
+    ["ok", "changed"],
+    ["orphan", "failed"],
+    ["never", "skipped"],
+    ["pkg", "skipped"],
+  ]);
+  assert.equal(await exists(`${s.root}/never`), false, "nothing after the failure was applied");
+  assert.deepEqual(host.store.held().map((h) => h.id), ["ok"]);
+  const last = host.store.lastApply()!;
+  assert.equal(last.outcome, "failed");
+  assert.equal(host.store.results(last.id).length, 4);
+});
+
+Deno.test("a partial apply never reports success, and nothing held is released after a failure", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  await apply(host, [file("keep", `${s.root}/keep`, "1")]);
+  const report = await apply(host, [file("bad", `${s.root}/no/such/dir`, "x")]);
+  assert.equal(report.outcome, "failed");
+  assert.equal(await exists(`${s.root}/keep`), true, "removals wait for a converged apply");
+});
+
+Deno.test("kinds whose providers have not landed fail with 'no provider on this machine'", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  const report = await apply(host, [{ type: "package", id: "wg", name: "wireguard-tools" }]);
+  assert.equal(report.outcome, "failed");
+  assert.match(report.error!, /no provider on this machine for package resources/);
+});
+
+Deno.test("an unknown owner fails with a reason a person can act on", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  const report = await apply(host, [{
+    ...file("f", `${s.root}/f`, "x"),
+    owner: "no-such-user-here",
+  }]);
+  assert.equal(report.outcome, "failed");
+  assert.match(report.error!, /user "no-such-user-here" does not exist on this machine/);
+  assert.equal(await exists(`${s.root}/f`), false);
+});
+
+Deno.test("a file in the way of a directory (and the reverse) is refused, not replaced", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  await Deno.writeTextFile(`${s.root}/x`, "a file");
+  await Deno.mkdir(`${s.root}/y`);
+  const a = await apply(host, [directory("x", `${s.root}/x`)]);
+  assert.match(a.error!, /is a file, not a directory/);
+  const b = await apply(host, [file("y", `${s.root}/y`, "x")]);
+  assert.match(b.error!, /is a directory, not a file/);
+  assert.equal(await Deno.readTextFile(`${s.root}/x`), "a file");
+});
+
+Deno.test("an aborted apply stops between steps and is recorded as interrupted", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  const aborter = new AbortController();
+  const report = await applyText(
+    host,
+    JSON.stringify({
+      version: 1,
+      resources: [file("a", `${s.root}/a`, "1"), file("b", `${s.root}/b`, "2")],
+    }),
+    { source: "file", origin: "test", signal: aborter.signal, onResult: () => aborter.abort() },
+  );
+  assert.equal(report.outcome, "interrupted");
+  assert.deepEqual(report.results.map((r) => r.outcome), ["changed", "skipped"]);
+  assert.equal(host.store.lastApply()?.outcome, "interrupted");
+});
+
+Deno.test("no temporary files are left behind by writes", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  await apply(host, [file("a", `${s.root}/a`, "1"), file("b", `${s.root}/b`, "2")]);
+  await apply(host, [file("a", `${s.root}/a`, "1b"), file("b", `${s.root}/b`, "2b")]);
+  assert.deepEqual([...Deno.readDirSync(s.root)].map((e) => e.name).sort(), ["a", "b"]);
+});

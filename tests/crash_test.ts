@@ -1,0 +1,172 @@
+/**
+ * Crash consistency (R4): SIGKILL the host at random moments during applies of
+ * a large declaration, many times. After every kill the store opens, nothing
+ * it records as held is missing from disk, and the next apply converges.
+ */
+import assert from "node:assert/strict";
+import { posix } from "node:path";
+import { Store } from "../src/store/store.ts";
+import type { FileResource, Resource } from "../src/declaration/schema.ts";
+import { hostPermissionFlags, scratch } from "./_helpers.ts";
+
+const KILLS = 40;
+const REPO = new URL("..", import.meta.url).pathname;
+
+/** A declaration of `dirs` directories with `files` files each; `tag` varies the content. */
+function declaration(root: string, dirs: number[], files: number, tag: string): Resource[] {
+  const resources: Resource[] = [];
+  for (const d of dirs) {
+    resources.push({
+      type: "directory",
+      id: `d${d}`,
+      path: `${root}/d${d}`,
+      mode: "0755",
+      owner: "root",
+      group: "root",
+    });
+    for (let f = 0; f < files; f++) {
+      resources.push({
+        type: "file",
+        id: `d${d}-f${f}`,
+        path: `${root}/d${d}/f${f}`,
+        content: `${tag} ${d}/${f}\n`.repeat(1 + (f % 7)),
+        mode: f % 2 ? "0600" : "0644",
+        owner: "root",
+        group: "root",
+      });
+    }
+  }
+  return resources;
+}
+
+async function startApply(path: string, env: Record<string, string>): Promise<Deno.ChildProcess> {
+  return new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--quiet",
+      ...(await hostPermissionFlags()),
+      posix.join(REPO, "mod.ts"),
+      "apply",
+      "--quiet",
+      path,
+    ],
+    env,
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+}
+
+/**
+ * Every held resource is on disk, as the store says or as the in-flight
+ * declaration says; and everything on disk under the root (which only the host
+ * writes to here) is known to the store as held or as a half-done create/removal.
+ */
+function assertHeldIsOnDisk(
+  root: string,
+  stateDir: string,
+  inFlight: Map<string, Resource>,
+  round: number,
+) {
+  using store = Store.open(stateDir);
+  const known = new Set([...store.heldIndex().keys(), ...store.intents().map((i) => i.key)]);
+  for (const path of listTree(root)) {
+    const key = `path:${path.replace(/\/\.([^/]+)\.nox-new$/, "/$1")}`;
+    if (!known.has(key)) {
+      const history = store.applies(100).reverse().map((a) =>
+        `#${a.id} ${a.outcome} ${a.origin.replace(/.*\//, "")}: ` +
+        store.results(a.id).filter((r) => r.key === key || r.key.startsWith(`${key}/`))
+          .map((r) => `${r.key.replace(/.*\//, "")}=${r.outcome}${r.detail ? `(${r.detail})` : ""}`)
+          .join(" ")
+      );
+      const inside = Deno.statSync(path).isDirectory
+        ? [...Deno.readDirSync(path)].map((e) => e.name).join(" ")
+        : "";
+      assert.fail(
+        `round ${round}: ${path} is on disk but the store has forgotten it (leaked)\n${
+          history.join("\n")
+        }\ninside: ${inside}`,
+      );
+    }
+  }
+  for (const held of store.held()) {
+    const spec = held.spec as Resource & { path: string };
+    let info: Deno.FileInfo;
+    try {
+      info = Deno.lstatSync(spec.path);
+    } catch {
+      assert.fail(`round ${round}: the store holds ${held.key}, which is not on disk`);
+    }
+    if (spec.type === "directory") {
+      assert.ok(info.isDirectory, `round ${round}: ${spec.path} is held as a directory`);
+      continue;
+    }
+    assert.ok(info.isFile, `round ${round}: ${spec.path} is held as a file`);
+    const content = Deno.readTextFileSync(spec.path);
+    const flying = inFlight.get(held.key) as FileResource | undefined;
+    assert.ok(
+      content === (spec as FileResource).content || content === flying?.content,
+      `round ${round}: ${spec.path} holds neither the recorded nor the in-flight content`,
+    );
+  }
+}
+
+function listTree(dir: string): string[] {
+  const out: string[] = [];
+  for (const entry of Deno.readDirSync(dir)) {
+    const path = `${dir}/${entry.name}`;
+    out.push(path);
+    if (entry.isDirectory) out.push(...listTree(path));
+  }
+  return out;
+}
+
+Deno.test({
+  name:
+    `SIGKILL at ${KILLS} random moments never leaves an inconsistent store; the next apply converges`,
+  async fn() {
+    await using s = await scratch();
+    const versions = [
+      declaration(s.root, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 30, "a"),
+      declaration(s.root, [0, 1, 2, 3, 4, 10, 11, 12, 13, 14], 30, "b"),
+      [],
+    ];
+    const paths = await Promise.all(versions.map((v) => s.declaration(v)));
+
+    // How long one full apply takes here, so kills land across its whole length.
+    const t0 = performance.now();
+    const full = await (await startApply(paths[0], s.env)).output();
+    assert.equal(full.code, 0, new TextDecoder().decode(full.stderr));
+    const span = performance.now() - t0;
+
+    for (let round = 0; round < KILLS; round++) {
+      const pick = round % 5 === 4 ? 2 : Math.floor(Math.random() * 2);
+      const child = await startApply(paths[pick], s.env);
+      await new Promise((resolve) => setTimeout(resolve, Math.random() * span * 1.1));
+      try {
+        child.kill("SIGKILL");
+      } catch { /* it had already finished */ }
+      await child.status;
+      await child.stderr.cancel();
+      const inFlight = new Map(versions[pick].map((r) => [`path:${(r as FileResource).path}`, r]));
+      assertHeldIsOnDisk(s.root, s.stateDir, inFlight, round);
+    }
+
+    // Converge on the second version, then check the machine and the store agree exactly.
+    const last = await (await startApply(paths[1], s.env)).output();
+    assert.equal(last.code, 0, new TextDecoder().decode(last.stderr));
+    const again = await (await startApply(paths[1], s.env)).output();
+    assert.equal(again.code, 0);
+    using store = Store.open(s.stateDir);
+    assert.equal(store.lastApply()?.counts.changed, 0, "a converged machine needs no change");
+    assert.equal(store.intents().length, 0, "no half-done create or removal is left");
+    const declared = versions[1].map((r) => (r as FileResource).path).sort();
+    assert.deepEqual(
+      listTree(s.root).sort(),
+      declared,
+      "exactly the declared paths exist: nothing leaked, no temp files",
+    );
+    for (const r of versions[1]) {
+      if (r.type === "file") assert.equal(Deno.readTextFileSync(r.path), r.content);
+    }
+  },
+});

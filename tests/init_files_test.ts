@@ -1,0 +1,94 @@
+// The init files: the systemd unit passes `systemd-analyze verify`, the OpenRC
+// script and every shell file are shellcheck clean, and neither encodes policy.
+import assert from "node:assert/strict";
+import { join } from "node:path";
+
+const repo = (p: string): string => new URL(`../${p}`, import.meta.url).pathname;
+const UNIT = repo("launcher/systemd/nox-mesh-host.service");
+const OPENRC = repo("launcher/openrc/nox-mesh-host");
+const CONFD = repo("launcher/openrc/nox-mesh-host.confd");
+
+async function output(cmd: string, args: string[]) {
+  const o = await new Deno.Command(cmd, { args, stdin: "null" }).output();
+  const d = new TextDecoder();
+  return { code: o.code, text: d.decode(o.stdout) + d.decode(o.stderr) };
+}
+
+Deno.test("init files: systemd-analyze verify passes on the unit, in a root holding the launcher", async () => {
+  const root = await Deno.makeTempDir({ prefix: "noxpk-unit-" });
+  try {
+    const units = join(root, "usr/lib/systemd/system");
+    await Deno.mkdir(join(root, "usr/bin"), { recursive: true });
+    await Deno.mkdir(units, { recursive: true });
+    // The unit's default dependencies (sysinit.target, …) come from this machine's systemd.
+    const cp = await output("cp", ["-a", "/usr/lib/systemd/system/.", units + "/"]);
+    assert.equal(cp.code, 0, cp.text);
+    await Deno.copyFile(UNIT, join(units, "nox-mesh-host.service"));
+    await Deno.copyFile(
+      repo("launcher/nox-mesh-host-launch"),
+      join(root, "usr/bin/nox-mesh-host-launch"),
+    );
+    await Deno.chmod(join(root, "usr/bin/nox-mesh-host-launch"), 0o755);
+    const r = await output("systemd-analyze", [
+      "verify",
+      `--root=${root}`,
+      "nox-mesh-host.service",
+    ]);
+    assert.equal(r.code, 0, r.text);
+    assert.equal(r.text, "", "no warnings either (an unknown key is only a warning)");
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+});
+
+Deno.test("init files: the unit starts the launcher, restarts it as a backstop, and holds no policy", async () => {
+  const unit = await Deno.readTextFile(UNIT);
+  assert.match(unit, /^ExecStart=\/usr\/bin\/nox-mesh-host-launch run$/m);
+  assert.match(unit, /^Restart=always$/m);
+  assert.match(unit, /^StateDirectory=mesh-host$/m);
+  assert.match(unit, /^RestartPreventExitStatus=78$/m, "a halted launcher stays stopped");
+  for (const policy of ["StartLimitBurst", "OnFailure", "ExecStopPost", "ExecStartPre"]) {
+    assert.ok(!unit.includes(policy), `${policy} would be policy in the unit`);
+  }
+});
+
+Deno.test("init files: shellcheck passes on the launcher, the OpenRC script, conf.d and the stand-in", async () => {
+  const files = [
+    repo("launcher/nox-mesh-host-launch"),
+    OPENRC,
+    CONFD,
+    repo("tests/fixtures/stand-in-host"),
+  ];
+  const r = await output("shellcheck", ["--shell=sh", ...files]);
+  assert.equal(r.code, 0, r.text);
+});
+
+Deno.test("init files: the OpenRC script needs net, runs the launcher, and conf.d overrides its defaults", async () => {
+  const script = await Deno.readTextFile(OPENRC);
+  assert.match(script, /^#!\/sbin\/openrc-run$/m);
+  assert.match(script, /depend\(\) \{\n\tneed net\n/);
+  const probe = (pre: string) =>
+    output("sh", [
+      "-c",
+      `${pre} . '${OPENRC}'; printf '%s|%s|%s' "$command" "$command_args" "$supervise_daemon_args"`,
+    ]);
+  const defaults = await probe("");
+  assert.equal(defaults.code, 0, defaults.text);
+  const [command, args, env] = defaults.text.split("|");
+  assert.equal(command, "/usr/bin/nox-mesh-host-launch");
+  assert.equal(args, "run");
+  assert.match(env, /--env NOX_MESH_HOST_PKG=apk /);
+  assert.match(env, /--env NOX_MESH_HOST_STATE_DIR=\/var\/lib\/mesh-host /);
+  const tarball = await probe(
+    "package_kind=tarball host_bin=/usr/local/bin/nox-mesh-host launcher=/usr/local/bin/nox-mesh-host-launch;",
+  );
+  assert.match(tarball.text, /^\/usr\/local\/bin\/nox-mesh-host-launch\|run\|/);
+  assert.match(
+    tarball.text,
+    /NOX_MESH_HOST_PKG=tarball --env NOX_MESH_HOST_BIN=\/usr\/local\/bin\/nox-mesh-host /,
+  );
+  // Every commented default in conf.d matches the script's default.
+  for (const [, key, value] of (await Deno.readTextFile(CONFD)).matchAll(/^#(\w+)=(.*)$/gm)) {
+    assert.ok(script.includes(`: "\${${key}:=${value}}"`), `conf.d documents ${key}=${value}`);
+  }
+});

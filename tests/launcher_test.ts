@@ -1,0 +1,269 @@
+// The launcher (launcher/nox-mesh-host-launch) tested as a program: a stand-in
+// host whose every start the test scripts, real tar, and a real pacman for rollback.
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import {
+  count,
+  hostLog,
+  launch,
+  makeWorld,
+  RunningLauncher,
+  starts,
+  stateFile,
+  waitFor,
+  type World,
+} from "./_launcher_world.ts";
+import { buildStandInPackage, installed, makePacmanRoot, publish, run, sha256 } from "./_pacman.ts";
+
+async function cleanup(w: World): Promise<void> {
+  await Deno.remove(w.dir, { recursive: true });
+}
+
+/** Starts the launcher, waits until the host is `ready`, stops it with TERM; returns the run. */
+async function runUntilReady(w: World, readyCount = 1) {
+  const l = new RunningLauncher(w);
+  try {
+    await waitFor(
+      "the host to be ready",
+      async () => (await hostLog(w)).filter((x) => x.startsWith("ready")).length >= readyCount,
+    );
+  } catch (e) {
+    await l.stop();
+    throw new Error(`${e}\nlauncher said:\n${l.stderr}`);
+  }
+  l.process.kill("SIGTERM");
+  return await l.exit();
+}
+
+Deno.test("launcher: three clean exits in a row do not count and do not roll back", async () => {
+  const w = await makeWorld({ steps: ["exit 0", "exit 0", "exit 0", "wait"] });
+  await Deno.writeTextFile(join(w.state, "known-good"), "1.0\n");
+  await Deno.writeTextFile(join(w.state, "failures"), "2\n");
+  const r = await runUntilReady(w);
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(await starts(w), ["1.0", "1.0", "1.0", "1.0"]);
+  assert.equal(await stateFile(w, "failures"), "2", "a clean exit neither counts nor clears");
+  assert.equal(await stateFile(w, "rolled-back"), undefined);
+  assert.equal(count(r.stderr, "rolling back"), 0);
+  assert.equal(count(r.stderr, "upgraded itself"), 3);
+  await cleanup(w);
+});
+
+Deno.test("launcher: the counter is cleared only by the host", async (t) => {
+  await t.step("crashes count, the host's confirm clears", async () => {
+    const w = await makeWorld({ steps: ["exit 1", "kill", "confirm wait"] });
+    const r = await runUntilReady(w);
+    assert.equal(r.code, 0, r.stderr);
+    assert.match(r.stderr, /failed \(exit 1\), 1 in a row/);
+    assert.match(r.stderr, /failed \(exit 137\), 2 in a row/);
+    assert.equal(await stateFile(w, "failures"), "0");
+    assert.equal(await stateFile(w, "known-good"), "1.0");
+    await cleanup(w);
+  });
+  await t.step(
+    "a clean exit without confirm keeps the count: crash, crash, exit 0, crash rolls back",
+    async () => {
+      const w = await makeWorld({ steps: ["exit 1", "exit 1", "exit 0", "exit 1", "wait"] });
+      await Deno.writeTextFile(join(w.state, "known-good"), "1.0\n");
+      const r = await runUntilReady(w);
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(count(r.stderr, "rolling back to known-good 1.0"), 1);
+      assert.equal(await stateFile(w, "rolled-back"), "3 1.0");
+      await cleanup(w);
+    },
+  );
+});
+
+Deno.test("launcher: halted refuses to start and names the file to remove", async () => {
+  const w = await makeWorld({ steps: ["wait"] });
+  await Deno.writeTextFile(join(w.state, "halted"), "a person put this here\n");
+  const r = await launch(w);
+  assert.equal(r.code, 78);
+  assert.match(r.stderr, /HALTED: a person put this here/);
+  assert.ok(r.stderr.includes(`remove ${w.state}/halted`), r.stderr);
+  assert.deepEqual(await hostLog(w), [], "the host was never started");
+  await cleanup(w);
+});
+
+Deno.test("launcher: no known-good halts instead of guessing", async () => {
+  const w = await makeWorld({ steps: ["exit 1", "exit 1", "exit 1", "wait"] });
+  const r = await launch(w);
+  assert.equal(r.code, 78, r.stderr);
+  assert.match((await stateFile(w, "halted"))!, /names no version: refusing to guess/);
+  assert.deepEqual(await starts(w), ["1.0", "1.0", "1.0"]);
+  await cleanup(w);
+});
+
+Deno.test("launcher: a missing package file for known-good fails loudly (halts)", async () => {
+  const w = await makeWorld({ steps: ["exit 1", "exit 1", "exit 1", "wait"] });
+  await Deno.writeTextFile(join(w.state, "known-good"), "0.9\n");
+  const r = await launch(w);
+  assert.equal(r.code, 78, r.stderr);
+  const halted = (await stateFile(w, "halted"))!;
+  assert.match(halted, /package file of known-good version 0\.9 is missing/);
+  assert.ok(halted.includes(join(w.state, "rollback/0.9")), halted);
+  assert.match(r.stderr, /HALTED: the package file of known-good version 0\.9 is missing/);
+  await cleanup(w);
+});
+
+for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
+  Deno.test(`launcher: ${sig} reaches the host as TERM and the launcher waits for it`, async () => {
+    const w = await makeWorld({ steps: ["wait"] });
+    const l = new RunningLauncher(w);
+    await waitFor("the host to be ready", async () => (await hostLog(w)).includes("ready 1.0"))
+      .catch(async (e) => {
+        await l.stop();
+        throw e;
+      });
+    const pid = Number((await hostLog(w))[0].split(" ")[2]);
+    l.process.kill(sig);
+    const r = await l.exit();
+    const log = await hostLog(w);
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual(
+      log.slice(-2),
+      ["signal TERM 1.0", "stopped 1.0"],
+      "stopped before the launcher exited",
+    );
+    assert.throws(() => Deno.kill(pid, "SIGCONT"), Deno.errors.NotFound, "no orphaned host");
+    assert.match(r.stderr, new RegExp(`stopped on ${sig}`));
+    assert.equal(await stateFile(w, "failures"), undefined, "a requested stop is no failure");
+    await cleanup(w);
+  });
+}
+
+Deno.test("launcher: a signal during the back-off stops without starting the host again", async () => {
+  const w = await makeWorld({ steps: ["exit 1", "wait"] });
+  w.env.NOX_MESH_HOST_BACKOFF = "600";
+  w.env.NOX_MESH_HOST_BACKOFF_MAX = "600";
+  const l = new RunningLauncher(w);
+  await waitFor("the first failure", () => l.stderr.includes("starting again in 600s"))
+    .catch(async (e) => {
+      await l.stop();
+      throw e;
+    });
+  l.process.kill("SIGTERM");
+  const r = await l.exit();
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(await starts(w), ["1.0"]);
+  await cleanup(w);
+});
+
+Deno.test("launcher: tarball rollback unpacks the kept copy of known-good", async () => {
+  const w = await makeWorld({
+    steps: ["confirm run UPGRADE exit 0", "exit 1", "exit 1", "exit 1", "wait"],
+  });
+  const upgrade = join(w.dir, "upgrade");
+  await Deno.writeTextFile(
+    upgrade,
+    `#!/bin/sh\nsed 's/^version=.*/version=2.0/' '${w.bin}' > '${w.bin}.new' && chmod 755 '${w.bin}.new' && mv '${w.bin}.new' '${w.bin}'\n`,
+    { mode: 0o755 },
+  );
+  await Deno.writeTextFile(
+    join(w.plan, "steps"),
+    (await Deno.readTextFile(join(w.plan, "steps"))).replace("UPGRADE", upgrade),
+  );
+  const r = await runUntilReady(w);
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(await starts(w), ["1.0", "2.0", "2.0", "2.0", "1.0"]);
+  assert.equal(count(r.stderr, "rolling back to known-good"), 1);
+  assert.deepEqual([...Deno.readDirSync(join(w.state, "rollback"))].map((e) => e.name), ["1.0"]);
+  assert.match(await Deno.readTextFile(w.bin), /^version=1\.0$/m);
+  await cleanup(w);
+});
+
+Deno.test("launcher: once the rolled-back version confirmed itself, a new incident may roll back again", async () => {
+  const w = await makeWorld({
+    steps: ["exit 1", "exit 1", "exit 1", "confirm exit 1", "exit 1", "exit 1", "wait"],
+  });
+  await Deno.writeTextFile(join(w.state, "known-good"), "1.0\n");
+  const r = await runUntilReady(w);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(count(r.stderr, "rolling back to known-good 1.0"), 2, r.stderr);
+  assert.equal(await stateFile(w, "halted"), undefined);
+  await cleanup(w);
+});
+
+Deno.test("launcher: a known-good that is not a version halts instead of being used as a path", async () => {
+  const w = await makeWorld({ steps: ["exit 1", "exit 1", "exit 1", "wait"] });
+  await Deno.writeTextFile(join(w.state, "known-good"), "../../etc\n");
+  const r = await launch(w);
+  assert.equal(r.code, 78, r.stderr);
+  assert.match((await stateFile(w, "halted"))!, /holds '\.\.\/\.\.\/etc', which is not a version/);
+  await cleanup(w);
+});
+
+Deno.test("launcher: rollback with a real pacman", async (t) => {
+  const dir = await Deno.makeTempDir({ prefix: "noxpk-pkgs-" });
+  await Deno.chmod(dir, 0o755);
+  const v1 = await buildStandInPackage(dir, "1.0");
+  const v2 = await buildStandInPackage(dir, "2.0");
+
+  /** A world whose host is the stand-in package 1.0 installed by pacman -S from a local repo. */
+  async function pacmanWorld(steps: string[]) {
+    const w = await makeWorld({ pkg: "pacman", steps });
+    const r = await makePacmanRoot(w.dir, join(w.dir, "bin"));
+    await publish(r, v1);
+    await run(r.wrapper, ["-Sy", "--noconfirm", "nox-mesh-host"]);
+    const upgrade = join(w.dir, "upgrade");
+    await Deno.writeTextFile(
+      upgrade,
+      `#!/bin/sh\nset -e\ncp '${v2}' '${r.repo}/'\nrepo-add -q '${r.repo}/noxpk.db.tar.gz' '${r.repo}/${
+        v2.split("/").pop()
+      }'\n` +
+        `pacman -Syy --noconfirm nox-mesh-host >&2\n`,
+      { mode: 0o755 },
+    );
+    const plan = join(w.plan, "steps");
+    await Deno.writeTextFile(plan, (await Deno.readTextFile(plan)).replaceAll("UPGRADE", upgrade));
+    w.bin = join(r.root, "usr/bin/nox-mesh-host");
+    w.env.NOX_MESH_HOST_BIN = w.bin;
+    w.env.NOX_MESH_HOST_PKG_CACHE = r.cache;
+    return { w, r };
+  }
+  const upgradeThenCrash = ["confirm run UPGRADE exit 0", "exit 1", "exit 1", "exit 1"];
+
+  await t.step("three crashes roll back exactly once, to exactly the kept 1.0 file", async () => {
+    const { w, r } = await pacmanWorld([...upgradeThenCrash, "confirm wait"]);
+    const run1 = await runUntilReady(w);
+    assert.equal(run1.code, 0, run1.stderr);
+    assert.deepEqual(await starts(w), ["1.0", "2.0", "2.0", "2.0", "1.0"]);
+    assert.equal(await installed(r), "nox-mesh-host 1.0-1");
+    assert.equal(count(run1.stderr, "rolling back to known-good 1.0"), 1);
+    const kept = join(w.state, "rollback/1.0/nox-mesh-host-1.0-1-any.pkg.tar.gz");
+    assert.equal(await sha256(kept), await sha256(v1), "the kept file is the 1.0 package");
+    const pacLog = await Deno.readTextFile(join(r.root, "var/log/pacman.log"));
+    assert.equal(count(pacLog, "downgraded nox-mesh-host (2.0-1 -> 1.0-1)"), 1);
+    assert.equal(await stateFile(w, "failures"), "0", "1.0 confirmed itself after the rollback");
+    assert.equal(await stateFile(w, "halted"), undefined);
+    await cleanup(w);
+  });
+
+  await t.step(
+    "a rolled-back version that crashes too halts, without a second rollback",
+    async () => {
+      const { w, r } = await pacmanWorld([
+        ...upgradeThenCrash,
+        "exit 1",
+        "exit 1",
+        "exit 1",
+        "wait",
+      ]);
+      const res = await launch(w);
+      assert.equal(res.code, 78, res.stderr);
+      assert.deepEqual(await starts(w), ["1.0", "2.0", "2.0", "2.0", "1.0", "1.0", "1.0"]);
+      assert.equal(count(res.stderr, "rolling back to known-good"), 1);
+      assert.match(
+        (await stateFile(w, "halted"))!,
+        /failed 3 more times after rolling back to 1\.0/,
+      );
+      assert.equal(await installed(r), "nox-mesh-host 1.0-1");
+      const again = await launch(w);
+      assert.equal(again.code, 78, "still halted on the next start");
+      assert.equal((await starts(w)).length, 7);
+      await cleanup(w);
+    },
+  );
+
+  await Deno.remove(dir, { recursive: true });
+});

@@ -1,0 +1,167 @@
+// The packages: the Arch package built with makepkg and installed and upgraded
+// by a real pacman, the tarball unpacked as users will, and the APKBUILD linted
+// (Alpine's apk and abuild are not available on this machine).
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { build } from "../packaging/build.ts";
+import { packageArch, packageTarball, stageAlpine } from "../packaging/package.ts";
+import { VERSION } from "../src/version.ts";
+import { makeSandbox, place, removeSandbox, runInSandbox } from "./_sandbox.ts";
+import { run } from "./_pacman.ts";
+
+const repo = (p: string): string => new URL(`../${p}`, import.meta.url).pathname;
+
+async function tempDir(): Promise<string> {
+  const dir = await Deno.makeTempDir({ prefix: "noxpk-pkg-" });
+  await Deno.chmod(dir, 0o755); // makepkg runs as nobody
+  return dir;
+}
+
+Deno.test("arch: the PKGBUILD is shellcheck clean, carries the host's version, and .SRCINFO is current", async () => {
+  await run("shellcheck", [repo("packaging/arch/PKGBUILD")]);
+  const pkgbuild = await Deno.readTextFile(repo("packaging/arch/PKGBUILD"));
+  assert.match(pkgbuild, new RegExp(`^pkgver=${VERSION.replaceAll(".", "\\.")}$`, "m"));
+  assert.match(
+    pkgbuild,
+    /^options=\('!strip' '!debug'\)$/m,
+    "stripping destroys a compiled Deno program",
+  );
+  const dir = await tempDir();
+  try {
+    await Deno.copyFile(repo("packaging/arch/PKGBUILD"), join(dir, "PKGBUILD"));
+    await run("chown", ["-R", "nobody:nogroup", dir]);
+    const srcinfo = await run("setpriv", [
+      "--reuid=nobody",
+      "--regid=nogroup",
+      "--clear-groups",
+      "--",
+      "sh",
+      "-c",
+      `cd '${dir}' && HOME='${dir}' makepkg --printsrcinfo`,
+    ]);
+    assert.equal(
+      srcinfo,
+      await Deno.readTextFile(repo("packaging/arch/.SRCINFO")),
+      "regenerate .SRCINFO",
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("arch: makepkg builds the package into a local repo; pacman installs it, the host runs, -S of a newer build from the repo upgrades it", async () => {
+  const dir = await tempDir();
+  const s = await makeSandbox();
+  try {
+    const b = await build({ os: "arch", form: "bundled", out: join(dir, "arch") });
+    const first = await packageArch(b, 1);
+    const second = await packageArch(b, 2);
+    const repoDir = join(b.dir, "repo");
+    await place(
+      s,
+      "/etc/noxpk-pacman.conf",
+      `[options]\nArchitecture = auto\nSigLevel = Never\n[nox-mesh-host]\nServer = file://${repoDir}\n`,
+    );
+    // Real paths, real pacman, inside the sandbox's overlays. Arch's deno is this machine's.
+    const pacman =
+      "pacman --config /etc/noxpk-pacman.conf --noconfirm --assume-installed deno=2.9.6";
+    const script = `set -eu
+      mkdir -p /var/lib/pacman
+      ${pacman} -U '${first}' >&2
+      pacman -Q nox-mesh-host
+      /usr/bin/nox-mesh-host version
+      test -x /usr/bin/nox-mesh-host-launch
+      test "$(stat -c %a /var/lib/mesh-host)" = 700
+      test -f /usr/share/nox-mesh-host/substrate.lock
+      systemd-analyze verify /usr/lib/systemd/system/nox-mesh-host.service
+      ${pacman} -Sy nox-mesh-host >&2
+      pacman -Q nox-mesh-host
+      ls /var/cache/pacman/pkg
+      grep -c 'upgraded nox-mesh-host (0.1.0-1 -> 0.1.0-2)' /var/log/pacman.log`;
+    const r = await runInSandbox(s, ["sh", "-c", script]);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.deepEqual(r.stdout.trim().split("\n"), [
+      `nox-mesh-host ${VERSION}-1`,
+      `nox-mesh-host ${VERSION}`,
+      `nox-mesh-host ${VERSION}-2`,
+      `nox-mesh-host-${VERSION}-2-any.pkg.tar.gz`,
+      "1",
+    ]);
+    assert.equal(second.split("/").pop(), `nox-mesh-host-${VERSION}-2-any.pkg.tar.gz`);
+  } finally {
+    await removeSandbox(s);
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("tarball: SHA256SUMS verifies, and `tar -xz -C /usr/local/bin` gives a working host and the launcher", async () => {
+  const dir = await tempDir();
+  const s = await makeSandbox();
+  try {
+    const b = await build({ os: "tarball", form: "bundled", out: join(dir, "tarball") });
+    const tarball = await packageTarball(b, "x86_64");
+    assert.equal(tarball.split("/").pop(), `nox-mesh-host-${VERSION}-x86_64.tar.gz`);
+    const sums = await new Deno.Command("sha256sum", { args: ["-c", "SHA256SUMS"], cwd: b.dir })
+      .output();
+    assert.ok(sums.success, new TextDecoder().decode(sums.stdout));
+    const script = `set -eu
+      before=$(stat -c %a:%U /usr/local/bin)
+      tar -xz -C /usr/local/bin < '${tarball}'
+      test "$(stat -c %a:%U /usr/local/bin)" = "$before"
+      /usr/local/bin/nox-mesh-host version
+      test -x /usr/local/bin/nox-mesh-host-launch
+      ls /usr/local/bin | grep nox-mesh-host`;
+    const r = await runInSandbox(s, ["sh", "-c", script]);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+    assert.deepEqual(r.stdout.trim().split("\n"), [
+      `nox-mesh-host ${VERSION}`,
+      "nox-mesh-host",
+      "nox-mesh-host-launch",
+      "nox-mesh-host.js",
+    ]);
+  } finally {
+    await removeSandbox(s);
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("alpine (lint only: no apk or abuild on this machine): APKBUILD is shellcheck clean, complete, and its staging checksums match", async () => {
+  const apkbuild = await Deno.readTextFile(repo("packaging/alpine/APKBUILD"));
+  await run("shellcheck", [repo("packaging/alpine/APKBUILD")]);
+  for (const v of ["pkgname", "pkgver", "pkgrel", "pkgdesc", "url", "arch", "license", "source"]) {
+    assert.match(apkbuild, new RegExp(`^${v}=.+`, "m"), `${v} is set`);
+  }
+  assert.match(apkbuild, /^pkgname=nox-mesh-host$/m);
+  assert.match(apkbuild, new RegExp(`^pkgver=${VERSION.replaceAll(".", "\\.")}$`, "m"));
+  assert.match(apkbuild, /^depends="deno"$/m, "the bundled form runs on Alpine's deno");
+  assert.match(apkbuild, /^package\(\) \{$/m);
+  assert.match(apkbuild, /"\$pkgdir"\/etc\/init\.d\/nox-mesh-host$/m);
+  assert.match(apkbuild, /"\$pkgdir"\/etc\/conf\.d\/nox-mesh-host$/m);
+  const dir = await tempDir();
+  try {
+    const b = await build({ os: "alpine", out: join(dir, "alpine") });
+    assert.equal(b.form, "bundled");
+    const staged = await stageAlpine(b);
+    const text = await Deno.readTextFile(join(staged, "APKBUILD"));
+    const sources = text.match(/^source="([^"]*)"/m)![1].trim().split(/\s+/);
+    const sums = text.match(/^sha512sums="([^"]*)"/m)![1].trim().split("\n");
+    assert.deepEqual(
+      sums.map((l) => l.split("  ")[1]),
+      sources,
+      "one checksum per source, in order",
+    );
+    const check = await new Deno.Command("sha512sum", {
+      args: ["-c", "-"],
+      cwd: staged,
+      stdin: "piped",
+      stdout: "piped",
+    }).spawn();
+    const w = check.stdin.getWriter();
+    await w.write(new TextEncoder().encode(sums.join("\n") + "\n"));
+    await w.close();
+    assert.ok((await check.output()).success, "staged checksums match the staged files");
+    await run("shellcheck", [join(staged, "APKBUILD"), join(staged, "nox-mesh-host.initd")]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -1,0 +1,190 @@
+// The per-OS permission files and the flags both build forms get from them.
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import {
+  actionPrograms,
+  loadPermissionSet,
+  parsePermissionFile,
+  PermissionFileError,
+  permissionFlags,
+  TARGET_OSES,
+} from "../packaging/permissions.ts";
+import { build, compileArgs } from "../packaging/build.ts";
+import { DEFAULTS } from "../src/config.ts";
+
+const ADAPTER_TOOLS = {
+  arch: ["/usr/bin/pacman", "/usr/bin/systemctl", "/usr/bin/podman", "/usr/bin/docker"],
+  alpine: [
+    "/sbin/apk",
+    "/usr/sbin/apk",
+    "/sbin/rc-service",
+    "/usr/sbin/rc-service",
+    "/sbin/rc-update",
+    "/usr/sbin/rc-update",
+    "/usr/bin/podman",
+    "/usr/bin/docker",
+  ],
+  tarball: [
+    "/usr/bin/pacman",
+    "/sbin/apk",
+    "/usr/sbin/apk",
+    "/usr/bin/systemctl",
+    "/sbin/rc-service",
+    "/usr/sbin/rc-service",
+    "/sbin/rc-update",
+    "/usr/sbin/rc-update",
+    "/usr/bin/podman",
+    "/usr/bin/docker",
+  ],
+};
+
+const OWN_INIT_FILES = {
+  arch: [
+    "/usr/lib/systemd/system/nox-mesh-host.service",
+    "/etc/systemd/system/nox-mesh-host.service",
+  ],
+  alpine: ["/etc/init.d/nox-mesh-host", "/etc/conf.d/nox-mesh-host"],
+  tarball: [
+    "/etc/systemd/system/nox-mesh-host.service",
+    "/etc/init.d/nox-mesh-host",
+    "/etc/conf.d/nox-mesh-host",
+  ],
+};
+
+for (const os of TARGET_OSES) {
+  Deno.test(`permissions ${os}: minimal and protecting the host's own installation`, async () => {
+    const set = await loadPermissionSet(os);
+    const flags = permissionFlags(set);
+    assert.ok(!flags.some((f) => f === "-A" || f.startsWith("--allow-all")), "never -A");
+    assert.deepEqual(set.allowRun, ADAPTER_TOOLS[os], "exactly the adapter tools");
+    assert.deepEqual(set.allowWrite, [...DEFAULTS.managedRoots], "writes only the managed roots");
+    const launcher = set.binary + "-launch";
+    for (const own of [set.binary, set.bundle, launcher, ...OWN_INIT_FILES[os], "/etc/mesh-host"]) {
+      assert.ok(
+        set.denyWrite.some((d) => own === d || own.startsWith(d + "/")),
+        `deny-write covers ${own}`,
+      );
+    }
+    for (const f of ["halted", "rolled-back", "rollback"]) {
+      assert.ok(set.denyWrite.includes(`/var/lib/mesh-host/${f}`), `launcher-only ${f} denied`);
+    }
+    for (const f of ["known-good", "failures"]) {
+      assert.ok(
+        !set.denyWrite.some((d) => `/var/lib/mesh-host/${f}`.startsWith(d)),
+        `the host must be able to write ${f} (it records known-good and clears failures)`,
+      );
+    }
+    assert.deepEqual(set.denyNet, ["0.0.0.0", "[::]"], "no listening on wildcard addresses");
+    assert.deepEqual(set.allowEnv, ["NOX_MESH_HOST_STATE_DIR", "NOX_MESH_HOST_CONFIG"]);
+  });
+}
+
+Deno.test("permissions: a malformed permission file is refused with file and line", () => {
+  const ok = "binary /b\nbundle /b.js\ndeno /d\n";
+  const bad = [
+    ["allow-run pacman", /not a normalised absolute path/],
+    ["allow-read /etc/../root", /not a normalised absolute path/],
+    ["allow-write /etc,/root", /holds a comma/],
+    ["allow-everything /", /unknown kind/],
+    ["allow-run /usr/bin/x extra", /expected KIND VALUE/],
+  ] as const;
+  for (const [line, message] of bad) {
+    assert.throws(
+      () => parsePermissionFile(ok + line + "\n", "arch", "t/permissions"),
+      (e: unknown) =>
+        e instanceof PermissionFileError && message.test(e.message) &&
+        e.message.includes("t/permissions:4"),
+      line,
+    );
+  }
+  assert.throws(() => parsePermissionFile("binary /b\n", "arch", "t"), /no "bundle" line/);
+});
+
+Deno.test("permissions: the bundle's action programs join allow-run; a relative one fails the build", () => {
+  const lock = (run: string) =>
+    JSON.stringify({
+      version: 1,
+      resources: [{
+        type: "action",
+        id: "a",
+        run: [run],
+        verify: ["/usr/bin/test", "-f", "/etc/x"],
+      }],
+    });
+  assert.deepEqual(actionPrograms(lock("/usr/bin/initdb"), "lock"), [
+    "/usr/bin/initdb",
+    "/usr/bin/test",
+  ]);
+  assert.throws(() => actionPrograms(lock("initdb"), "lock"), /absolute/);
+});
+
+Deno.test("permissions: both build forms get identical permission flags", async () => {
+  const out = await Deno.makeTempDir({ prefix: "noxpk-build-" });
+  try {
+    const lock = join(out, "substrate.lock");
+    await Deno.writeTextFile(
+      lock,
+      JSON.stringify({
+        version: 1,
+        resources: [{
+          type: "action",
+          id: "db",
+          run: ["/usr/bin/initdb"],
+          verify: ["/usr/bin/test", "-f", "/srv/db/ok"],
+        }],
+      }),
+    );
+    for (const os of ["arch", "tarball"] as const) {
+      const set = await loadPermissionSet(os);
+      const r = await build({ os, form: "bundled", out: join(out, os), bundleFile: lock });
+      assert.equal(r.form, "bundled");
+      // The shim's argv, as sh itself splits it.
+      const shim = await Deno.readTextFile(join(out, os, "nox-mesh-host"));
+      const words = new Deno.Command("sh", {
+        args: ["-c", shim.replace(/^exec /m, "printf '%s\\n' ").replace('"$@"', ""), "shim"],
+      }).outputSync();
+      const argv = new TextDecoder().decode(words.stdout).trim().split("\n");
+      assert.deepEqual(argv.slice(0, 3), [set.deno, "run", "--no-config"]);
+      assert.equal(argv.at(-1), set.bundle);
+      const shimFlags = argv.slice(3, -1);
+      // The compile command the builder runs where a denort exists.
+      const compile = compileArgs(r.flags, {
+        output: "/o",
+        entry: "mod.ts",
+        target: "x86_64-unknown-linux-gnu",
+      });
+      const compileFlags = compile.slice(compile.indexOf("/o") + 1, -1);
+      assert.deepEqual(shimFlags, compileFlags, `${os}: shim and compile flags differ`);
+      assert.deepEqual(shimFlags, permissionFlags(set, ["/usr/bin/initdb", "/usr/bin/test"]));
+      assert.ok(
+        shimFlags.some((f) =>
+          f.startsWith("--allow-run=") && f.endsWith(",/usr/bin/initdb,/usr/bin/test")
+        ),
+      );
+    }
+  } finally {
+    await Deno.remove(out, { recursive: true });
+  }
+});
+
+Deno.test("permissions: without a denort, build auto falls back to the bundled form (this machine is offline)", async () => {
+  const out = await Deno.makeTempDir({ prefix: "noxpk-build-" });
+  try {
+    if (Deno.env.get("DENORT_BIN")) {
+      const r = await build({ os: "arch", out: join(out, "arch") });
+      assert.equal(r.form, "compiled", "DENORT_BIN is set, so the compiled form is built");
+      return;
+    }
+    const r = await build({ os: "arch", out: join(out, "arch") });
+    assert.equal(r.form, "bundled");
+    assert.match(r.note, /no denort/);
+    const alpine = await build({ os: "alpine", out: join(out, "alpine") });
+    assert.equal(alpine.note, "bundled (Alpine: always)");
+    await assert.rejects(
+      build({ os: "alpine", form: "compiled", out: join(out, "x") }),
+      /no compiled form/,
+    );
+  } finally {
+    await Deno.remove(out, { recursive: true });
+  }
+});

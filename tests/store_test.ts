@@ -1,0 +1,150 @@
+/** The store: schema versioning, history, and what it keeps across processes. */
+import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
+import { StoreError } from "../src/errors.ts";
+import { MIGRATIONS } from "../src/store/migrations.ts";
+import { HISTORY_KEPT, Store } from "../src/store/store.ts";
+import { acquireApplyLock } from "../src/lock.ts";
+import { BusyError } from "../src/errors.ts";
+
+async function tempDir(): Promise<string> {
+  return await Deno.makeTempDir({ prefix: "nox-store-" });
+}
+
+Deno.test("a new store is created at the latest schema, in WAL mode", async () => {
+  const dir = await tempDir();
+  using store = Store.open(`${dir}/state`);
+  assert.equal(store.schemaVersion, MIGRATIONS.length);
+  const db = new DatabaseSync(`${dir}/state/state.db`);
+  assert.equal(
+    (db.prepare("PRAGMA journal_mode").get() as { journal_mode: string }).journal_mode,
+    "wal",
+  );
+  db.close();
+  assert.equal((await Deno.stat(`${dir}/state`)).mode! & 0o777, 0o700);
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("a store from a newer host is refused with what to do", async () => {
+  const dir = await tempDir();
+  const db = new DatabaseSync(`${dir}/state.db`);
+  db.exec(`PRAGMA user_version = ${MIGRATIONS.length + 5}`);
+  db.close();
+  assert.throws(() => Store.open(dir), (e: unknown) => {
+    assert.ok(e instanceof StoreError);
+    assert.equal(e.code, "store.newer");
+    assert.match(
+      e.message,
+      /newer than this host knows.*run that version, or move the file aside/s,
+    );
+    return true;
+  });
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("a file that is not a database is refused with what to do", async () => {
+  const dir = await tempDir();
+  await Deno.writeTextFile(
+    `${dir}/state.db`,
+    "this is not sqlite, just text that is long enough to matter\n".repeat(20),
+  );
+  assert.throws(() => Store.open(dir), /cannot be used.*move the file aside/s);
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("held resources, the declaration and history survive a reopen", async () => {
+  const dir = await tempDir();
+  const spec = {
+    type: "file" as const,
+    id: "f",
+    path: "/etc/f",
+    content: "x",
+    mode: "0644",
+    owner: "root",
+    group: "root",
+  };
+  {
+    using store = Store.open(dir);
+    store.accept({ source: "file", origin: "x.json", digest: "sha256:1", body: "{}" });
+    const id = store.beginApply("file", "x.json", undefined, "sha256:1");
+    const result = {
+      id: "f",
+      type: "file" as const,
+      key: "path:/etc/f",
+      outcome: "changed" as const,
+      changes: ["create"],
+    };
+    store.recordHeld(id, 0, {
+      key: "path:/etc/f",
+      id: "f",
+      type: "file",
+      position: 0,
+      digest: "d",
+      spec,
+      created: true,
+    }, result);
+    store.finishApply(id, "converged", { changed: 1, unchanged: 0, removed: 0, failed: 0 });
+  }
+  using store = Store.open(dir);
+  assert.equal(store.current()?.origin, "x.json");
+  assert.deepEqual(store.held().map((h) => [h.key, h.created, h.spec.id]), [[
+    "path:/etc/f",
+    true,
+    "f",
+  ]]);
+  const last = store.lastApply()!;
+  assert.equal(last.outcome, "converged");
+  assert.deepEqual(store.results(last.id).map((r) => [r.id, r.outcome, r.changes]), [[
+    "f",
+    "changed",
+    ["create"],
+  ]]);
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("an apply left running by a dead process is marked interrupted by the next one", async () => {
+  const dir = await tempDir();
+  using store = Store.open(dir);
+  const dead = store.beginApply("file", "x", undefined, "sha256:1");
+  store.beginApply("file", "x", undefined, "sha256:1");
+  assert.equal(store.applies().find((a) => a.id === dead)?.outcome, "interrupted");
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("history keeps the last applies and prunes their results with them", async () => {
+  const dir = await tempDir();
+  using store = Store.open(dir);
+  const none = { changed: 0, unchanged: 1, removed: 0, failed: 0 };
+  for (let i = 0; i < HISTORY_KEPT + 10; i++) {
+    const id = store.beginApply("file", "x", i, "sha256:1");
+    store.recordResult(id, 0, {
+      id: "f",
+      type: "file",
+      key: "path:/f",
+      outcome: "unchanged",
+      changes: [],
+    });
+    store.finishApply(id, "converged", none);
+  }
+  assert.equal(store.applies(10_000).length, HISTORY_KEPT);
+  const db = new DatabaseSync(store.path);
+  const orphans = db.prepare(
+    "SELECT count(*) AS n FROM results WHERE apply_id NOT IN (SELECT id FROM applies)",
+  ).get();
+  db.close();
+  assert.equal((orphans as { n: number }).n, 0);
+  await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("one apply at a time: a second lock waits, then says busy", async () => {
+  const dir = await tempDir();
+  const held = await acquireApplyLock(dir);
+  await assert.rejects(() => acquireApplyLock(dir, { waitMs: 100 }), (e: unknown) => {
+    assert.ok(e instanceof BusyError);
+    assert.match(e.message, /another apply holds .*apply\.lock.*retry/);
+    return true;
+  });
+  held[Symbol.dispose]();
+  (await acquireApplyLock(dir, { waitMs: 100 }))[Symbol.dispose]();
+  await Deno.remove(dir, { recursive: true });
+});
