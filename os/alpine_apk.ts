@@ -9,7 +9,7 @@
  * forgotten: its world entry stays as the host left it.
  */
 import { type InstalledPackage, type PackageManager, PackageNotFoundError } from "../src/ports.ts";
-import { findPackageFile } from "./_package_files.ts";
+import { type FileSearch, findPackageFile, whereNot } from "./_package_files.ts";
 import { mustRun, programFailed, runProgram, type RunVia } from "./_run.ts";
 
 /** Where apk works; every field is optional and maps to one apk option. */
@@ -72,16 +72,17 @@ export function alpineApk(options: ApkOptions = {}): Apk {
       const result = await runProgram(argv("add", "--no-progress", target), run);
       if (result.code === 0) return;
       if (!isApkNotFound(result.stderr + result.stdout)) throw programFailed(result);
+      let search: FileSearch | undefined;
       if (version !== undefined) {
-        const file = await findPackageFile(fileDirs, name, version, APK_FILE);
-        if (file) {
-          await mustRun(argv("add", "--no-progress", file), run);
+        search = await findPackageFile(fileDirs, name, version, APK_FILE);
+        if (search.file) {
+          await mustRun(argv("add", "--no-progress", search.file), run);
           return;
         }
       }
       throw new PackageNotFoundError(
         `apk: no configured repository offers ${target}` +
-          (version === undefined ? "" : `, and no package file of it is in ${fileDirs.join(", ")}`),
+          (search ? `, and ${whereNot(fileDirs, search)}` : ""),
         "check the name and version, /etc/apk/repositories, or place the package file in one " +
           "of those directories",
       );

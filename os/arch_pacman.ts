@@ -4,7 +4,7 @@
  * can be moved, so tests run a real pacman against an isolated root.
  */
 import { type InstalledPackage, type PackageManager, PackageNotFoundError } from "../src/ports.ts";
-import { findPackageFile } from "./_package_files.ts";
+import { type FileSearch, findPackageFile, whereNot } from "./_package_files.ts";
 import { mustRun, programFailed, runProgram, type RunVia } from "./_run.ts";
 
 /** Where pacman works; every field is optional and maps to one pacman option. */
@@ -83,13 +83,14 @@ export function archPacman(options: PacmanOptions = {}): Pacman {
       const result = await runProgram(argv("-S", "--needed", ...QUIET, "--", target), run);
       if (result.code === 0) return;
       if (!/target not found/.test(result.stderr)) throw programFailed(result);
+      let search: FileSearch | undefined;
       if (version !== undefined) {
-        const file = await findPackageFile(fileDirs, name, version, PACMAN_FILE);
-        if (file) return await installFile(file);
+        search = await findPackageFile(fileDirs, name, version, PACMAN_FILE);
+        if (search.file) return await installFile(search.file);
       }
       throw new PackageNotFoundError(
         `pacman: no configured repository offers ${target}` +
-          (version === undefined ? "" : `, and no package file of it is in ${fileDirs.join(", ")}`),
+          (search ? `, and ${whereNot(fileDirs, search)}` : ""),
         "check the name and version, the repositories in pacman.conf, or place the package file " +
           "in one of those directories",
       );

@@ -12,7 +12,11 @@ import { commandRunner } from "./command_runner.ts";
 import { containerCli } from "./container_cli.ts";
 import { openrc } from "./openrc.ts";
 import { posixFileSystem } from "./posix_fs.ts";
-import { type DetectOptions, detectProfile } from "./profile.ts";
+import { detectContainers } from "./detect/containers.ts";
+import { detectInit } from "./detect/init.ts";
+import { detectOs } from "./detect/os_release.ts";
+import { detectPackages } from "./detect/packages.ts";
+import type { DetectOptions } from "./profile.ts";
 import { systemd } from "./systemd.ts";
 
 /** The adapters a build may use (default: every adapter here). */
@@ -63,12 +67,25 @@ export function providersFor(profile: Profile, options: ProviderOptions = {}): P
   return providers;
 }
 
-/** Detect this machine's profile and return its providers. */
+/**
+ * Detect what this machine's providers need (init, package manager, container
+ * runtime; not the graphical session or the network) and return its providers.
+ */
 export async function detectProviders(options: ProviderOptions = {}): Promise<Providers> {
-  const profile = options.profile ?? await detectProfile({
-    ...options,
-    runtimes: options.runtimes ?? options.adapters?.containers,
-  });
+  if (options.profile) return providersFor(options.profile, options);
+  const os = await detectOs();
+  const [init, packages, containers] = await Promise.all([
+    detectInit(options),
+    detectPackages(os, options),
+    detectContainers({ ...options, runtimes: options.runtimes ?? options.adapters?.containers }),
+  ]);
+  const unused = { state: "absent" as const, evidence: ["not detected for choosing providers"] };
+  const profile: Profile = {
+    detectedAt: new Date().toISOString(),
+    os,
+    architecture: Deno.build.arch,
+    capabilities: { init, packages, containers, graphical: unused, network: unused },
+  };
   return providersFor(profile, options);
 }
 

@@ -4,7 +4,16 @@
  * `podman info` / `docker version` (docker: with a server part).
  */
 import type { Capability } from "../../src/profile.ts";
-import { exists, findProgram, type ProbeOptions, query, ran, whyNot } from "./_probe.ts";
+import {
+  exists,
+  installed,
+  type ProbeOptions,
+  query,
+  ran,
+  refused,
+  type RunOrError,
+  whyNot,
+} from "./_probe.ts";
 
 /** The runtimes the container adapter drives, in order of preference. */
 export const RUNTIMES: readonly string[] = ["podman", "docker"];
@@ -14,46 +23,53 @@ export async function detectRuntime(
   program: string,
   options: ProbeOptions = {},
 ): Promise<Capability> {
-  if (!(await findProgram(program))) {
-    return { state: "absent", evidence: [`${program} is not installed`] };
+  const r: RunOrError = program === "podman"
+    ? await query(["podman", "info", "--format", "json"], options)
+    : await query([program, "version", "--format", "json"], options);
+  const there = await installed(program, r);
+  if (there === false) return { state: "absent", evidence: [`${program} is not installed`] };
+  if (there === undefined) {
+    return { state: "absent", evidence: [`${program} is not part of this build`] };
   }
+  const answer = ran(r) && r.code === 0 ? parseJson(r.stdout) : undefined;
   if (program === "podman") {
-    const r = await query(["podman", "info", "--format", "json"], options);
-    if (ran(r) && r.code === 0) {
-      const info = parseJson(r.stdout) as { version?: { Version?: string } } | undefined;
-      const version = info?.version?.Version;
-      return {
+    const version = (answer as { version?: { Version?: string } } | undefined)?.version?.Version;
+    return answer
+      ? {
         state: "working",
         provider: "podman",
         ...(version ? { version } : {}),
         evidence: ["podman answered `podman info`"],
+      }
+      : {
+        state: "present",
+        provider: "podman",
+        evidence: [
+          refused(r)
+            ? "podman is installed; this build does not run it"
+            : `podman did not answer: ${whyNot(r)}`,
+        ],
       };
-    }
-    return {
-      state: "present",
-      provider: "podman",
-      evidence: [`podman did not answer: ${whyNot(r)}`],
-    };
   }
-  const socket = await exists("/run/docker.sock") || await exists("/var/run/docker.sock");
-  const r = await query([program, "version", "--format", "json"], options);
-  const answer = ran(r)
-    ? parseJson(r.stdout) as { Server?: { Version?: string } | null } | undefined
-    : undefined;
-  if (ran(r) && r.code === 0 && answer?.Server) {
+  const server = (answer as { Server?: { Version?: string } | null } | undefined)?.Server;
+  if (server) {
     return {
       state: "working",
       provider: program,
-      ...(answer.Server.Version ? { version: answer.Server.Version } : {}),
+      ...(server.Version ? { version: server.Version } : {}),
       evidence: [`${program} answered \`${program} version\` with its daemon's version`],
     };
   }
+  const socket = await exists("/run/docker.sock") === true ||
+    await exists("/var/run/docker.sock") === true;
   return {
     state: socket ? "running" : "present",
     provider: program,
     evidence: [
-      socket ? `${program}'s daemon socket exists` : `${program}'s daemon socket is absent`,
-      `${program} did not answer: ${whyNot(r)}`,
+      socket ? `${program}'s daemon socket exists` : `no ${program} daemon socket found`,
+      refused(r)
+        ? `${program} is installed; this build does not run it`
+        : `${program} did not answer: ${whyNot(r)}`,
     ],
   };
 }

@@ -5,7 +5,7 @@
  * WAYLAND_DISPLAY); working = logind reports such a session as active.
  */
 import type { Capability } from "../../src/profile.ts";
-import { findProgram, listDir, readText } from "./_probe.ts";
+import { listDir, onDisk, readText, REFUSED } from "./_probe.ts";
 
 const SERVERS = [
   "Xorg",
@@ -51,10 +51,13 @@ export function parseSession(id: string, text: string): Session {
 export async function detectGraphical(options: { sessionsDir?: string } = {}): Promise<Capability> {
   const dir = options.sessionsDir ?? "/run/systemd/sessions";
   const sessions: Session[] = [];
-  for (const id of await listDir(dir)) {
+  const refused: string[] = [];
+  const ids = await listDir(dir);
+  if (ids === REFUSED) refused.push(dir);
+  for (const id of ids === REFUSED ? [] : ids) {
     if (id.endsWith(".ref")) continue;
     const text = await readText(`${dir}/${id}`);
-    if (text !== null) sessions.push(parseSession(id, text));
+    if (typeof text === "string") sessions.push(parseSession(id, text));
   }
   const graphical = sessions.filter((s) => s.type === "x11" || s.type === "wayland");
   const active = graphical.find((s) => s.active || s.state === "active");
@@ -68,9 +71,11 @@ export async function detectGraphical(options: { sessionsDir?: string } = {}): P
       ],
     };
   }
+  const x11 = await listDir("/tmp/.X11-unix");
+  if (x11 === REFUSED) refused.push("/tmp/.X11-unix");
   const sockets = [
-    ...(await listDir("/tmp/.X11-unix")).filter((n) => /^X\d+$/.test(n)).map((n) => `x11 ${n}`),
-    ...(await waylandSockets()),
+    ...(x11 === REFUSED ? [] : x11).filter((n) => /^X\d+$/.test(n)).map((n) => `x11 ${n}`),
+    ...(await waylandSockets(refused)),
   ];
   const env = ["WAYLAND_DISPLAY", "DISPLAY"].filter((name) => readEnv(name));
   if (graphical.length || sockets.length || env.length) {
@@ -85,7 +90,7 @@ export async function detectGraphical(options: { sessionsDir?: string } = {}): P
     return { state: "running", provider, evidence };
   }
   const servers: string[] = [];
-  for (const name of SERVERS) if (await findProgram(name)) servers.push(name);
+  for (const name of SERVERS) if (await onDisk(name)) servers.push(name);
   if (servers.length) {
     return {
       state: "present",
@@ -93,13 +98,22 @@ export async function detectGraphical(options: { sessionsDir?: string } = {}): P
       evidence: [`installed: ${servers.join(", ")}; no graphical session found`],
     };
   }
-  return { state: "absent", evidence: ["no display server or compositor installed"] };
+  return {
+    state: "absent",
+    evidence: [
+      "no graphical session found and no display server or compositor installed",
+      ...(refused.length ? [`this build may not look in ${refused.join(", ")}`] : []),
+    ],
+  };
 }
 
-async function waylandSockets(): Promise<string[]> {
+async function waylandSockets(refused: string[]): Promise<string[]> {
   const found: string[] = [];
-  for (const uid of await listDir("/run/user")) {
-    for (const name of await listDir(`/run/user/${uid}`)) {
+  const uids = await listDir("/run/user");
+  if (uids === REFUSED) refused.push("/run/user");
+  for (const uid of uids === REFUSED ? [] : uids) {
+    const names = await listDir(`/run/user/${uid}`);
+    for (const name of names === REFUSED ? [] : names) {
       if (/^wayland-\d+$/.test(name)) found.push(`wayland /run/user/${uid}/${name}`);
     }
   }

@@ -1,67 +1,77 @@
 /**
- * The init system. running = it is this machine's init (systemd: /run/systemd/system
- * exists, as sd_booted(3) checks; OpenRC: /run/openrc/softlevel exists, written
- * when OpenRC booted); working = it answered a query.
+ * The init system, asked first: working = systemd answered a query of its
+ * state (other than "offline"), or OpenRC answered its runlevel (past
+ * "sysinit", i.e. it booted). running = booted with it (/run/systemd/system,
+ * as sd_booted(3) checks; /run/openrc/softlevel) but it did not answer.
+ * present = installed, not this machine's init.
  */
 import type { Capability } from "../../src/profile.ts";
-import { exists, findProgram, type ProbeOptions, query, ran, whyNot } from "./_probe.ts";
+import { exists, installed, onDisk, type ProbeOptions, query, ran, whyNot } from "./_probe.ts";
 
 /** Detect the init system. */
 export async function detectInit(options: ProbeOptions = {}): Promise<Capability> {
-  const systemctl = await findProgram("systemctl");
-  const openrc = await findProgram("openrc") ?? await findProgram("rc-service");
+  const sd = await query(
+    ["systemctl", "show", "--property=Version", "--property=SystemState"],
+    options,
+  );
+  const props = ran(sd) && sd.code === 0 ? keyValues(sd.stdout) : new Map<string, string>();
+  const systemState = props.get("SystemState");
+  if (systemState && systemState !== "offline") {
+    return {
+      state: "working",
+      provider: "systemd",
+      ...(props.get("Version") ? { version: props.get("Version") } : {}),
+      evidence: [`systemd answered: system state "${systemState}"`],
+    };
+  }
+  const rc = await query(["rc-status", "--runlevel"], options);
+  const runlevel = ran(rc) && rc.code === 0 ? rc.stdout.trim() : "";
+  if (runlevel && runlevel !== "sysinit") {
+    return {
+      state: "working",
+      provider: "openrc",
+      evidence: [`OpenRC answered: runlevel "${runlevel}"`],
+    };
+  }
 
-  if (await exists("/run/systemd/system")) {
-    const r = await query(
-      ["systemctl", "show", "--property=Version", "--property=SystemState"],
-      options,
-    );
-    const props = ran(r) && r.code === 0 ? keyValues(r.stdout) : new Map<string, string>();
-    const systemState = props.get("SystemState");
-    if (systemState && systemState !== "offline") {
-      return {
-        state: "working",
-        provider: "systemd",
-        ...(props.get("Version") ? { version: props.get("Version") } : {}),
-        evidence: [`systemd answered: system state "${systemState}"`],
-      };
-    }
+  // A query this build may not run is not part of this build (another OS's init): no evidence.
+  const evidence: string[] = [];
+  if (await exists("/run/systemd/system") === true) {
     return {
       state: "running",
       provider: "systemd",
-      evidence: [
-        "/run/systemd/system exists (booted with systemd)",
-        `but it did not answer: ${ran(r) && r.code === 0 ? "system state offline" : whyNot(r)}`,
-      ],
+      evidence: ["booted with systemd (/run/systemd/system)", `but: ${whyNot(sd)}`, ...evidence],
     };
   }
-
-  if (await exists("/run/openrc/softlevel")) {
-    const r = await query(["rc-status", "--runlevel"], options);
-    if (ran(r) && r.code === 0 && r.stdout.trim()) {
-      return {
-        state: "working",
-        provider: "openrc",
-        evidence: [`OpenRC answered: runlevel "${r.stdout.trim()}"`],
-      };
-    }
+  if (await exists("/run/openrc/softlevel") === true) {
     return {
       state: "running",
       provider: "openrc",
-      evidence: ["/run/openrc/softlevel exists (OpenRC booted)", `but: ${whyNot(r)}`],
+      evidence: ["OpenRC booted (/run/openrc/softlevel)", `but: ${whyNot(rc)}`, ...evidence],
     };
   }
-
-  const found = [systemctl && "systemd", openrc && "openrc"].filter(Boolean) as string[];
+  const systemdThere = await installed("systemctl", sd);
+  const openrcThere = (await installed("rc-status", rc)) || (await onDisk("openrc")) || undefined;
+  const found = [systemdThere && "systemd", openrcThere && "openrc"].filter(Boolean) as string[];
   if (found.length === 0) {
-    return { state: "absent", evidence: ["neither systemd nor OpenRC is installed"] };
+    const unknown = systemdThere === undefined || openrcThere === undefined;
+    return {
+      state: "absent",
+      evidence: [
+        unknown
+          ? "no init answered, and this build could not look further"
+          : "neither systemd nor OpenRC is installed",
+        ...evidence,
+      ],
+    };
   }
   return {
     state: "present",
     provider: found[0],
     evidence: [
-      `${found.join(" and ")} installed, but not running as this machine's init ` +
-      "(no /run/systemd/system, no /run/openrc/softlevel)",
+      `${found.join(" and ")} installed, but not running as this machine's init` +
+      (runlevel === "sysinit" ? ' (OpenRC reports runlevel "sysinit": not booted)' : ""),
+      ...evidence,
     ],
     details: { installed: found },
   };

@@ -26,8 +26,11 @@ export function parseOsRelease(text: string): OsInfo {
 
 /** The OS of this machine (/etc/os-release, else /usr/lib/os-release). */
 export async function detectOs(): Promise<OsInfo> {
-  const text = await readText("/etc/os-release") ?? await readText("/usr/lib/os-release");
-  return text === null ? { id: "linux", like: [] } : parseOsRelease(text);
+  for (const path of ["/etc/os-release", "/usr/lib/os-release"]) {
+    const text = await readText(path);
+    if (typeof text === "string") return parseOsRelease(text);
+  }
+  return { id: "linux", like: [] };
 }
 
 /** Kernel release and host name, when the permission set allows them (--allow-sys=osRelease,hostname). */

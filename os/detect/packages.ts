@@ -4,7 +4,7 @@
  * for (dpkg, rpm …) are named in the evidence only; they are never run.
  */
 import type { Capability, OsInfo } from "../../src/profile.ts";
-import { findProgram, type ProbeOptions, query, ran, whyNot } from "./_probe.ts";
+import { installed, onDisk, type ProbeOptions, query, ran, refused, whyNot } from "./_probe.ts";
 
 /** Managers with an adapter: the program, its database query, and the OS ids it is native to. */
 const MANAGERS = [
@@ -23,9 +23,12 @@ export function isNative(manager: string, os: OsInfo): boolean {
 /** Detect the package manager (the adapters' ones, preferring the OS's own). */
 export async function detectPackages(os: OsInfo, options: ProbeOptions = {}): Promise<Capability> {
   const found: Capability[] = [];
+  const notes: string[] = [];
   for (const manager of MANAGERS) {
-    if (!(await findProgram(manager.name))) continue;
     const r = await query(manager.list, options);
+    const there = await installed(manager.name, r);
+    if (there === false) continue;
+    if (there === undefined) continue; // not this build's manager, and not visible on disk
     const lines = ran(r) ? r.stdout.split("\n").filter((l) => l.trim()).length : 0;
     const answered = ran(r) &&
       (r.code === 0 || (r.code === manager.emptyExit && lines === 0 && !/error/i.test(r.stderr)));
@@ -36,6 +39,8 @@ export async function detectPackages(os: OsInfo, options: ProbeOptions = {}): Pr
       evidence: [
         answered
           ? `${manager.name} answered a query of its database (${lines} packages installed)`
+          : refused(r)
+          ? `${manager.name} is installed; this build does not run it`
           : `${manager.name} is installed but did not answer: ${whyNot(r)}`,
         native
           ? `${manager.name} is ${os.id}'s own package manager`
@@ -45,15 +50,15 @@ export async function detectPackages(os: OsInfo, options: ProbeOptions = {}): Pr
     });
   }
   const others: string[] = [];
-  for (const name of OTHERS) if (await findProgram(name)) others.push(name);
-  const note = others.length
-    ? [`also installed, without an adapter in this host: ${others.join(", ")}`]
-    : [];
+  for (const name of OTHERS) if (await onDisk(name)) others.push(name);
+  if (others.length) {
+    notes.push(`also installed, without an adapter in this host: ${others.join(", ")}`);
+  }
   const rank = (c: Capability) =>
     (c.state === "working" ? 2 : 0) + (c.details?.native === true ? 1 : 0);
   const best = found.sort((a, b) => rank(b) - rank(a))[0];
   if (!best) {
-    return { state: "absent", evidence: ["neither pacman nor apk is installed", ...note] };
+    return { state: "absent", evidence: ["neither pacman nor apk is installed", ...notes] };
   }
-  return { ...best, evidence: [...best.evidence, ...note] };
+  return { ...best, evidence: [...best.evidence, ...notes] };
 }

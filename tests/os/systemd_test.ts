@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { OwnServiceRefused } from "../../os/_own_service.ts";
 import { posixFileSystem } from "../../os/posix_fs.ts";
 import { systemd } from "../../os/systemd.ts";
+import { newKindContext } from "../../src/resources/kind.ts";
 import { serviceKind } from "../../src/resources/service.ts";
 import { outcomes, testEngine } from "../_engine.ts";
 import { CAN_RAISE, machineTest, oneMachine } from "./_machine.ts";
@@ -74,10 +75,7 @@ Deno.test("systemd adapter refuses the host's own unit, before running anything"
 
 Deno.test("service kind refuses the host's own unit too, even from a resource that skipped the parse", async () => {
   const services = systemd({ program: "/nonexistent/systemctl" });
-  const ctx = {
-    providers: { fs: posixFileSystem(), services },
-    touchedDirectories: new Set<string>(),
-  };
+  const ctx = newKindContext({ fs: posixFileSystem(), services });
   const own = {
     type: "service" as const,
     id: "me",
