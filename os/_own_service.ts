@@ -1,6 +1,7 @@
 /** Service adapters refuse the host's own service, whatever the caller asks (defence in depth). */
 import { HostError } from "../src/errors.ts";
 import { PROGRAM } from "../src/version.ts";
+import { refuseOption } from "./_run.ts";
 
 /** A service adapter was asked to act on (or about) the host's own service. */
 export class OwnServiceRefused extends HostError {
@@ -20,5 +21,5 @@ export const OWN_SERVICES: readonly string[] = [PROGRAM];
 export function refuseOwn(name: string, own: readonly string[], manager: string): void {
   const base = name.endsWith(".service") ? name.slice(0, -".service".length) : name;
   if (own.includes(base)) throw new OwnServiceRefused(name, manager);
-  if (name.startsWith("-")) throw new TypeError(`service name "${name}" looks like an option`);
+  refuseOption("service name", name);
 }

@@ -50,3 +50,8 @@ export function whereNot(dirs: readonly string[], search: FileSearch): string {
       : "",
   ].filter(Boolean).join("; ");
 }
+
+/** Text made literal inside a regular expression. */
+export function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}

@@ -65,6 +65,11 @@ export const PROGRAM_ERRORS = {
 const DEFAULT_TIMEOUT_MS = 10 * 60 * 1000;
 const decoder = new TextDecoder();
 
+/** Refuse a name that a program would read as an option (it starts with "-"). */
+export function refuseOption(what: string, name: string): void {
+  if (name.startsWith("-")) throw new TypeError(`${what} "${name}" looks like an option`);
+}
+
 /** The last `count` non-empty lines of some output, joined with " | ". */
 export function lastLines(text: string, count = 5): string {
   return text.split("\n").map((l) => l.trim()).filter(Boolean).slice(-count).join(" | ");

@@ -9,8 +9,8 @@
  * forgotten: its world entry stays as the host left it.
  */
 import { type InstalledPackage, type PackageManager, PackageNotFoundError } from "../src/ports.ts";
-import { type FileSearch, findPackageFile, whereNot } from "./_package_files.ts";
-import { mustRun, programFailed, runProgram, type RunVia } from "./_run.ts";
+import { escapeRegExp, type FileSearch, findPackageFile, whereNot } from "./_package_files.ts";
+import { mustRun, programFailed, refuseOption, runProgram, type RunVia } from "./_run.ts";
 
 /** Where apk works; every field is optional and maps to one apk option. */
 export interface ApkOptions {
@@ -58,7 +58,7 @@ export function alpineApk(options: ApkOptions = {}): Apk {
     argv,
 
     async installed(name: string): Promise<InstalledPackage | null> {
-      refuseOption(name);
+      refuseOption("package name", name);
       // -e prints the name of each installed package; with -v, "name-version".
       const result = await runProgram(argv("-v", "info", "-e", name), run);
       if (result.code === 0) return parseApkInfoExists(result.stdout, name);
@@ -67,7 +67,7 @@ export function alpineApk(options: ApkOptions = {}): Apk {
     },
 
     async install(name: string, version?: string): Promise<void> {
-      refuseOption(name);
+      refuseOption("package name", name);
       const target = version === undefined ? name : `${name}=${version}`;
       const result = await runProgram(argv("add", "--no-progress", target), run);
       if (result.code === 0) return;
@@ -140,12 +140,4 @@ export function isApkNotFound(output: string): boolean {
 
 /** apk package files: <name>-<version>.apk, or in the cache <name>-<version>.<hash>.apk. */
 const APK_FILE = (name: string, version: string) =>
-  new RegExp(`^${escape(name)}-${escape(version)}(\\.[0-9a-f]+)?\\.apk$`);
-
-function refuseOption(name: string): void {
-  if (name.startsWith("-")) throw new TypeError(`package name "${name}" looks like an option`);
-}
-
-function escape(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
-}
+  new RegExp(`^${escapeRegExp(name)}-${escapeRegExp(version)}(\\.[0-9a-f]+)?\\.apk$`);

@@ -4,8 +4,8 @@
  * can be moved, so tests run a real pacman against an isolated root.
  */
 import { type InstalledPackage, type PackageManager, PackageNotFoundError } from "../src/ports.ts";
-import { type FileSearch, findPackageFile, whereNot } from "./_package_files.ts";
-import { mustRun, programFailed, runProgram, type RunVia } from "./_run.ts";
+import { escapeRegExp, type FileSearch, findPackageFile, whereNot } from "./_package_files.ts";
+import { mustRun, programFailed, refuseOption, runProgram, type RunVia } from "./_run.ts";
 
 /** Where pacman works; every field is optional and maps to one pacman option. */
 export interface PacmanOptions {
@@ -70,7 +70,7 @@ export function archPacman(options: PacmanOptions = {}): Pacman {
     installFile,
 
     async installed(name: string): Promise<InstalledPackage | null> {
-      refuseOption(name);
+      refuseOption("package name", name);
       const result = await runProgram(argv("-Q", "--", name), run);
       if (result.code === 0) return parsePacmanQuery(result.stdout, name);
       if (result.code === 1 && /package '.*' was not found/.test(result.stderr)) return null;
@@ -78,7 +78,7 @@ export function archPacman(options: PacmanOptions = {}): Pacman {
     },
 
     async install(name: string, version?: string): Promise<void> {
-      refuseOption(name);
+      refuseOption("package name", name);
       const target = version === undefined ? name : `${name}=${version}`;
       const result = await runProgram(argv("-S", "--needed", ...QUIET, "--", target), run);
       if (result.code === 0) return;
@@ -104,7 +104,7 @@ export function archPacman(options: PacmanOptions = {}): Pacman {
 
 /** pacman's package file names: <name>-<pkgver>-<pkgrel>-<arch>.pkg.tar[.<compression>]. */
 const PACMAN_FILE = (name: string, version: string) =>
-  new RegExp(`^${escape(name)}-${escape(version)}-[^-/]+\\.pkg\\.tar(\\.[a-z0-9]+)?$`);
+  new RegExp(`^${escapeRegExp(name)}-${escapeRegExp(version)}-[^-/]+\\.pkg\\.tar(\\.[a-z0-9]+)?$`);
 
 /** The options pacman is given before the operation. */
 export function pacmanGlobals(options: PacmanOptions): string[] {
@@ -130,12 +130,4 @@ export function parsePacmanQuery(stdout: string, name: string): InstalledPackage
     if (found === name && version && rest.length === 0) return { name, version };
   }
   return null;
-}
-
-function refuseOption(name: string): void {
-  if (name.startsWith("-")) throw new TypeError(`package name "${name}" looks like an option`);
-}
-
-function escape(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }

@@ -4,7 +4,7 @@
  * The image must be pinned by digest; the adapter refuses anything else.
  */
 import type { ContainerInfo, ContainerRuntime, ContainerSpec } from "../src/ports.ts";
-import { mustRun, programFailed, runProgram, type RunVia } from "./_run.ts";
+import { mustRun, programFailed, refuseOption, runProgram, type RunVia } from "./_run.ts";
 
 /** Which CLI, and its environment (e.g. CONTAINERS_CONF for podman). */
 export interface ContainerCliOptions {
@@ -34,7 +34,7 @@ export function containerCli(options: ContainerCliOptions): ContainerRuntime {
     name,
 
     async inspect(container: string): Promise<ContainerInfo | null> {
-      refuseOption(container);
+      refuseOption("container name", container);
       const r = await runProgram([program, "container", "inspect", container], run);
       if (r.code !== 0) {
         if (/no such (container|object)/i.test(r.stderr)) return null;
@@ -49,12 +49,12 @@ export function containerCli(options: ContainerCliOptions): ContainerRuntime {
     },
 
     async start(container: string): Promise<void> {
-      refuseOption(container);
+      refuseOption("container name", container);
       await mustRun([program, "start", container], run);
     },
 
     async remove(container: string): Promise<void> {
-      refuseOption(container);
+      refuseOption("container name", container);
       await mustRun([program, "rm", "--force", container], run);
     },
   };
@@ -62,7 +62,7 @@ export function containerCli(options: ContainerCliOptions): ContainerRuntime {
 
 /** The arguments of `<runtime> create` for a spec (labels, env, mounts, restart, then image and args). */
 export function createArgs(spec: ContainerSpec): string[] {
-  refuseOption(spec.name);
+  refuseOption("container name", spec.name);
   if (!PINNED.test(spec.image)) {
     throw new TypeError(`image "${spec.image}" is not pinned by digest (…@sha256:<64 hex>)`);
   }
@@ -110,8 +110,4 @@ export function parseInspect(stdout: string, container: string): ContainerInfo |
     status: record.State?.Status ?? "unknown",
     labels: { ...(record.Config?.Labels ?? {}) },
   };
-}
-
-function refuseOption(name: string): void {
-  if (name.startsWith("-")) throw new TypeError(`container name "${name}" looks like an option`);
 }
