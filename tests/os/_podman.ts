@@ -79,7 +79,37 @@ tmp_dir = "${dir}/tmp"
     podman,
     async [Symbol.asyncDispose]() {
       await podman("rm", "--all", "--force", "--time", "0").catch(() => {});
-      await Deno.remove(dir, { recursive: true });
+      await removeWhenQuiet(dir);
     },
   };
+}
+
+/**
+ * Remove the private storage once no process works in it: conmon runs
+ * `podman container cleanup` by itself after a container exits, and that would
+ * recreate the storage if it were removed first.
+ */
+async function removeWhenQuiet(dir: string): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (!(await someProcessUses(dir))) {
+      await Deno.remove(dir, { recursive: true }).catch((e) => {
+        if (!(e instanceof Deno.errors.NotFound)) throw e;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const back = await Deno.lstat(dir).then(() => true, () => false);
+      if (!back && !(await someProcessUses(dir))) return;
+    }
+    if (Date.now() > deadline) throw new Error(`podman processes still use ${dir}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
+async function someProcessUses(dir: string): Promise<boolean> {
+  for await (const entry of Deno.readDir("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    const cmdline = await Deno.readTextFile(`/proc/${entry.name}/cmdline`).catch(() => "");
+    if (cmdline.includes(dir)) return true;
+  }
+  return false;
 }
