@@ -4,7 +4,8 @@
  */
 import { main } from "./src/cli/main.ts";
 import type { CliIo } from "./src/cli/io.ts";
-import { detectProviders } from "./os/mod.ts";
+import { detectProfile, detectProviders } from "./os/mod.ts";
+import { posixFileSystem } from "./os/posix_fs.ts";
 
 export { main } from "./src/cli/main.ts";
 export { EXIT } from "./src/cli/io.ts";
@@ -27,7 +28,8 @@ export { type HostConfig, loadConfig } from "./src/config.ts";
 export { applyText, type Host, openHost, parseFor, planText } from "./src/host.ts";
 export { Store } from "./src/store/store.ts";
 export type * from "./src/ports.ts";
-export { detectProviders } from "./os/mod.ts";
+export { detectProfile, detectProviders, providersFor } from "./os/mod.ts";
+export { type Capability, type CapabilityState, type Profile, profileText } from "./src/profile.ts";
 export { PROGRAM, VERSION } from "./src/version.ts";
 
 /** The real process's world: its streams, its signals, this machine's adapters. */
@@ -50,7 +52,11 @@ export function processIo(): CliIo {
     stdout: write(Deno.stdout),
     stderr: write(Deno.stderr),
     stdin: () => new Response(Deno.stdin.readable).bytes(),
-    providers: detectProviders,
+    providers: (scope, config) =>
+      scope === "files"
+        ? Promise.resolve({ fs: posixFileSystem() })
+        : detectProviders({ packageManager: config.packageManager }),
+    profile: () => detectProfile(),
     signal: aborter.signal,
   };
 }

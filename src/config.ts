@@ -20,6 +20,11 @@ export interface HostConfig {
   bundlePath: string;
   driftIntervalSeconds: number;
   heartbeatIntervalSeconds: number;
+  /**
+   * The package manager to use when it is not the OS's own (e.g. pacman on a
+   * Debian-based machine). Unset: only the OS's own package manager is used.
+   */
+  packageManager?: "pacman" | "apk";
   limits: Limits;
   /** The host's own files and service, never manageable by a declaration. */
   own: OwnResources;
@@ -74,6 +79,7 @@ const FileSchema = v.strictObject({
     v.pipe(v.array(absolute), v.minLength(1, "name at least one managed root")),
   ),
   bundle: v.optional(absolute),
+  packageManager: v.optional(v.picklist(["pacman", "apk"])),
   driftIntervalSeconds: v.optional(
     v.pipe(v.number(), v.safeInteger(), v.minValue(10, "at least 10 seconds")),
   ),
@@ -121,6 +127,7 @@ export async function loadConfig(flags: ConfigFlags = {}): Promise<HostConfig> {
     bundlePath,
     driftIntervalSeconds: file.driftIntervalSeconds ?? DEFAULTS.driftIntervalSeconds,
     heartbeatIntervalSeconds: file.heartbeatIntervalSeconds ?? DEFAULTS.heartbeatIntervalSeconds,
+    ...(file.packageManager ? { packageManager: file.packageManager } : {}),
     limits: { ...DEFAULT_LIMITS, ...file.limits },
     own: {
       paths: [

@@ -16,24 +16,54 @@ import type { Providers } from "./ports.ts";
 import type { ResourceResult, Source } from "./store/store.ts";
 import { Store } from "./store/store.ts";
 
+/** Which adapters a caller needs: the file system alone, or everything the machine has. */
+export type ProviderScope = "files" | "all";
+
 /** An open host: close it (or `using` it) when done. */
 export interface Host extends Disposable {
   config: HostConfig;
   store: Store;
+  /** The adapters known so far: the file system at first, all of them after `detect()`. */
   providers: Providers;
+  /**
+   * Detect every adapter of this machine (once per process; asking the package
+   * manager, the init and the container runtime takes a while, so a declaration
+   * of files and directories never pays for it).
+   */
+  detect(): Promise<Providers>;
 }
 
 /** Store meta key holding this node's id once it has one. */
 export const NODE_ID_KEY = "node_id";
 
-/** Open the host: configuration, store (migrated), and the providers the caller detected. */
+/** Open the host: configuration, store (migrated), and the caller's way to detect providers. */
 export async function openHost(
-  flags: ConfigFlags & { providers: () => Promise<Providers> },
+  flags: ConfigFlags & {
+    providers: (scope: ProviderScope, config: HostConfig) => Promise<Providers>;
+  },
 ): Promise<Host> {
   const config = await loadConfig(flags);
-  const providers = await flags.providers();
   const store = Store.open(config.stateDir);
-  return { config, store, providers, [Symbol.dispose]: () => store.close() };
+  let detected: Promise<Providers> | undefined;
+  const host: Host = {
+    config,
+    store,
+    providers: await flags.providers("files", config),
+    detect() {
+      detected ??= flags.providers("all", config).then((all) => (host.providers = all));
+      return detected;
+    },
+    [Symbol.dispose]: () => store.close(),
+  };
+  return host;
+}
+
+/** Detect every adapter when the declaration, or what the host holds, needs more than files. */
+async function detectWhenNeeded(host: Host, declaration: Declaration): Promise<void> {
+  const filesOnly = (type: string) => type === "file" || type === "directory";
+  const needs = declaration.resources.some((r) => !filesOnly(r.type)) ||
+    [...host.store.heldTypes()].some((t) => !filesOnly(t));
+  if (needs) await host.detect();
 }
 
 /**
@@ -86,15 +116,18 @@ export async function applyText(
 ): Promise<ApplyReport> {
   const declaration = parseFor(host, text, options.source, options.origin);
   using _lock = await acquireApplyLock(host.config.stateDir, { waitMs: options.lockWaitMs });
+  await detectWhenNeeded(host, declaration);
   return await applyDeclaration(host, declaration, options);
 }
 
 /** Parse declaration text and plan it; changes nothing. */
-export function planText(
+export async function planText(
   host: Host,
   text: string | Uint8Array,
   source: Source,
   origin: string,
 ): Promise<PlanEntry[]> {
-  return planDeclaration(host, parseFor(host, text, source, origin));
+  const declaration = parseFor(host, text, source, origin);
+  await detectWhenNeeded(host, declaration);
+  return await planDeclaration(host, declaration);
 }

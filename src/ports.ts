@@ -3,6 +3,7 @@
  * implement them; the core never names an OS tool. An adapter answers and acts,
  * it never decides policy.
  */
+import { HostError } from "./errors.ts";
 
 /** What lstat tells about one path (never following a symlink). */
 export interface PathInfo {
@@ -57,6 +58,7 @@ export interface FileSystem {
 /** An installed package, as the package database reports it. */
 export interface InstalledPackage {
   name: string;
+  /** Exactly as the package manager prints it (pacman "1.2-3", "1:2.0-1"; apk "1.2.3-r0"). */
   version: string;
 }
 
@@ -65,8 +67,22 @@ export interface PackageManager {
   readonly name: string;
   /** Ask the package database; `null` when not installed. */
   installed(name: string): Promise<InstalledPackage | null>;
-  /** Install from the configured repositories, at exactly `version` when given. */
+  /**
+   * Install from the configured repositories, at exactly `version` when given
+   * (falling back to a package file of that exact version in the adapter's
+   * package-file directories). Throws {@link PackageNotFoundError} when no
+   * repository or file offers it.
+   */
   install(name: string, version?: string): Promise<void>;
+  /** Refresh the repositories' indexes (pacman -Sy, apk update); installs nothing. */
+  refresh(): Promise<void>;
+}
+
+/** No repository (or package file) offers the package, or not at that version. */
+export class PackageNotFoundError extends HostError {
+  constructor(what: string, hint?: string) {
+    super("package.not-found", what, { hint });
+  }
 }
 
 /** What the service manager says about one service. */
@@ -75,9 +91,16 @@ export interface ServiceState {
   exists: boolean;
   enabled: boolean;
   running: boolean;
+  /** The service manager holds an older definition than the one on disk (systemd). */
+  reloadNeeded: boolean;
+  /** The manager's own words for the state, for messages (e.g. "disabled, inactive"). */
+  detail: string;
 }
 
-/** An init system's service manager (systemd, OpenRC). */
+/**
+ * An init system's service manager (systemd, OpenRC). Every verb refuses the
+ * host's own service (the installation owns it, never a declaration).
+ */
 export interface ServiceManager {
   readonly name: string;
   state(name: string): Promise<ServiceState>;
@@ -85,13 +108,18 @@ export interface ServiceManager {
   disable(name: string): Promise<void>;
   start(name: string): Promise<void>;
   stop(name: string): Promise<void>;
+  /** Make the manager read definitions changed on disk (systemd daemon-reload; else nothing). */
+  reload(name: string): Promise<void>;
 }
 
 /** What the runtime reports about one container. */
 export interface ContainerInfo {
   name: string;
+  /** The image reference it was created from, as the runtime reports it. */
   image: string;
   running: boolean;
+  /** The runtime's own word for its state ("running", "exited", "created" …). */
+  status: string;
   labels: Record<string, string>;
 }
 
@@ -109,9 +137,13 @@ export interface ContainerSpec {
 /** A container runtime (podman, docker). */
 export interface ContainerRuntime {
   readonly name: string;
+  /** `null` when no container has this name. */
   inspect(name: string): Promise<ContainerInfo | null>;
-  /** Create and start. */
+  /** Create (with the spec's labels) and start. */
   create(spec: ContainerSpec): Promise<void>;
+  /** Start an existing, stopped container. */
+  start(name: string): Promise<void>;
+  /** Stop and remove (forcefully). */
   remove(name: string): Promise<void>;
 }
 
@@ -122,7 +154,7 @@ export interface CommandResult {
   stderr: string;
 }
 
-/** Runs the programs of `action` resources (the bundle only). */
+/** Runs the programs of `action` resources (the bundle only): an argv, never a shell. */
 export interface CommandRunner {
   run(argv: readonly string[]): Promise<CommandResult>;
 }

@@ -79,9 +79,10 @@ Deno.test("apply --bundle uses the trusted parse; a plain file may not carry an 
   assert.equal(safe.code, 2);
   assert.match(safe.stderr, /"action" is accepted only from the bundle/);
   const bundle = await runHost(["apply", "--bundle", path], { env: s.env });
-  // Accepted by the parse; it fails only for want of a command runner on this build.
+  // Accepted by the parse; it fails only because the host's permission set (the
+  // development flags) does not let it run /bin/true: the runtime refuses, not the parse.
   assert.equal(bundle.code, 1, bundle.stderr);
-  assert.match(bundle.stdout, /action "a" failed: no provider/);
+  assert.match(bundle.stdout, /action "a" failed: .*does not allow running \/bin\/true/);
 });
 
 Deno.test("usage errors exit 64, unreadable input 66, and every command has --help", async () => {
@@ -94,7 +95,7 @@ Deno.test("usage errors exit 64, unreadable input 66, and every command has --he
   const missing = await runHost(["apply", `${s.dir}/no-such.json`], { env: s.env });
   assert.equal(missing.code, 66);
   assert.match(missing.stderr, /cannot read .*no-such\.json: it does not exist/);
-  for (const command of ["apply", "plan", "status", "version"]) {
+  for (const command of ["apply", "plan", "status", "profile", "inventory", "version"]) {
     const help = await runHost([command, "--help"], { env: s.env });
     assert.equal(help.code, 0);
     assert.match(help.stdout, new RegExp(`^Usage: nox-mesh-host ${command}`));

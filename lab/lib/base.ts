@@ -29,6 +29,28 @@ LocalFileSigLevel = Never
 Server = file:///lab/repo
 `;
 
+/**
+ * podman in systemd machines (runc; the API/auto-update units masked): host
+ * namespace networking, cgroupfs, no pids limit (machines raised with
+ * `containers: true` get a cgroup2-only hierarchy whose controllers live on the
+ * host's v1 side), vfs storage (overlay on the machine's overlay root is refused).
+ */
+const CONTAINERS_CONF = `[containers]
+netns = "none"
+pids_limit = 0
+default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
+
+[engine]
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+runtime = "runc"
+`;
+const STORAGE_CONF = `[storage]
+driver = "vfs"
+runroot = "/run/containers/storage"
+graphroot = "/var/lib/containers/storage"
+`;
+
 const COMMON = [
   'printf "%s\\n" lab > "$1/etc/hostname"',
   'rm -f "$1/etc/resolv.conf" && : > "$1/etc/resolv.conf"',
@@ -48,6 +70,8 @@ export const RECIPES: Readonly<Record<Flavour, BaseRecipe>> = {
       "iproute2",
       "ca-certificates",
       "pacman-package-manager",
+      "podman",
+      "runc",
     ],
     customize: [
       ...COMMON,
@@ -57,6 +81,10 @@ export const RECIPES: Readonly<Record<Flavour, BaseRecipe>> = {
       "for u in console-getty.service getty@tty1.service systemd-timesyncd.service " +
       "apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.timer " +
       'fstrim.timer systemd-networkd-wait-online.service; do ln -sf /dev/null "$1/etc/systemd/system/$u"; done',
+      "for u in podman.service podman.socket podman-auto-update.service podman-auto-update.timer " +
+      'podman-restart.service; do ln -sf /dev/null "$1/etc/systemd/system/$u"; done',
+      `mkdir -p "$1/etc/containers" && printf '%s' '${CONTAINERS_CONF}' > "$1/etc/containers/containers.conf"`,
+      `printf '%s' '${STORAGE_CONF}' > "$1/etc/containers/storage.conf"`,
     ],
   },
   openrc: {

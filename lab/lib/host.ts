@@ -55,7 +55,18 @@ export async function installHost(machine: Machine, bundlePath: string): Promise
       `exec ${quoted.join(" ")} "$@"\n`,
     "0755",
   );
+  if (machine.flavour === "systemd") {
+    // The Arch-like flavour is Debian with pacman: pacman is not the OS's own
+    // package manager there, so the host uses it only when told to.
+    await machine.writeFile(ARCH_LIKE_CONFIG.path, ARCH_LIKE_CONFIG.text, "0644");
+  }
 }
+
+/** The host configuration of the lab's Arch-like (systemd + pacman) machines. */
+export const ARCH_LIKE_CONFIG = {
+  path: "/etc/mesh-host/host.json",
+  text: JSON.stringify({ packageManager: "pacman" }) + "\n",
+} as const;
 
 function shellQuote(word: string): string {
   return /^[A-Za-z0-9_./=:,+-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;

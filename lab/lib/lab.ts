@@ -20,6 +20,11 @@ export interface MachineSpec {
   files?: Record<string, PlacedFile>;
   /** Seconds to wait for boot (default 90). */
   bootTimeoutS?: number;
+  /**
+   * systemd machines: boot with a cgroup2-only hierarchy (SYSTEMD_NSPAWN_UNIFIED_HIERARCHY=1)
+   * so podman (runc) can create containers inside; v1 controllers are read-only in nspawn.
+   */
+  containers?: boolean;
 }
 
 /** Verdict of {@link Lab.probeBroker}. */
@@ -155,6 +160,7 @@ export class Lab implements AsyncDisposable {
           ...Object.entries(spec.files ?? {}),
         ],
         bootTimeoutMs: (spec.bootTimeoutS ?? 90) * 1000,
+        unifiedCgroup: spec.containers === true && spec.flavour === "systemd",
       });
       this.machines.set(spec.name, machine);
       return machine;

@@ -36,6 +36,8 @@ export interface MachinePlan {
   /** Files written into the overlay before boot (machine path → what to place). */
   preload: ReadonlyArray<readonly [string, PlacedFile]>;
   bootTimeoutMs: number;
+  /** systemd: a cgroup2-only hierarchy inside (for podman); see MachineSpec.containers. */
+  unifiedCgroup?: boolean;
 }
 
 /** Where the deno binary of this host lives; bound read-only into every machine. */
@@ -119,6 +121,7 @@ export class Machine {
     try {
       child = new Deno.Command("/usr/bin/unshare", {
         args,
+        env: plan.unifiedCgroup ? { SYSTEMD_NSPAWN_UNIFIED_HIERARCHY: "1" } : undefined,
         stdin: "null",
         stdout: "null",
         stderr: "null",

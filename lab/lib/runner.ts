@@ -53,7 +53,12 @@ export async function runScenario(s: Scenario, options: RunOptions): Promise<Sce
     where = "raise the machines";
     await Promise.all(
       Object.entries(s.machines).map(async ([name, spec]) => {
-        const m = await theLab.raise({ name, flavour: spec.flavour, files: spec.files });
+        const m = await theLab.raise({
+          name,
+          flavour: spec.flavour,
+          files: spec.files,
+          containers: spec.containers,
+        });
         result.raises.push({ machine: name, flavour: spec.flavour, ms: m.raiseMs });
         out(`  raised ${name} (${spec.flavour}) in ${seconds(m.raiseMs)}`);
       }),

@@ -11,6 +11,8 @@ export interface ScenarioMachine {
   host?: boolean;
   /** Files placed before the machine boots: path → text, {content, mode} or {symlink}. */
   files?: Record<string, PlacedFile>;
+  /** systemd: boot so that podman can run containers inside (see MachineSpec.containers). */
+  containers?: boolean;
 }
 
 /** A scenario: machines, what is placed on them, then named steps. */

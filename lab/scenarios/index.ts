@@ -8,6 +8,8 @@ import { scenario as join } from "./join.ts";
 import { scenario as disconnected } from "./disconnected.ts";
 import { scenario as isolation } from "./isolation.ts";
 import { scenario as selfUpgrade } from "./self_upgrade.ts";
+import { scenario as archNode } from "./arch_node.ts";
+import { scenario as openrcNode } from "./openrc_node.ts";
 
 /** All scenarios. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -19,4 +21,6 @@ export const SCENARIOS: readonly Scenario[] = [
   disconnected,
   isolation,
   selfUpgrade,
+  archNode,
+  openrcNode,
 ];

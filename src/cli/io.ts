@@ -1,5 +1,8 @@
 /** What a command may touch outside itself: output streams and the providers factory. */
 import type { Providers } from "../ports.ts";
+import type { Profile } from "../profile.ts";
+import type { ProviderScope } from "../host.ts";
+import type { HostConfig } from "../config.ts";
 
 /** The command line's world, passed in so tests can run commands in-process. */
 export interface CliIo {
@@ -7,8 +10,10 @@ export interface CliIo {
   stderr(text: string): void;
   /** Read all of standard input (for `apply -`). */
   stdin(): Promise<Uint8Array>;
-  /** Detect the adapters of this machine. */
-  providers(): Promise<Providers>;
+  /** The adapters of this machine: the file system alone, or everything detected. */
+  providers(scope: ProviderScope, config: HostConfig): Promise<Providers>;
+  /** Detect this machine's profile (R7). */
+  profile?(): Promise<Profile>;
   /** Aborted on SIGTERM/SIGINT. */
   signal?: AbortSignal;
 }

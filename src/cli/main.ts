@@ -7,6 +7,7 @@ import { PROGRAM, VERSION } from "../version.ts";
 import { applyCommand, InputError, planCommand } from "./apply.ts";
 import { type Command, GLOBAL_HELP, GLOBAL_OPTIONS } from "./command.ts";
 import { type CliIo, EXIT } from "./io.ts";
+import { inventoryCommand, profileCommand } from "./profile.ts";
 import { statusCommand } from "./status.ts";
 import { runCommand } from "./run.ts";
 import { enrolCommand } from "./enrol.ts";
@@ -36,6 +37,8 @@ export const COMMANDS: Command[] = [
   statusCommand,
   runCommand,
   enrolCommand,
+  profileCommand,
+  inventoryCommand,
   versionCommand,
 ];
 

@@ -1,18 +1,21 @@
 /** Every resource kind, by type. */
 import type { Resource, ResourceType } from "../declaration/schema.ts";
 import type { ResourceKind } from "./kind.ts";
+import { actionKind } from "./action.ts";
+import { containerKind } from "./container.ts";
 import { directoryKind } from "./directory.ts";
 import { fileKind } from "./file.ts";
-import { withoutProvider } from "./pending.ts";
+import { packageKind } from "./package.ts";
+import { serviceKind } from "./service.ts";
 
 /** The kind that checks, applies and releases each resource type. */
 export const KINDS: { [T in ResourceType]: ResourceKind<Extract<Resource, { type: T }>> } = {
   directory: directoryKind,
   file: fileKind,
-  package: withoutProvider("package", "a package manager"),
-  service: withoutProvider("service", "a service manager"),
-  container: withoutProvider("container", "a container runtime"),
-  action: withoutProvider("action", "a command runner"),
+  package: packageKind,
+  service: serviceKind,
+  container: containerKind,
+  action: actionKind,
 };
 
 /** The kind for one resource. */

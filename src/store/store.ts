@@ -127,6 +127,7 @@ export class Store {
       ),
       held: s(`SELECT * FROM held ORDER BY position, key`),
       heldIndex: s(`SELECT key, id, digest, created, position FROM held`),
+      heldTypes: s(`SELECT DISTINCT type FROM held UNION SELECT DISTINCT type FROM intents`),
       heldCount: s(`SELECT count(*) AS n FROM held`),
       hasIntent: s(`SELECT 1 AS yes FROM intents WHERE key = ?`),
       intent: s(`INSERT OR REPLACE INTO intents (key, id, type, spec, at) VALUES (?, ?, ?, ?, ?)`),
@@ -273,6 +274,11 @@ export class Store {
       });
     }
     return index;
+  }
+
+  /** The resource types of everything held or half-done. */
+  heldTypes(): Set<string> {
+    return new Set((this.#stmt.heldTypes.all() as Row[]).map((row) => row.type as string));
   }
 
   /** Everything the host holds (or those whose key `keep` accepts), in declared order. */

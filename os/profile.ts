@@ -1,0 +1,47 @@
+/**
+ * Detect this machine's profile (src/profile.ts): os-release, architecture,
+ * kernel, and each capability by looking and then by using it.
+ */
+import type { Profile } from "../src/profile.ts";
+import type { ProbeOptions } from "./detect/_probe.ts";
+import { detectContainers } from "./detect/containers.ts";
+import { detectGraphical } from "./detect/graphical.ts";
+import { detectInit } from "./detect/init.ts";
+import { detectNetwork } from "./detect/network.ts";
+import { detectKernel, detectOs } from "./detect/os_release.ts";
+import { detectPackages } from "./detect/packages.ts";
+
+/** Options of {@link detectProfile}. */
+export interface DetectOptions extends ProbeOptions {
+  /** Container runtimes to try, in order (default podman, docker). */
+  runtimes?: readonly string[];
+}
+
+/**
+ * Detect the profile of this machine.
+ *
+ * @example
+ * ```ts
+ * const profile = await detectProfile();
+ * profile.capabilities.containers.state; // "working" when podman answered
+ * ```
+ */
+export async function detectProfile(options: DetectOptions = {}): Promise<Profile> {
+  const os = await detectOs();
+  const kernel = detectKernel();
+  const [init, packages, containers, graphical, network] = await Promise.all([
+    detectInit(options),
+    detectPackages(os, options),
+    detectContainers(options),
+    detectGraphical(),
+    detectNetwork(options),
+  ]);
+  return {
+    detectedAt: new Date().toISOString(),
+    ...(kernel.hostname ? { hostname: kernel.hostname } : {}),
+    os,
+    architecture: Deno.build.arch,
+    ...(kernel.kernel ? { kernel: kernel.kernel } : {}),
+    capabilities: { init, packages, containers, graphical, network },
+  };
+}

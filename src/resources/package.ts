@@ -1,0 +1,55 @@
+/**
+ * The package resource: installed, at exactly the declared version when one is
+ * given. A package no longer declared is forgotten, never uninstalled: removing
+ * software is a decision a declaration cannot see the consequences of. The
+ * host's own package may be declared with a version: that is how a fleet
+ * upgrades (or pins) the host.
+ */
+import type { PackageResource } from "../declaration/schema.ts";
+import { type PackageManager, PackageNotFoundError } from "../ports.ts";
+import type { Check, KindContext, Release, ResourceKind } from "./kind.ts";
+import { NoProviderError } from "./kind.ts";
+
+function packages(ctx: KindContext): PackageManager {
+  const manager = ctx.providers.packages;
+  if (!manager) throw new NoProviderError("package", "a package manager (pacman or apk)");
+  return manager;
+}
+
+/** The package kind. */
+export const packageKind: ResourceKind<PackageResource> = {
+  type: "package",
+
+  async check(ctx: KindContext, resource: PackageResource): Promise<Check> {
+    const found = await packages(ctx).installed(resource.name);
+    if (found === null) {
+      return {
+        exists: false,
+        changes: [resource.version ? `install ${resource.version}` : "install"],
+      };
+    }
+    if (resource.version !== undefined && found.version !== resource.version) {
+      return { exists: true, changes: [`version ${found.version} → ${resource.version}`] };
+    }
+    return { exists: true, changes: [] };
+  },
+
+  async apply(ctx: KindContext, resource: PackageResource): Promise<void> {
+    const manager = packages(ctx);
+    try {
+      await manager.install(resource.name, resource.version);
+    } catch (error) {
+      if (!(error instanceof PackageNotFoundError)) throw error;
+      // The indexes may predate the package (or the version): refresh them once, then retry.
+      await manager.refresh();
+      await manager.install(resource.name, resource.version);
+    }
+  },
+
+  release(_ctx: KindContext, _held, _dryRun: boolean): Promise<Release> {
+    return Promise.resolve({
+      outcome: "forgotten",
+      detail: "packages are never uninstalled; left installed",
+    });
+  },
+};

@@ -1,0 +1,74 @@
+import assert from "node:assert/strict";
+import { parsePacmanQuery } from "../../os/arch_pacman.ts";
+import { PackageNotFoundError } from "../../src/ports.ts";
+import { pacmanRoot, TEST_PACKAGE } from "./_pacman_root.ts";
+
+const NAME = TEST_PACKAGE.name;
+const [OLD, NEW] = TEST_PACKAGE.versions;
+
+Deno.test("pacman: installed() is null for a package that is not installed", async () => {
+  await using r = await pacmanRoot();
+  assert.equal(await r.pacman.installed(NAME), null);
+});
+
+Deno.test("pacman: install from a repository whose index is missing says not found; refresh fixes it", async () => {
+  await using r = await pacmanRoot();
+  await assert.rejects(r.pacman.install(NAME), PackageNotFoundError);
+  await r.pacman.refresh();
+  await r.pacman.install(NAME);
+  assert.deepEqual(await r.pacman.installed(NAME), { name: NAME, version: NEW });
+  const script = await Deno.readTextFile(`${r.root}/usr/bin/${NAME}`);
+  assert.match(script, new RegExp(`${NAME} ${NEW}`));
+});
+
+Deno.test("pacman: an exact version the repository offers is installed from it", async () => {
+  await using r = await pacmanRoot();
+  await r.pacman.refresh();
+  await r.pacman.install(NAME, NEW);
+  assert.deepEqual(await r.pacman.installed(NAME), { name: NAME, version: NEW });
+});
+
+Deno.test("pacman: an exact version only a package file has is installed from the file (downgrade, then upgrade)", async () => {
+  await using r = await pacmanRoot();
+  await r.pacman.refresh();
+  await r.pacman.install(NAME);
+  await r.pacman.install(NAME, OLD);
+  assert.deepEqual(await r.pacman.installed(NAME), { name: NAME, version: OLD });
+  assert.match(await Deno.readTextFile(`${r.root}/usr/bin/${NAME}`), new RegExp(OLD));
+  await r.pacman.install(NAME, NEW);
+  assert.deepEqual(await r.pacman.installed(NAME), { name: NAME, version: NEW });
+});
+
+Deno.test("pacman: a version nobody offers is PackageNotFoundError naming where it looked", async () => {
+  await using r = await pacmanRoot();
+  await r.pacman.refresh();
+  const error = await r.pacman.install(NAME, "9.9-9").then(() => null, (e) => e);
+  assert.ok(error instanceof PackageNotFoundError);
+  assert.match(error.message, /no configured repository offers noxlab-hello=9\.9-9/);
+  assert.ok(error.message.includes(r.repo));
+});
+
+Deno.test("pacman: installFile installs exactly that file", async () => {
+  await using r = await pacmanRoot();
+  await r.pacman.installFile(`${r.repo}/${NAME}-${OLD}-any.pkg.tar.gz`);
+  assert.deepEqual(await r.pacman.installed(NAME), { name: NAME, version: OLD });
+});
+
+Deno.test("pacman: argv carries every configured location, never a removal", async () => {
+  await using r = await pacmanRoot();
+  const argv = r.pacman.argv("-Q");
+  for (const flag of ["--config", "--root", "--dbpath", "--cachedir", "--logfile", "--gpgdir"]) {
+    assert.ok(argv.includes(flag), flag);
+  }
+  const source = await Deno.readTextFile(new URL("../../os/arch_pacman.ts", import.meta.url));
+  assert.doesNotMatch(source, /"-R/);
+});
+
+Deno.test("parsePacmanQuery reads 'name version' and ignores other names", () => {
+  assert.deepEqual(parsePacmanQuery("bash 5.2.026-2\n", "bash"), {
+    name: "bash",
+    version: "5.2.026-2",
+  });
+  assert.deepEqual(parsePacmanQuery("foo 1:2.0-1\n", "foo"), { name: "foo", version: "1:2.0-1" });
+  assert.equal(parsePacmanQuery("bash-completion 2.11-3\n", "bash"), null);
+});

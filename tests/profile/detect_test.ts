@@ -1,0 +1,113 @@
+/** Detection on this machine, with real programs, compared with what the programs say. */
+import assert from "node:assert/strict";
+import { detectInit } from "../../os/detect/init.ts";
+import { detectRuntime } from "../../os/detect/containers.ts";
+import { detectPackages } from "../../os/detect/packages.ts";
+import { detectOs } from "../../os/detect/os_release.ts";
+import { providersFor } from "../../os/mod.ts";
+import { detectProfile } from "../../os/profile.ts";
+import { runProgram } from "../../os/_run.ts";
+import { hostFlags } from "../../lab/lib/host.ts";
+import { CAPABILITY_NAMES, type Profile } from "../../src/profile.ts";
+import { privatePodman } from "../os/_podman.ts";
+
+const exists = (path: string) => Deno.lstat(path).then(() => true, () => false);
+
+Deno.test("containers: podman that answers `podman info` is working, with its version", async () => {
+  await using p = await privatePodman();
+  const cap = await detectRuntime("podman", { env: p.env });
+  assert.equal(cap.state, "working");
+  assert.match(cap.version ?? "", /^\d+\.\d+/);
+});
+
+Deno.test("containers: docker is working only if its daemon answered", async () => {
+  const cap = await detectRuntime("docker");
+  const r = await runProgram(["docker", "version", "--format", "json"]).catch(() => null);
+  const answered = r !== null && r.code === 0 && JSON.parse(r.stdout).Server != null;
+  assert.equal(cap.state === "working", answered, cap.evidence.join("; "));
+  if (!r) assert.equal(cap.state, "absent");
+});
+
+Deno.test("init: working only when booted with it and it answered; else present or absent", async () => {
+  const cap = await detectInit();
+  if (await exists("/run/systemd/system")) {
+    assert.ok(cap.state === "working" || cap.state === "running");
+    assert.equal(cap.provider, "systemd");
+  } else if (await exists("/run/openrc/softlevel")) {
+    assert.equal(cap.provider, "openrc");
+  } else {
+    assert.ok(cap.state === "present" || cap.state === "absent", cap.state);
+  }
+});
+
+Deno.test("packages: pacman answers a query of its database; the OS's own manager is preferred", async () => {
+  const os = await detectOs();
+  const cap = await detectPackages(os);
+  const r = await runProgram(["pacman", "-Q"]).catch(() => null);
+  if (r === null) return; // no pacman on this machine: nothing more to compare
+  assert.equal(cap.provider, "pacman");
+  assert.equal(cap.state, "working");
+  assert.equal(cap.details?.native, os.id === "arch" || os.like.includes("arch"));
+});
+
+Deno.test("providers follow the profile: only what it proved working is used", () => {
+  const cap = (state: "present" | "working", provider: string) => ({
+    state,
+    provider,
+    evidence: [],
+  });
+  const profile: Profile = {
+    detectedAt: "",
+    os: { id: "arch", like: [] },
+    architecture: "x86_64",
+    capabilities: {
+      init: cap("present", "systemd"),
+      packages: cap("working", "pacman"),
+      containers: cap("working", "podman"),
+      graphical: cap("present", "Xorg"),
+      network: cap("present", "ip"),
+    },
+  };
+  const p = providersFor(profile);
+  assert.equal(p.packages?.name, "pacman");
+  assert.equal(p.services, undefined);
+  assert.equal(p.containers?.name, "podman");
+  assert.ok(p.commands);
+  const alpineBuild = providersFor(profile, { adapters: { packages: ["apk"], containers: [] } });
+  assert.equal(alpineBuild.packages, undefined);
+  assert.equal(alpineBuild.containers, undefined);
+
+  // pacman on a Debian machine is not the OS's package manager: used only when configured.
+  const debian: Profile = { ...profile, os: { id: "debian", like: [] } };
+  assert.equal(providersFor(debian).packages, undefined);
+  assert.equal(providersFor(debian, { packageManager: "pacman" }).packages?.name, "pacman");
+  assert.equal(providersFor(debian, { packageManager: "apk" }).packages, undefined);
+});
+
+Deno.test("profile --json under the host's own permission set: every capability, nothing refused", async () => {
+  const flags = await hostFlags();
+  const mod = new URL("../../mod.ts", import.meta.url).pathname;
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", ...flags, mod, "profile", "--json"],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder().decode(out.stdout);
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  const profile = JSON.parse(text) as Profile;
+  assert.deepEqual(Object.keys(profile.capabilities).sort(), [...CAPABILITY_NAMES].sort());
+  assert.equal(profile.os.id, (await detectOs()).id);
+  assert.doesNotMatch(text, /does not allow running/);
+  assert.ok(profile.kernel && profile.hostname, "kernel and hostname via --allow-sys");
+  assert.notEqual(profile.capabilities.network.state, "absent");
+});
+
+Deno.test("detectProfile on this machine: states are among the four, with evidence", async () => {
+  const profile = await detectProfile();
+  for (const name of CAPABILITY_NAMES) {
+    const cap = profile.capabilities[name];
+    assert.ok(["absent", "present", "running", "working"].includes(cap.state), name);
+    assert.ok(cap.evidence.length > 0, name);
+  }
+  assert.notEqual(profile.capabilities.network.state, "working"); // never claimed without traffic
+});

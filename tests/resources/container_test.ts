@@ -1,0 +1,125 @@
+import assert from "node:assert/strict";
+import { posixFileSystem } from "../../os/posix_fs.ts";
+import { digestOf } from "../../src/declaration/canonical.ts";
+import { CONTAINER_LABELS } from "../../src/resources/container.ts";
+import { outcomes, testEngine } from "../_engine.ts";
+import { privatePodman, SERVE } from "../os/_podman.ts";
+
+const NAME = "noxad-web";
+const resource = (image: string, args: string[] = SERVE) => ({
+  type: "container",
+  id: "web",
+  name: NAME,
+  image,
+  args,
+  env: { MODE: "test" },
+  mounts: [],
+  restart: "no",
+});
+
+Deno.test("container: created with the host's labels, read back, then unchanged", async () => {
+  await using p = await privatePodman();
+  await using engine = await testEngine({ fs: posixFileSystem(), containers: p.runtime });
+  const r = resource(p.image);
+  const first = await engine.apply([r]);
+  assert.equal(first.outcome, "converged", first.error);
+  assert.deepEqual(outcomes(first), ["web:changed"]);
+  const info = await p.runtime.inspect(NAME);
+  assert.equal(info?.running, true);
+  assert.equal(info?.labels[CONTAINER_LABELS.owner], "nox-mesh-host");
+  assert.equal(info?.labels[CONTAINER_LABELS.digest], digestOf({ ...r, type: "container" }));
+  assert.equal(info?.labels[CONTAINER_LABELS.resource], "web");
+  assert.deepEqual(outcomes(await engine.apply([r])), ["web:unchanged"]);
+});
+
+Deno.test("container: drift is repaired (removed by hand → created; stopped → started)", async () => {
+  await using p = await privatePodman();
+  await using engine = await testEngine({ fs: posixFileSystem(), containers: p.runtime });
+  const r = resource(p.image);
+  await engine.apply([r]);
+  await p.podman("rm", "--force", "--time", "0", NAME);
+  const recreated = await engine.apply([r]);
+  assert.deepEqual(recreated.results[0].changes, ["create"]);
+  assert.equal((await p.runtime.inspect(NAME))?.running, true);
+  await p.podman("stop", "--time", "0", NAME);
+  const id = await p.podman("container", "inspect", "--format", "{{.Id}}", NAME);
+  const restarted = await engine.apply([r]);
+  assert.match(restarted.results[0].changes[0], /^start \(it is (exited|stopped)\)$/);
+  assert.equal((await p.runtime.inspect(NAME))?.running, true);
+  assert.equal(await p.podman("container", "inspect", "--format", "{{.Id}}", NAME), id);
+});
+
+Deno.test("container: a changed digest label (by hand) or a changed declaration replaces it", async () => {
+  await using p = await privatePodman();
+  await using engine = await testEngine({ fs: posixFileSystem(), containers: p.runtime });
+  await engine.apply([resource(p.image)]);
+  // A person recreates it with our marker but another digest: drift, and ours, so replaced.
+  await p.podman("rm", "--force", "--time", "0", NAME);
+  await p.podman(
+    "create",
+    "--name",
+    NAME,
+    "--label",
+    `${CONTAINER_LABELS.owner}=nox-mesh-host`,
+    "--label",
+    `${CONTAINER_LABELS.digest}=sha256:${"0".repeat(64)}`,
+    p.image,
+    ...SERVE,
+  );
+  const relabelled = await engine.apply([resource(p.image)]);
+  assert.deepEqual(relabelled.results[0].changes, ["replace (the declaration changed)"]);
+  const before = await p.podman("container", "inspect", "--format", "{{.Id}}", NAME);
+  const changed = resource(p.image, [
+    "/bin/sh",
+    "-c",
+    "trap 'exit 0' TERM; while :; do sleep 2; done",
+  ]);
+  const replaced = await engine.apply([changed]);
+  assert.equal(replaced.outcome, "converged", replaced.error);
+  assert.deepEqual(replaced.results[0].changes, ["replace (the declaration changed)"]);
+  const info = await p.runtime.inspect(NAME);
+  assert.notEqual(await p.podman("container", "inspect", "--format", "{{.Id}}", NAME), before);
+  assert.equal(info?.labels[CONTAINER_LABELS.digest], digestOf({ ...changed, type: "container" }));
+});
+
+Deno.test("container: one of that name without the host's label is never touched; the apply fails", async () => {
+  await using p = await privatePodman();
+  await using engine = await testEngine({ fs: posixFileSystem(), containers: p.runtime });
+  await p.podman("run", "--detach", "--name", NAME, p.image, ...SERVE);
+  const id = await p.podman("container", "inspect", "--format", "{{.Id}}", NAME);
+  const report = await engine.apply([resource(p.image)]);
+  assert.equal(report.outcome, "failed");
+  assert.match(report.error ?? "", /was not created by this host .* the host never touches it/);
+  const info = await p.runtime.inspect(NAME);
+  assert.equal(info?.running, true);
+  assert.equal(await p.podman("container", "inspect", "--format", "{{.Id}}", NAME), id);
+  assert.equal(engine.store.held().length, 0);
+});
+
+Deno.test("container: no longer declared is removed — only while it carries the host's label", async () => {
+  await using p = await privatePodman();
+  await using engine = await testEngine({ fs: posixFileSystem(), containers: p.runtime });
+  await engine.apply([resource(p.image)]);
+  const dropped = await engine.apply([]);
+  assert.deepEqual(outcomes(dropped), ["web:removed"]);
+  assert.equal(await p.runtime.inspect(NAME), null);
+
+  await engine.apply([resource(p.image)]);
+  // A person swaps in an unlabelled container of the same name: left alone on release.
+  await p.podman("rm", "--force", "--time", "0", NAME);
+  await p.podman("run", "--detach", "--name", NAME, p.image, ...SERVE);
+  const released = await engine.apply([]);
+  assert.deepEqual(outcomes(released), ["web:forgotten"]);
+  assert.match(released.results[0].detail ?? "", /no longer carries the host's label/);
+  assert.equal((await p.runtime.inspect(NAME))?.running, true);
+});
+
+Deno.test("container: without a runtime the apply fails with NoProviderError's sentence", async () => {
+  await using engine = await testEngine({ fs: posixFileSystem() });
+  const report = await engine.apply([resource("localhost/x@sha256:" + "a".repeat(64))]);
+  assert.equal(report.outcome, "failed");
+  assert.match(
+    report.results[0].detail ?? "",
+    /no provider on this machine for container resources/,
+  );
+});

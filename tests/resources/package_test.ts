@@ -1,0 +1,80 @@
+import assert from "node:assert/strict";
+import { posixFileSystem } from "../../os/posix_fs.ts";
+import { parseDeclaration } from "../../src/declaration/parse.ts";
+import { outcomes, testEngine } from "../_engine.ts";
+import { pacmanRoot, TEST_PACKAGE } from "../os/_pacman_root.ts";
+
+const NAME = TEST_PACKAGE.name;
+const [OLD, NEW] = TEST_PACKAGE.versions;
+const pkg = (version?: string) => ({
+  type: "package",
+  id: "hello",
+  name: NAME,
+  ...(version ? { version } : {}),
+});
+
+Deno.test("package: installed (refreshing a stale index once), read back, then unchanged", async () => {
+  await using r = await pacmanRoot();
+  await using engine = await testEngine({ fs: posixFileSystem(), packages: r.pacman });
+  const first = await engine.apply([pkg()]);
+  assert.equal(first.outcome, "converged", first.error);
+  assert.deepEqual(outcomes(first), ["hello:changed"]);
+  assert.deepEqual(first.results[0].changes, ["install"]);
+  assert.deepEqual(await r.pacman.installed(NAME), { name: NAME, version: NEW });
+  const again = await engine.apply([pkg()]);
+  assert.deepEqual(outcomes(again), ["hello:unchanged"]);
+});
+
+Deno.test("package: an exact version is installed (downgrade from a package file), then held", async () => {
+  await using r = await pacmanRoot();
+  await using engine = await testEngine({ fs: posixFileSystem(), packages: r.pacman });
+  await engine.apply([pkg()]);
+  const pinned = await engine.apply([pkg(OLD)]);
+  assert.equal(pinned.outcome, "converged", pinned.error);
+  assert.deepEqual(pinned.results[0].changes, [`version ${NEW} → ${OLD}`]);
+  assert.deepEqual(await r.pacman.installed(NAME), { name: NAME, version: OLD });
+  assert.deepEqual(outcomes(await engine.apply([pkg(OLD)])), ["hello:unchanged"]);
+  const upgraded = await engine.apply([pkg(NEW)]);
+  assert.deepEqual(upgraded.results[0].changes, [`version ${OLD} → ${NEW}`]);
+  assert.deepEqual(await r.pacman.installed(NAME), { name: NAME, version: NEW });
+});
+
+Deno.test("package: no longer declared is forgotten, never uninstalled", async () => {
+  await using r = await pacmanRoot();
+  await using engine = await testEngine({ fs: posixFileSystem(), packages: r.pacman });
+  await engine.apply([pkg()]);
+  const dropped = await engine.apply([]);
+  assert.equal(dropped.outcome, "converged");
+  assert.deepEqual(outcomes(dropped), ["hello:forgotten"]);
+  assert.match(dropped.results[0].detail ?? "", /never uninstalled/);
+  assert.deepEqual(await r.pacman.installed(NAME), { name: NAME, version: NEW });
+  assert.equal(engine.store.held().length, 0);
+});
+
+Deno.test("package: a version nobody offers fails the apply and records nothing", async () => {
+  await using r = await pacmanRoot();
+  await using engine = await testEngine({ fs: posixFileSystem(), packages: r.pacman });
+  const report = await engine.apply([pkg("9.9-9")]);
+  assert.equal(report.outcome, "failed");
+  assert.match(report.error ?? "", /no configured repository offers noxlab-hello=9\.9-9/);
+  assert.equal(engine.store.held().length, 0);
+});
+
+Deno.test("package: without a package manager the apply fails with NoProviderError's sentence", async () => {
+  await using engine = await testEngine({ fs: posixFileSystem() });
+  const report = await engine.apply([pkg()]);
+  assert.equal(report.outcome, "failed");
+  assert.match(report.results[0].detail ?? "", /no provider on this machine for package resources/);
+});
+
+Deno.test("package: the host's own package may be declared with a version (fleet upgrade path)", () => {
+  const text = JSON.stringify({
+    version: 1,
+    resources: [{ type: "package", id: "host", name: "nox-mesh-host", version: "0.2.0-1" }],
+  });
+  const decl = parseDeclaration(text, {
+    managedRoots: ["/etc"],
+    own: { paths: ["/usr/bin/nox-mesh-host"], services: ["nox-mesh-host"] },
+  });
+  assert.equal(decl.resources[0].type, "package");
+});
