@@ -138,12 +138,7 @@ export async function applyDeclaration(
       record(result, (seq) => outcome.save(applyId, seq, result));
     } catch (cause) {
       error = `${resource.type} "${resource.id}" failed: ${describeError(cause)}`;
-      const result: ResourceResult = {
-        ...base,
-        outcome: "failed",
-        changes: [],
-        detail: describeError(cause),
-      };
+      const result = failed(base, cause);
       record(result, (seq) => store.recordResult(applyId, seq, result));
       skipRest(position + 1);
       break;
@@ -275,12 +270,7 @@ async function releaseUndeclared(
       if (item.created && heldKeys.has(item.key)) store.beginRelease(item);
       release = await kindOf(item).release(kctx, item, false);
     } catch (cause) {
-      const result: ResourceResult = {
-        ...base,
-        outcome: "failed",
-        changes: [],
-        detail: describeError(cause),
-      };
+      const result = failed(base, cause);
       record(result, (seq) => store.recordResult(applyId, seq, result));
       return `releasing ${item.type} "${item.id}" failed: ${describeError(cause)}`;
     }
@@ -331,6 +321,10 @@ export async function planDeclaration(
     }
   }
   return entries;
+}
+
+function failed(base: Pick<ResourceResult, "id" | "type" | "key">, cause: unknown): ResourceResult {
+  return { ...base, outcome: "failed", changes: [], detail: describeError(cause) };
 }
 
 function skipped(resource: Resource, detail: string): ResourceResult {
