@@ -86,6 +86,12 @@ export const scenario: Scenario = {
     assertUnit("arch", "nox-mesh-host", { running: true }),
 
     // Now the known-good version fails too: a person breaks the host's configuration.
+    // (No control plane race here: 1 s back-off.)
+    writeFile(
+      "arch",
+      "/etc/mesh-host/launch.env",
+      "NOX_MESH_HOST_BACKOFF=1\nNOX_MESH_HOST_BACKOFF_MAX=1\n",
+    ),
     writeFile("arch", ARCH_LIKE_CONFIG.path, '{"packageManager":"pacman","typo":true}\n'),
     run("arch", ["systemctl", "restart", "nox-mesh-host"]),
     waitFor(assertFile("arch", `${STATE}/halted`, { type: "file" }), 120),
@@ -93,7 +99,7 @@ export const scenario: Scenario = {
     waitFor(assertHostExited("arch", 78), 30),
     assertServiceSaid("arch", "rolling back to known-good", 2),
     assertServiceSaid("arch", `HALTED: nox-mesh-host failed 3 more times after rolling back`, 1),
-    pause(8, "longer than the unit's RestartSec=5"),
+    pause(6, "longer than the unit's RestartSec=5"),
     assertUnitProperty("arch", "nox-mesh-host", "NRestarts", "0"),
     assertUnit("arch", "nox-mesh-host", { running: false }),
     // Started again by hand, it refuses at once and says which file to remove.
