@@ -276,7 +276,7 @@ export class Lab implements AsyncDisposable {
       done = (async () => {
         this.repoCopied ??= this.copyRepo();
         await this.repoCopied;
-        await this.addHostPackage(which);
+        if (which !== "current") await this.addHostPackage(which); // the copy holds current
       })();
       this.published.set(which, done);
     }
