@@ -162,6 +162,21 @@ export function declare(node: string, declaration: unknown, serial?: number): St
   };
 }
 
+/** `node`'s last heartbeat (the broker keeps one per node); fails when there is none or it
+ * was sent before `since()` (when given). */
+async function lastHeartbeat(
+  ctx: StepContext,
+  node: string,
+  since?: () => number,
+): Promise<Record<string, unknown>> {
+  const beat = JSON.parse(await mesh(ctx, ["heartbeat", node])) as Record<string, unknown> | null;
+  if (!beat) fail("a heartbeat", "none");
+  if (since && Date.parse(String(beat.at)) < since()) {
+    fail(`one sent after ${new Date(since()).toISOString()}`, String(beat.at));
+  }
+  return beat;
+}
+
 /**
  * Asserts `node`'s last heartbeat reports `version` as its running version, and was sent
  * after `since()` (when given).
@@ -170,15 +185,8 @@ export function assertRunningVersion(node: string, version: string, since?: () =
   return {
     title: `assert ${node} heartbeats running version ${version}`,
     async run(ctx) {
-      const beat = JSON.parse(await mesh(ctx, ["heartbeat", node])) as
-        | Record<string, unknown>
-        | null;
-      if (!beat) fail("a heartbeat", "none");
-      const seen = `version ${beat.version} at ${beat.at}`;
-      if (beat.version !== version) fail(`version ${version}`, seen);
-      if (since && Date.parse(String(beat.at)) < since()) {
-        fail(`one sent after ${new Date(since()).toISOString()}`, seen);
-      }
+      const beat = await lastHeartbeat(ctx, node, since);
+      if (beat.version !== version) fail(`version ${version}`, `version ${beat.version}`);
     },
   };
 }
@@ -203,14 +211,8 @@ export function assertHeartbeat(node: string, serial: number, since?: () => numb
   return {
     title: `assert ${node} heartbeats with serial ${serial}`,
     async run(ctx) {
-      const beat = JSON.parse(await mesh(ctx, ["heartbeat", node])) as
-        | Record<string, unknown>
-        | null;
-      if (!beat) fail("a heartbeat", "none");
+      const beat = await lastHeartbeat(ctx, node, since);
       if (beat.serial !== serial) fail(`serial ${serial}`, JSON.stringify(beat));
-      if (since && Date.parse(String(beat.at)) < since()) {
-        fail(`one sent after ${new Date(since()).toISOString()}`, String(beat.at));
-      }
     },
   };
 }
