@@ -97,7 +97,7 @@ export async function build(options: BuildOptions): Promise<BuildResult> {
   const bundleFile = options.bundleFile ?? repo(`packaging/${os}/substrate.lock`);
   const flags = permissionFlags(
     set,
-    actionPrograms(await Deno.readTextFile(bundleFile), bundleFile),
+    await actionPrograms(await Deno.readTextFile(bundleFile), bundleFile),
   );
   await Deno.remove(dir, { recursive: true }).catch(() => {});
   await Deno.mkdir(dir, { recursive: true });

@@ -2,7 +2,6 @@
 import { BusyError, UsageError } from "../errors.ts";
 import { acquireRunLock } from "../lock.ts";
 import { openHost } from "../host.ts";
-import { runService } from "../run/service.ts";
 import type { Command } from "./command.ts";
 import { EXIT } from "./io.ts";
 
@@ -63,6 +62,7 @@ Exit codes: 0 stopped by a signal or for a self-upgrade, 70 the host cannot work
       throw error;
     }
     using _runLock = runLock;
+    const { runService } = await import("../run/service.ts");
     await runService(host, {
       signal: ctx.io.signal,
       log: (line) => ctx.io.stderr(`${line}\n`),
