@@ -67,10 +67,19 @@ function lstat(path: string): PathInfo | null {
   };
 }
 
-async function setAttributes(path: string, { mode, uid, gid }: Attributes): Promise<void> {
+function setAttributes(path: string, attributes: Attributes): Promise<void> {
+  try {
+    setAttributesSync(path, attributes);
+    return Promise.resolve();
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
+function setAttributesSync(path: string, { mode, uid, gid }: Attributes): void {
   // chown first: it clears setuid/setgid bits, which chmod then sets as declared.
-  await Deno.chown(path, uid, gid);
-  await Deno.chmod(path, mode);
+  Deno.chownSync(path, uid, gid);
+  Deno.chmodSync(path, mode);
 }
 
 /**
@@ -95,23 +104,42 @@ async function writeFileAtomic(
   attributes: Attributes,
   beforeRename?: () => Promise<void>,
 ): Promise<void> {
+  // Synchronous calls: one resource is written at a time anyway, and a thread
+  // pool round trip per call costs more than the call (the fsync dominates).
   const temp = tempPathFor(path);
-  await discardPartialWrite(path);
   let renamed = false;
   try {
     {
-      // createNew = O_CREAT|O_EXCL: never opens through a symlink someone planted.
-      using file = await Deno.open(temp, { write: true, createNew: true, mode: 0o600 });
+      using file = createTemp(temp);
       let written = 0;
-      while (written < data.length) written += await file.write(data.subarray(written));
-      await setAttributes(temp, attributes);
-      await file.sync();
+      while (written < data.length) written += file.writeSync(data.subarray(written));
+      setAttributesSync(temp, attributes);
+      file.syncSync();
     }
     await beforeRename?.();
-    await Deno.rename(temp, path);
+    Deno.renameSync(temp, path);
     renamed = true;
   } finally {
-    if (!renamed) await Deno.remove(temp).catch(() => {});
+    if (!renamed) {
+      try {
+        Deno.removeSync(temp);
+      } catch { /* it was never created, or is gone */ }
+    }
+  }
+}
+
+/**
+ * Create the temporary file: O_CREAT|O_EXCL, so it never opens through a
+ * symlink someone planted; one left by a crashed write is removed first.
+ */
+function createTemp(temp: string): Deno.FsFile {
+  const open = () => Deno.openSync(temp, { write: true, createNew: true, mode: 0o600 });
+  try {
+    return open();
+  } catch (error) {
+    if (!(error instanceof Deno.errors.AlreadyExists)) throw error;
+    Deno.removeSync(temp); // never follows a symlink: a planted link is removed, not its target
+    return open();
   }
 }
 

@@ -161,7 +161,7 @@ async function buildWith(
   const bundleFile = options.bundleFile ?? repo(`packaging/${os}/substrate.lock`);
   const flags = permissionFlags(
     set,
-    actionPrograms(await Deno.readTextFile(bundleFile), bundleFile),
+    await actionPrograms(await Deno.readTextFile(bundleFile), bundleFile),
   );
   await Deno.remove(dir, { recursive: true }).catch(() => {});
   await Deno.mkdir(dir, { recursive: true });

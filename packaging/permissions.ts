@@ -147,8 +147,8 @@ export function permissionFlags(set: PermissionSet, extraRun: readonly string[] 
  * build adds to allow-run. The bundle is parsed with the host's own trusted
  * parse, so a bundle the host would refuse fails the build.
  */
-export function actionPrograms(bundleText: string, origin: string): string[] {
-  const decl = parseTrustedDeclaration(bundleText, {
+export async function actionPrograms(bundleText: string, origin: string): Promise<string[]> {
+  const decl = await parseTrustedDeclaration(bundleText, {
     managedRoots: DEFAULTS.managedRoots,
     own: { paths: INSTALLED_FILES, services: [PROGRAM] },
     origin,

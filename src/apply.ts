@@ -76,14 +76,24 @@ export async function applyDeclaration(
   const started = performance.now();
   const startedAt = new Date().toISOString();
   const { digest, ...body } = declaration;
-  store.accept({
-    source: options.source,
-    origin: options.origin,
-    node: declaration.node,
-    serial: declaration.serial,
-    digest,
-    body: canonicalJson(body),
-  });
+  const current = store.currentHead();
+  if (
+    current?.digest !== digest || current.source !== options.source ||
+    current.origin !== options.origin || current.serial !== declaration.serial
+  ) {
+    store.accept({
+      source: options.source,
+      origin: options.origin,
+      node: declaration.node,
+      serial: declaration.serial,
+      digest,
+      body: canonicalJson(body),
+    });
+  }
+  // The same declaration as the last apply, which converged: every held resource
+  // was recorded from it, so its digest is known without hashing it again.
+  const last = store.lastApply();
+  const unchangedSince = last?.outcome === "converged" && last.digest === digest;
   const applyId = store.beginApply(options.source, options.origin, declaration.serial, digest);
   const kctx = newKindContext(ctx.providers, ctx.config.managedRoots);
   const held = store.heldIndex();
@@ -133,7 +143,7 @@ export async function applyDeclaration(
     const key = resourceKey(resource);
     const base = { id: resource.id, type: resource.type, key };
     try {
-      const outcome = await applyOne(ctx, kctx, resource, position, held.get(key));
+      const outcome = await applyOne(ctx, kctx, resource, position, held.get(key), unchangedSince);
       const result: ResourceResult = { ...base, ...outcome.result };
       record(result, (seq) => outcome.save(applyId, seq, result));
     } catch (cause) {
@@ -184,6 +194,7 @@ async function applyOne(
   resource: Resource,
   position: number,
   held: HeldSummary | undefined,
+  unchangedSince: boolean,
 ): Promise<{
   result: Pick<ResourceResult, "outcome" | "changes">;
   save: (applyId: number, seq: number, result: ResourceResult) => void;
@@ -191,7 +202,9 @@ async function applyOne(
   const { store } = ctx;
   const kind = kindOf(resource);
   const key = resourceKey(resource);
-  const digest = digestOf(resource);
+  const digest = held?.digest !== undefined && unchangedSince
+    ? held.digest
+    : await digestOf(resource);
   const found = await kind.check(kctx, resource);
   const holdAs = () => ({
     key,
@@ -254,8 +267,10 @@ async function releaseUndeclared(
 ): Promise<string | undefined> {
   const { store } = ctx;
   const declared = new Set(declaration.resources.map(resourceKey));
-  const held = store.held((key) => !declared.has(key));
   const heldKeys = new Set(store.heldIndex().keys());
+  const leavingKeys = [...heldKeys].filter((key) => !declared.has(key));
+  // Only the specs of what leaves are read (and parsed) from the store.
+  const held = leavingKeys.length ? store.held((key) => !declared.has(key)) : [];
   // A create that crashed before its record: the host made it, so it may remove it.
   const orphans: HeldResource[] = store.intents()
     .filter((i) => !declared.has(i.key) && !heldKeys.has(i.key))
@@ -343,7 +358,7 @@ function orphan(key: string, spec: Resource): Omit<HeldResource, "position"> {
     key,
     id: spec.id,
     type: spec.type,
-    digest: digestOf(spec),
+    digest: "", // not needed to release it
     spec,
     created: true,
     appliedAt: "",

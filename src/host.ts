@@ -70,12 +70,12 @@ async function detectWhenNeeded(host: Host, declaration: Declaration): Promise<v
  * Parse declaration text for a source: the bundle gets the trusted parse, every
  * other source the safe one. A declaration addressed to another node is refused.
  */
-export function parseFor(
+export async function parseFor(
   host: Host,
   text: string | Uint8Array,
   source: Source,
   origin: string,
-): Declaration {
+): Promise<Declaration> {
   const options = {
     managedRoots: host.config.managedRoots,
     own: host.config.own,
@@ -83,8 +83,8 @@ export function parseFor(
     origin,
   };
   const declaration = source === "bundle"
-    ? parseTrustedDeclaration(text, options)
-    : parseDeclaration(text, options);
+    ? await parseTrustedDeclaration(text, options)
+    : await parseDeclaration(text, options);
   const self = host.store.meta(NODE_ID_KEY);
   if (self !== undefined && declaration.node !== undefined && declaration.node !== self) {
     throw new DeclarationRefused(
@@ -114,7 +114,7 @@ export async function applyText(
   text: string | Uint8Array,
   options: ApplyTextOptions,
 ): Promise<ApplyReport> {
-  const declaration = parseFor(host, text, options.source, options.origin);
+  const declaration = await parseFor(host, text, options.source, options.origin);
   using _lock = await acquireApplyLock(host.config.stateDir, { waitMs: options.lockWaitMs });
   await detectWhenNeeded(host, declaration);
   return await applyDeclaration(host, declaration, options);
@@ -127,7 +127,7 @@ export async function planText(
   source: Source,
   origin: string,
 ): Promise<PlanEntry[]> {
-  const declaration = parseFor(host, text, source, origin);
+  const declaration = await parseFor(host, text, source, origin);
   await detectWhenNeeded(host, declaration);
   return await planDeclaration(host, declaration);
 }

@@ -20,8 +20,8 @@ export async function testEngine(providers: Providers): Promise<TestEngine> {
   const store = Store.open(dir);
   return {
     store,
-    apply(resources: unknown[]) {
-      const declaration = parseTrustedDeclaration(
+    async apply(resources: unknown[]) {
+      const declaration = await parseTrustedDeclaration(
         JSON.stringify({ version: 1, resources }),
         { managedRoots: MANAGED_ROOTS, own: { paths: [], services: ["nox-mesh-host"] } },
       );

@@ -58,7 +58,7 @@ const doc = (resources: unknown[], extra: Record<string, unknown> = {}) =>
   JSON.stringify({ version: 1, ...extra, resources });
 
 /** Assert the text is refused with a problem at `path` whose message matches. */
-function refused(
+async function refused(
   text: string,
   path: string,
   message: RegExp,
@@ -67,7 +67,7 @@ function refused(
 ) {
   let error: unknown;
   try {
-    parse(text, opts);
+    await parse(text, opts);
   } catch (e) {
     error = e;
   }
@@ -78,7 +78,7 @@ function refused(
   return error;
 }
 
-Deno.test("a valid declaration of every safe kind parses, with a digest", () => {
+Deno.test("a valid declaration of every safe kind parses, with a digest", async () => {
   const text = doc([
     { type: "package", id: "wg", name: "wireguard-tools", version: "1.0.20210914-2" },
     directory(),
@@ -90,67 +90,67 @@ Deno.test("a valid declaration of every safe kind parses, with a digest", () => 
       env: { A_1: "x" },
     }),
   ], { node: "laptop-7", serial: 42 });
-  const declaration = parseDeclaration(text, options);
+  const declaration = await parseDeclaration(text, options);
   assert.equal(declaration.resources.length, 6);
   assert.equal(declaration.node, "laptop-7");
   assert.equal(declaration.serial, 42);
   assert.match(declaration.digest, /^sha256:[0-9a-f]{64}$/);
-  assert.equal(parseDeclaration(text, options).digest, declaration.digest);
+  assert.equal((await parseDeclaration(text, options)).digest, declaration.digest);
 });
 
-Deno.test("unknown version is refused", () => {
-  refused(JSON.stringify({ version: 2, resources: [] }), "version", /not supported/);
-  refused(JSON.stringify({ version: "1", resources: [] }), "version", /not supported/);
+Deno.test("unknown version is refused", async () => {
+  await refused(JSON.stringify({ version: 2, resources: [] }), "version", /not supported/);
+  await refused(JSON.stringify({ version: "1", resources: [] }), "version", /not supported/);
 });
 
-Deno.test("unknown type is refused, naming the known ones", () => {
-  refused(
+Deno.test("unknown type is refused, naming the known ones", async () => {
+  await refused(
     doc([{ type: "firewall", id: "x" }]),
     "resources[0].type",
     /unknown type "firewall".*directory, file/,
   );
-  refused(doc([{ id: "x" }]), "resources[0].type", /missing/);
+  await refused(doc([{ id: "x" }]), "resources[0].type", /missing/);
 });
 
-Deno.test("unknown fields are refused in the envelope and in resources", () => {
-  refused(doc([], { extra: true }), "extra", /not a known field/);
-  refused(doc([file({ colour: "red" })]), "resources[0].colour", /not a known field/);
-  refused(
+Deno.test("unknown fields are refused in the envelope and in resources", async () => {
+  await refused(doc([], { extra: true }), "extra", /not a known field/);
+  await refused(doc([file({ colour: "red" })]), "resources[0].colour", /not a known field/);
+  await refused(
     doc([container({ mounts: [{ source: "/srv/x", target: "/x", rw: true }] })]),
     "resources[0].mounts[0].rw",
     /not a known field/,
   );
 });
 
-Deno.test("missing and wrongly typed fields are refused", () => {
-  refused(JSON.stringify({ version: 1 }), "resources", /missing/);
-  refused(doc([file({ owner: undefined })]), "resources[0].owner", /missing/);
-  refused(doc([file({ mode: 420 })]), "resources[0].mode", /octal string/);
-  refused(
+Deno.test("missing and wrongly typed fields are refused", async () => {
+  await refused(JSON.stringify({ version: 1 }), "resources", /missing/);
+  await refused(doc([file({ owner: undefined })]), "resources[0].owner", /missing/);
+  await refused(doc([file({ mode: 420 })]), "resources[0].mode", /octal string/);
+  await refused(
     doc([{ type: "service", id: "s", name: "x", enabled: "yes", running: true }]),
     "resources[0].enabled",
     /expected boolean/,
   );
-  refused(doc([file({ content: undefined })]), "resources[0]", /exactly one of content/);
-  refused(doc([file({ contentBase64: "AA==" })]), "resources[0]", /exactly one of content/);
-  refused(doc(["file"]), "resources[0]", /an object/);
+  await refused(doc([file({ content: undefined })]), "resources[0]", /exactly one of content/);
+  await refused(doc([file({ contentBase64: "AA==" })]), "resources[0]", /exactly one of content/);
+  await refused(doc(["file"]), "resources[0]", /an object/);
 });
 
-Deno.test("duplicate ids are refused", () => {
-  refused(
+Deno.test("duplicate ids are refused", async () => {
+  await refused(
     doc([file(), directory({ id: "f" })]),
     "resources[1].id",
     /duplicate id "f".*resources\[0\]/,
   );
 });
 
-Deno.test("two resources managing the same thing are refused as a conflict", () => {
-  refused(
+Deno.test("two resources managing the same thing are refused as a conflict", async () => {
+  await refused(
     doc([file(), directory({ id: "d2", path: "/etc/example.conf" })]),
     "resources[1]",
     /conflicts with resources\[0\].*path \/etc\/example.conf/,
   );
-  refused(
+  await refused(
     doc([{ type: "package", id: "p1", name: "vim" }, {
       type: "package",
       id: "p2",
@@ -160,7 +160,7 @@ Deno.test("two resources managing the same thing are refused as a conflict", () 
     "resources[1]",
     /conflicts/,
   );
-  refused(
+  await refused(
     doc([
       { type: "service", id: "s1", name: "sshd", enabled: true, running: true },
       { type: "service", id: "s2", name: "sshd.service", enabled: false, running: false },
@@ -168,76 +168,76 @@ Deno.test("two resources managing the same thing are refused as a conflict", () 
     "resources[1]",
     /conflicts/,
   );
-  refused(doc([container(), container({ id: "c2" })]), "resources[1]", /conflicts/);
+  await refused(doc([container(), container({ id: "c2" })]), "resources[1]", /conflicts/);
 });
 
-Deno.test("bad paths are refused: relative, .., NUL, empty, not normalised, control characters", () => {
-  refused(doc([file({ path: "etc/x" })]), "resources[0].path", /relative/);
-  refused(
+Deno.test("bad paths are refused: relative, .., NUL, empty, not normalised, control characters", async () => {
+  await refused(doc([file({ path: "etc/x" })]), "resources[0].path", /relative/);
+  await refused(
     doc([file({ path: "/etc/../root/.ssh/authorized_keys" })]),
     "resources[0].path",
     /"\.\."/,
   );
-  refused(doc([file({ path: "/etc/x\u0000y" })]), "resources[0].path", /NUL/);
-  refused(doc([file({ path: "" })]), "resources[0].path", /empty/);
-  refused(
+  await refused(doc([file({ path: "/etc/x\u0000y" })]), "resources[0].path", /NUL/);
+  await refused(doc([file({ path: "" })]), "resources[0].path", /empty/);
+  await refused(
     doc([file({ path: "/etc/x/" })]),
     "resources[0].path",
     /not normalised; write "\/etc\/x"/,
   );
-  refused(doc([file({ path: "/etc//x" })]), "resources[0].path", /not normalised/);
-  refused(doc([file({ path: "/etc/./x" })]), "resources[0].path", /not normalised/);
-  refused(doc([file({ path: "/etc/x\ny" })]), "resources[0].path", /control character/);
-  refused(doc([file({ path: "/" })]), "resources[0].path", /root directory/);
+  await refused(doc([file({ path: "/etc//x" })]), "resources[0].path", /not normalised/);
+  await refused(doc([file({ path: "/etc/./x" })]), "resources[0].path", /not normalised/);
+  await refused(doc([file({ path: "/etc/x\ny" })]), "resources[0].path", /control character/);
+  await refused(doc([file({ path: "/" })]), "resources[0].path", /root directory/);
 });
 
-Deno.test("trailing garbage and broken JSON are refused", () => {
-  refused(doc([]) + " trailing", "", /not valid JSON/);
-  refused(doc([]).slice(0, -1), "", /not valid JSON/);
-  refused(new Uint8Array([0x7b, 0xff, 0x7d]) as unknown as string, "", /not valid JSON/);
+Deno.test("trailing garbage and broken JSON are refused", async () => {
+  await refused(doc([]) + " trailing", "", /not valid JSON/);
+  await refused(doc([]).slice(0, -1), "", /not valid JSON/);
+  await refused(new Uint8Array([0x7b, 0xff, 0x7d]) as unknown as string, "", /not valid JSON/);
 });
 
-Deno.test("a mode that is not an octal string is refused", () => {
+Deno.test("a mode that is not an octal string is refused", async () => {
   for (const mode of ["644a", "0999", "rw-r--r--", "00644", "", "7"]) {
-    refused(doc([file({ mode })]), "resources[0].mode", /octal string/);
+    await refused(doc([file({ mode })]), "resources[0].mode", /octal string/);
   }
 });
 
-Deno.test("owner and group must be a name or a numeric id", () => {
-  refused(doc([file({ owner: "root; rm -rf /" })]), "resources[0].owner", /user\/group name/);
-  parseDeclaration(doc([file({ owner: "1000", group: "1000" })]), options);
+Deno.test("owner and group must be a name or a numeric id", async () => {
+  await refused(doc([file({ owner: "root; rm -rf /" })]), "resources[0].owner", /user\/group name/);
+  await parseDeclaration(doc([file({ owner: "1000", group: "1000" })]), options);
 });
 
-Deno.test("file content over the limit is refused, for text and base64", () => {
+Deno.test("file content over the limit is refused, for text and base64", async () => {
   const limits = { maxFileBytes: 8 };
-  refused(
+  await refused(
     doc([file({ content: "123456789" })]),
     "resources[0].content",
     /9 bytes, over the limit of 8/,
     parseDeclaration,
     { ...options, limits },
   );
-  refused(
+  await refused(
     doc([file({ content: undefined, contentBase64: btoa("123456789") })]),
     "resources[0].content",
     /9 bytes/,
     parseDeclaration,
     { ...options, limits },
   );
-  parseDeclaration(doc([file({ content: "12345678" })]), { ...options, limits });
-  refused(
+  await parseDeclaration(doc([file({ content: "12345678" })]), { ...options, limits });
+  await refused(
     doc([file({ content: undefined, contentBase64: "not base64!" })]),
     "resources[0].contentBase64",
     /not valid base64/,
   );
 });
 
-Deno.test("a declaration over the size or count limit is refused", () => {
-  refused(doc([file()]), "", /bytes, over the limit of 100 bytes/, parseDeclaration, {
+Deno.test("a declaration over the size or count limit is refused", async () => {
+  await refused(doc([file()]), "", /bytes, over the limit of 100 bytes/, parseDeclaration, {
     ...options,
     limits: { maxBytes: 100 },
   });
-  refused(
+  await refused(
     doc([file(), directory()]),
     "resources",
     /2 resources, over the limit of 1/,
@@ -246,33 +246,41 @@ Deno.test("a declaration over the size or count limit is refused", () => {
   );
 });
 
-Deno.test("a path outside the managed roots is refused, naming the roots", () => {
-  refused(
+Deno.test("a path outside the managed roots is refused, naming the roots", async () => {
+  await refused(
     doc([file({ path: "/usr/bin/evil" })]),
     "resources[0].path",
     /outside the managed roots \(\/etc, \/srv/,
   );
-  refused(doc([file({ path: "/etcetera/x" })]), "resources[0].path", /outside the managed roots/);
-  refused(doc([file({ path: "/root/.bashrc" })]), "resources[0].path", /outside the managed roots/);
-  refused(
+  await refused(
+    doc([file({ path: "/etcetera/x" })]),
+    "resources[0].path",
+    /outside the managed roots/,
+  );
+  await refused(
+    doc([file({ path: "/root/.bashrc" })]),
+    "resources[0].path",
+    /outside the managed roots/,
+  );
+  await refused(
     doc([container({ mounts: [{ source: "/", target: "/host" }] })]),
     "resources[0].mounts[0].source",
     /root directory/,
   );
-  refused(
+  await refused(
     doc([container({ mounts: [{ source: "/var/run/docker.sock", target: "/s" }] })]),
     "resources[0].mounts[0].source",
     /outside the managed roots/,
   );
 });
 
-Deno.test("the host's own unit, binary, launcher, state directory and config are refused by name", () => {
-  refused(
+Deno.test("the host's own unit, binary, launcher, state directory and config are refused by name", async () => {
+  await refused(
     doc([{ type: "service", id: "s", name: "nox-mesh-host", enabled: false, running: false }]),
     "resources[0].name",
     /host's own service/,
   );
-  refused(
+  await refused(
     doc([{
       type: "service",
       id: "s",
@@ -296,14 +304,14 @@ Deno.test("the host's own unit, binary, launcher, state directory and config are
       "/var/lib/mesh-host/known-good",
     ]
   ) {
-    refused(doc([file({ path })]), "resources[0].path", /belongs to the host itself/);
+    await refused(doc([file({ path })]), "resources[0].path", /belongs to the host itself/);
   }
-  refused(
+  await refused(
     doc([directory({ path: "/var/lib/mesh-host" })]),
     "resources[0].path",
     /belongs to the host itself/,
   );
-  refused(
+  await refused(
     doc([container({ mounts: [{ source: "/var/lib/mesh-host", target: "/s" }] })]),
     "resources[0].mounts[0].source",
     /belongs to the host itself/,
@@ -317,7 +325,7 @@ Deno.test("the host's own unit, binary, launcher, state directory and config are
 
 Deno.test("the default configuration directory is the host's own", async () => {
   const defaults = await loadConfig({ env: () => undefined });
-  refused(
+  await refused(
     doc([file({ path: "/etc/mesh-host/host.json" })]),
     "resources[0].path",
     /belongs to the host itself/,
@@ -326,23 +334,23 @@ Deno.test("the default configuration directory is the host's own", async () => {
   );
 });
 
-Deno.test("action is refused by the safe parse and accepted by the trusted parse", () => {
-  refused(doc([action]), "resources[0].type", /only from the bundle/);
-  const trusted = parseTrustedDeclaration(doc([action]), options);
+Deno.test("action is refused by the safe parse and accepted by the trusted parse", async () => {
+  await refused(doc([action]), "resources[0].type", /only from the bundle/);
+  const trusted = await parseTrustedDeclaration(doc([action]), options);
   assert.equal(trusted.resources[0].type, "action");
-  refused(
+  await refused(
     doc([{ ...action, verify: [] }]),
     "resources[0].verify",
     /at least the program/,
     parseTrustedDeclaration,
   );
-  refused(
+  await refused(
     doc([{ ...action, run: ["true"] }]),
     "resources[0].run",
     /absolute/,
     parseTrustedDeclaration,
   );
-  refused(
+  await refused(
     doc([{ ...action, verify: undefined }]),
     "resources[0].verify",
     /missing/,
@@ -350,31 +358,31 @@ Deno.test("action is refused by the safe parse and accepted by the trusted parse
   );
 });
 
-Deno.test("container images must be pinned by digest; tags are refused", () => {
-  refused(
+Deno.test("container images must be pinned by digest; tags are refused", async () => {
+  await refused(
     doc([container({ image: "registry:2" })]),
     "resources[0].image",
     /not pinned by digest.*tags are refused/,
   );
-  refused(
+  await refused(
     doc([container({ image: `registry:2@sha256:${"A".repeat(64)}` })]),
     "resources[0].image",
     /not pinned/,
   );
-  refused(doc([container({ restart: "sometimes" })]), "resources[0].restart", /expected/);
-  refused(doc([container({ env: { "1BAD": "x" } })]), "resources[0].env.1BAD", /env name/);
+  await refused(doc([container({ restart: "sometimes" })]), "resources[0].restart", /expected/);
+  await refused(doc([container({ env: { "1BAD": "x" } })]), "resources[0].env.1BAD", /env name/);
 });
 
-Deno.test("node ids and serials are checked", () => {
-  refused(doc([], { node: "Laptop_7" }), "node", /node id/);
-  refused(doc([], { node: "x".repeat(64) }), "node", /node id/);
-  refused(doc([], { serial: -1 }), "serial", />= 0/);
-  refused(doc([], { serial: 1.5 }), "serial", /integer/);
-  refused(doc([], { serial: "7" }), "serial", /expected number/);
+Deno.test("node ids and serials are checked", async () => {
+  await refused(doc([], { node: "Laptop_7" }), "node", /node id/);
+  await refused(doc([], { node: "x".repeat(64) }), "node", /node id/);
+  await refused(doc([], { serial: -1 }), "serial", />= 0/);
+  await refused(doc([], { serial: 1.5 }), "serial", /integer/);
+  await refused(doc([], { serial: "7" }), "serial", /expected number/);
 });
 
-Deno.test("every problem is reported at once, in document order", () => {
-  const error = refused(
+Deno.test("every problem is reported at once, in document order", async () => {
+  const error = await refused(
     doc([file({ path: "relative" }), { type: "nope", id: "n" }, file({ id: "f2", mode: "9" })]),
     "resources[0].path",
     /relative/,

@@ -137,7 +137,7 @@ Deno.test("permissions: a malformed permission file is refused with file and lin
   assert.throws(() => parsePermissionFile("binary /b\n", "arch", "t"), /no "bundle" line/);
 });
 
-Deno.test("permissions: the bundle's action programs join allow-run; a relative one fails the build", () => {
+Deno.test("permissions: the bundle's action programs join allow-run; a relative one fails the build", async () => {
   const lock = (run: string) =>
     JSON.stringify({
       version: 1,
@@ -148,11 +148,11 @@ Deno.test("permissions: the bundle's action programs join allow-run; a relative 
         verify: ["/usr/bin/test", "-f", "/etc/x"],
       }],
     });
-  assert.deepEqual(actionPrograms(lock("/usr/bin/initdb"), "lock"), [
+  assert.deepEqual(await actionPrograms(lock("/usr/bin/initdb"), "lock"), [
     "/usr/bin/initdb",
     "/usr/bin/test",
   ]);
-  assert.throws(() => actionPrograms(lock("initdb"), "lock"), /absolute/);
+  await assert.rejects(() => actionPrograms(lock("initdb"), "lock"), /absolute/);
 });
 
 Deno.test("permissions: both build forms get identical permission flags", async () => {

@@ -249,3 +249,28 @@ Deno.test("with no broker reachable the node holds its machine from the store an
   assert.notEqual(status.link.state, "up");
   assert.equal(await host.stop("SIGINT"), 0);
 });
+
+Deno.test("a second run on the same state directory waits for the first, and takes over when it ends", async () => {
+  await using s = await machine();
+  await using first = await spawnHost(["run", "--heartbeat-interval", "1"], s.env);
+  await first.waitLog(/run: \S+ completed a reconcile/);
+  await using second = await spawnHost(["run", "--heartbeat-interval", "1"], s.env);
+  await second.waitLog(/another run of this host holds .*run\.lock; waiting for it to end/);
+  // While it waits it does nothing: no reconcile of its own.
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  assert.doesNotMatch(second.log(), /run: \S+ starting/);
+  assert.equal(await first.stop("SIGTERM"), 0);
+  await second.waitLog(/run: \S+ starting/);
+  await second.waitLog(/run: \S+ completed a reconcile/);
+  assert.equal(await second.stop("SIGTERM"), 0);
+});
+
+Deno.test("a run still waiting for the service lock stops at once, with 0, on SIGTERM", async () => {
+  await using s = await machine();
+  await using first = await spawnHost(["run"], s.env);
+  await first.waitLog(/run: \S+ completed a reconcile/);
+  await using second = await spawnHost(["run"], s.env);
+  await second.waitLog(/waiting for it to end/);
+  assert.equal(await second.stop("SIGTERM"), 0);
+  assert.equal(await first.stop("SIGTERM"), 0);
+});

@@ -2,7 +2,7 @@
 import { parseArgs } from "node:util";
 import { ConfigError } from "../config.ts";
 import { DeclarationRefused } from "../declaration/parse.ts";
-import { BusyError, HostError, StoreError, UsageError } from "../errors.ts";
+import { BusyError, HostError, UsageError } from "../errors.ts";
 import { PROGRAM, VERSION } from "../version.ts";
 import { applyCommand, InputError, planCommand } from "./apply.ts";
 import { type Command, GLOBAL_HELP, GLOBAL_OPTIONS } from "./command.ts";
@@ -147,11 +147,7 @@ function failure(io: CliIo, error: unknown, json: boolean, command: Command): nu
     ? EXIT.busy
     : error instanceof ConfigError
     ? EXIT.config
-    : error instanceof StoreError
-    ? EXIT.software
-    : error instanceof Deno.errors.NotCapable
-    ? EXIT.software
-    : EXIT.software;
+    : EXIT.software; // the store, a permission the runtime refused, or a bug
   const message = error instanceof Deno.errors.NotCapable
     ? `the host's permission set refused an operation: ${error.message}`
     : error instanceof Error
@@ -170,9 +166,8 @@ function failure(io: CliIo, error: unknown, json: boolean, command: Command): nu
   }
   io.stderr(`${PROGRAM} ${command.name}: ${message}\n`);
   if (code === EXIT.usage) io.stderr(`usage: ${PROGRAM} ${command.usage}\n`);
-  if (
-    code === EXIT.software && !(error instanceof HostError) && error instanceof Error && error.stack
-  ) {
+  const unexpected = !(error instanceof HostError) && !(error instanceof Deno.errors.NotCapable);
+  if (code === EXIT.software && unexpected && error instanceof Error && error.stack) {
     io.stderr(`(this is a bug or an unexpected condition; details follow)\n${error.stack}\n`);
   }
   return code;

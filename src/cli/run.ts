@@ -1,7 +1,7 @@
 /** `run`: the service (src/run/service.ts) with its log on stderr. */
-import { UsageError } from "../errors.ts";
+import { BusyError, UsageError } from "../errors.ts";
+import { acquireRunLock } from "../lock.ts";
 import { openHost } from "../host.ts";
-import { runService } from "../run/service.ts";
 import type { Command } from "./command.ts";
 import { EXIT } from "./io.ts";
 
@@ -44,6 +44,25 @@ Exit codes: 0 stopped by a signal or for a self-upgrade, 70 the host cannot work
     const driftIntervalSeconds = seconds("drift-interval");
     const heartbeatIntervalSeconds = seconds("heartbeat-interval");
     using host = await openHost({ ...ctx.flags, providers: ctx.io.providers });
+    // One service per state directory. A second one (e.g. a respawned launcher
+    // while an orphaned host still runs) waits for the first to end rather than
+    // failing, so the launcher does not count it as a crash.
+    let runLock: Disposable;
+    try {
+      runLock = await acquireRunLock(host.config.stateDir, {
+        waitMs: Infinity,
+        signal: ctx.io.signal,
+        onWait: () =>
+          ctx.io.stderr(
+            `run: another run of this host holds ${host.config.stateDir}/run.lock; waiting for it to end\n`,
+          ),
+      });
+    } catch (error) {
+      if (error instanceof BusyError && ctx.io.signal?.aborted) return EXIT.ok;
+      throw error;
+    }
+    using _runLock = runLock;
+    const { runService } = await import("../run/service.ts");
     await runService(host, {
       signal: ctx.io.signal,
       log: (line) => ctx.io.stderr(`${line}\n`),

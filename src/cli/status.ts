@@ -2,7 +2,6 @@
 import { NODE_ID_KEY, openHost } from "../host.ts";
 import type { Command } from "./command.ts";
 import { EXIT } from "./io.ts";
-import { linkRows, linkStatus } from "./_link_status.ts";
 
 /** `status`. */
 export const statusCommand: Command = {
@@ -18,6 +17,8 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
   options: {},
   positionals: [0, 0],
   async run(ctx) {
+    // The link's code is loaded only where it is used: it costs every start otherwise.
+    const { linkRows, linkStatus } = await import("./_link_status.ts");
     using host = await openHost({ ...ctx.flags, providers: ctx.io.providers });
     const { store } = host;
     const current = store.current();

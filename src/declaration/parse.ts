@@ -85,10 +85,13 @@ export class DeclarationRefused extends HostError {
  *
  * @example
  * ```ts
- * const decl = parseDeclaration(text, { managedRoots: ["/etc"], own: { paths: [], services: [] } });
+ * const decl = await parseDeclaration(text, { managedRoots: ["/etc"], own: { paths: [], services: [] } });
  * ```
  */
-export function parseDeclaration(text: string | Uint8Array, options: ParseOptions): Declaration {
+export function parseDeclaration(
+  text: string | Uint8Array,
+  options: ParseOptions,
+): Promise<Declaration> {
   return parse(text, options, false);
 }
 
@@ -96,7 +99,7 @@ export function parseDeclaration(text: string | Uint8Array, options: ParseOption
 export function parseTrustedDeclaration(
   text: string | Uint8Array,
   options: ParseOptions,
-): Declaration {
+): Promise<Declaration> {
   return parse(text, options, true);
 }
 
@@ -133,7 +136,11 @@ export function contentSize(resource: { content?: string; contentBase64?: string
   return (b64.length / 4) * 3 - padding;
 }
 
-function parse(text: string | Uint8Array, options: ParseOptions, trusted: boolean): Declaration {
+async function parse(
+  text: string | Uint8Array,
+  options: ParseOptions,
+  trusted: boolean,
+): Promise<Declaration> {
   const origin = options.origin ?? "declaration";
   const limits = { ...DEFAULT_LIMITS, ...options.limits };
   const bytes = typeof text === "string" ? new TextEncoder().encode(text).length : text.length;
@@ -177,7 +184,7 @@ function parse(text: string | Uint8Array, options: ParseOptions, trusted: boolea
   const resources = parsed.map(([, resource]) => resource);
 
   const declaration = { ...head, resources };
-  return { ...declaration, digest: digestOf(declaration) };
+  return { ...declaration, digest: await digestOf(declaration) };
 }
 
 function parseResource(

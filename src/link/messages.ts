@@ -5,7 +5,8 @@
  * last heartbeat that carried it (and on every link-up).
  */
 import type { ApplyReport } from "../apply.ts";
-import { digestOf } from "../declaration/canonical.ts";
+import { createHash } from "node:crypto";
+import { canonicalJson } from "../declaration/canonical.ts";
 import type { Problem } from "../declaration/parse.ts";
 import type { ResourceResult, Store } from "../store/store.ts";
 import { VERSION } from "../version.ts";
@@ -126,7 +127,9 @@ export function heldSummary(store: Store): { list: [string, string][]; digest: s
   const list = [...store.heldIndex()]
     .sort(([ka, a], [kb, b]) => a.position - b.position || (ka < kb ? -1 : 1))
     .map(([key, h]): [string, string] => [key, h.digest]);
-  return { list, digest: digestOf(list) };
+  // Synchronous on purpose (heartbeats are built in timers); the link loads node:crypto anyway.
+  const digest = `sha256:${createHash("sha256").update(canonicalJson(list)).digest("hex")}`;
+  return { list, digest };
 }
 
 /** Build a heartbeat; `withList` adds the held list. */

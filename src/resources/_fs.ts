@@ -57,11 +57,17 @@ export async function declaredAttributes(
   ctx: KindContext,
   spec: { mode: string; owner: string; group: string },
 ): Promise<{ mode: number; uid: number; gid: number }> {
-  return {
-    mode: parseInt(spec.mode, 8),
-    uid: await resolveUser(ctx, spec.owner),
-    gid: await resolveGroup(ctx, spec.group),
-  };
+  const key = `${spec.mode}:${spec.owner}:${spec.group}`;
+  let resolved = ctx.attributes.get(key);
+  if (!resolved) {
+    resolved = {
+      mode: parseInt(spec.mode, 8),
+      uid: await resolveUser(ctx, spec.owner),
+      gid: await resolveGroup(ctx, spec.group),
+    };
+    ctx.attributes.set(key, resolved);
+  }
+  return resolved;
 }
 
 /** Describe how the attributes on disk differ from the declared ones. */

@@ -43,7 +43,7 @@ export function isOurs(info: ContainerInfo): boolean {
 }
 
 /** What the runtime is asked to create for a resource. */
-export function containerSpec(resource: ContainerResource): ContainerSpec {
+export async function containerSpec(resource: ContainerResource): Promise<ContainerSpec> {
   return {
     name: resource.name,
     image: resource.image,
@@ -53,7 +53,7 @@ export function containerSpec(resource: ContainerResource): ContainerSpec {
     restart: resource.restart,
     labels: {
       [CONTAINER_LABELS.owner]: OWNER_VALUE,
-      [CONTAINER_LABELS.digest]: digestOf(resource),
+      [CONTAINER_LABELS.digest]: await digestOf(resource),
       [CONTAINER_LABELS.resource]: resource.id,
     },
   };
@@ -78,7 +78,7 @@ export const containerKind: ResourceKind<ContainerResource> = {
     if (info === null) return { exists: false, changes: ["create"] };
     if (!isOurs(info)) throw notOurs(resource.name, runtime.name);
     const have = info.labels[CONTAINER_LABELS.digest];
-    if (have !== digestOf(resource)) {
+    if (have !== await digestOf(resource)) {
       const why = have === undefined ? "its digest label is missing" : "the declaration changed";
       return { exists: true, changes: [`${REPLACE} (${why})`] };
     }
@@ -91,13 +91,13 @@ export const containerKind: ResourceKind<ContainerResource> = {
     // Look again right before acting: never remove what is not ours.
     const info = await runtime.inspect(resource.name);
     if (info === null) {
-      await runtime.create(containerSpec(resource));
+      await runtime.create(await containerSpec(resource));
       return;
     }
     if (!isOurs(info)) throw notOurs(resource.name, runtime.name);
     if (found.changes.some((c) => c.startsWith(REPLACE))) {
       await runtime.remove(resource.name);
-      await runtime.create(containerSpec(resource));
+      await runtime.create(await containerSpec(resource));
     } else if (!info.running) {
       await runtime.start(resource.name);
     }

@@ -42,11 +42,19 @@ export interface KindContext {
    * (and not readable under the host's permission set).
    */
   managedRoots: readonly string[];
+  /** mode/owner/group strings already resolved to numbers in this pass. */
+  attributes: Map<string, { mode: number; uid: number; gid: number }>;
 }
 
 /** A fresh context for one apply or plan pass. */
 export function newKindContext(providers: Providers, managedRoots: readonly string[]): KindContext {
-  return { providers, touchedDirectories: new Set(), realDirectories: new Set(), managedRoots };
+  return {
+    providers,
+    touchedDirectories: new Set(),
+    realDirectories: new Set(),
+    managedRoots,
+    attributes: new Map(),
+  };
 }
 
 /** One resource kind. */

@@ -23,11 +23,11 @@ export type Admission =
   };
 
 /** Decide about `data` received on `subject`; changes nothing (see `accept`). */
-export function admit(host: Host, data: Uint8Array, subject: string): Admission {
+export async function admit(host: Host, data: Uint8Array, subject: string): Promise<Admission> {
   const refused = `${subject} refused, nothing was applied`;
   let declaration;
   try {
-    declaration = parseFor(host, data, "link", subject);
+    declaration = await parseFor(host, data, "link", subject);
   } catch (error) {
     if (!(error instanceof DeclarationRefused)) throw error;
     const wrongNode = error.problems.some((p) => p.path === "node");

@@ -262,7 +262,7 @@ class Service {
   async #do(work: Work): Promise<void> {
     if (work.kind === "reconcile") return await this.#reconcile(work.trigger);
     const subject = subjectsOf(this.#identity?.node ?? "").declaration;
-    const admission = admit(this.#host, work.data, subject);
+    const admission = await admit(this.#host, work.data, subject);
     if (admission.verdict === "held") {
       // The declaration this node already holds (delivered again, or fetched on reconnect).
       if (work.trigger !== "declaration") return await this.#reconcile(work.trigger);

@@ -118,6 +118,7 @@ export class Store {
       ),
       deleteMeta: s(`DELETE FROM meta WHERE key = ?`),
       current: s(`SELECT * FROM declaration WHERE slot = 1`),
+      currentHead: s(`SELECT source, origin, serial, digest FROM declaration WHERE slot = 1`),
       accept: s(
         `INSERT INTO declaration (slot, source, origin, node, serial, digest, body, accepted_at)
          VALUES (1, ?, ?, ?, ?, ?, ?, ?)
@@ -245,6 +246,18 @@ export class Store {
       digest: row.digest as string,
       body: row.body as string,
       acceptedAt: row.accepted_at as string,
+    };
+  }
+
+  /** The current declaration without its body: where it came from, its serial and digest. */
+  currentHead(): Pick<StoredDeclaration, "source" | "origin" | "serial" | "digest"> | null {
+    const row = this.#stmt.currentHead.get() as Row | undefined;
+    if (!row) return null;
+    return {
+      source: row.source as Source,
+      origin: row.origin as string,
+      serial: row.serial === null ? undefined : Number(row.serial),
+      digest: row.digest as string,
     };
   }
 

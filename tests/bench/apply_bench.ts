@@ -137,14 +137,14 @@ async function inProcessNoop(): Promise<string> {
   });
   const text = JSON.stringify({ version: 1, resources: workload(root) });
   const options = { managedRoots: [root], own: host.config.own };
-  await applyDeclaration(host, parseDeclaration(text, options), {
+  await applyDeclaration(host, await parseDeclaration(text, options), {
     source: "file",
     origin: "bench",
   });
   const times: number[] = [];
   for (let i = 0; i < RUNS * 3; i++) {
     const t0 = performance.now();
-    const report = await applyDeclaration(host, parseDeclaration(text, options), {
+    const report = await applyDeclaration(host, await parseDeclaration(text, options), {
       source: "file",
       origin: "bench",
     });

@@ -92,12 +92,12 @@ Deno.test("action: no longer declared is forgotten (nothing to remove)", () =>
     assert.deepEqual(outcomes(await engine.apply([])), ["init:forgotten"]);
   }));
 
-Deno.test("action: refused by the safe parse (link and files)", () => {
+Deno.test("action: refused by the safe parse (link and files)", async () => {
   const text = JSON.stringify({
     version: 1,
     resources: [{ type: "action", id: "x", run: ["/usr/bin/true"], verify: ["/usr/bin/true"] }],
   });
-  assert.throws(
+  await assert.rejects(
     () => parseDeclaration(text, { managedRoots: ["/etc"], own: { paths: [], services: [] } }),
     (e: unknown) =>
       e instanceof DeclarationRefused && /accepted only from the bundle/.test(e.message),

@@ -27,7 +27,7 @@ Deno.test("container: created with the host's labels, read back, then unchanged"
   const info = await p.runtime.inspect(NAME);
   assert.equal(info?.running, true);
   assert.equal(info?.labels[CONTAINER_LABELS.owner], "nox-mesh-host");
-  assert.equal(info?.labels[CONTAINER_LABELS.digest], digestOf({ ...r, type: "container" }));
+  assert.equal(info?.labels[CONTAINER_LABELS.digest], await digestOf({ ...r, type: "container" }));
   assert.equal(info?.labels[CONTAINER_LABELS.resource], "web");
   assert.deepEqual(outcomes(await engine.apply([r])), ["web:unchanged"]);
 });
@@ -79,7 +79,10 @@ Deno.test("container: a changed digest label (by hand) or a changed declaration 
   assert.deepEqual(replaced.results[0].changes, ["replace (the declaration changed)"]);
   const info = await p.runtime.inspect(NAME);
   assert.notEqual(await p.podman("container", "inspect", "--format", "{{.Id}}", NAME), before);
-  assert.equal(info?.labels[CONTAINER_LABELS.digest], digestOf({ ...changed, type: "container" }));
+  assert.equal(
+    info?.labels[CONTAINER_LABELS.digest],
+    await digestOf({ ...changed, type: "container" }),
+  );
 });
 
 Deno.test("container: one of that name without the host's label is never touched; the apply fails", async () => {

@@ -67,12 +67,12 @@ Deno.test("package: without a package manager the apply fails with NoProviderErr
   assert.match(report.results[0].detail ?? "", /no provider on this machine for package resources/);
 });
 
-Deno.test("package: the host's own package may be declared with a version (fleet upgrade path)", () => {
+Deno.test("package: the host's own package may be declared with a version (fleet upgrade path)", async () => {
   const text = JSON.stringify({
     version: 1,
     resources: [{ type: "package", id: "host", name: "nox-mesh-host", version: "0.2.0-1" }],
   });
-  const decl = parseDeclaration(text, {
+  const decl = await parseDeclaration(text, {
     managedRoots: ["/etc"],
     own: { paths: ["/usr/bin/nox-mesh-host"], services: ["nox-mesh-host"] },
   });
