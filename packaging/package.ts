@@ -1,5 +1,5 @@
 /**
- * `deno task package <os> [--pkgrel N]`: builds the host (packaging/build.ts)
+ * `deno task package <os> [--pkgrel N] [--form F] [--version V]`: builds the host (packaging/build.ts)
  * and packs it with the launcher and the init files:
  * - arch: makepkg (as `nobody`) into dist/arch/repo/, a local pacman repository;
  * - tarball: dist/tarball/nox-mesh-host-<version>-<arch>.tar.gz + SHA256SUMS;
@@ -155,15 +155,24 @@ if (import.meta.main) {
     options: {
       pkgrel: { type: "string", default: "1" },
       form: { type: "string", default: "auto" },
+      version: { type: "string" },
     },
   });
   const os = positionals[0] as TargetOs;
   if (!TARGET_OSES.includes(os)) {
-    console.error(`usage: deno task package ${TARGET_OSES.join("|")} [--pkgrel N]`);
+    console.error(
+      `usage: deno task package ${
+        TARGET_OSES.join("|")
+      } [--pkgrel N] [--form auto|compiled|bundled] [--version V]`,
+    );
     Deno.exit(64);
   }
   try {
-    const b = await build({ os, form: values.form as "auto" | "compiled" | "bundled" });
+    const b = await build({
+      os,
+      form: values.form as "auto" | "compiled" | "bundled",
+      version: values.version,
+    });
     if (os === "arch") console.log(`built ${await packageArch(b, Number(values.pkgrel))}`);
     if (os === "tarball") console.log(`built ${await packageTarball(b)} and SHA256SUMS`);
     if (os === "alpine") {

@@ -1,19 +1,20 @@
 /**
- * The host itself (bundled from this checkout, run with the `host` task's
- * permission flags) inside lab machines: packages through pacman on a systemd
- * machine, and the profile each flavour of machine reports.
+ * The host itself, installed in lab machines from its real package (built from
+ * this checkout; systemd: the Arch package via pacman, others: the tarball) and
+ * running under that package's permission set: packages through pacman on a
+ * systemd machine, and the profile each flavour of machine reports.
  */
 import assert from "node:assert/strict";
 import { Lab } from "../lab/lib/mod.ts";
 import type { Machine } from "../lab/lib/machine.ts";
-import { HOST_IN_MACHINE } from "../lab/lib/host.ts";
+import { hostCommand } from "../lab/lib/host.ts";
 import type { Profile } from "../src/profile.ts";
 import { CAN_RAISE, machineTest } from "./os/_machine.ts";
 
 const HELLO = "noxlab-hello";
 
-async function host(m: Machine, ...args: string[]) {
-  const r = await m.exec([HOST_IN_MACHINE.command, ...args]);
+async function host(m: Machine, args: string[], input?: string) {
+  const r = await m.exec([hostCommand(m), ...args], { input });
   try {
     return { code: r.code, json: JSON.parse(r.stdout), stderr: r.stderr };
   } catch {
@@ -21,9 +22,9 @@ async function host(m: Machine, ...args: string[]) {
   }
 }
 
-async function applyJson(m: Machine, resources: unknown[]) {
-  await m.writeFile("/root/decl.json", JSON.stringify({ version: 1, resources }));
-  return await host(m, "apply", "--json", "/root/decl.json");
+/** `apply --json -` with the declaration on stdin (the set does not let the host read /root). */
+function applyJson(m: Machine, resources: unknown[]) {
+  return host(m, ["apply", "--json", "-"], JSON.stringify({ version: 1, resources }));
 }
 
 const installed = async (m: Machine) =>
@@ -88,7 +89,7 @@ Deno.test({
       lab.raise({ name: "plain", flavour: "plain", network: false }),
     ]);
     await Promise.all([sd, rc, plain].map((m) => lab.installHost(m)));
-    const profileOf = async (m: Machine) => (await host(m, "profile", "--json")).json as Profile;
+    const profileOf = async (m: Machine) => (await host(m, ["profile", "--json"])).json as Profile;
     await t.step(
       "systemd machine: systemd and pacman working, podman answers, on the lab net",
       async () => {

@@ -47,6 +47,11 @@ Deno.test("init files: the unit starts the launcher, restarts it as a backstop, 
   assert.match(unit, /^Restart=always$/m);
   assert.match(unit, /^StateDirectory=mesh-host$/m);
   assert.match(unit, /^RestartPreventExitStatus=78$/m, "a halted launcher stays stopped");
+  assert.match(
+    unit,
+    /^Environment=PATH=\/usr\/bin:\/usr\/sbin:\/bin:\/sbin$/m,
+    "the PATH the set is for",
+  );
   for (const policy of ["StartLimitBurst", "OnFailure", "ExecStopPost", "ExecStartPre"]) {
     assert.ok(!unit.includes(policy), `${policy} would be policy in the unit`);
   }
@@ -78,6 +83,7 @@ Deno.test("init files: the OpenRC script needs net, runs the launcher, and conf.
   assert.equal(command, "/usr/bin/nox-mesh-host-launch");
   assert.equal(args, "run");
   assert.match(env, /--env NOX_MESH_HOST_PKG=apk /);
+  assert.match(env, /^--env PATH=\/usr\/bin:\/usr\/sbin:\/bin:\/sbin /, "the PATH the set is for");
   assert.match(env, /--env NOX_MESH_HOST_STATE_DIR=\/var\/lib\/mesh-host /);
   const tarball = await probe(
     "package_kind=tarball host_bin=/usr/local/bin/nox-mesh-host launcher=/usr/local/bin/nox-mesh-host-launch;",

@@ -165,3 +165,42 @@ Deno.test("alpine (lint only: no apk or abuild on this machine): APKBUILD is she
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("build --version: the stamped host says that version, the tarball is named for it, src/version.ts is untouched; a malformed version is refused", async () => {
+  const dir = await tempDir();
+  try {
+    const stamped = `${VERSION}.7`;
+    const b = await build({
+      os: "tarball",
+      form: "bundled",
+      out: join(dir, "tarball"),
+      version: stamped,
+    });
+    assert.equal(b.version, stamped);
+    const said = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "--no-config", join(b.dir, "nox-mesh-host.js"), "version"],
+      stdout: "piped",
+    }).output();
+    assert.equal(new TextDecoder().decode(said.stdout), `nox-mesh-host ${stamped}\n`);
+    assert.match(await Deno.readTextFile(join(b.dir, "nox-mesh-host")), new RegExp(stamped));
+    assert.equal(
+      (await packageTarball(b, "x86_64")).split("/").pop(),
+      `nox-mesh-host-${stamped}-x86_64.tar.gz`,
+    );
+    assert.match(
+      await Deno.readTextFile(repo("src/version.ts")),
+      new RegExp(`VERSION = "${VERSION.replaceAll(".", "\\.")}"`),
+    );
+    assert.deepEqual(
+      [...Deno.readDirSync(dir)].map((e) => e.name),
+      ["tarball"],
+      "no stamp left behind",
+    );
+    await assert.rejects(
+      build({ os: "tarball", form: "bundled", out: join(dir, "bad"), version: "1.0-1" }),
+      /not a version this build can stamp/,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

@@ -1,6 +1,6 @@
 // The per-OS permission files and the flags both build forms get from them.
 import assert from "node:assert/strict";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import {
   actionPrograms,
   loadPermissionSet,
@@ -11,9 +11,17 @@ import {
 } from "../packaging/permissions.ts";
 import { build, compileArgs } from "../packaging/build.ts";
 import { DEFAULTS } from "../src/config.ts";
+import { NEEDS } from "../os/needs.ts";
 
-const ADAPTER_TOOLS = {
-  arch: ["/usr/bin/pacman", "/usr/bin/systemctl", "/usr/bin/podman", "/usr/bin/docker"],
+/** Exactly the programs each set may run: the adapters' tools and the profile's queries. */
+const PROGRAMS = {
+  arch: [
+    "/usr/bin/pacman",
+    "/usr/bin/systemctl",
+    "/usr/bin/podman",
+    "/usr/bin/docker",
+    "/usr/bin/ip",
+  ],
   alpine: [
     "/sbin/apk",
     "/usr/sbin/apk",
@@ -21,6 +29,10 @@ const ADAPTER_TOOLS = {
     "/usr/sbin/rc-service",
     "/sbin/rc-update",
     "/usr/sbin/rc-update",
+    "/bin/rc-status",
+    "/usr/bin/rc-status",
+    "/sbin/ip",
+    "/usr/sbin/ip",
     "/usr/bin/podman",
     "/usr/bin/docker",
   ],
@@ -35,6 +47,11 @@ const ADAPTER_TOOLS = {
     "/usr/sbin/rc-update",
     "/usr/bin/podman",
     "/usr/bin/docker",
+    "/bin/rc-status",
+    "/usr/bin/rc-status",
+    "/usr/bin/ip",
+    "/sbin/ip",
+    "/usr/sbin/ip",
   ],
 };
 
@@ -56,7 +73,7 @@ for (const os of TARGET_OSES) {
     const set = await loadPermissionSet(os);
     const flags = permissionFlags(set);
     assert.ok(!flags.some((f) => f === "-A" || f.startsWith("--allow-all")), "never -A");
-    assert.deepEqual(set.allowRun, ADAPTER_TOOLS[os], "exactly the adapter tools");
+    assert.deepEqual(set.allowRun, PROGRAMS[os], "exactly the adapter tools and profile queries");
     assert.deepEqual(set.allowWrite, [...DEFAULTS.managedRoots], "writes only the managed roots");
     const launcher = set.binary + "-launch";
     for (const own of [set.binary, set.bundle, launcher, ...OWN_INIT_FILES[os], "/etc/mesh-host"]) {
@@ -76,6 +93,26 @@ for (const os of TARGET_OSES) {
     }
     assert.deepEqual(set.denyNet, ["0.0.0.0", "[::]"], "no listening on wildcard addresses");
     assert.deepEqual(set.allowEnv, ["NOX_MESH_HOST_STATE_DIR", "NOX_MESH_HOST_CONFIG"]);
+  });
+}
+
+for (const os of TARGET_OSES) {
+  Deno.test(`permissions ${os}: every grant beyond the managed roots is the host's own or in os/needs.ts`, async () => {
+    const set = await loadPermissionSet(os);
+    const needs = NEEDS[os];
+    const name = (p: string) => p.slice(p.lastIndexOf("/") + 1);
+    for (const program of set.allowRun) {
+      assert.ok(name(program) in needs.run, `${program}: os/needs.ts does not say what runs it`);
+    }
+    const own = ["/usr/share/nox-mesh-host", set.binary, dirname(set.bundle)];
+    for (const path of set.allowRead) {
+      assert.ok(
+        DEFAULTS.managedRoots.includes(path as typeof DEFAULTS.managedRoots[number]) ||
+          own.includes(path) || path in needs.read,
+        `allow-read ${path}: neither a managed root, the host's own files, nor in os/needs.ts`,
+      );
+    }
+    assert.deepEqual([...set.allowSys].sort(), Object.keys(needs.sys).sort(), "allow-sys");
   });
 }
 

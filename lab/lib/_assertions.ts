@@ -1,4 +1,4 @@
-import { HOST_IN_MACHINE } from "./host.ts";
+import { hostCommand } from "./host.ts";
 import { fail, type Step } from "./_step.ts";
 
 /** What an apply must report (host-contract.md `apply --json`). */
@@ -13,13 +13,25 @@ export interface ApplyExpectation {
   errorIncludes?: string;
 }
 
-/** Runs `nox-mesh-host apply --json FILE` on a machine and checks its report. */
+/**
+ * Runs `nox-mesh-host apply --json -` on a machine with FILE (a path in the machine) on
+ * its stdin, and checks its report. Piped, because the host's permission set lets it
+ * read only what it manages (a declaration in /root is not), as a person would do.
+ */
 export function apply(machine: string, file: string, expect: ApplyExpectation): Step {
   const wants = Object.entries(expect).map(([k, v]) => `${k}=${v}`).join(" ");
   return {
     title: `apply ${file} on ${machine} (expect ${wants})`,
     async run(ctx) {
-      const r = await ctx.machine(machine).exec([HOST_IN_MACHINE.command, "apply", "--json", file]);
+      const m = ctx.machine(machine);
+      const r = await m.exec([
+        "/bin/sh",
+        "-c",
+        'exec "$1" apply --json - < "$2"',
+        "lab-apply",
+        hostCommand(m),
+        file,
+      ]);
       const exitCode = expect.exitCode ??
         (expect.outcome === "refused" ? 2 : expect.outcome === "failed" ? 1 : 0);
       let report: {

@@ -1,18 +1,91 @@
 import { join } from "node:path";
-import { bundle, CHECKOUT } from "./bundle.ts";
+import { loadPermissionSet, type TargetOs } from "../../packaging/permissions.ts";
+import type { Flavour } from "./base.ts";
+import { CHECKOUT } from "./bundle.ts";
 import { LabError } from "./errors.ts";
-import { type Machine, MACHINE_DENO } from "./machine.ts";
+import type { Machine } from "./machine.ts";
 
-/** Where the lab installs the host inside a machine. */
-export const HOST_IN_MACHINE = {
-  bundle: "/usr/local/lib/nox-mesh-host/nox-mesh-host.js",
-  command: "/usr/local/bin/nox-mesh-host",
+/** How the host is installed on one flavour of machine, and where it then lives. */
+export interface HostInstall {
+  /** pacman from the lab repository, or the tarball unpacked into /usr/local/bin. */
+  how: "pacman" | "tarball";
+  /** The permission set (packaging/<os>/permissions) the installed host runs under. */
+  os: TargetOs;
+  /** The host's program (the shim of the bundled form). */
+  command: string;
+  /** The bundle the shim runs (the file a self-upgrade replaces). */
+  bundle: string;
+}
+
+const ARCH = await loadPermissionSet("arch");
+const TARBALL = await loadPermissionSet("tarball");
+
+/**
+ * The host as each flavour gets it: systemd machines (Debian with pacman, standing in
+ * for Arch) from the Arch package, OpenRC and plain machines from the tarball.
+ * The paths are the permission files' own.
+ */
+export const HOST_INSTALLS: Readonly<Record<Flavour, HostInstall>> = {
+  systemd: { how: "pacman", os: "arch", command: ARCH.binary, bundle: ARCH.bundle },
+  openrc: { how: "tarball", os: "tarball", command: TARBALL.binary, bundle: TARBALL.bundle },
+  plain: { how: "tarball", os: "tarball", command: TARBALL.binary, bundle: TARBALL.bundle },
+};
+
+/** The host's program on a machine (as installed for its flavour). */
+export function hostCommand(machine: Machine): string {
+  return HOST_INSTALLS[machine.flavour].command;
+}
+
+/** The PATH the host's init files give it (launcher/), which its permission set is written for. */
+export const HOST_PATH = "/usr/bin:/usr/sbin:/bin:/sbin";
+
+/**
+ * Installs the host from its real package: on systemd machines `pacman -S
+ * nox-mesh-host` from the lab repository (/lab/repo, which pulls the `deno`
+ * package), plus the host.json of the Arch-like flavour; on the others the
+ * tarball in /lab/tarball, checked against its SHA256SUMS and unpacked into
+ * /usr/local/bin (/usr/bin/deno is bound in by the lab). Nothing is started.
+ */
+export async function installHost(machine: Machine): Promise<void> {
+  const install = HOST_INSTALLS[machine.flavour];
+  if (install.how === "pacman") {
+    await machine.exec(
+      ["pacman", "-Sy", "--noconfirm", "--noprogressbar", "nox-mesh-host"],
+      { check: true },
+    );
+    // The Arch-like flavour is Debian with pacman: pacman is not the OS's own package
+    // manager there, so the host uses it only when told to.
+    await machine.writeFile(ARCH_LIKE_CONFIG.path, ARCH_LIKE_CONFIG.text, "0644");
+  } else {
+    await machine.exec(["/bin/sh", "-c", INSTALL_TARBALL], { check: true });
+  }
+  const r = await machine.exec([install.command, "version"]);
+  if (r.code !== 0 || !r.stdout.startsWith("nox-mesh-host ")) {
+    throw new LabError(
+      "command-failed",
+      `on ${machine.name}: the installed ${install.command} does not run (exit ${r.code}): ` +
+        `${r.stderr.trim() || r.stdout.trim()}`,
+    );
+  }
+}
+
+/** What a person does with the tarball on a machine without a package manager. */
+const INSTALL_TARBALL = `set -eu
+cd /lab/tarball
+sha256sum -c --quiet SHA256SUMS
+for f in nox-mesh-host-*.tar.gz; do tar -xz -C /usr/local/bin < "$f"; done
+`;
+
+/** The host configuration of the lab's Arch-like (systemd + pacman) machines. */
+export const ARCH_LIKE_CONFIG = {
+  path: "/etc/mesh-host/host.json",
+  text: JSON.stringify({ packageManager: "pacman" }) + "\n",
 } as const;
 
 /**
- * THE permission flags the host runs with in the lab: the development flags of the
- * `host` task in deno.json (host-contract.md), until packaging/ provides the per-OS
- * permission set. This is the only place the lab knows them.
+ * The development permission flags of the `host` task in deno.json (`deno task
+ * host`), for tests that run the host from the checkout. Lab machines do not use
+ * them: they run the host as packaged, under packaging/<os>/permissions.
  */
 export async function hostFlags(): Promise<string[]> {
   const config = JSON.parse(await Deno.readTextFile(join(CHECKOUT, "deno.json")));
@@ -26,7 +99,7 @@ export async function hostFlags(): Promise<string[]> {
       "usage",
       `deno.json has no "host" task of the form "deno run <flags> mod.ts" (found ${
         JSON.stringify(line ?? null)
-      }); the lab runs the host with exactly those flags`,
+      })`,
     );
   }
   const flags = words.slice(runAt + 1, entryAt).map((w) => w.replace(/^(['"])(.*)\1$/, "$2"));
@@ -34,40 +107,4 @@ export async function hostFlags(): Promise<string[]> {
     throw new LabError("usage", "the host task must not use -A/--allow-all (DESIGN.md §3)");
   }
   return flags;
-}
-
-/** Bundles the host from this checkout into `output` (deno bundle mod.ts). */
-export function bundleHost(output: string): Promise<void> {
-  return bundle("mod.ts", output);
-}
-
-/**
- * Installs a host bundle into a machine: the bundle file plus a command
- * (/usr/local/bin/nox-mesh-host) that runs it on the machine's deno with {@link hostFlags}.
- */
-export async function installHost(machine: Machine, bundlePath: string): Promise<void> {
-  const flags = await hostFlags();
-  await machine.copyIn(bundlePath, HOST_IN_MACHINE.bundle, "0644");
-  const quoted = [MACHINE_DENO, "run", ...flags, HOST_IN_MACHINE.bundle].map(shellQuote);
-  await machine.writeFile(
-    HOST_IN_MACHINE.command,
-    `#!/bin/sh\n# nox-mesh-host, installed by the lab (bundled form, development flags)\n` +
-      `exec ${quoted.join(" ")} "$@"\n`,
-    "0755",
-  );
-  if (machine.flavour === "systemd") {
-    // The Arch-like flavour is Debian with pacman: pacman is not the OS's own
-    // package manager there, so the host uses it only when told to.
-    await machine.writeFile(ARCH_LIKE_CONFIG.path, ARCH_LIKE_CONFIG.text, "0644");
-  }
-}
-
-/** The host configuration of the lab's Arch-like (systemd + pacman) machines. */
-export const ARCH_LIKE_CONFIG = {
-  path: "/etc/mesh-host/host.json",
-  text: JSON.stringify({ packageManager: "pacman" }) + "\n",
-} as const;
-
-function shellQuote(word: string): string {
-  return /^[A-Za-z0-9_./=:,+-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
 }

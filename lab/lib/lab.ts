@@ -3,11 +3,11 @@ import { ensureBase, type Flavour } from "./base.ts";
 import { Broker, type BrokerOptions } from "./broker.ts";
 import { LabError } from "./errors.ts";
 import { DENO_BINARY, Machine, MACHINE_DENO, type PlacedFile } from "./machine.ts";
-import { bundleHost, installHost } from "./host.ts";
+import { installHost } from "./host.ts";
+import { type HostBuild, hostPackage, hostTarball } from "./host_builds.ts";
 import { LabSwitch, SUBNET_PREFIX } from "./net.ts";
 import { bundle, PROBE_FLAGS } from "./bundle.ts";
-import { ensureRepo } from "./repo.ts";
-import { run } from "./_run.ts";
+import { addToRepo, copyRepo, ensureRepo } from "./repo.ts";
 
 /** What to raise. */
 export interface MachineSpec {
@@ -46,6 +46,27 @@ export interface LabOptions {
   log?: (line: string) => void;
 }
 
+/**
+ * OpenRC machines: a service that provides "net" (as Alpine's networking does), so
+ * services that `need net` start. The lab configures the machine's link from outside.
+ */
+const OPENRC_NET: ReadonlyArray<readonly [string, PlacedFile]> = [
+  ["/etc/init.d/lab-net", {
+    mode: "0755",
+    content: `#!/sbin/openrc-run
+description="the lab machine's network (its link is set up from outside by the lab)"
+depend() {
+	provide net
+}
+start() {
+	ebegin "lab network"
+	eend 0
+}
+`,
+  }],
+  ["/etc/runlevels/boot/lab-net", { symlink: "/etc/init.d/lab-net" }],
+];
+
 const live = new Set<Lab>();
 let handlers: Array<[Deno.Signal, () => void]> = [];
 let interrupted: Promise<void> | undefined;
@@ -67,8 +88,10 @@ export class Lab implements AsyncDisposable {
   readonly machines: Map<string, Machine> = new Map();
   private brokerInstance: Broker | undefined;
   private probeBundled: Promise<void> | undefined;
-  private hostBundled: Promise<void> | undefined;
   private repoCopied: Promise<void> | undefined;
+  private tarballCopied: Promise<void> | undefined;
+  private readonly published = new Map<HostBuild, Promise<void>>();
+  private repoChange: Promise<unknown> = Promise.resolve();
   private readonly pending = new Set<Promise<Machine>>();
   private nextAddress = 10;
   private stopped: Promise<void> | undefined;
@@ -132,6 +155,9 @@ export class Lab implements AsyncDisposable {
     if (spec.flavour === "systemd") {
       this.repoCopied ??= this.copyRepo();
       await this.repoCopied;
+    } else {
+      this.tarballCopied ??= this.copyTarball();
+      await this.tarballCopied;
     }
     const netns = `${this.id}-${spec.name}`;
     const address = `${SUBNET_PREFIX}.${this.nextAddress++}`;
@@ -153,10 +179,17 @@ export class Lab implements AsyncDisposable {
         port,
         dir: join(this.dir, "machines", spec.name),
         lower: base.rootfs,
-        binds: [[DENO_BINARY, MACHINE_DENO], [this.shareDir, "/lab"]],
+        binds: [
+          [DENO_BINARY, MACHINE_DENO],
+          [this.shareDir, "/lab"],
+          // The tarball's bundled form runs on /usr/bin/deno: these machines have deno
+          // installed by hand (systemd machines get it from the lab repository's package).
+          ...(spec.flavour === "systemd" ? [] : [[DENO_BINARY, "/usr/bin/deno"] as const]),
+        ],
         preload: [
           ["/etc/hostname", `${spec.name}\n`],
           ["/etc/hosts", hosts],
+          ...(spec.flavour === "openrc" ? OPENRC_NET : []),
           ...Object.entries(spec.files ?? {}),
         ],
         bootTimeoutMs: (spec.bootTimeoutS ?? 90) * 1000,
@@ -225,14 +258,29 @@ export class Lab implements AsyncDisposable {
   }
 
   /**
-   * Installs the host from this checkout (bundled once per lab) into a machine as
-   * /usr/local/bin/nox-mesh-host, run with the lab's host permission flags.
+   * Installs the host from its real package (built from this checkout by packaging/):
+   * `pacman -S nox-mesh-host` on systemd machines, the tarball on the others. It then
+   * runs under its OS's permission set (packaging/<os>/permissions); nothing is started.
    */
   async installHost(machine: Machine): Promise<void> {
-    const file = join(this.dir, "nox-mesh-host.js");
-    this.hostBundled ??= bundleHost(file);
-    await this.hostBundled;
-    await installHost(machine, file);
+    await installHost(machine);
+  }
+
+  /**
+   * Adds a build of the host (lab/lib/host_builds.ts) to this lab's pacman repository,
+   * /lab/repo, so that machines can install or upgrade to it (once per lab and build).
+   */
+  publishHost(which: HostBuild): Promise<void> {
+    let done = this.published.get(which);
+    if (!done) {
+      done = (async () => {
+        this.repoCopied ??= this.copyRepo();
+        await this.repoCopied;
+        if (which !== "current") await this.addHostPackage(which); // the copy holds current
+      })();
+      this.published.set(which, done);
+    }
+    return done;
   }
 
   /** The broker if it was started. */
@@ -308,11 +356,33 @@ export class Lab implements AsyncDisposable {
     }
   }
 
+  /** The lab repository (noxlab-hello, deno) plus the host's current package. */
   private async copyRepo(): Promise<void> {
-    const repo = await ensureRepo(this.log);
-    await run(["cp", "-r", repo, join(this.shareDir, "repo")], {
-      what: "copy the lab pacman repository",
+    await copyRepo(await ensureRepo(this.log), join(this.shareDir, "repo"));
+    await this.addHostPackage("current");
+  }
+
+  private async addHostPackage(which: HostBuild): Promise<void> {
+    const file = await hostPackage(which, this.log);
+    const target = join(this.shareDir, "repo", file.split("/").pop()!);
+    // repo-add rewrites the database: one at a time.
+    const change = this.repoChange.then(async () => {
+      await Deno.copyFile(file, target);
+      await addToRepo(join(this.shareDir, "repo"), [target]);
     });
+    this.repoChange = change.catch(() => {});
+    await change;
+  }
+
+  /** The host's tarball and its SHA256SUMS, at /lab/tarball. */
+  private async copyTarball(): Promise<void> {
+    const tarball = await hostTarball(this.log);
+    const dir = join(this.shareDir, "tarball");
+    await Deno.mkdir(dir, { recursive: true });
+    const from = tarball.slice(0, tarball.lastIndexOf("/"));
+    for (const name of [tarball.split("/").pop()!, "SHA256SUMS"]) {
+      await Deno.copyFile(join(from, name), join(dir, name));
+    }
   }
 }
 

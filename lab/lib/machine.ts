@@ -58,6 +58,17 @@ const MACHINE_ENV = {
   TERM: "dumb",
 };
 
+/**
+ * PATH of commands run in a machine. The systemd flavour stands in for Arch, where
+ * /usr/sbin is /usr/bin: programs are found in /usr/bin first, as on Arch (this is
+ * what the Arch permission set's program paths are written for).
+ */
+const EXEC_PATH: Readonly<Record<Flavour, string>> = {
+  systemd: "/usr/local/sbin:/usr/local/bin:/usr/bin:/usr/sbin:/bin:/sbin",
+  openrc: MACHINE_ENV.PATH,
+  plain: MACHINE_ENV.PATH,
+};
+
 /** One running lab machine: its own namespaces, overlay root and cgroup. */
 export class Machine {
   readonly name: string;
@@ -204,7 +215,7 @@ export class Machine {
         check: false,
         input,
         clearEnv: true,
-        env: { ...MACHINE_ENV, ...env },
+        env: { ...MACHINE_ENV, PATH: EXEC_PATH[this.flavour], ...env },
         timeoutMs,
         what: `${argv.join(" ")} on ${this.name}`,
       },

@@ -2,13 +2,17 @@ import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { CACHE_DIR } from "./base.ts";
 import { LabError } from "./errors.ts";
+import { DENO_BINARY } from "./machine.ts";
 import { exists, run, tail } from "./_run.ts";
 
 /**
  * The lab's pacman repository "noxlab" (mounted at /lab/repo in systemd machines).
- * Until the packaging issue lands it holds a test package, noxlab-hello, in two
- * versions: the database offers TEST_PACKAGE.latest; the older file stays beside it
- * for exact-version installs (`pacman -U /lab/repo/<file>`).
+ * The cached part, built once with makepkg, holds:
+ * - the test package noxlab-hello in two versions: the database offers
+ *   TEST_PACKAGE.latest; the older file stays beside it for exact-version installs;
+ * - `deno`, this lab host's own deno binary packaged as /usr/bin/deno: the host's
+ *   Arch package (bundled form) depends on it, so `pacman -S nox-mesh-host` pulls it.
+ * Each lab adds the host's own packages (lab/lib/host_builds.ts) to its copy.
  */
 export const TEST_PACKAGE = {
   name: "noxlab-hello",
@@ -16,7 +20,10 @@ export const TEST_PACKAGE = {
   latest: "1.1-1",
 } as const;
 
-function pkgbuild(version: string): string {
+/** The repository's name (its database is `<name>.db.tar.gz`). */
+export const REPO_NAME = "noxlab";
+
+function helloPkgbuild(version: string): string {
   const [pkgver, pkgrel] = version.split("-");
   return `pkgname=${TEST_PACKAGE.name}
 pkgver=${pkgver}
@@ -33,29 +40,67 @@ package() {
 `;
 }
 
-/** Builds the repository once (cached by recipe) and returns its directory. */
+/** The `deno` package: this host's binary at /usr/bin/deno, uncompressed (fast to unpack). */
+function denoPkgbuild(version: string): string {
+  return `pkgname=deno
+pkgver=${version}
+pkgrel=1
+pkgdesc="Deno runtime (the lab host's own binary, packaged for the lab's machines)"
+arch=(${arch()})
+license=(MIT)
+options=(!strip !debug)
+source=(deno)
+sha256sums=(SKIP)
+package() {
+  install -Dm0755 deno "$pkgdir/usr/bin/deno"
+}
+`;
+}
+
+function arch(): string {
+  return Deno.build.arch === "aarch64" ? "aarch64" : "x86_64";
+}
+
+/** The version of the deno binary the machines get (`deno --version`, first line). */
+async function denoVersion(): Promise<string> {
+  const r = await run([DENO_BINARY, "--version"], { what: "deno --version" });
+  const version = /^deno (\S+)/.exec(r.stdout)?.[1];
+  if (!version) throw new LabError("command-failed", `deno --version said ${r.stdout}`);
+  return version;
+}
+
+/** Builds the repository once (cached by recipe and deno binary) and returns its directory. */
 export async function ensureRepo(log: (line: string) => void = () => {}): Promise<string> {
-  const recipe = TEST_PACKAGE.versions.map(pkgbuild).join("\n");
+  const deno = await denoVersion();
+  const binary = await Deno.stat(DENO_BINARY);
+  const recipe = [
+    ...TEST_PACKAGE.versions.map(helloPkgbuild),
+    denoPkgbuild(deno),
+    `${DENO_BINARY} ${binary.size} ${binary.mtime?.getTime()}`,
+  ].join("\n");
   const key = `repo-${createHash("sha256").update(recipe).digest("hex").slice(0, 16)}`;
   const dir = join(CACHE_DIR, key);
-  if (await exists(join(dir, "noxlab.db.tar.gz"))) return dir;
+  const db = join(dir, `${REPO_NAME}.db.tar.gz`);
+  if (await exists(db)) return dir;
   await Deno.mkdir(CACHE_DIR, { recursive: true });
   const lock = await Deno.open(join(CACHE_DIR, `${key}.lock`), { create: true, write: true });
   try {
     await lock.lock(true);
-    if (await exists(join(dir, "noxlab.db.tar.gz"))) return dir;
-    log(`building the lab pacman repository ${key} with makepkg`);
+    if (await exists(db)) return dir;
+    log(`building the lab pacman repository ${key} with makepkg (noxlab-hello, deno ${deno})`);
     const work = await Deno.makeTempDir({ prefix: "noxlab-repo-" });
     try {
       await Deno.chmod(work, 0o777);
       const out = join(work, "out");
       await Deno.mkdir(out, { mode: 0o777 });
       await Deno.chmod(out, 0o777);
-      for (const version of TEST_PACKAGE.versions) await makepkg(work, out, version);
-      const files = TEST_PACKAGE.versions.map((v) =>
-        join(out, `${TEST_PACKAGE.name}-${v}-any.pkg.tar.gz`)
-      );
-      await run(["repo-add", "-q", join(out, "noxlab.db.tar.gz"), ...files], {
+      for (const version of TEST_PACKAGE.versions) {
+        await makepkg(work, out, `hello-${version}`, helloPkgbuild(version), ".pkg.tar.gz");
+      }
+      await makepkg(work, out, "deno", denoPkgbuild(deno), ".pkg.tar", DENO_BINARY);
+      const files = [...Deno.readDirSync(out)].map((e) => join(out, e.name))
+        .filter((f) => /\.pkg\.tar(\.gz)?$/.test(f));
+      await run(["repo-add", "-q", join(out, `${REPO_NAME}.db.tar.gz`), ...files], {
         what: "repo-add",
       });
       await Deno.remove(dir, { recursive: true }).catch(() => {});
@@ -69,11 +114,50 @@ export async function ensureRepo(log: (line: string) => void = () => {}): Promis
   }
 }
 
-async function makepkg(work: string, out: string, version: string): Promise<void> {
-  const build = join(work, version);
+/**
+ * Copies the cached repository into `target` (a lab's share): package files as hard
+ * links where the file system allows (deno's is ~100 MB), the database as copies,
+ * since repo-add rewrites them when a lab adds its own packages.
+ */
+export async function copyRepo(cached: string, target: string): Promise<void> {
+  await Deno.mkdir(target, { recursive: true });
+  for (const entry of Deno.readDirSync(cached)) {
+    const from = join(cached, entry.name);
+    const to = join(target, entry.name);
+    if (entry.isSymlink) {
+      await Deno.symlink(await Deno.readLink(from), to);
+    } else if (/\.pkg\.tar(\.\w+)?$/.test(entry.name)) {
+      await Deno.link(from, to).catch(() => Deno.copyFile(from, to));
+    } else {
+      await Deno.copyFile(from, to);
+    }
+  }
+}
+
+/** Adds package files (already in `repoDir`) to the repository's database. */
+export async function addToRepo(repoDir: string, files: readonly string[]): Promise<void> {
+  await run(["repo-add", "-q", join(repoDir, `${REPO_NAME}.db.tar.gz`), ...files], {
+    what: "repo-add",
+  });
+}
+
+async function makepkg(
+  work: string,
+  out: string,
+  name: string,
+  pkgbuild: string,
+  pkgext: string,
+  source?: string,
+): Promise<void> {
+  const build = join(work, name);
   await Deno.mkdir(build, { mode: 0o777 });
   await Deno.chmod(build, 0o777);
-  await Deno.writeTextFile(join(build, "PKGBUILD"), pkgbuild(version));
+  await Deno.writeTextFile(join(build, "PKGBUILD"), pkgbuild);
+  if (source) {
+    const copy = join(build, source.split("/").pop()!);
+    await Deno.copyFile(source, copy);
+    await Deno.chmod(copy, 0o755);
+  }
   // makepkg refuses root: build as nobody.
   const r = await run([
     "setpriv",
@@ -83,7 +167,7 @@ async function makepkg(work: string, out: string, version: string): Promise<void
     "env",
     `HOME=${build}`,
     `PKGDEST=${out}`,
-    "PKGEXT=.pkg.tar.gz",
+    `PKGEXT=${pkgext}`,
     "sh",
     "-c",
     'cd "$1" && makepkg -f --nodeps --noconfirm',
@@ -93,7 +177,7 @@ async function makepkg(work: string, out: string, version: string): Promise<void
   if (r.code !== 0) {
     throw new LabError(
       "base-build-failed",
-      `makepkg of the lab test package ${version} failed (exit ${r.code}); is makepkg ` +
+      `makepkg of the lab package ${name} failed (exit ${r.code}); is makepkg ` +
         `installed (sh lab/setup.sh)?\n${tail(r.stderr + r.stdout)}`,
     );
   }

@@ -7,15 +7,16 @@
 import { join } from "node:path";
 import type { Lab } from "../lib/lab.ts";
 import { bundle, CHECKOUT } from "../lib/bundle.ts";
-import { HOST_IN_MACHINE } from "../lib/host.ts";
+import { HOST_INSTALLS, HOST_PATH, hostCommand } from "../lib/host.ts";
 import { MACHINE_DENO } from "../lib/machine.ts";
 import { fail, type Step, type StepContext } from "../lib/scenario.ts";
 import { includeAuth, initState } from "./broker.ts";
 import { fingerprintOf } from "./certs.ts";
 
 /**
- * The unit the link scenarios run the host with (placed before boot, started by a
- * step); no launcher and Restart=no, so an exit stays visible.
+ * The unit the link scenarios run the installed host with (placed before boot as an
+ * override of the package's unit, started by a step); no launcher and Restart=no, so
+ * an exit stays visible. The PATH is the packaged unit's.
  */
 export function hostUnit(heartbeatSeconds = 2): string {
   return `[Unit]
@@ -24,7 +25,8 @@ After=network.target
 
 [Service]
 Type=exec
-ExecStart=${HOST_IN_MACHINE.command} run --heartbeat-interval ${heartbeatSeconds}
+Environment=PATH=${HOST_PATH}
+ExecStart=${HOST_INSTALLS.systemd.command} run --heartbeat-interval ${heartbeatSeconds}
 Restart=no
 TimeoutStopSec=60
 `;
@@ -121,12 +123,8 @@ export function enrol(machine: string, node: string, token?: () => string): Step
           if (done) fail("the enrolment service to start", seen);
           seen += value;
         }
-        const r = await ctx.machine(machine).exec([
-          HOST_IN_MACHINE.command,
-          "enrol",
-          "--token",
-          text,
-        ]);
+        const m = ctx.machine(machine);
+        const r = await m.exec([hostCommand(m), "enrol", "--token", text]);
         if (r.code !== 0) fail("enrol to exit 0", `exit ${r.code}: ${r.stderr.trim()}`);
         reader.releaseLock();
       } finally {
@@ -164,6 +162,35 @@ export function declare(node: string, declaration: unknown, serial?: number): St
   };
 }
 
+/** `node`'s last heartbeat (the broker keeps one per node); fails when there is none or it
+ * was sent before `since()` (when given). */
+async function lastHeartbeat(
+  ctx: StepContext,
+  node: string,
+  since?: () => number,
+): Promise<Record<string, unknown>> {
+  const beat = JSON.parse(await mesh(ctx, ["heartbeat", node])) as Record<string, unknown> | null;
+  if (!beat) fail("a heartbeat", "none");
+  if (since && Date.parse(String(beat.at)) < since()) {
+    fail(`one sent after ${new Date(since()).toISOString()}`, String(beat.at));
+  }
+  return beat;
+}
+
+/**
+ * Asserts `node`'s last heartbeat reports `version` as its running version, and was sent
+ * after `since()` (when given).
+ */
+export function assertRunningVersion(node: string, version: string, since?: () => number): Step {
+  return {
+    title: `assert ${node} heartbeats running version ${version}`,
+    async run(ctx) {
+      const beat = await lastHeartbeat(ctx, node, since);
+      if (beat.version !== version) fail(`version ${version}`, `version ${beat.version}`);
+    },
+  };
+}
+
 /** Asserts the apply reports `node` sent are exactly for `serials` (in order), the last converged. */
 export function assertApplies(node: string, serials: number[]): Step {
   return {
@@ -184,14 +211,8 @@ export function assertHeartbeat(node: string, serial: number, since?: () => numb
   return {
     title: `assert ${node} heartbeats with serial ${serial}`,
     async run(ctx) {
-      const beat = JSON.parse(await mesh(ctx, ["heartbeat", node])) as
-        | Record<string, unknown>
-        | null;
-      if (!beat) fail("a heartbeat", "none");
+      const beat = await lastHeartbeat(ctx, node, since);
       if (beat.serial !== serial) fail(`serial ${serial}`, JSON.stringify(beat));
-      if (since && Date.parse(String(beat.at)) < since()) {
-        fail(`one sent after ${new Date(since()).toISOString()}`, String(beat.at));
-      }
     },
   };
 }
@@ -292,11 +313,12 @@ export function assertConfined(machine: string, own: string, other: string): Ste
 
 /** Replaces the host's bundle file in a machine the way a package manager does (rename over). */
 export function replaceHostProgram(machine: string): Step {
-  const file = HOST_IN_MACHINE.bundle;
   return {
-    title: `replace ${file} on ${machine} (a new file renamed over it)`,
+    title: `replace the host's bundle on ${machine} (a new file renamed over it)`,
     async run(ctx) {
-      const r = await ctx.machine(machine).exec([
+      const m = ctx.machine(machine);
+      const file = HOST_INSTALLS[m.flavour].bundle;
+      const r = await m.exec([
         "sh",
         "-c",
         `cp "$1" "$1.new" && mv -f "$1.new" "$1"`,

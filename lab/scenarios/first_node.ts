@@ -1,5 +1,4 @@
-import { assertFile, json, run, type Scenario, waitFor } from "../lib/scenario.ts";
-import { HOST_IN_MACHINE } from "../lib/host.ts";
+import { assertFile, json, run, type Scenario, waitFor, writeFile } from "../lib/scenario.ts";
 import {
   assertApplies,
   assertHeartbeat,
@@ -26,17 +25,18 @@ export const scenario: Scenario = {
       files: {
         ...HOST_UNIT_FILES,
         "/srv/substrate/.keep": "",
-        "/usr/share/nox-mesh-host/substrate.lock": BUNDLE,
       },
     },
   },
   steps: [
+    // The package ships an empty bundle; this machine's bundle says what the first node runs.
+    writeFile("first", "/usr/share/nox-mesh-host/substrate.lock", BUNDLE),
     startHost("first"),
     waitFor(
       assertFile("first", "/srv/substrate/marker", { content: "raised by the bundle\n" }),
       60,
     ),
-    run("first", [HOST_IN_MACHINE.command, "status"], { stdoutIncludes: "not enrolled" }),
+    run("first", ["nox-mesh-host", "status"], { stdoutIncludes: "not enrolled" }),
     meshUp(),
     enrol("first", "first"),
     declare("first", files(srvFile("hello", "/srv/substrate/hello", "from the mesh\n"))),
@@ -44,6 +44,6 @@ export const scenario: Scenario = {
     waitFor(assertApplies("first", [1]), 30),
     assertFile("first", "/srv/substrate/marker", { absent: true }),
     waitFor(assertHeartbeat("first", 1), 30),
-    run("first", [HOST_IN_MACHINE.command, "status"], { stdoutIncludes: "link         up since" }),
+    run("first", ["nox-mesh-host", "status"], { stdoutIncludes: "link         up since" }),
   ],
 };

@@ -10,6 +10,10 @@ import { scenario as isolation } from "./isolation.ts";
 import { scenario as selfUpgrade } from "./self_upgrade.ts";
 import { scenario as archNode } from "./arch_node.ts";
 import { scenario as openrcNode } from "./openrc_node.ts";
+import { scenario as archInstall } from "./arch_install.ts";
+import { scenario as archUpgrade } from "./arch_upgrade.ts";
+import { scenario as archRollback } from "./arch_rollback.ts";
+import { scenario as openrcInstall } from "./openrc_install.ts";
 
 /** All scenarios. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -23,4 +27,8 @@ export const SCENARIOS: readonly Scenario[] = [
   selfUpgrade,
   archNode,
   openrcNode,
+  archInstall,
+  archUpgrade,
+  archRollback,
+  openrcInstall,
 ];

@@ -1,5 +1,4 @@
 import { assertFails, assertFile, type Scenario, waitFor } from "../lib/scenario.ts";
-import { HOST_IN_MACHINE } from "../lib/host.ts";
 import {
   assertApplies,
   declare,
@@ -34,7 +33,7 @@ export const scenario: Scenario = {
     {
       title: "the same token on another machine is refused",
       run: (ctx) =>
-        assertFails("thief", [HOST_IN_MACHINE.command, "enrol", "--token", token], {
+        assertFails("thief", ["nox-mesh-host", "enrol", "--token", token], {
           code: 69,
           stderrIncludes: "the token was already used",
         }).run(ctx),

@@ -1,0 +1,167 @@
+// Shared steps of the install/upgrade/rollback scenarios (arch-*, openrc-install): the
+// host installed from its real package, started by its init through the launcher.
+import { loadPermissionSet, permissionFlags } from "../../packaging/permissions.ts";
+import { HOST_INSTALLS } from "../lib/host.ts";
+import type { HostBuild } from "../lib/host_builds.ts";
+import { HOST_VERSIONS } from "../lib/host_builds.ts";
+import type { Machine } from "../lib/machine.ts";
+import { fail, type Step } from "../lib/scenario.ts";
+
+/** The host's state directory (launcher files: known-good, failures, halted, rollback/). */
+export const STATE = "/var/lib/mesh-host";
+
+/** The versions of the lab's host builds. */
+export const CURRENT = HOST_VERSIONS.current;
+export const NEXT = HOST_VERSIONS.next;
+export const BROKEN = HOST_VERSIONS.broken;
+
+/** A declaration naming the host's own package at an exact (pacman) version. */
+export function hostAt(version: string): Record<string, unknown> {
+  return {
+    version: 1,
+    resources: [{ type: "package", id: "host", name: "nox-mesh-host", version: `${version}-1` }],
+  };
+}
+
+/** The lab repository (/lab/repo) starts offering a build of the host. */
+export function publishHost(which: HostBuild): Step {
+  return {
+    title: `the lab repository offers nox-mesh-host ${HOST_VERSIONS[which]} (${which} build)`,
+    timeoutS: 300,
+    run: (ctx) => ctx.lab.publishHost(which),
+  };
+}
+
+interface Process {
+  pid: number;
+  ppid: number;
+  argv: string[];
+}
+
+/** Every process of a machine, read from its own /proc. */
+async function processes(m: Machine): Promise<Process[]> {
+  const r = await m.exec([
+    "/bin/sh",
+    "-c",
+    'for p in /proc/[0-9]*; do s=$(cat "$p/stat" 2>/dev/null) || continue; ' +
+    'printf "%s\\036" "$s"; tr "\\000" "\\037" < "$p/cmdline"; printf "\\n"; done',
+  ], { check: true });
+  return r.stdout.split("\n").filter(Boolean).map((line) => {
+    const [stat, cmdline = ""] = line.split("\x1e");
+    const after = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return {
+      pid: Number(stat.split(" ")[0]),
+      ppid: Number(after[1]),
+      argv: (cmdline.endsWith("\x1f") ? cmdline.slice(0, -1) : cmdline).split("\x1f"),
+    };
+  });
+}
+
+const shown = (p: Process) => `${p.pid}: ${p.argv.join(" ").slice(0, 160)}`;
+
+/**
+ * The init runs the launcher (systemd as PID 1, or OpenRC's supervise-daemon), and the
+ * launcher's one child is the host's `run` on the system deno with exactly the flags of
+ * the machine's permission set (packaging/<os>/permissions).
+ */
+export function assertLaunched(machine: string): Step {
+  return {
+    title: `assert on ${machine}: the init runs the launcher, the launcher runs the host ` +
+      "(run) as its child, under its OS's permission set",
+    async run(ctx) {
+      const m = ctx.machine(machine);
+      const install = HOST_INSTALLS[m.flavour];
+      const all = await processes(m);
+      const launchers = all.filter((p) =>
+        p.argv[0] === "/bin/sh" && p.argv[1] === install.command + "-launch" && p.argv[2] === "run"
+      );
+      if (launchers.length !== 1) fail("one launcher process", all.map(shown).join("; "));
+      const parent = all.find((p) => p.pid === launchers[0].ppid);
+      const init = m.flavour === "systemd"
+        ? parent?.pid === 1
+        : parent?.argv[0] === "supervise-daemon";
+      if (!init) fail("the init as the launcher's parent", parent ? shown(parent) : "none");
+      const children = all.filter((p) => p.ppid === launchers[0].pid);
+      if (children.length !== 1) fail("one child of the launcher", children.map(shown).join("; "));
+      const host = children[0];
+      const flags = permissionFlags(await loadPermissionSet(install.os));
+      const want = ["/usr/bin/deno", "run", "--no-config", ...flags, install.bundle, "run"];
+      if (JSON.stringify(host.argv) !== JSON.stringify(want)) {
+        fail(`the child to be ${want.slice(0, 3).join(" ")} <${install.os} set> …`, shown(host));
+      }
+    },
+  };
+}
+
+/** No process of the host or its launcher is left on a machine. */
+export function assertNoHostProcess(machine: string): Step {
+  return {
+    title: `assert no nox-mesh-host process is left on ${machine}`,
+    async run(ctx) {
+      const left = (await processes(ctx.machine(machine)))
+        .filter((p) => p.argv.some((a) => a.includes("nox-mesh-host")));
+      if (left.length) fail("none", left.map(shown).join("; "));
+    },
+  };
+}
+
+/** The output of the service so far: its journal (systemd) or its log file (OpenRC). */
+async function serviceLog(m: Machine): Promise<string> {
+  const argv = m.flavour === "systemd"
+    ? ["journalctl", "-u", "nox-mesh-host", "--no-pager", "-o", "cat"]
+    : ["cat", "/var/log/nox-mesh-host.log"];
+  return (await m.exec(argv)).stdout;
+}
+
+/** The service's output (launcher and host) contains `text`, exactly `count` times if given. */
+export function assertServiceSaid(machine: string, text: string, count?: number): Step {
+  return {
+    title: `assert the nox-mesh-host service on ${machine} said "${text}"${
+      count === undefined ? "" : ` ${count} time(s)`
+    }`,
+    async run(ctx) {
+      const log = await serviceLog(ctx.machine(machine));
+      const seen = log.split(text).length - 1;
+      if (count === undefined ? seen === 0 : seen !== count) {
+        fail(count === undefined ? "it" : `${count} time(s)`, `${seen}:\n${log.slice(-1500)}`);
+      }
+    },
+  };
+}
+
+/** A file on a machine contains `text`. */
+export function assertFileSays(machine: string, path: string, text: string): Step {
+  return {
+    title: `assert ${path} on ${machine} says "${text}"`,
+    async run(ctx) {
+      const r = await ctx.machine(machine).exec(["cat", "--", path]);
+      if (r.code !== 0 || !r.stdout.includes(text)) {
+        fail(`"${text}"`, r.code === 0 ? JSON.stringify(r.stdout) : r.stderr.trim());
+      }
+    },
+  };
+}
+
+/** A systemd unit's property has a value (`systemctl show -p NAME`). */
+export function assertUnitProperty(
+  machine: string,
+  unit: string,
+  property: string,
+  value: string,
+): Step {
+  return {
+    title: `assert ${unit} on ${machine} has ${property}=${value}`,
+    async run(ctx) {
+      const r = await ctx.machine(machine).exec(["systemctl", "show", "-p", property, unit]);
+      if (r.stdout.trim() !== `${property}=${value}`) fail(`${property}=${value}`, r.stdout.trim());
+    },
+  };
+}
+
+/** Waits `seconds` (to let something that must NOT happen have its chance). */
+export function pause(seconds: number, why: string): Step {
+  return {
+    title: `wait ${seconds} s (${why})`,
+    run: () => new Promise((resolve) => setTimeout(resolve, seconds * 1000)),
+  };
+}

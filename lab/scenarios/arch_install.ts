@@ -1,0 +1,44 @@
+import {
+  assertFile,
+  assertPackage,
+  assertUnit,
+  run,
+  type Scenario,
+  waitFor,
+  writeFile,
+} from "../lib/scenario.ts";
+import { ARCH_LIKE_CONFIG } from "../lib/host.ts";
+import { assertLaunched, assertServiceSaid, CURRENT, STATE } from "./_ship.ts";
+
+/** The host installed as a user installs it on Arch, and started by systemd through the launcher. */
+export const scenario: Scenario = {
+  name: "arch-install",
+  summary: "pacman -S nox-mesh-host from the lab repository (pulls deno), systemctl enable " +
+    "--now: the launcher runs the host under the Arch permission set; with no identity it " +
+    "applies the shipped bundle; known-good written, failures cleared, rollback copy kept",
+  machines: {
+    arch: { flavour: "systemd", files: { [ARCH_LIKE_CONFIG.path]: ARCH_LIKE_CONFIG.text } },
+  },
+  steps: [
+    run("arch", ["pacman", "-Sy", "--noconfirm", "--noprogressbar", "nox-mesh-host"]),
+    assertPackage("arch", "nox-mesh-host", { version: `${CURRENT}-1` }),
+    assertPackage("arch", "deno"),
+    run("arch", ["nox-mesh-host", "version"], { stdoutIncludes: `nox-mesh-host ${CURRENT}\n` }),
+    // As if an earlier start had failed twice: only the host's first reconcile clears it.
+    writeFile("arch", `${STATE}/failures`, "2\n"),
+    run("arch", ["systemctl", "enable", "--now", "nox-mesh-host"]),
+    assertUnit("arch", "nox-mesh-host", { enabled: true, running: true }),
+    waitFor(assertFile("arch", `${STATE}/known-good`, { content: `${CURRENT}\n` }), 60),
+    assertFile("arch", `${STATE}/failures`, { absent: true }),
+    assertLaunched("arch"),
+    assertServiceSaid("arch", "not enrolled: holding the machine to the store (or the bundle)"),
+    assertServiceSaid("arch", `run: ${CURRENT} completed a reconcile: recorded as known-good`),
+    run("arch", ["nox-mesh-host", "status"], {
+      stdoutIncludes: "/usr/share/nox-mesh-host/substrate.lock",
+    }),
+    assertFile("arch", `${STATE}/rollback/${CURRENT}/nox-mesh-host-${CURRENT}-1-any.pkg.tar.gz`, {
+      type: "file",
+    }),
+    assertServiceSaid("arch", `kept the package file of nox-mesh-host ${CURRENT}`, 1),
+  ],
+};

@@ -1,0 +1,117 @@
+import {
+  assertFile,
+  assertPackage,
+  assertUnit,
+  run,
+  type Scenario,
+  waitFor,
+  writeFile,
+} from "../lib/scenario.ts";
+import { ARCH_LIKE_CONFIG } from "../lib/host.ts";
+import {
+  assertApplies,
+  assertHostExited,
+  assertRunningVersion,
+  declare,
+  enrol,
+  mark,
+  meshUp,
+} from "../mesh/steps.ts";
+import {
+  assertFileSays,
+  assertServiceSaid,
+  assertUnitProperty,
+  BROKEN,
+  CURRENT,
+  hostAt,
+  pause,
+  publishHost,
+  STATE,
+} from "./_ship.ts";
+
+/**
+ * Small back-off (launcher/README.md) so that six failed starts take seconds: 2, 3, 3 s
+ * after the first three, time enough for the control plane's pin to arrive first.
+ */
+const LAUNCH_ENV = "NOX_MESH_HOST_BACKOFF=2\nNOX_MESH_HOST_BACKOFF_MAX=3\n";
+const KEPT = `${STATE}/rollback/${CURRENT}/nox-mesh-host-${CURRENT}-1-any.pkg.tar.gz`;
+const HALT = "the machine, not the version, needs a look";
+let upgradedAt = 0;
+
+/**
+ * A broken upgrade is rolled back once to the known-good version, which then reports
+ * again; when the known-good version fails too, the launcher halts and stays halted.
+ */
+export const scenario: Scenario = {
+  name: "arch-rollback",
+  summary: "an upgrade to a build that crashes on start fails 3 times; the launcher rolls back " +
+    "once to the kept known-good package and the node heartbeats its old version; then the " +
+    "known-good version fails too (bad host.json): one more rollback, 3 failures, HALTED, " +
+    "and the unit stays stopped (exit 78) until a person clears it",
+  broker: true,
+  machines: {
+    arch: {
+      flavour: "systemd",
+      files: {
+        [ARCH_LIKE_CONFIG.path]: ARCH_LIKE_CONFIG.text,
+        "/etc/mesh-host/launch.env": LAUNCH_ENV,
+      },
+    },
+  },
+  steps: [
+    run("arch", ["pacman", "-Sy", "--noconfirm", "--noprogressbar", "nox-mesh-host"]),
+    meshUp(),
+    enrol("arch", "arch"),
+    run("arch", ["systemctl", "enable", "--now", "nox-mesh-host"]),
+    waitFor(assertFile("arch", `${STATE}/known-good`, { content: `${CURRENT}\n` }), 60),
+    assertFile("arch", KEPT, { type: "file" }),
+
+    // A bad release: the host installs it, exits 0, and the new version crashes on start.
+    publishHost("broken"),
+    mark((ms) => upgradedAt = ms, "note when the upgrade is declared"),
+    declare("arch", hostAt(BROKEN)),
+    waitFor(assertPackage("arch", "nox-mesh-host", { version: `${BROKEN}-1` }), 90),
+    // The control plane pins the known-good version again (the node went quiet), so the
+    // host it rolls back to holds it instead of upgrading to the bad release once more.
+    declare("arch", hostAt(CURRENT)),
+    waitFor(assertServiceSaid("arch", `rolling back to known-good ${CURRENT} from ${KEPT}`), 90),
+    waitFor(assertPackage("arch", "nox-mesh-host", { version: `${CURRENT}-1` }), 60),
+    waitFor(assertRunningVersion("arch", CURRENT, () => upgradedAt), 60),
+    waitFor(assertFile("arch", `${STATE}/failures`, { absent: true }), 30),
+    assertFile("arch", `${STATE}/rolled-back`, { content: `3 ${CURRENT}\n` }),
+    assertServiceSaid("arch", "(lab: deliberately broken build): crashing on start", 3),
+    assertServiceSaid("arch", "failed (exit 70)", 3),
+    assertServiceSaid("arch", "rolling back to known-good", 1),
+    waitFor(assertApplies("arch", [1, 2]), 30),
+    assertUnit("arch", "nox-mesh-host", { running: true }),
+
+    // Now the known-good version fails too: a person breaks the host's configuration.
+    // (No control plane race here: 1 s back-off.)
+    writeFile(
+      "arch",
+      "/etc/mesh-host/launch.env",
+      "NOX_MESH_HOST_BACKOFF=1\nNOX_MESH_HOST_BACKOFF_MAX=1\n",
+    ),
+    writeFile("arch", ARCH_LIKE_CONFIG.path, '{"packageManager":"pacman","typo":true}\n'),
+    run("arch", ["systemctl", "restart", "nox-mesh-host"]),
+    waitFor(assertFile("arch", `${STATE}/halted`, { type: "file" }), 120),
+    assertFileSays("arch", `${STATE}/halted`, HALT),
+    waitFor(assertHostExited("arch", 78), 30),
+    assertServiceSaid("arch", "rolling back to known-good", 2),
+    assertServiceSaid("arch", `HALTED: nox-mesh-host failed 3 more times after rolling back`, 1),
+    pause(6, "longer than the unit's RestartSec=5"),
+    assertUnitProperty("arch", "nox-mesh-host", "NRestarts", "0"),
+    assertUnit("arch", "nox-mesh-host", { running: false }),
+    // Started again by hand, it refuses at once and says which file to remove.
+    run("arch", ["systemctl", "start", "nox-mesh-host"]),
+    waitFor(
+      assertServiceSaid(
+        "arch",
+        `refusing to start nox-mesh-host: fix the cause, then remove ${STATE}/halted`,
+        1,
+      ),
+      30,
+    ),
+    waitFor(assertHostExited("arch", 78), 30),
+  ],
+};

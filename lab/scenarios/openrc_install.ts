@@ -1,0 +1,54 @@
+import { assertFile, assertUnit, run, type Scenario, waitFor } from "../lib/scenario.ts";
+import { CHECKOUT } from "../lib/bundle.ts";
+import { assertLaunched, assertNoHostProcess, assertServiceSaid, CURRENT, STATE } from "./_ship.ts";
+
+/** The init script as shipped (launcher/openrc/), and conf.d for a tarball install. */
+const INIT_SCRIPT = Deno.readTextFileSync(`${CHECKOUT}/launcher/openrc/nox-mesh-host`);
+const CONF_D = `# nox-mesh-host from the tarball, unpacked into /usr/local/bin
+package_kind=tarball
+host_bin=/usr/local/bin/nox-mesh-host
+launcher=/usr/local/bin/nox-mesh-host-launch
+`;
+
+/** The tarball and the OpenRC script on an OpenRC machine: start, run, stop cleanly. */
+export const scenario: Scenario = {
+  name: "openrc-install",
+  summary: "the tarball (checked against SHA256SUMS) unpacked into /usr/local/bin with the " +
+    "OpenRC script and conf.d: rc-service start runs the launcher, which runs the host under " +
+    "the tarball permission set; rc-service stop passes the signal down, no process remains",
+  machines: {
+    rc: {
+      flavour: "openrc",
+      files: {
+        "/etc/init.d/nox-mesh-host": { content: INIT_SCRIPT, mode: "0755" },
+        "/etc/conf.d/nox-mesh-host": CONF_D,
+      },
+    },
+  },
+  steps: [
+    run("rc", ["sh", "-c", "cd /lab/tarball && sha256sum -c SHA256SUMS"]),
+    run("rc", [
+      "sh",
+      "-c",
+      'tar -xz -C /usr/local/bin < "$1"',
+      "sh",
+      `/lab/tarball/nox-mesh-host-${CURRENT}-${Deno.build.arch}.tar.gz`,
+    ]),
+    run("rc", ["/usr/local/bin/nox-mesh-host", "version"], {
+      stdoutIncludes: `nox-mesh-host ${CURRENT}\n`,
+    }),
+    run("rc", ["rc-service", "nox-mesh-host", "start"]),
+    assertUnit("rc", "nox-mesh-host", { running: true }),
+    waitFor(assertFile("rc", `${STATE}/known-good`, { content: `${CURRENT}\n` }), 60),
+    assertFile("rc", `${STATE}/failures`, { absent: true }),
+    assertLaunched("rc"),
+    assertFile("rc", `${STATE}/rollback/${CURRENT}/nox-mesh-host-${CURRENT}.tar.gz`, {
+      type: "file",
+    }),
+    run("rc", ["rc-service", "nox-mesh-host", "stop"]),
+    assertUnit("rc", "nox-mesh-host", { running: false }),
+    assertNoHostProcess("rc"),
+    assertServiceSaid("rc", "run: stopped (signal", 1),
+    assertServiceSaid("rc", "nox-mesh-host-launch: stopped on SIGTERM (host exited 0)", 1),
+  ],
+};
