@@ -24,6 +24,8 @@ export interface EngineContext {
   store: Store;
   providers: Providers;
   config: { managedRoots: readonly string[] };
+  /** Host versions the launcher rolled back from here (see src/launcher_files.ts). */
+  rolledBackFrom?: ReadonlySet<string>;
 }
 
 /** How to run one apply. */
@@ -95,7 +97,7 @@ export async function applyDeclaration(
   const last = store.lastApply();
   const unchangedSince = last?.outcome === "converged" && last.digest === digest;
   const applyId = store.beginApply(options.source, options.origin, declaration.serial, digest);
-  const kctx = newKindContext(ctx.providers, ctx.config.managedRoots);
+  const kctx = newKindContext(ctx.providers, ctx.config.managedRoots, ctx.rolledBackFrom);
   const held = store.heldIndex();
   const results: ResourceResult[] = [];
   const counts: Counts = { changed: 0, unchanged: 0, removed: 0, failed: 0 };
@@ -307,7 +309,7 @@ export async function planDeclaration(
   ctx: EngineContext,
   declaration: Declaration,
 ): Promise<PlanEntry[]> {
-  const kctx = newKindContext(ctx.providers, ctx.config.managedRoots);
+  const kctx = newKindContext(ctx.providers, ctx.config.managedRoots, ctx.rolledBackFrom);
   const entries: PlanEntry[] = [];
   for (const resource of declaration.resources) {
     const base = { id: resource.id, type: resource.type, key: resourceKey(resource) };

@@ -3,7 +3,14 @@
  * the single path every declaration takes (file, bundle or link) from text to
  * an apply report.
  */
-import { applyDeclaration, type ApplyReport, planDeclaration, type PlanEntry } from "./apply.ts";
+import {
+  applyDeclaration,
+  type ApplyReport,
+  type EngineContext,
+  planDeclaration,
+  type PlanEntry,
+} from "./apply.ts";
+import { readRolledBackFrom } from "./launcher_files.ts";
 import { type ConfigFlags, type HostConfig, loadConfig } from "./config.ts";
 import {
   type Declaration,
@@ -56,6 +63,12 @@ export async function openHost(
     [Symbol.dispose]: () => store.close(),
   };
   return host;
+}
+
+/** What the engine works with: the host, and what the launcher knows about its versions. */
+async function engineFor(host: Host): Promise<EngineContext> {
+  const rolledBackFrom = await readRolledBackFrom(host.config.stateDir);
+  return { store: host.store, providers: host.providers, config: host.config, rolledBackFrom };
 }
 
 /** Detect every adapter when the declaration, or what the host holds, needs more than files. */
@@ -117,7 +130,7 @@ export async function applyText(
   const declaration = await parseFor(host, text, options.source, options.origin);
   using _lock = await acquireApplyLock(host.config.stateDir, { waitMs: options.lockWaitMs });
   await detectWhenNeeded(host, declaration);
-  return await applyDeclaration(host, declaration, options);
+  return await applyDeclaration(await engineFor(host), declaration, options);
 }
 
 /** Parse declaration text and plan it; changes nothing. */
@@ -129,5 +142,5 @@ export async function planText(
 ): Promise<PlanEntry[]> {
   const declaration = await parseFor(host, text, source, origin);
   await detectWhenNeeded(host, declaration);
-  return await planDeclaration(host, declaration);
+  return await planDeclaration(await engineFor(host), declaration);
 }

@@ -15,7 +15,10 @@ export interface TestEngine extends AsyncDisposable {
 }
 
 /** Open a store in a temp directory and apply declarations with `providers`. */
-export async function testEngine(providers: Providers): Promise<TestEngine> {
+export async function testEngine(
+  providers: Providers,
+  { rolledBackFrom }: { rolledBackFrom?: ReadonlySet<string> } = {},
+): Promise<TestEngine> {
   const dir = await Deno.makeTempDir({ prefix: "noxad-store-" });
   const store = Store.open(dir);
   return {
@@ -26,7 +29,7 @@ export async function testEngine(providers: Providers): Promise<TestEngine> {
         { managedRoots: MANAGED_ROOTS, own: { paths: [], services: ["nox-mesh-host"] } },
       );
       return applyDeclaration(
-        { store, providers, config: { managedRoots: MANAGED_ROOTS } },
+        { store, providers, config: { managedRoots: MANAGED_ROOTS }, rolledBackFrom },
         declaration,
         {
           source: "file",

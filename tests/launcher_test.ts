@@ -236,6 +236,11 @@ Deno.test("launcher: rollback with a real pacman", async (t) => {
     assert.equal(count(pacLog, "downgraded nox-mesh-host (2.0-1 -> 1.0-1)"), 1);
     assert.equal(await stateFile(w, "failures"), "0", "1.0 confirmed itself after the rollback");
     assert.equal(await stateFile(w, "halted"), undefined);
+    assert.equal(
+      await stateFile(w, "rolled-back-from"),
+      "2.0",
+      "the version rolled back from is remembered, so the host refuses to install it again",
+    );
     await cleanup(w);
   });
 
@@ -258,9 +263,21 @@ Deno.test("launcher: rollback with a real pacman", async (t) => {
         /failed 3 more times after rolling back to 1\.0/,
       );
       assert.equal(await installed(r), "nox-mesh-host 1.0-1");
+      assert.match((await stateFile(w, "halted"))!, /\(consecutive failures: 6\)$/);
       const again = await launch(w);
       assert.equal(again.code, 78, "still halted on the next start");
       assert.equal((await starts(w)).length, 7);
+      // The counters went into the halted record: removing that one file is a fresh start.
+      assert.equal(await stateFile(w, "failures"), undefined);
+      assert.equal(await stateFile(w, "rolled-back"), undefined);
+      await Deno.remove(join(w.state, "halted"));
+      const fresh = await runUntilReady(w);
+      assert.equal(fresh.code, 0, fresh.stderr);
+      assert.equal(
+        (await starts(w)).length,
+        8,
+        "it started the host again after a person cleared it",
+      );
       await cleanup(w);
     },
   );

@@ -8,7 +8,7 @@ import { classifyLinkError, LinkError, PinMismatch, TokenError } from "../src/li
 import { heartbeatMessage, heldSummary } from "../src/link/messages.ts";
 import { decodeToken, encodeToken, type EnrolmentToken } from "../src/link/token.ts";
 import { unbase64url } from "../src/link/_base64url.ts";
-import { confirmGood } from "../src/run/launcher_files.ts";
+import { confirmGood } from "../src/launcher_files.ts";
 import { locateProgram, ProgramWatch } from "../src/run/program.ts";
 import { applyText } from "../src/host.ts";
 import { hostOn, scratch } from "./_helpers.ts";

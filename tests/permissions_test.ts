@@ -82,7 +82,7 @@ for (const os of TARGET_OSES) {
         `deny-write covers ${own}`,
       );
     }
-    for (const f of ["halted", "rolled-back", "rollback"]) {
+    for (const f of ["halted", "rolled-back", "rolled-back-from", "rollback"]) {
       assert.ok(set.denyWrite.includes(`/var/lib/mesh-host/${f}`), `launcher-only ${f} denied`);
     }
     for (const f of ["known-good", "failures"]) {

@@ -206,6 +206,33 @@ export function assertApplies(node: string, serials: number[]): Step {
   };
 }
 
+/**
+ * Asserts `node` reported an apply of `serial` with `outcome`, whose error includes
+ * `errorIncludes` (when given), and that this was its last apply report.
+ */
+export function assertLastApply(
+  node: string,
+  serial: number,
+  outcome: "converged" | "failed",
+  errorIncludes?: string,
+): Step {
+  return {
+    title: `assert ${node}'s last apply report: serial ${serial} ${outcome}` +
+      (errorIncludes ? ` ("${errorIncludes}")` : ""),
+    async run(ctx) {
+      const reports = JSON.parse(await mesh(ctx, ["reports", node])) as Record<string, unknown>[];
+      const last = reports.filter((r) => r.kind === "apply").at(-1);
+      const seen = last ? `serial ${last.serial} ${last.outcome}: ${last.error ?? ""}` : "none";
+      if (last?.serial !== serial || last.outcome !== outcome) {
+        fail(`serial ${serial} ${outcome}`, seen);
+      }
+      if (errorIncludes && !String(last.error ?? "").includes(errorIncludes)) {
+        fail(`an error that says "${errorIncludes}"`, seen);
+      }
+    },
+  };
+}
+
 /** Asserts `node`'s last heartbeat names `serial`, and was sent after `since()` (when given). */
 export function assertHeartbeat(node: string, serial: number, since?: () => number): Step {
   return {

@@ -11,6 +11,7 @@ import { ARCH_LIKE_CONFIG } from "../lib/host.ts";
 import {
   assertApplies,
   assertHostExited,
+  assertLastApply,
   assertRunningVersion,
   declare,
   enrol,
@@ -29,14 +30,12 @@ import {
   STATE,
 } from "./_ship.ts";
 
-/**
- * Small back-off (launcher/README.md) so that six failed starts take seconds: 2, 3, 3 s
- * after the first three, time enough for the control plane's pin to arrive first.
- */
+/** Small back-off (launcher/README.md) so that six failed starts take seconds: 2, 3, 3 s. */
 const LAUNCH_ENV = "NOX_MESH_HOST_BACKOFF=2\nNOX_MESH_HOST_BACKOFF_MAX=3\n";
 const KEPT = `${STATE}/rollback/${CURRENT}/nox-mesh-host-${CURRENT}-1-any.pkg.tar.gz`;
 const HALT = "the machine, not the version, needs a look";
 let upgradedAt = 0;
+let clearedAt = 0;
 
 /**
  * A broken upgrade is rolled back once to the known-good version, which then reports
@@ -45,9 +44,10 @@ let upgradedAt = 0;
 export const scenario: Scenario = {
   name: "arch-rollback",
   summary: "an upgrade to a build that crashes on start fails 3 times; the launcher rolls back " +
-    "once to the kept known-good package and the node heartbeats its old version; then the " +
+    "once to the kept known-good package and the node heartbeats its old version, refusing to " +
+    "reinstall the broken one the declaration still names; then the " +
     "known-good version fails too (bad host.json): one more rollback, 3 failures, HALTED, " +
-    "and the unit stays stopped (exit 78) until a person clears it",
+    "and the unit stays stopped (exit 78) until a person fixes the cause and removes halted",
   broker: true,
   machines: {
     arch: {
@@ -71,17 +71,25 @@ export const scenario: Scenario = {
     mark((ms) => upgradedAt = ms, "note when the upgrade is declared"),
     declare("arch", hostAt(BROKEN)),
     waitFor(assertPackage("arch", "nox-mesh-host", { version: `${BROKEN}-1` }), 90),
-    // The control plane pins the known-good version again (the node went quiet), so the
-    // host it rolls back to holds it instead of upgrading to the bad release once more.
-    declare("arch", hostAt(CURRENT)),
     waitFor(assertServiceSaid("arch", `rolling back to known-good ${CURRENT} from ${KEPT}`), 90),
     waitFor(assertPackage("arch", "nox-mesh-host", { version: `${CURRENT}-1` }), 60),
     waitFor(assertRunningVersion("arch", CURRENT, () => upgradedAt), 60),
     waitFor(assertFile("arch", `${STATE}/failures`, { absent: true }), 30),
     assertFile("arch", `${STATE}/rolled-back`, { content: `3 ${CURRENT}\n` }),
+    assertFile("arch", `${STATE}/rolled-back-from`, { content: `${BROKEN}\n` }),
     assertServiceSaid("arch", "(lab: deliberately broken build): crashing on start", 3),
     assertServiceSaid("arch", "failed (exit 70)", 3),
+    // The declaration still names the broken version: the rolled-back host refuses to
+    // install it again (no loop), and its report says why.
+    waitFor(
+      assertLastApply("arch", 1, "failed", "failed to start on this machine and the launcher"),
+      60,
+    ),
+    pause(6, "time for a loop to show, if there were one"),
     assertServiceSaid("arch", "rolling back to known-good", 1),
+    assertPackage("arch", "nox-mesh-host", { version: `${CURRENT}-1` }),
+    // The control plane, seeing the node's report, pins the known-good version.
+    declare("arch", hostAt(CURRENT)),
     waitFor(assertApplies("arch", [1, 2]), 30),
     assertUnit("arch", "nox-mesh-host", { running: true }),
 
@@ -113,5 +121,16 @@ export const scenario: Scenario = {
       30,
     ),
     waitFor(assertHostExited("arch", 78), 30),
+    // The counters went into the halted record: fixing the cause and removing that one
+    // file is a fresh start.
+    assertFile("arch", `${STATE}/failures`, { absent: true }),
+    assertFile("arch", `${STATE}/rolled-back`, { absent: true }),
+    writeFile("arch", ARCH_LIKE_CONFIG.path, ARCH_LIKE_CONFIG.text),
+    run("arch", ["rm", `${STATE}/halted`]),
+    mark((ms) => clearedAt = ms, "note when a person cleared the halt"),
+    run("arch", ["systemctl", "start", "nox-mesh-host"]),
+    waitFor(assertRunningVersion("arch", CURRENT, () => clearedAt), 60),
+    assertUnit("arch", "nox-mesh-host", { running: true }),
+    assertFile("arch", `${STATE}/halted`, { absent: true }),
   ],
 };

@@ -44,16 +44,23 @@ export interface KindContext {
   managedRoots: readonly string[];
   /** mode/owner/group strings already resolved to numbers in this pass. */
   attributes: Map<string, { mode: number; uid: number; gid: number }>;
+  /** Versions of the host itself that the launcher rolled back from on this machine. */
+  rolledBackFrom: ReadonlySet<string>;
 }
 
 /** A fresh context for one apply or plan pass. */
-export function newKindContext(providers: Providers, managedRoots: readonly string[]): KindContext {
+export function newKindContext(
+  providers: Providers,
+  managedRoots: readonly string[],
+  rolledBackFrom: ReadonlySet<string> = new Set(),
+): KindContext {
   return {
     providers,
     touchedDirectories: new Set(),
     realDirectories: new Set(),
     managedRoots,
     attributes: new Map(),
+    rolledBackFrom,
   };
 }
 

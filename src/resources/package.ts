@@ -8,7 +8,29 @@
 import type { PackageResource } from "../declaration/schema.ts";
 import { type PackageManager, PackageNotFoundError } from "../ports.ts";
 import type { Check, KindContext, Release, ResourceKind } from "./kind.ts";
-import { NoProviderError } from "./kind.ts";
+import { NoProviderError, ResourceError } from "./kind.ts";
+import { PROGRAM } from "../version.ts";
+
+/** A package version without its release suffix: "1.2-3" (pacman) or "1.2-r3" (apk) → "1.2". */
+export function upstreamVersion(version: string): string {
+  return version.replace(/-r?\d+$/, "");
+}
+
+/**
+ * The host's own package at a version the launcher rolled back from here: that
+ * version crashed on start on this machine, so installing it again would undo
+ * the rollback and loop. The resource fails instead, saying why.
+ */
+function refuseRolledBack(ctx: KindContext, resource: PackageResource): void {
+  if (resource.name !== PROGRAM || resource.version === undefined) return;
+  if (!ctx.rolledBackFrom.has(upstreamVersion(resource.version))) return;
+  throw new ResourceError(
+    "resource.rolled-back",
+    `${PROGRAM} ${resource.version} failed to start on this machine and the launcher rolled it ` +
+      `back (it is listed in the state directory's rolled-back-from file)`,
+    { hint: "declare a fixed version; to try this one again, remove its line from that file" },
+  );
+}
 
 function packages(ctx: KindContext): PackageManager {
   const manager = ctx.providers.packages;
@@ -22,6 +44,7 @@ export const packageKind: ResourceKind<PackageResource> = {
 
   async check(ctx: KindContext, resource: PackageResource): Promise<Check> {
     const found = await packages(ctx).installed(resource.name);
+    if (found?.version !== resource.version) refuseRolledBack(ctx, resource);
     if (found === null) {
       return {
         exists: false,

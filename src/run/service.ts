@@ -27,7 +27,7 @@ import {
   type Trigger,
 } from "../link/messages.ts";
 import { accept, admit } from "./admit.ts";
-import { confirmGood } from "./launcher_files.ts";
+import { confirmGood } from "../launcher_files.ts";
 import { ProgramWatch } from "./program.ts";
 import { type RunStatus, type ServicePhase, writeRunStatus } from "./status.ts";
 

@@ -78,3 +78,34 @@ Deno.test("package: the host's own package may be declared with a version (fleet
   });
   assert.equal(decl.resources[0].type, "package");
 });
+
+Deno.test("package: the host's own package at a version the launcher rolled back from is refused, with why", async () => {
+  await using r = await pacmanRoot();
+  await using engine = await testEngine(
+    { fs: posixFileSystem(), packages: r.pacman },
+    { rolledBackFrom: new Set(["0.2.0"]) },
+  );
+  const own = (version: string) => ({
+    type: "package",
+    id: "host",
+    name: "nox-mesh-host",
+    version,
+  });
+  for (const version of ["0.2.0", "0.2.0-1", "0.2.0-r1"]) {
+    const report = await engine.apply([own(version)]);
+    assert.equal(report.outcome, "failed");
+    assert.match(
+      report.error ?? "",
+      new RegExp(
+        `nox-mesh-host ${version} failed to start on this machine and the launcher rolled it back`,
+      ),
+    );
+  }
+  // Another version is not refused for that reason (here nothing offers it, so pacman says so).
+  const other = await engine.apply([own("0.2.1-1")]);
+  assert.doesNotMatch(other.error ?? "", /rolled it back/);
+  assert.match(other.error ?? "", /no configured repository offers nox-mesh-host=0\.2\.1-1/);
+  // Another package at that version is not the host: not refused for it either.
+  const hello = await engine.apply([pkg("0.2.0")]);
+  assert.doesNotMatch(hello.error ?? "", /rolled it back/);
+});

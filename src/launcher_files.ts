@@ -39,3 +39,22 @@ export async function confirmGood(stateDir: string, version: string): Promise<vo
     if (!(error instanceof Deno.errors.NotFound)) throw error;
   }
 }
+
+/** Versions the launcher rolled back from (one a line; the launcher appends, a person removes). */
+export const ROLLED_BACK_FROM_FILE = "rolled-back-from";
+
+/**
+ * The host versions the launcher rolled back from on this machine. The host
+ * refuses to install its own package at one of them again: a declaration that
+ * still names a version that crashed here cannot undo the rollback in a loop.
+ */
+export async function readRolledBackFrom(stateDir: string): Promise<Set<string>> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(posix.join(stateDir, ROLLED_BACK_FROM_FILE));
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return new Set();
+    throw error;
+  }
+  return new Set(text.split("\n").map((line) => line.trim()).filter((line) => line !== ""));
+}
