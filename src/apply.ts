@@ -215,7 +215,9 @@ async function applyOne(
     position,
     digest,
     spec: resource,
-    created: (held?.created ?? false) || store.hasIntent(key),
+    // Created by the host: held as such, made just now, or made by a create whose
+    // record a crash cut short (its intent is still there).
+    created: held?.created || !found.exists || (held === undefined && store.hasIntent(key)),
   });
 
   if (found.changes.length === 0) {

@@ -50,12 +50,10 @@ export const fileKind: ResourceKind<FileResource> = {
     const fs = ctx.providers.fs;
     const attributes = await declaredAttributes(ctx, resource);
     // Any difference, even mode alone, is repaired by a fresh atomic write:
-    // rename replaces the path itself, so nothing is ever done through a symlink.
-    const guard = async () => {
-      await checkAncestors(ctx, resource.path);
-      const info = await fs.lstat(resource.path);
-      if (info !== null) expectKind(resource.path, info, "file");
-    };
+    // rename replaces the path itself, so nothing is ever done through a symlink
+    // at the path (the check refused one); the guard makes sure no directory above
+    // it was swapped for a symlink since.
+    const guard = () => checkAncestors(ctx, resource.path).then(() => {});
     try {
       // The check the engine just made saw real directories; the guard looks again,
       // fresh, at the last moment before the rename.
