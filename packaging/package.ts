@@ -34,6 +34,35 @@ async function run(cmd: string, args: string[], env?: Record<string, string>): P
   return d.decode(out.stdout);
 }
 
+/**
+ * Build the PKGBUILD in `buildDir` with makepkg as the unprivileged user nobody
+ * (makepkg refuses root), putting the package into `destDir`. `env` adds
+ * makepkg settings (e.g. PKGEXT); `args` are makepkg's own options.
+ */
+export async function makepkgAsNobody(
+  buildDir: string,
+  destDir: string,
+  { env = {}, args = [] }: { env?: Record<string, string>; args?: string[] } = {},
+): Promise<void> {
+  await run("chown", ["-R", "nobody:nogroup", buildDir, destDir]);
+  await run("setpriv", [
+    "--reuid=nobody",
+    "--regid=nogroup",
+    "--clear-groups",
+    "--",
+    "env",
+    `HOME=${buildDir}`,
+    `PKGDEST=${destDir}`,
+    ...Object.entries(env).map(([name, value]) => `${name}=${value}`),
+    "sh",
+    "-c",
+    'cd "$1" && shift && exec makepkg --force --nocolor "$@"',
+    "makepkg",
+    buildDir,
+    ...args,
+  ]);
+}
+
 async function digest(path: string, algorithm: "SHA-256" | "SHA-512"): Promise<string> {
   const hash = await crypto.subtle.digest(algorithm, await Deno.readFile(path));
   return Array.from(new Uint8Array(hash), (b) => b.toString(16).padStart(2, "0")).join("");
@@ -71,19 +100,7 @@ export async function packageArch(b: BuildResult, pkgrel = 1): Promise<string> {
   await Deno.writeTextFile(join(dir, "PKGBUILD"), pkgbuild);
   const dest = join(b.dir, "repo");
   await Deno.mkdir(dest, { recursive: true });
-  await run("chown", ["-R", "nobody:nogroup", dir, dest]);
-  await run("setpriv", [
-    "--reuid=nobody",
-    "--regid=nogroup",
-    "--clear-groups",
-    "--",
-    "env",
-    `HOME=${dir}`,
-    `PKGDEST=${dest}`,
-    "sh",
-    "-c",
-    `cd '${dir}' && makepkg --force --nocolor --nodeps`,
-  ]);
+  await makepkgAsNobody(dir, dest, { args: ["--nodeps"] });
   const prefix = `nox-mesh-host-${b.version}-${pkgrel}-`;
   const file = [...Deno.readDirSync(dest)].map((e) => e.name)
     .find((n) => n.startsWith(prefix) && /\.pkg\.tar(\.\w+)?$/.test(n));

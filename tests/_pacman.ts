@@ -2,6 +2,7 @@
 // as `nobody`, and an isolated pacman root with a local repository. Private to tests/.
 import { join } from "node:path";
 import { writeStandIn } from "./_launcher_world.ts";
+import { makepkgAsNobody } from "../packaging/package.ts";
 
 /** Runs a program; throws with its output when it fails. Returns stdout. */
 export async function run(
@@ -38,19 +39,7 @@ export async function buildStandInPackage(dir: string, version: string): Promise
   await Deno.mkdir(out, { recursive: true });
   await Deno.writeTextFile(join(build, "PKGBUILD"), PKGBUILD(version));
   await writeStandIn(join(build, "nox-mesh-host"), version);
-  await run("chown", ["-R", "nobody:nogroup", build, out]);
-  await run("setpriv", [
-    "--reuid=nobody",
-    "--regid=nogroup",
-    "--clear-groups",
-    "--",
-    "env",
-    `HOME=${build}`,
-    `PKGDEST=${out}`,
-    "sh",
-    "-c",
-    `cd "${build}" && makepkg -f --nocolor`,
-  ]);
+  await makepkgAsNobody(build, out);
   return join(out, `nox-mesh-host-${version}-1-any.pkg.tar.gz`);
 }
 

@@ -4,6 +4,7 @@ import { CACHE_DIR } from "./base.ts";
 import { LabError } from "./errors.ts";
 import { DENO_BINARY } from "./machine.ts";
 import { exists, run, tail } from "./_run.ts";
+import { makepkgAsNobody } from "../../packaging/package.ts";
 
 /**
  * The lab's pacman repository "noxlab" (mounted at /lab/repo in systemd machines).
@@ -158,27 +159,17 @@ async function makepkg(
     await Deno.copyFile(source, copy);
     await Deno.chmod(copy, 0o755);
   }
-  // makepkg refuses root: build as nobody.
-  const r = await run([
-    "setpriv",
-    "--reuid=nobody",
-    "--regid=nogroup",
-    "--clear-groups",
-    "env",
-    `HOME=${build}`,
-    `PKGDEST=${out}`,
-    `PKGEXT=${pkgext}`,
-    "sh",
-    "-c",
-    'cd "$1" && makepkg -f --nodeps --noconfirm',
-    "lab-makepkg",
-    build,
-  ], { check: false, what: "makepkg" });
-  if (r.code !== 0) {
+  try {
+    await makepkgAsNobody(build, out, {
+      env: { PKGEXT: pkgext },
+      args: ["--nodeps", "--noconfirm"],
+    });
+  } catch (error) {
     throw new LabError(
       "base-build-failed",
-      `makepkg of the lab package ${name} failed (exit ${r.code}); is makepkg ` +
-        `installed (sh lab/setup.sh)?\n${tail(r.stderr + r.stdout)}`,
+      `makepkg of the lab package ${name} failed; is makepkg installed (sh lab/setup.sh)?\n${
+        tail((error as Error).message)
+      }`,
     );
   }
 }
