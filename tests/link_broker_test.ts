@@ -92,7 +92,7 @@ Deno.test("enrol failures say which side and why: wrong CA, DNS, TCP", async () 
   const token = decodeToken(await mesh.control.mintToken("node-a"));
   const otherCa = await Deno.makeTempDir({ prefix: "noxln-ca-" });
   try {
-    const { makeCertificates } = await import("../lab/mesh/certs.ts");
+    const { makeCertificates } = await import("../lab/lib/certs.ts");
     const certs = await makeCertificates(otherCa);
     const wrongCa = await runHost(
       ["enrol", "--token", encodeToken({ ...token, ca: certs.caPem })],

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { posix } from "node:path";
 import { createUser } from "@nats-io/nkeys";
-import { makeCertificates } from "../lab/mesh/certs.ts";
+import { makeCertificates } from "../lab/lib/certs.ts";
 import { backoffDelay } from "../src/link/backoff.ts";
 import { classifyLinkError, LinkError, PinMismatch, TokenError } from "../src/link/errors.ts";
 import { heartbeatMessage, heldSummary } from "../src/link/messages.ts";
@@ -255,4 +255,12 @@ Deno.test("the program file is the bundle or source in those forms and the execu
     { path: "/usr/bin/nox-mesh-host", form: "compiled" },
   );
   assert.equal(locateProgram("https://example.com/mod.ts"), undefined);
+});
+
+Deno.test("the stand-in control plane runs with the same explicit flags from the task and the lab (never -A)", async () => {
+  const { MESH_FLAGS } = await import("../lab/mesh/steps.ts");
+  const config = JSON.parse(await Deno.readTextFile(new URL("../deno.json", import.meta.url)));
+  const task = (config.tasks.mesh as string).split(/\s+/).filter((w) => w.startsWith("--"));
+  assert.deepEqual(task, MESH_FLAGS);
+  assert.ok(!task.some((f) => f === "-A" || f === "--allow-all"));
 });

@@ -1,5 +1,5 @@
-import { X509Certificate } from "node:crypto";
 import { join } from "node:path";
+import { makeCertificates } from "./certs.ts";
 import { CgroupSet } from "./cgroup.ts";
 import { LabError } from "./errors.ts";
 import { BROKER_ADDRESS } from "./net.ts";
@@ -68,7 +68,11 @@ export class Broker {
     const dir = join(host.dir, "broker");
     const netns = `${host.id}-broker`;
     await Deno.mkdir(join(dir, "jetstream"), { recursive: true });
-    const { caPem, fingerprint } = await makeCertificates(dir);
+    const { caPem, fingerprint256: fingerprint } = await makeCertificates(dir, {
+      names: [BROKER_NAME, "broker"],
+      ips: [BROKER_ADDRESS],
+      caName: "nox-mesh-host lab CA",
+    });
     await Deno.writeTextFile(join(dir, "nats.conf"), config(dir, options.extraConfig ?? ""));
     await host.net.attach(netns, BROKER_ADDRESS);
     const cgroups = await CgroupSet.create(netns);
@@ -174,64 +178,4 @@ tls {
 }
 ${extra}
 `;
-}
-
-async function makeCertificates(dir: string): Promise<{ caPem: string; fingerprint: string }> {
-  const p = (name: string) => join(dir, name);
-  const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-  await run([
-    "openssl",
-    "req",
-    "-x509",
-    ...ec,
-    "-keyout",
-    p("ca.key"),
-    "-out",
-    p("ca.pem"),
-    "-days",
-    "7",
-    "-subj",
-    "/CN=nox-mesh-host lab CA",
-    "-addext",
-    "basicConstraints=critical,CA:TRUE",
-    "-addext",
-    "keyUsage=critical,keyCertSign,cRLSign",
-  ], { what: "make the lab CA (openssl)" });
-  await run([
-    "openssl",
-    "req",
-    ...ec,
-    "-keyout",
-    p("server.key"),
-    "-out",
-    p("server.csr"),
-    "-subj",
-    `/CN=${BROKER_NAME}`,
-  ], { what: "make the broker key (openssl)" });
-  await Deno.writeTextFile(
-    p("server.ext"),
-    `subjectAltName=DNS:${BROKER_NAME},DNS:broker,IP:${BROKER_ADDRESS}\n` +
-      "extendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature\n",
-  );
-  await run([
-    "openssl",
-    "x509",
-    "-req",
-    "-in",
-    p("server.csr"),
-    "-CA",
-    p("ca.pem"),
-    "-CAkey",
-    p("ca.key"),
-    "-CAcreateserial",
-    "-out",
-    p("server.pem"),
-    "-days",
-    "7",
-    "-extfile",
-    p("server.ext"),
-  ], { what: "sign the broker certificate (openssl)" });
-  const caPem = await Deno.readTextFile(p("ca.pem"));
-  const fingerprint = new X509Certificate(await Deno.readTextFile(p("server.pem"))).fingerprint256;
-  return { caPem, fingerprint };
 }

@@ -6,7 +6,7 @@
  */
 import { createUser } from "@nats-io/nkeys";
 import { dirname, join, relative } from "node:path";
-import { makeCertificates } from "./certs.ts";
+import { makeCertificates } from "../lib/certs.ts";
 import { meshFiles, type MeshState, readState, writeState } from "./state.ts";
 
 /** A running local broker; stop it (or `await using` it) when done. */

@@ -19,7 +19,7 @@
  */
 import { parseArgs } from "node:util";
 import { initState, startLocalBroker } from "./broker.ts";
-import { fingerprintOf } from "./certs.ts";
+import { fingerprintOf } from "../lib/certs.ts";
 import { ControlPlane } from "./control.ts";
 import { readState } from "./state.ts";
 

@@ -11,7 +11,7 @@ import { HOST_INSTALLS, HOST_PATH, hostCommand } from "../lib/host.ts";
 import { MACHINE_DENO } from "../lib/machine.ts";
 import { fail, type Step, type StepContext } from "../lib/scenario.ts";
 import { includeAuth, initState } from "./broker.ts";
-import { fingerprintOf } from "./certs.ts";
+import { fingerprintOf } from "../lib/certs.ts";
 
 /**
  * The unit the link scenarios run the installed host with (placed before boot as an
@@ -39,12 +39,26 @@ function meshDir(lab: Lab): string {
   return join(lab.dir, "mesh");
 }
 
+/**
+ * The stand-in control plane's permissions (as the `mesh` task in deno.json): it
+ * runs nats-server and openssl and signals the broker to reload (Deno.kill wants
+ * unscoped --allow-run), reads and writes its state, connects to the broker.
+ */
+export const MESH_FLAGS = [
+  "--allow-read",
+  "--allow-write",
+  "--allow-net",
+  "--allow-env=NOX_MESH_DIR",
+  "--allow-run",
+  "--allow-sys=hostname",
+];
+
 /** Runs `deno task mesh ARGS` in the broker's namespace; returns stdout (fails on exit ≠ 0). */
 async function mesh(ctx: StepContext, args: string[], timeoutMs = 60_000): Promise<string> {
   const broker = ctx.lab.runningBroker;
   if (!broker) fail("a running lab broker", "none (set broker: true)");
   const r = await broker.exec(
-    ["deno", "run", "-A", "lab/mesh/cli.ts", ...args, "--dir", meshDir(ctx.lab)],
+    ["deno", "run", ...MESH_FLAGS, "lab/mesh/cli.ts", ...args, "--dir", meshDir(ctx.lab)],
     { cwd: CHECKOUT, timeoutMs },
   );
   if (r.code !== 0) fail(`mesh ${args[0]} to succeed`, `exit ${r.code}: ${r.stderr.trim()}`);
@@ -101,7 +115,7 @@ export function enrol(machine: string, node: string, token?: () => string): Step
           "--",
           "deno",
           "run",
-          "-A",
+          ...MESH_FLAGS,
           "lab/mesh/cli.ts",
           "serve",
           "--once",

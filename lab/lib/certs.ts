@@ -1,5 +1,5 @@
 /**
- * Certificates for a stand-in broker: a CA and a server certificate made with
+ * Certificates for a broker (the lab's, the stand-in control plane's): a CA and a server certificate made with
  * openssl (EC P-256), and the server certificate's SHA-256 fingerprint in the
  * "AB:CD:…" form node:tls reports as fingerprint256.
  */
@@ -18,10 +18,12 @@ export interface BrokerCertificates {
 /** Make (or reuse, when present) a CA and a server certificate for `names` and `ips` in `dir`. */
 export async function makeCertificates(
   dir: string,
-  { names = ["localhost"], ips = ["127.0.0.1"], cn = names[0] }: {
+  { names = ["localhost"], ips = ["127.0.0.1"], cn = names[0], caName = "nox-mesh stand-in CA" }: {
     names?: string[];
     ips?: string[];
     cn?: string;
+    /** The CA certificate's common name. */
+    caName?: string;
   } = {},
 ): Promise<BrokerCertificates> {
   const p = (name: string) => join(dir, name);
@@ -40,7 +42,7 @@ export async function makeCertificates(
       "-days",
       "30",
       "-subj",
-      "/CN=nox-mesh stand-in CA",
+      `/CN=${caName}`,
       "-addext",
       "basicConstraints=critical,CA:TRUE",
       "-addext",
