@@ -11,7 +11,7 @@ import assert from "node:assert/strict";
 import { applyText, openHost, planText } from "../src/host.ts";
 import { posixFileSystem, type PosixFileSystemOptions } from "../os/posix_fs.ts";
 import type { FileSystem } from "../src/ports.ts";
-import { exists, type Scratch, scratch } from "./_helpers.ts";
+import { exists, modeOf, runHost, type Scratch, scratch } from "./_helpers.ts";
 
 const NOBODY = 65534;
 
@@ -304,5 +304,28 @@ Deno.test("a FIFO at a managed directory's path fails fast, also when swapped in
     assert.equal(await exists(`${dir}.moved/conf`), true, "the file was written before the swap");
   } finally {
     await stop(release);
+  }
+});
+
+Deno.test("owner and mode set on a descriptor stay under the permission set: a readable, unwritable directory is refused", async () => {
+  // /var/tmp: readable under the development flags (`deno task host`), not writable.
+  const root = await Deno.makeTempDir({ dir: "/var/tmp", prefix: "nox-fsfd-" });
+  try {
+    await using s = await scratch({ managedRoots: [root] });
+    await Deno.mkdir(`${root}/d`, { mode: 0o700 });
+    await Deno.chmod(`${root}/d`, 0o700);
+    const decl = await s.declaration([
+      { type: "directory", id: "d", path: `${root}/d`, mode: "0755", owner: "root", group: "root" },
+    ]);
+    const run = await runHost(["apply", "--json", decl], { env: s.env });
+    assert.equal(run.code, 1, run.stdout + run.stderr);
+    assert.match(run.stdout, /Requires write access to \\"[^"]*\/d\\"/);
+    assert.equal(
+      await modeOf(`${root}/d`),
+      "0700",
+      "the mode was not changed through a read descriptor",
+    );
+  } finally {
+    await Deno.remove(root, { recursive: true });
   }
 });
