@@ -6,18 +6,18 @@
  */
 import type { Profile } from "../src/profile.ts";
 import type { Providers } from "../src/ports.ts";
-import { alpineApk } from "./alpine_apk.ts";
-import { archPacman } from "./arch_pacman.ts";
-import { commandRunner } from "./command_runner.ts";
-import { containerCli } from "./container_cli.ts";
-import { openrc } from "./openrc.ts";
-import { posixFileSystem } from "./posix_fs.ts";
+import { alpineApk } from "./alpine-apk/mod.ts";
+import { archPacman } from "./arch-pacman/mod.ts";
+import { commandRunner } from "./command-runner/mod.ts";
+import { containerCli } from "./container-cli/mod.ts";
+import { openrc } from "./openrc/mod.ts";
+import { posixFileSystem } from "./posix-fs/mod.ts";
 import { detectContainers } from "./detect/containers.ts";
 import { detectInit } from "./detect/init.ts";
 import { detectOs } from "./detect/os_release.ts";
 import { detectPackages, isNative } from "./detect/packages.ts";
 import type { DetectOptions } from "./profile.ts";
-import { systemd } from "./systemd.ts";
+import { systemd } from "./systemd/mod.ts";
 
 /** The adapters a build may use (default: every adapter here). */
 export interface AdapterSet {

@@ -4,7 +4,7 @@
  * resources decide what to do with them.
  */
 import { posix } from "node:path";
-import type { Attributes, FileSystem, PathInfo } from "../src/ports.ts";
+import type { Attributes, FileSystem, PathInfo } from "../../src/ports.ts";
 
 /** Options for the adapter; the account databases can be pointed elsewhere for tests. */
 export interface PosixFileSystemOptions {
