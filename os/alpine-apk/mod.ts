@@ -8,7 +8,11 @@
  * `apk upgrade` keeps the declared version. A package no longer declared is
  * forgotten: its world entry stays as the host left it.
  */
-import { type InstalledPackage, type PackageManager, PackageNotFoundError } from "../../src/ports.ts";
+import {
+  type InstalledPackage,
+  type PackageManager,
+  PackageNotFoundError,
+} from "../../src/ports.ts";
 import { escapeRegExp, type FileSearch, findPackageFile, whereNot } from "../_package_files.ts";
 import { mustRun, programFailed, refuseOption, runProgram, type RunVia } from "../_run.ts";
 
