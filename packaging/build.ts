@@ -27,7 +27,7 @@ export interface BuildOptions {
   out?: string;
   /** Program entry; default mod.ts (tests build a probe with the same set). */
   entry?: string;
-  /** The bundle shipped with the package; default packaging/<os>/substrate.lock. */
+  /** The bundle shipped with the package; default packaging/substrate.lock (one bundle for every OS). */
   bundleFile?: string;
   /** Compile target; default this machine's. */
   target?: string;
@@ -100,9 +100,29 @@ async function deno(args: string[], env?: Record<string, string>) {
 const VERSION_FORM = /^[0-9]+(\.[0-9A-Za-z]+)*$/;
 
 /**
- * Writes an import map that replaces src/version.ts with a copy stating `version`
- * (deno.json's own imports kept) into `dir`; returns its path.
+ * Writes the build's import map into `dir` and returns its path: deno.json's own
+ * imports, os/adapters.ts replaced by packaging/<os>/adapters.ts (the adapters
+ * this OS carries), and, for a stamped build, src/version.ts replaced by a copy
+ * stating `version`.
  */
+async function writeImportMap(os: TargetOs, version: string, dir: string): Promise<string> {
+  const config = JSON.parse(await Deno.readTextFile(repo("deno.json")));
+  const imports: Record<string, string> = { ...config.imports };
+  // The tarball carries every adapter: its list is os/adapters.ts itself.
+  if (os !== "tarball") {
+    imports[new URL("../os/adapters.ts", import.meta.url).href] =
+      new URL(`./${os}/adapters.ts`, import.meta.url).href;
+  }
+  if (version !== VERSION) {
+    imports[new URL("../src/version.ts", import.meta.url).href] = pathToFileURL(
+      await stampVersion(version, dir),
+    ).href;
+  }
+  await Deno.writeTextFile(join(dir, "import_map.json"), JSON.stringify({ imports }, null, 2));
+  return join(dir, "import_map.json");
+}
+
+/** Writes a copy of src/version.ts stating `version` into `dir`; returns its path. */
 async function stampVersion(version: string, dir: string): Promise<string> {
   if (!VERSION_FORM.test(version)) {
     throw new BuildError(
@@ -119,33 +139,23 @@ async function stampVersion(version: string, dir: string): Promise<string> {
     join(dir, "version.ts"),
     original.replace(line, `export const VERSION = ${JSON.stringify(version)};`),
   );
-  const config = JSON.parse(await Deno.readTextFile(repo("deno.json")));
-  const map = {
-    imports: {
-      ...config.imports,
-      [new URL("../src/version.ts", import.meta.url).href]:
-        pathToFileURL(join(dir, "version.ts")).href,
-    },
-  };
-  await Deno.writeTextFile(join(dir, "import_map.json"), JSON.stringify(map, null, 2));
-  return join(dir, "import_map.json");
+  return join(dir, "version.ts");
 }
 
 /** Builds one OS into its output directory. */
 export async function build(options: BuildOptions): Promise<BuildResult> {
   const dir = options.out ?? repo(`dist/${options.os}`);
   const version = options.version ?? VERSION;
-  // The stamp lives beside the output (the build task may write only there) and goes after.
-  const stampDir = version === VERSION ? undefined : `${dir}.stamp`;
+  // The import map (and a stamped version.ts) live beside the output (the build task
+  // may write only there) and go after.
+  const mapDir = `${dir}.map`;
   try {
-    if (stampDir) {
-      await Deno.remove(stampDir, { recursive: true }).catch(() => {});
-      await Deno.mkdir(stampDir, { recursive: true });
-    }
-    const importMap = stampDir ? await stampVersion(version, stampDir) : undefined;
+    await Deno.remove(mapDir, { recursive: true }).catch(() => {});
+    await Deno.mkdir(mapDir, { recursive: true });
+    const importMap = await writeImportMap(options.os, version, mapDir);
     return await buildWith(options, dir, version, importMap);
   } finally {
-    if (stampDir) await Deno.remove(stampDir, { recursive: true }).catch(() => {});
+    await Deno.remove(mapDir, { recursive: true }).catch(() => {});
   }
 }
 
@@ -153,12 +163,12 @@ async function buildWith(
   options: BuildOptions,
   dir: string,
   version: string,
-  importMap: string | undefined,
+  importMap: string,
 ): Promise<BuildResult> {
   const { os, form = "auto", entry = repo("mod.ts"), target } = options;
-  const mapArgs = importMap ? ["--import-map", importMap] : [];
+  const mapArgs = ["--import-map", importMap];
   const set = await loadPermissionSet(os);
-  const bundleFile = options.bundleFile ?? repo(`packaging/${os}/substrate.lock`);
+  const bundleFile = options.bundleFile ?? repo("packaging/substrate.lock");
   const flags = permissionFlags(
     set,
     await actionPrograms(await Deno.readTextFile(bundleFile), bundleFile),

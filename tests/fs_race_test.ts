@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { applyText, openHost, planText } from "../src/host.ts";
-import { posixFileSystem, type PosixFileSystemOptions } from "../os/posix_fs.ts";
+import { posixFileSystem, type PosixFileSystemOptions } from "../os/posix-fs/mod.ts";
 import type { FileSystem } from "../src/ports.ts";
 import { exists, modeOf, runHost, type Scratch, scratch } from "./_helpers.ts";
 
