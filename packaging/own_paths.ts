@@ -50,9 +50,9 @@ export const SYSTEMD_UNIT_DIRS: readonly string[] = [
  * Every place systemd reads for the unit `<name>.service`: the unit itself in each
  * search directory; its drop-in directory; the drop-ins that match it by prefix
  * (`nox-mesh-.service.d`, `nox-.service.d`, systemd ≥ 246) and by type
- * (`service.d`); its dependency directories; its enablement links in any
- * `*.wants`/`*.requires` directory; and the manager's defaults (system.conf and
- * its drop-ins), which every service inherits.
+ * (`service.d`); its enablement links in any `*.wants`/`*.requires` directory;
+ * and the manager's defaults (system.conf and its drop-ins), which every
+ * service inherits.
  */
 export function systemdOwnPaths(name: string = PROGRAM): string[] {
   const unit = `${name}.service`;
@@ -63,14 +63,10 @@ export function systemdOwnPaths(name: string = PROGRAM): string[] {
     paths.push(
       `${dir}/${unit}`,
       `${dir}/${unit}.d`,
-      `${dir}/${unit}.wants`,
-      `${dir}/${unit}.requires`,
-      `${dir}/${unit}.upholds`,
       ...prefixes.map((p) => `${dir}/${p}`),
       `${dir}/service.d`,
       `${dir}/*.wants/${unit}`,
       `${dir}/*.requires/${unit}`,
-      `${dir}/*.upholds/${unit}`,
     );
   }
   for (
