@@ -114,6 +114,7 @@ export async function main(args: string[], io: CliIo): Promise<number> {
       flags: {
         stateDir: values["state-dir"] as string | undefined,
         configPath: values.config as string | undefined,
+        ownPaths: io.ownPaths,
       },
     });
   } catch (error) {
