@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { HostError } from "../src/errors.ts";
 import { VERSION } from "../src/version.ts";
+import { completion, SHELLS } from "../src/cli/completions.ts";
 import {
   actionPrograms,
   loadPermissionSet,
@@ -99,26 +100,38 @@ async function deno(args: string[], env?: Record<string, string>) {
 /** What a version may look like: a pacman pkgver and an apk pkgver, and a directory name. */
 const VERSION_FORM = /^[0-9]+(\.[0-9A-Za-z]+)*$/;
 
+/** What a build stamps into its copy of src/version.ts. */
+interface Stamp {
+  version: string;
+  form: "compiled" | "bundled";
+  commit: string;
+}
+
 /**
- * Writes an import map that replaces src/version.ts with a copy stating `version`
- * (deno.json's own imports kept) into `dir`; returns its path.
+ * Writes an import map that replaces src/version.ts with a copy stating the stamp's
+ * version, form and commit (deno.json's own imports kept) into `dir`; returns its path.
  */
-async function stampVersion(version: string, dir: string): Promise<string> {
-  if (!VERSION_FORM.test(version)) {
-    throw new BuildError(
-      `"${version}" is not a version this build can stamp`,
-      "use digits and dots (letters after the first dot allowed), e.g. 0.2.0 or 0.1.0.1",
-    );
-  }
+async function stampVersion(stamp: Stamp, dir: string): Promise<string> {
   const original = await Deno.readTextFile(repo("src/version.ts"));
-  const line = /^export const VERSION = "[^"]*";$/m;
-  if (!line.test(original)) {
-    throw new BuildError('src/version.ts has no `export const VERSION = "…";` line', "restore it");
+  const lines: Array<[RegExp, string]> = [
+    [
+      /^export const VERSION = "[^"]*";$/m,
+      `export const VERSION = ${JSON.stringify(stamp.version)};`,
+    ],
+    [
+      /^export const FORM: [^=]+= "[^"]*";$/m,
+      `export const FORM: "compiled" | "bundled" | "source" = ${JSON.stringify(stamp.form)};`,
+    ],
+    [/^export const COMMIT = "[^"]*";$/m, `export const COMMIT = ${JSON.stringify(stamp.commit)};`],
+  ];
+  let text = original;
+  for (const [line, stamped] of lines) {
+    if (!line.test(text)) {
+      throw new BuildError(`src/version.ts has no line like ${line.source}`, "restore it");
+    }
+    text = text.replace(line, stamped);
   }
-  await Deno.writeTextFile(
-    join(dir, "version.ts"),
-    original.replace(line, `export const VERSION = ${JSON.stringify(version)};`),
-  );
+  await Deno.writeTextFile(join(dir, "version.ts"), text);
   const config = JSON.parse(await Deno.readTextFile(repo("deno.json")));
   const map = {
     imports: {
@@ -131,21 +144,39 @@ async function stampVersion(version: string, dir: string): Promise<string> {
   return join(dir, "import_map.json");
 }
 
+/** The commit of the checkout (with "-dirty" when it has changes), or "unknown" outside git. */
+export async function checkoutCommit(): Promise<string> {
+  const git = async (args: string[]) => {
+    const out = await new Deno.Command("git", { args: ["-C", repo(""), ...args], stdin: "null" })
+      .output().catch(() => undefined);
+    return out?.success ? new TextDecoder().decode(out.stdout).trim() : undefined;
+  };
+  const head = await git(["rev-parse", "HEAD"]);
+  if (!head) return "unknown";
+  const changes = await git(["status", "--porcelain", "--untracked-files=no"]);
+  return changes ? `${head}-dirty` : head;
+}
+
 /** Builds one OS into its output directory. */
 export async function build(options: BuildOptions): Promise<BuildResult> {
   const dir = options.out ?? repo(`dist/${options.os}`);
   const version = options.version ?? VERSION;
+  if (!VERSION_FORM.test(version)) {
+    throw new BuildError(
+      `"${version}" is not a version this build can stamp`,
+      "use digits and dots (letters after the first dot allowed), e.g. 0.2.0 or 0.1.0.1",
+    );
+  }
   // The stamp lives beside the output (the build task may write only there) and goes after.
-  const stampDir = version === VERSION ? undefined : `${dir}.stamp`;
+  const stampDir = `${dir}.stamp`;
   try {
-    if (stampDir) {
-      await Deno.remove(stampDir, { recursive: true }).catch(() => {});
-      await Deno.mkdir(stampDir, { recursive: true });
-    }
-    const importMap = stampDir ? await stampVersion(version, stampDir) : undefined;
+    await Deno.remove(stampDir, { recursive: true }).catch(() => {});
+    await Deno.mkdir(stampDir, { recursive: true });
+    const commit = await checkoutCommit();
+    const importMap = (form: Stamp["form"]) => stampVersion({ version, form, commit }, stampDir);
     return await buildWith(options, dir, version, importMap);
   } finally {
-    if (stampDir) await Deno.remove(stampDir, { recursive: true }).catch(() => {});
+    await Deno.remove(stampDir, { recursive: true }).catch(() => {});
   }
 }
 
@@ -153,10 +184,9 @@ async function buildWith(
   options: BuildOptions,
   dir: string,
   version: string,
-  importMap: string | undefined,
+  importMap: (form: Stamp["form"]) => Promise<string>,
 ): Promise<BuildResult> {
   const { os, form = "auto", entry = repo("mod.ts"), target } = options;
-  const mapArgs = importMap ? ["--import-map", importMap] : [];
   const set = await loadPermissionSet(os);
   const bundleFile = options.bundleFile ?? repo(`packaging/${os}/substrate.lock`);
   const flags = permissionFlags(
@@ -177,6 +207,7 @@ async function buildWith(
   }
   if (form !== "bundled" && os !== "alpine") {
     const command = compileArgs(flags, { output: binary, entry, target });
+    const mapArgs = ["--import-map", await importMap("compiled")];
     const compiled = await deno([command[0], ...mapArgs, ...command.slice(1)]);
     if (compiled.ok) await checkCompiled(binary, version, target);
     if (compiled.ok) {
@@ -196,7 +227,8 @@ async function buildWith(
     const bundled = await deno([
       "bundle",
       "--quiet",
-      ...mapArgs,
+      "--import-map",
+      await importMap("bundled"),
       "--output",
       join(dir, "nox-mesh-host.js"),
       entry,
@@ -214,6 +246,11 @@ async function buildWith(
       command: shimArgs(set, flags),
       note,
     };
+  }
+  // Shell completions from the CLI's command table (the packages install them).
+  await Deno.mkdir(join(dir, "completions"));
+  for (const shell of SHELLS) {
+    await Deno.writeTextFile(join(dir, "completions", `nox-mesh-host.${shell}`), completion(shell));
   }
   await Deno.writeTextFile(join(dir, "build.json"), JSON.stringify(result, null, 2) + "\n");
   return result;
