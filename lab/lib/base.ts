@@ -118,24 +118,27 @@ export const RECIPES: Readonly<Record<Flavour, BaseRecipe>> = {
 };
 
 /**
- * The systemd recipe plus the pacman keyring that trusts the lab packager key: made with
- * pacman-key (--init, --add, --lsign-key) on /etc/pacman.d/gnupg of the image, its agent
- * stopped afterwards. The key's fingerprint is part of the recipe, hence of the cache key.
+ * The systemd recipe plus the pacman keyring that trusts the lab packager key, made with
+ * pacman-key (--init, --add, --lsign-key) and copied to the image's /etc/pacman.d/gnupg.
+ * It is made in a short temporary directory (gpg-agent's socket path must be short) whose
+ * agent is stopped afterwards. The key's fingerprint is part of the recipe, hence of the
+ * cache key.
  */
 async function withKeyring(recipe: BaseRecipe, log: (line: string) => void): Promise<BaseRecipe> {
   const keys = await labKeys(log);
-  const gpgdir = '"$1/etc/pacman.d/gnupg"';
-  return {
-    ...recipe,
-    customize: [
-      ...recipe.customize,
-      'mkdir -p "$1/etc/pacman.d"',
-      `pacman-key --gpgdir ${gpgdir} --init`,
-      `pacman-key --gpgdir ${gpgdir} --add '${keys.gpgPublic}'`,
-      `pacman-key --gpgdir ${gpgdir} --lsign-key ${keys.fingerprint}`,
-      `gpgconf --homedir ${gpgdir} --kill all`,
-    ],
-  };
+  const keyring = [
+    "set -e",
+    "k=$(mktemp -d /tmp/noxkr.XXXXXX)",
+    `trap 'gpgconf --homedir "$k" --kill all; rm -rf "$k"' EXIT`,
+    'pacman-key --gpgdir "$k" --init',
+    `pacman-key --gpgdir "$k" --add '${keys.gpgPublic}'`,
+    `pacman-key --gpgdir "$k" --lsign-key ${keys.fingerprint}`,
+    'gpgconf --homedir "$k" --kill all',
+    'mkdir -p "$1/etc/pacman.d"',
+    'cp -a "$k" "$1/etc/pacman.d/gnupg"',
+    'rm -f "$1"/etc/pacman.d/gnupg/S.*',
+  ].join("; ");
+  return { ...recipe, customize: [...recipe.customize, keyring] };
 }
 
 /** Where base images are cached (outside the repository; survives runs). */
