@@ -79,26 +79,28 @@ async function makeKeys(log: (line: string) => void): Promise<LabKeys> {
           ], {
             what: "gpg --generate-key (the lab packager key)",
           });
+          const fingerprint = await fingerprintOf(keys.gnupgHome);
+          const pub = await run([
+            "gpg",
+            "--homedir",
+            keys.gnupgHome,
+            "--armor",
+            "--export",
+            fingerprint,
+          ], {
+            what: "gpg --export",
+          });
+          await Deno.writeTextFile(keys.gpgPublic, pub.stdout);
+          await Deno.writeTextFile(join(dir, "fingerprint"), `${fingerprint}\n`);
         } finally {
+          // Listing secret keys starts an agent too: stop it after the last gpg call.
           await stopAgent(keys.gnupgHome);
         }
-        const fingerprint = await fingerprintOf(keys.gnupgHome);
-        const pub = await run([
-          "gpg",
-          "--homedir",
-          keys.gnupgHome,
-          "--armor",
-          "--export",
-          fingerprint,
-        ], {
-          what: "gpg --export",
-        });
-        await Deno.writeTextFile(keys.gpgPublic, pub.stdout);
         await run(
           ["minisign", "-G", "-W", "-p", keys.minisignPublic, "-s", keys.minisignSecret],
           { what: "minisign -G (the lab release key)" },
         );
-        await Deno.writeTextFile(ready, `${fingerprint}\n`);
+        await Deno.rename(join(dir, "fingerprint"), ready);
       }
     } finally {
       lock.close();
