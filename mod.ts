@@ -5,7 +5,7 @@
 import { main } from "./src/cli/main.ts";
 import type { CliIo } from "./src/cli/io.ts";
 import { detectProfile, detectProviders } from "./os/mod.ts";
-import { posixFileSystem } from "./os/posix_fs.ts";
+import { posixFileSystem } from "./os/posix-fs/mod.ts";
 
 export { main } from "./src/cli/main.ts";
 export { EXIT } from "./src/cli/io.ts";

@@ -28,7 +28,7 @@ export interface BuildOptions {
   out?: string;
   /** Program entry; default mod.ts (tests build a probe with the same set). */
   entry?: string;
-  /** The bundle shipped with the package; default packaging/<os>/substrate.lock. */
+  /** The bundle shipped with the package; default packaging/substrate.lock (one bundle for every OS). */
   bundleFile?: string;
   /** Compile target; default this machine's. */
   target?: string;
@@ -108,9 +108,28 @@ interface Stamp {
 }
 
 /**
- * Writes an import map that replaces src/version.ts with a copy stating the stamp's
- * version, form and commit (deno.json's own imports kept) into `dir`; returns its path.
+ * Writes the build's import map into `dir` and returns its path: deno.json's own
+ * imports, os/adapters.ts replaced by packaging/<os>/adapters.ts (the adapters this OS
+ * carries), and src/version.ts replaced by a copy stating the stamp's version, form and
+ * commit.
  */
+async function writeImportMap(os: TargetOs, stamp: Stamp, dir: string): Promise<string> {
+  const config = JSON.parse(await Deno.readTextFile(repo("deno.json")));
+  const imports: Record<string, string> = { ...config.imports };
+  // The tarball carries every adapter: its list is os/adapters.ts itself.
+  if (os !== "tarball") {
+    imports[new URL("../os/adapters.ts", import.meta.url).href] =
+      new URL(`./${os}/adapters.ts`, import.meta.url).href;
+  }
+  imports[new URL("../src/version.ts", import.meta.url).href] = pathToFileURL(
+    await stampVersion(stamp, dir),
+  ).href;
+  const file = join(dir, `import_map.${stamp.form}.json`);
+  await Deno.writeTextFile(file, JSON.stringify({ imports }, null, 2));
+  return file;
+}
+
+/** Writes a copy of src/version.ts stating the stamp into `dir`; returns its path. */
 async function stampVersion(stamp: Stamp, dir: string): Promise<string> {
   const original = await Deno.readTextFile(repo("src/version.ts"));
   const lines: Array<[RegExp, string]> = [
@@ -131,17 +150,9 @@ async function stampVersion(stamp: Stamp, dir: string): Promise<string> {
     }
     text = text.replace(line, stamped);
   }
-  await Deno.writeTextFile(join(dir, "version.ts"), text);
-  const config = JSON.parse(await Deno.readTextFile(repo("deno.json")));
-  const map = {
-    imports: {
-      ...config.imports,
-      [new URL("../src/version.ts", import.meta.url).href]:
-        pathToFileURL(join(dir, "version.ts")).href,
-    },
-  };
-  await Deno.writeTextFile(join(dir, "import_map.json"), JSON.stringify(map, null, 2));
-  return join(dir, "import_map.json");
+  const file = join(dir, `version.${stamp.form}.ts`);
+  await Deno.writeTextFile(file, text);
+  return file;
 }
 
 /** The commit of the checkout (with "-dirty" when it has changes), or "unknown" outside git. */
@@ -167,16 +178,18 @@ export async function build(options: BuildOptions): Promise<BuildResult> {
       "use digits and dots (letters after the first dot allowed), e.g. 0.2.0 or 0.1.0.1",
     );
   }
-  // The stamp lives beside the output (the build task may write only there) and goes after.
-  const stampDir = `${dir}.stamp`;
+  // The import map and the stamped version.ts live beside the output (the build task may
+  // write only there) and go after.
+  const mapDir = `${dir}.map`;
   try {
-    await Deno.remove(stampDir, { recursive: true }).catch(() => {});
-    await Deno.mkdir(stampDir, { recursive: true });
+    await Deno.remove(mapDir, { recursive: true }).catch(() => {});
+    await Deno.mkdir(mapDir, { recursive: true });
     const commit = await checkoutCommit();
-    const importMap = (form: Stamp["form"]) => stampVersion({ version, form, commit }, stampDir);
+    const importMap = (form: Stamp["form"]) =>
+      writeImportMap(options.os, { version, form, commit }, mapDir);
     return await buildWith(options, dir, version, importMap);
   } finally {
-    await Deno.remove(stampDir, { recursive: true }).catch(() => {});
+    await Deno.remove(mapDir, { recursive: true }).catch(() => {});
   }
 }
 
@@ -188,7 +201,7 @@ async function buildWith(
 ): Promise<BuildResult> {
   const { os, form = "auto", entry = repo("mod.ts"), target } = options;
   const set = await loadPermissionSet(os);
-  const bundleFile = options.bundleFile ?? repo(`packaging/${os}/substrate.lock`);
+  const bundleFile = options.bundleFile ?? repo("packaging/substrate.lock");
   const flags = permissionFlags(
     set,
     await actionPrograms(await Deno.readTextFile(bundleFile), bundleFile),

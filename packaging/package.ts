@@ -166,7 +166,7 @@ export async function packageArch(
     ...docFiles(b),
     "substrate.lock": "substrate.lock",
     "nox-mesh-host-launch": repo("launcher/nox-mesh-host-launch"),
-    "nox-mesh-host.service": repo("launcher/systemd/nox-mesh-host.service"),
+    "nox-mesh-host.service": repo("packaging/arch/nox-mesh-host.service"),
   });
   const pkgbuild = (await Deno.readTextFile(repo("packaging/arch/PKGBUILD")))
     .replace(/^_form=.*$/m, `_form=${b.form}`)
@@ -248,8 +248,8 @@ export async function stageAlpine(b: BuildResult): Promise<string> {
   const sources: Record<string, string> = {
     ...hostFiles(b),
     "nox-mesh-host-launch": repo("launcher/nox-mesh-host-launch"),
-    "nox-mesh-host.initd": repo("launcher/openrc/nox-mesh-host"),
-    "nox-mesh-host.confd": repo("launcher/openrc/nox-mesh-host.confd"),
+    "nox-mesh-host.initd": repo("packaging/alpine/nox-mesh-host.initd"),
+    "nox-mesh-host.confd": repo("packaging/alpine/nox-mesh-host.confd"),
     "substrate.lock": "substrate.lock",
     ...docFiles(b),
   };

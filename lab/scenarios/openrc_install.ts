@@ -9,13 +9,9 @@ import {
 import { CHECKOUT } from "../lib/bundle.ts";
 import { assertLaunched, assertNoHostProcess, assertServiceSaid, CURRENT, STATE } from "./_ship.ts";
 
-/** The init script as shipped (launcher/openrc/), and conf.d for a tarball install. */
-const INIT_SCRIPT = Deno.readTextFileSync(`${CHECKOUT}/launcher/openrc/nox-mesh-host`);
-const CONF_D = `# nox-mesh-host from the tarball, unpacked into /usr/local/bin
-package_kind=tarball
-host_bin=/usr/local/bin/nox-mesh-host
-launcher=/usr/local/bin/nox-mesh-host-launch
-`;
+/** The init script as shipped (packaging/alpine/), and the tarball's conf.d (packaging/tarball/). */
+const INIT_SCRIPT = Deno.readTextFileSync(`${CHECKOUT}/packaging/alpine/nox-mesh-host.initd`);
+const CONF_D = Deno.readTextFileSync(`${CHECKOUT}/packaging/tarball/nox-mesh-host.confd`);
 
 const TARBALL = `nox-mesh-host-${CURRENT}-${Deno.build.arch}.tar.gz`;
 

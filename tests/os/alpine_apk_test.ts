@@ -13,7 +13,7 @@ import {
   isApkNotFound,
   parseApkInfoExists,
   splitNameVersion,
-} from "../../os/alpine_apk.ts";
+} from "../../os/alpine-apk/mod.ts";
 import { PackageNotFoundError } from "../../src/ports.ts";
 
 const RECORDED = {
