@@ -10,6 +10,7 @@ import { pathToFileURL } from "node:url";
 import { HostError } from "../src/errors.ts";
 import { VERSION } from "../src/version.ts";
 import { OWN_PATHS_BY_OS } from "./own_paths_by_os.ts";
+import { completion, SHELLS } from "../src/cli/completions.ts";
 import {
   actionPrograms,
   loadPermissionSet,
@@ -100,13 +101,20 @@ async function deno(args: string[], env?: Record<string, string>) {
 /** What a version may look like: a pacman pkgver and an apk pkgver, and a directory name. */
 const VERSION_FORM = /^[0-9]+(\.[0-9A-Za-z]+)*$/;
 
+/** What a build stamps into its copy of src/version.ts. */
+interface Stamp {
+  version: string;
+  form: "compiled" | "bundled";
+  commit: string;
+}
+
 /**
  * Writes the build's import map into `dir` and returns its path: deno.json's own
- * imports, os/adapters.ts replaced by packaging/<os>/adapters.ts (the adapters
- * this OS carries), packaging/program_own_paths.ts replaced by the OS's own
- * paths, and, for a stamped build, src/version.ts replaced by a copy stating `version`.
+ * imports, os/adapters.ts replaced by packaging/<os>/adapters.ts (the adapters this OS
+ * carries), packaging/program_own_paths.ts replaced by the OS's own paths, and
+ * src/version.ts replaced by a copy stating the stamp's version, form and commit.
  */
-async function writeImportMap(os: TargetOs, version: string, dir: string): Promise<string> {
+async function writeImportMap(os: TargetOs, stamp: Stamp, dir: string): Promise<string> {
   const config = JSON.parse(await Deno.readTextFile(repo("deno.json")));
   const imports: Record<string, string> = { ...config.imports };
   // The tarball carries every adapter: its list is os/adapters.ts itself.
@@ -118,13 +126,12 @@ async function writeImportMap(os: TargetOs, version: string, dir: string): Promi
   imports[new URL("./program_own_paths.ts", import.meta.url).href] = pathToFileURL(
     await embedOwnPaths(os, dir),
   ).href;
-  if (version !== VERSION) {
-    imports[new URL("../src/version.ts", import.meta.url).href] = pathToFileURL(
-      await stampVersion(version, dir),
-    ).href;
-  }
-  await Deno.writeTextFile(join(dir, "import_map.json"), JSON.stringify({ imports }, null, 2));
-  return join(dir, "import_map.json");
+  imports[new URL("../src/version.ts", import.meta.url).href] = pathToFileURL(
+    await stampVersion(stamp, dir),
+  ).href;
+  const file = join(dir, `import_map.${stamp.form}.json`);
+  await Deno.writeTextFile(file, JSON.stringify({ imports }, null, 2));
+  return file;
 }
 
 /**
@@ -144,37 +151,64 @@ async function embedOwnPaths(os: TargetOs, dir: string): Promise<string> {
   return join(dir, "own_paths.ts");
 }
 
-/** Writes a copy of src/version.ts stating `version` into `dir`; returns its path. */
-async function stampVersion(version: string, dir: string): Promise<string> {
-  if (!VERSION_FORM.test(version)) {
-    throw new BuildError(
-      `"${version}" is not a version this build can stamp`,
-      "use digits and dots (letters after the first dot allowed), e.g. 0.2.0 or 0.1.0.1",
-    );
-  }
+/** Writes a copy of src/version.ts stating the stamp into `dir`; returns its path. */
+async function stampVersion(stamp: Stamp, dir: string): Promise<string> {
   const original = await Deno.readTextFile(repo("src/version.ts"));
-  const line = /^export const VERSION = "[^"]*";$/m;
-  if (!line.test(original)) {
-    throw new BuildError('src/version.ts has no `export const VERSION = "…";` line', "restore it");
+  const lines: Array<[RegExp, string]> = [
+    [
+      /^export const VERSION = "[^"]*";$/m,
+      `export const VERSION = ${JSON.stringify(stamp.version)};`,
+    ],
+    [
+      /^export const FORM: [^=]+= "[^"]*";$/m,
+      `export const FORM: "compiled" | "bundled" | "source" = ${JSON.stringify(stamp.form)};`,
+    ],
+    [/^export const COMMIT = "[^"]*";$/m, `export const COMMIT = ${JSON.stringify(stamp.commit)};`],
+  ];
+  let text = original;
+  for (const [line, stamped] of lines) {
+    if (!line.test(text)) {
+      throw new BuildError(`src/version.ts has no line like ${line.source}`, "restore it");
+    }
+    text = text.replace(line, stamped);
   }
-  await Deno.writeTextFile(
-    join(dir, "version.ts"),
-    original.replace(line, `export const VERSION = ${JSON.stringify(version)};`),
-  );
-  return join(dir, "version.ts");
+  const file = join(dir, `version.${stamp.form}.ts`);
+  await Deno.writeTextFile(file, text);
+  return file;
+}
+
+/** The commit of the checkout (with "-dirty" when it has changes), or "unknown" outside git. */
+export async function checkoutCommit(): Promise<string> {
+  const git = async (args: string[]) => {
+    const out = await new Deno.Command("git", { args: ["-C", repo(""), ...args], stdin: "null" })
+      .output().catch(() => undefined);
+    return out?.success ? new TextDecoder().decode(out.stdout).trim() : undefined;
+  };
+  const head = await git(["rev-parse", "HEAD"]);
+  if (!head) return "unknown";
+  const changes = await git(["status", "--porcelain", "--untracked-files=no"]);
+  return changes ? `${head}-dirty` : head;
 }
 
 /** Builds one OS into its output directory. */
 export async function build(options: BuildOptions): Promise<BuildResult> {
   const dir = options.out ?? repo(`dist/${options.os}`);
   const version = options.version ?? VERSION;
-  // The import map (and a stamped version.ts) live beside the output (the build task
-  // may write only there) and go after.
+  if (!VERSION_FORM.test(version)) {
+    throw new BuildError(
+      `"${version}" is not a version this build can stamp`,
+      "use digits and dots (letters after the first dot allowed), e.g. 0.2.0 or 0.1.0.1",
+    );
+  }
+  // The import map and the stamped version.ts live beside the output (the build task may
+  // write only there) and go after.
   const mapDir = `${dir}.map`;
   try {
     await Deno.remove(mapDir, { recursive: true }).catch(() => {});
     await Deno.mkdir(mapDir, { recursive: true });
-    const importMap = await writeImportMap(options.os, version, mapDir);
+    const commit = await checkoutCommit();
+    const importMap = (form: Stamp["form"]) =>
+      writeImportMap(options.os, { version, form, commit }, mapDir);
     return await buildWith(options, dir, version, importMap);
   } finally {
     await Deno.remove(mapDir, { recursive: true }).catch(() => {});
@@ -185,10 +219,9 @@ async function buildWith(
   options: BuildOptions,
   dir: string,
   version: string,
-  importMap: string,
+  importMap: (form: Stamp["form"]) => Promise<string>,
 ): Promise<BuildResult> {
   const { os, form = "auto", entry = repo("mod.ts"), target } = options;
-  const mapArgs = ["--import-map", importMap];
   const set = await loadPermissionSet(os);
   const bundleFile = options.bundleFile ?? repo("packaging/substrate.lock");
   const flags = permissionFlags(
@@ -209,6 +242,7 @@ async function buildWith(
   }
   if (form !== "bundled" && os !== "alpine") {
     const command = compileArgs(flags, { output: binary, entry, target });
+    const mapArgs = ["--import-map", await importMap("compiled")];
     const compiled = await deno([command[0], ...mapArgs, ...command.slice(1)]);
     if (compiled.ok) await checkCompiled(binary, version, target);
     if (compiled.ok) {
@@ -228,7 +262,8 @@ async function buildWith(
     const bundled = await deno([
       "bundle",
       "--quiet",
-      ...mapArgs,
+      "--import-map",
+      await importMap("bundled"),
       "--output",
       join(dir, "nox-mesh-host.js"),
       entry,
@@ -246,6 +281,11 @@ async function buildWith(
       command: shimArgs(set, flags),
       note,
     };
+  }
+  // Shell completions from the CLI's command table (the packages install them).
+  await Deno.mkdir(join(dir, "completions"));
+  for (const shell of SHELLS) {
+    await Deno.writeTextFile(join(dir, "completions", `nox-mesh-host.${shell}`), completion(shell));
   }
   await Deno.writeTextFile(join(dir, "build.json"), JSON.stringify(result, null, 2) + "\n");
   return result;
