@@ -9,6 +9,7 @@ import type { Providers } from "../src/ports.ts";
 import { alpineApk } from "./alpine_apk.ts";
 import { archPacman } from "./arch_pacman.ts";
 import { commandRunner } from "./command_runner.ts";
+import { posix } from "node:path";
 import { containerCli } from "./container_cli.ts";
 import { openrc } from "./openrc.ts";
 import { posixFileSystem } from "./posix_fs.ts";
@@ -37,7 +38,12 @@ export interface ProviderOptions extends DetectOptions {
    * that happens to be installed on a Debian machine does not manage its packages.
    */
   packageManager?: "pacman" | "apk";
+  /** The host's state directory: the container runtime's env files go in a private directory there. */
+  stateDir?: string;
 }
+
+/** The private directory, inside the state directory, for container env files. */
+export const CONTAINER_ENV_DIR = "container-env";
 
 /** Every adapter. */
 export const ALL_ADAPTERS: Required<AdapterSet> = {
@@ -74,7 +80,8 @@ export function providersFor(profile: Profile, options: ProviderOptions = {}): P
   if (init === "systemd") providers.services = systemd({ env });
   if (init === "openrc") providers.services = openrc({ env });
   const runtime = usable(caps.containers, set.containers);
-  if (runtime) providers.containers = containerCli({ program: runtime, env });
+  const envDir = posix.join(options.stateDir ?? "/var/lib/mesh-host", CONTAINER_ENV_DIR);
+  if (runtime) providers.containers = containerCli({ program: runtime, env, envDir });
   return providers;
 }
 
