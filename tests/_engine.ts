@@ -1,7 +1,8 @@
 /** Shared by kind tests: a real store in a temp directory and the real engine. */
-import { applyDeclaration, type ApplyReport } from "../src/apply.ts";
-import { parseTrustedDeclaration } from "../src/declaration/parse.ts";
-import type { Resource } from "../src/declaration/schema.ts";
+import { applyDeclaration } from "../src/engine/apply.ts";
+import type { ApplyReport } from "../src/engine/types.ts";
+import { parseTrustedDeclaration } from "../src/engine/parse.ts";
+import type { Resource } from "../src/resources/mod.ts";
 import type { Providers } from "../src/ports.ts";
 import { Store } from "../src/store/store.ts";
 

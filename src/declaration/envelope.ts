@@ -96,4 +96,3 @@ export const EnvelopeSchema = v.strictObject({
   ),
   resources: v.array(v.unknown()),
 });
-

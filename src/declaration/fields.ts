@@ -88,4 +88,3 @@ export const argv = (what: string) =>
     ),
     v.check((a) => a.every((s) => !s.includes("\0")), `${what} contains a NUL character`),
   );
-

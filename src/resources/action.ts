@@ -48,7 +48,9 @@ export const actionKind: ResourceKind<ActionResource, "run"> = {
     if (result.code === 0) return { exists: true, changes: [] };
     return {
       exists: true,
-      changes: [change("run", `verify \`${shownArgv(resource.verify)}\` exited ${result.code}: run`)],
+      changes: [
+        change("run", `verify \`${shownArgv(resource.verify)}\` exited ${result.code}: run`),
+      ],
     };
   },
 

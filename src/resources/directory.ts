@@ -69,7 +69,11 @@ export const directoryKind: ResourceKind<DirectoryResource, DirectoryChange> = {
     };
   },
 
-  async apply(ctx: KindContext, resource: DirectoryResource, found: Diff<DirectoryChange>): Promise<void> {
+  async apply(
+    ctx: KindContext,
+    resource: DirectoryResource,
+    found: Diff<DirectoryChange>,
+  ): Promise<void> {
     const fs = ctx.providers.fs;
     const attributes = await declaredAttributes(ctx, resource);
     await checkAncestors(ctx, resource.path);

@@ -2,13 +2,13 @@
  * The list of resource kinds: the only place that names them all. Adding a
  * kind is its module, its adapter, and one line here.
  */
-import { type ActionResource, actionKind } from "./action.ts";
-import { type ContainerResource, containerKind } from "./container.ts";
-import { type DirectoryResource, directoryKind } from "./directory.ts";
-import { type FileResource, fileKind } from "./file.ts";
+import { actionKind, type ActionResource } from "./action.ts";
+import { containerKind, type ContainerResource } from "./container.ts";
+import { directoryKind, type DirectoryResource } from "./directory.ts";
+import { fileKind, type FileResource } from "./file.ts";
 import type { ResourceKind } from "./kind.ts";
-import { type PackageResource, packageKind } from "./package.ts";
-import { type ServiceResource, serviceKind } from "./service.ts";
+import { packageKind, type PackageResource } from "./package.ts";
+import { serviceKind, type ServiceResource } from "./service.ts";
 
 export type {
   ActionResource,

@@ -32,6 +32,13 @@ export const PackageSchema = v.strictObject({
       ),
     ),
   ),
+  /**
+   * "full": upgrade the whole machine (pacman -Syu, apk upgrade -U) before
+   * installing it. Without it the host never refreshes pacman's sync database.
+   */
+  upgrade: v.optional(
+    v.picklist(["full"], 'upgrade is "full" (upgrade the whole machine first) or absent'),
+  ),
 });
 
 /** A package resource. */
@@ -95,11 +102,14 @@ export const packageKind: ResourceKind<PackageResource, PackageChange> = {
 
   async apply(ctx: KindContext, resource: PackageResource): Promise<void> {
     const manager = packages(ctx);
+    // Opted into: the whole machine is upgraded first (pacman -Syu), then installed from there.
+    if (resource.upgrade === "full") await manager.upgradeAll();
     try {
       await manager.install(resource.name, resource.version);
     } catch (error) {
-      if (!(error instanceof PackageNotFoundError)) throw error;
-      // The indexes may predate the package (or the version): refresh them once, then retry.
+      if (!(error instanceof PackageNotFoundError) || !manager.refresh) throw error;
+      // Where refreshing alone is safe (apk), the indexes may predate the package:
+      // refresh them once, then retry. pacman has no such refresh (a partial upgrade).
       await manager.refresh();
       await manager.install(resource.name, resource.version);
     }

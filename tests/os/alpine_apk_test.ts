@@ -76,7 +76,7 @@ case "$*" in
   "add --no-progress busybox=9.9-r0"|"add --no-progress busybox=1.35.0-r0") printf '%s' '${RECORDED.noSuchVersion}' >&2; exit 1;;
   "add --no-progress wireguard-toolz") printf '%s' '${RECORDED.notFound}' >&2; exit 1;;
   "add --no-progress "*) printf '%s' '${RECORDED.addOk}'; exit 0;;
-  "update --no-progress") exit 0;;
+  "update --no-progress"|"upgrade --update-cache --no-progress") exit 0;;
 esac
 echo "stand-in: unexpected $*" >&2; exit 99
 `,
@@ -98,7 +98,8 @@ Deno.test("apk (stand-in replaying recorded output; apk is not available here): 
     await apk.install("busybox", "1.35.0-r0"); // not in a repository: from the package file
     await assert.rejects(apk.install("busybox", "9.9-r0"), PackageNotFoundError);
     await assert.rejects(apk.install("wireguard-toolz"), PackageNotFoundError);
-    await apk.refresh();
+    await apk.refresh?.();
+    await apk.upgradeAll();
     const calls = (await Deno.readTextFile(`${dir}/calls`)).trim().split("\n");
     assert.deepEqual(calls, [
       "-v info -e busybox",
@@ -109,6 +110,7 @@ Deno.test("apk (stand-in replaying recorded output; apk is not available here): 
       "add --no-progress busybox=9.9-r0",
       "add --no-progress wireguard-toolz",
       "update --no-progress",
+      "upgrade --update-cache --no-progress",
     ]);
   } finally {
     await Deno.remove(dir, { recursive: true });

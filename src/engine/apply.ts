@@ -1,69 +1,22 @@
 /**
- * The apply engine (R3): plan first, apply in declared order, stop at the first
- * failure, read every change back, record only what read back, then release
- * what is held and no longer declared, in reverse order.
+ * Apply (R3): check each resource in declared order, change what differs, read
+ * every change back, record only what read back, stop at the first failure,
+ * then release what is held and no longer declared (release.ts).
  */
-import { canonicalJson, digestOf } from "./declaration/canonical.ts";
-import { type Declaration, resourceKey } from "./declaration/parse.ts";
-import type { Resource } from "./declaration/schema.ts";
-import { describeError } from "./errors.ts";
-import type { Providers } from "./ports.ts";
-import { type KindContext, newKindContext, type Release, ResourceError } from "./resources/kind.ts";
-import { kindOf } from "./resources/mod.ts";
+import { canonicalJson, digestOf } from "../declaration/canonical.ts";
+import type { Declaration } from "../declaration/envelope.ts";
+import { describe, type KindContext, newKindContext, ResourceError } from "../resources/kind.ts";
+import { kindOf, type Resource, resourceKey } from "../resources/mod.ts";
+import { describeError } from "../errors.ts";
+import { releaseUndeclared } from "./release.ts";
 import type {
+  ApplyOptions,
+  ApplyReport,
   Counts,
-  HeldResource,
+  EngineContext,
   HeldSummary,
   ResourceResult,
-  Source,
-  Store,
-} from "./store/store.ts";
-
-/** What the engine works with. */
-export interface EngineContext {
-  store: Store;
-  providers: Providers;
-  config: { managedRoots: readonly string[] };
-  /** Host versions the launcher rolled back from here (see src/launcher_files.ts). */
-  rolledBackFrom?: ReadonlySet<string>;
-}
-
-/** How to run one apply. */
-export interface ApplyOptions {
-  source: Source;
-  /** A file name, "link", or the bundle's path: shown in history and reports. */
-  origin: string;
-  /** Called as each resource finishes, for progress lines. */
-  onResult?: (result: ResourceResult) => void;
-  /** When aborted, the apply stops before its next step and reports "interrupted". */
-  signal?: AbortSignal;
-}
-
-/** The outcome of one apply. */
-export interface ApplyReport {
-  applyId: number;
-  outcome: "converged" | "failed" | "interrupted";
-  source: Source;
-  origin: string;
-  serial?: number;
-  digest: string;
-  startedAt: string;
-  durationMs: number;
-  counts: Counts;
-  results: ResourceResult[];
-  /** The failing resource and its reason, when the apply failed. */
-  error?: string;
-}
-
-/** What a plan says about one resource. */
-export interface PlanEntry {
-  id: string;
-  type: Resource["type"];
-  key: string;
-  status: "in-sync" | "create" | "change" | "remove" | "forget" | "unknown";
-  changes: string[];
-  detail?: string;
-}
+} from "./types.ts";
 
 /**
  * Make the machine match `declaration`, recording every step in the store.
@@ -250,99 +203,21 @@ async function applyOne(
   if (after.changes.length > 0) {
     throw new ResourceError(
       "resource.read-back",
-      `read-back after applying still differs: ${after.changes.join(", ")}`,
+      `read-back after applying still differs: ${describe(after).join(", ")}`,
       { hint: "something on the machine undid or refused the change; see the service's log" },
     );
   }
   const entry = holdAs();
   return {
-    result: { outcome: "changed", changes: found.changes },
+    result: { outcome: "changed", changes: describe(found) },
     save: (applyId, seq, result) => store.recordHeld(applyId, seq, entry, result),
   };
 }
 
-/** Release held (and half-created) resources that the declaration no longer names, last first. */
-async function releaseUndeclared(
-  ctx: EngineContext,
-  kctx: KindContext,
-  declaration: Declaration,
-  applyId: number,
-  record: (result: ResourceResult, save: (seq: number) => void) => void,
-): Promise<string | undefined> {
-  const { store } = ctx;
-  const declared = new Set(declaration.resources.map(resourceKey));
-  const heldKeys = new Set(store.heldIndex().keys());
-  const leavingKeys = [...heldKeys].filter((key) => !declared.has(key));
-  // Only the specs of what leaves are read (and parsed) from the store.
-  const held = leavingKeys.length ? store.held((key) => !declared.has(key)) : [];
-  // A create that crashed before its record: the host made it, so it may remove it.
-  const orphans: HeldResource[] = store.intents()
-    .filter((i) => !declared.has(i.key) && !heldKeys.has(i.key))
-    .map((i) => ({ ...orphan(i.key, i.spec), position: Number.MAX_SAFE_INTEGER }));
-  const leaving = [...held, ...orphans]
-    .sort((a, b) => b.position - a.position);
-
-  for (const item of leaving) {
-    const base = { id: item.id, type: item.type, key: item.key };
-    let release: Release;
-    try {
-      if (item.created && heldKeys.has(item.key)) store.beginRelease(item);
-      release = await kindOf(item).release(kctx, item, false);
-    } catch (cause) {
-      const result = failed(base, cause);
-      record(result, (seq) => store.recordResult(applyId, seq, result));
-      return `releasing ${item.type} "${item.id}" failed: ${describeError(cause)}`;
-    }
-    const result: ResourceResult = {
-      ...base,
-      outcome: release.outcome,
-      changes: [],
-      ...(release.detail ? { detail: release.detail } : {}),
-    };
-    record(result, (seq) => store.recordReleased(applyId, seq, result));
-  }
-  return undefined;
-}
-
-/**
- * Say what applying `declaration` would do, changing nothing (the checks alone).
- */
-export async function planDeclaration(
-  ctx: EngineContext,
-  declaration: Declaration,
-): Promise<PlanEntry[]> {
-  const kctx = newKindContext(ctx.providers, ctx.config.managedRoots, ctx.rolledBackFrom);
-  const entries: PlanEntry[] = [];
-  for (const resource of declaration.resources) {
-    const base = { id: resource.id, type: resource.type, key: resourceKey(resource) };
-    try {
-      const found = await kindOf(resource).check(kctx, resource);
-      const status = found.changes.length === 0 ? "in-sync" : found.exists ? "change" : "create";
-      entries.push({ ...base, status, changes: found.exists ? found.changes : [] });
-    } catch (cause) {
-      entries.push({ ...base, status: "unknown", changes: [], detail: describeError(cause) });
-    }
-  }
-  const declared = new Set(declaration.resources.map(resourceKey));
-  const leaving = ctx.store.held((key) => !declared.has(key)).reverse();
-  for (const item of leaving) {
-    const base = { id: item.id, type: item.type, key: item.key };
-    try {
-      const release = await kindOf(item).release(kctx, item, true);
-      entries.push({
-        ...base,
-        status: release.outcome === "removed" ? "remove" : "forget",
-        changes: [],
-        ...(release.detail ? { detail: release.detail } : {}),
-      });
-    } catch (cause) {
-      entries.push({ ...base, status: "unknown", changes: [], detail: describeError(cause) });
-    }
-  }
-  return entries;
-}
-
-function failed(base: Pick<ResourceResult, "id" | "type" | "key">, cause: unknown): ResourceResult {
+export function failed(
+  base: Pick<ResourceResult, "id" | "type" | "key">,
+  cause: unknown,
+): ResourceResult {
   return { ...base, outcome: "failed", changes: [], detail: describeError(cause) };
 }
 
@@ -354,18 +229,5 @@ function skipped(resource: Resource, detail: string): ResourceResult {
     outcome: "skipped",
     changes: [],
     detail,
-  };
-}
-
-function orphan(key: string, spec: Resource): Omit<HeldResource, "position"> {
-  return {
-    key,
-    id: spec.id,
-    type: spec.type,
-    digest: "", // not needed to release it
-    spec,
-    created: true,
-    appliedAt: "",
-    applyId: 0,
   };
 }
