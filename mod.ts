@@ -5,7 +5,8 @@
 import { main } from "./src/cli/main.ts";
 import type { CliIo } from "./src/cli/io.ts";
 import { detectProfile, detectProviders } from "./os/mod.ts";
-import { posixFileSystem } from "./os/posix_fs.ts";
+import { posixFileSystem } from "./os/posix-fs/mod.ts";
+import { OWN_PATHS } from "./packaging/program_own_paths.ts";
 
 export { main } from "./src/cli/main.ts";
 export { EXIT } from "./src/cli/io.ts";
@@ -58,6 +59,7 @@ export function processIo(): CliIo {
         : detectProviders({ packageManager: config.packageManager }),
     profile: () => detectProfile(),
     signal: aborter.signal,
+    ownPaths: OWN_PATHS,
   };
 }
 

@@ -9,8 +9,11 @@ set -eu
 #   util-linux iproute2                 unshare/nsenter/setpriv, network namespaces and veths
 #   nats-server openssl                 the lab broker and its TLS certificates
 #   pacman-package-manager makepkg libarchive-tools   the lab's local pacman repository
+#   gpg minisign scdoc                  signing the lab repository and the tarball; man pages
+#   wireguard-go wireguard-tools nftables   the overlay and firewall kinds' tools
 PACKAGES="mmdebstrap debian-archive-keyring systemd-container util-linux iproute2 nats-server
-openssl pacman-package-manager makepkg libarchive-tools"
+openssl pacman-package-manager makepkg libarchive-tools gpg minisign scdoc wireguard-go
+wireguard-tools nftables"
 
 say() { printf 'lab setup: %s\n' "$*" >&2; }
 

@@ -6,20 +6,19 @@
  */
 import type { Profile } from "../src/profile.ts";
 import type { Providers } from "../src/ports.ts";
-import { alpineApk } from "./alpine_apk.ts";
-import { archPacman } from "./arch_pacman.ts";
-import { commandRunner } from "./command_runner.ts";
-import { containerCli } from "./container_cli.ts";
-import { openrc } from "./openrc.ts";
-import { posixFileSystem } from "./posix_fs.ts";
+import { ADAPTERS } from "./adapters.ts";
+import { commandRunner } from "./command-runner/mod.ts";
+import { posixFileSystem } from "./posix-fs/mod.ts";
 import { detectContainers } from "./detect/containers.ts";
 import { detectInit } from "./detect/init.ts";
 import { detectOs } from "./detect/os_release.ts";
 import { detectPackages, isNative } from "./detect/packages.ts";
 import type { DetectOptions } from "./profile.ts";
-import { systemd } from "./systemd.ts";
+import type { AdapterRegistry } from "./registry.ts";
 
-/** The adapters a build may use (default: every adapter here). */
+export type { AdapterRegistry } from "./registry.ts";
+
+/** A narrower choice among the adapters this build carries (tests; default: all of them). */
 export interface AdapterSet {
   packages?: readonly ("pacman" | "apk")[];
   services?: readonly ("systemd" | "openrc")[];
@@ -39,12 +38,17 @@ export interface ProviderOptions extends DetectOptions {
   packageManager?: "pacman" | "apk";
 }
 
-/** Every adapter. */
-export const ALL_ADAPTERS: Required<AdapterSet> = {
-  packages: ["pacman", "apk"],
-  services: ["systemd", "openrc"],
-  containers: ["podman", "docker"],
-};
+/** The adapters this build carries, by name (packaging/<os>/adapters.ts in a per-OS build). */
+export const CARRIED: Required<AdapterSet> = namesOf(ADAPTERS);
+
+function namesOf(registry: AdapterRegistry): Required<AdapterSet> {
+  const keys = <K extends string>(o: Partial<Record<K, unknown>>) => Object.keys(o) as K[];
+  return {
+    packages: keys(registry.packages),
+    services: keys(registry.services),
+    containers: keys(registry.containers),
+  };
+}
 
 /**
  * The providers for a profile: one per capability the profile proved working.
@@ -56,7 +60,7 @@ export const ALL_ADAPTERS: Required<AdapterSet> = {
  * ```
  */
 export function providersFor(profile: Profile, options: ProviderOptions = {}): Providers {
-  const set = { ...ALL_ADAPTERS, ...options.adapters };
+  const set = narrowed(options.adapters);
   const env = options.env;
   const caps = profile.capabilities;
   const usable = <T extends string>(cap: typeof caps.init, allowed: readonly T[]) =>
@@ -68,14 +72,23 @@ export function providersFor(profile: Profile, options: ProviderOptions = {}): P
     : isNative(caps.packages.provider ?? "", profile.os)
     ? usable(caps.packages, set.packages)
     : undefined;
-  if (pm === "pacman") providers.packages = archPacman({ env });
-  if (pm === "apk") providers.packages = alpineApk({ env });
+  if (pm) providers.packages = ADAPTERS.packages[pm]?.({ env });
   const init = usable(caps.init, set.services);
-  if (init === "systemd") providers.services = systemd({ env });
-  if (init === "openrc") providers.services = openrc({ env });
+  if (init) providers.services = ADAPTERS.services[init]?.({ env });
   const runtime = usable(caps.containers, set.containers);
-  if (runtime) providers.containers = containerCli({ program: runtime, env });
+  if (runtime) providers.containers = ADAPTERS.containers[runtime]?.({ program: runtime, env });
   return providers;
+}
+
+/** The carried adapters, narrowed to `wanted` where given (never widened). */
+function narrowed(wanted: AdapterSet = {}): Required<AdapterSet> {
+  const within = <T extends string>(carried: readonly T[], asked?: readonly T[]) =>
+    asked ? carried.filter((name) => asked.includes(name)) : carried;
+  return {
+    packages: within(CARRIED.packages, wanted.packages),
+    services: within(CARRIED.services, wanted.services),
+    containers: within(CARRIED.containers, wanted.containers),
+  };
 }
 
 /**
@@ -88,7 +101,10 @@ export async function detectProviders(options: ProviderOptions = {}): Promise<Pr
   const [init, packages, containers] = await Promise.all([
     detectInit(options),
     detectPackages(os, options),
-    detectContainers({ ...options, runtimes: options.runtimes ?? options.adapters?.containers }),
+    detectContainers({
+      ...options,
+      runtimes: options.runtimes ?? narrowed(options.adapters).containers,
+    }),
   ]);
   const unused = { state: "absent" as const, evidence: ["not detected for choosing providers"] };
   const profile: Profile = {

@@ -5,6 +5,18 @@
  * list them by absolute path (Deno matches the path a name resolves to).
  */
 
+import { NEEDS as APK } from "./alpine-apk/needs.ts";
+import { NEEDS as PACMAN } from "./arch-pacman/needs.ts";
+import { NEEDS as CONTAINERS } from "./container-cli/needs.ts";
+import { NEEDS as OPENRC } from "./openrc/needs.ts";
+import { NEEDS as SYSTEMD } from "./systemd/needs.ts";
+
+/** What one adapter needs: programs it runs and paths it reads, each with the reason. */
+export interface AdapterNeeds {
+  run: Record<string, string>;
+  read: Record<string, string>;
+}
+
 /** What one OS's build needs from its permission set, beyond the managed roots. */
 export interface OsNeeds {
   /** Programs run: the adapters' tools, and the profile's queries. */
@@ -19,8 +31,6 @@ const COMMON_READ = {
   "/usr/lib/os-release": "os-release, where /etc/os-release is a link to it",
   "/run/user": "graphical: Wayland sockets of logged-in users",
   "/tmp/.X11-unix": "graphical: X11 sockets",
-  "/run/docker.sock": "containers: docker's daemon socket (running, not answering)",
-  "/var/run/docker.sock": "containers: the same, older location",
   "/usr/bin": "profile evidence only: is a program (dpkg, Xorg …) installed (stat)",
   "/usr/sbin": "the same",
   "/bin": "the same",
@@ -35,15 +45,16 @@ const SYS = {
 /** Arch Linux: pacman, systemd, podman or docker. */
 export const ARCH: OsNeeds = {
   run: {
-    pacman: "packages: -Q NAME, -S --needed NAME[=VERSION], -U FILE, -Sy; profile: -Q",
-    systemctl: "services: show/enable/disable/start/stop/daemon-reload; profile: show",
-    podman: "containers: container inspect, create, start, rm --force; profile: info",
-    docker: "the same verbs as podman; profile: version",
+    ...PACMAN.run,
+    ...SYSTEMD.run,
+    ...CONTAINERS.run,
     ip: "profile: address show, [-6] route show default (iproute2)",
   },
   read: {
     ...COMMON_READ,
-    "/var/cache/pacman/pkg": "packages: a package file of an exact version (pacman -U)",
+    ...PACMAN.read,
+    ...SYSTEMD.read,
+    ...CONTAINERS.read,
     "/run/systemd/system": "init: booted with systemd (when systemctl does not answer)",
     "/run/systemd/sessions": "graphical: logind sessions of type x11/wayland",
   },
@@ -53,17 +64,17 @@ export const ARCH: OsNeeds = {
 /** Alpine Linux: apk, OpenRC, podman or docker. */
 export const ALPINE: OsNeeds = {
   run: {
-    apk: "packages: -v info -e NAME, add NAME[=VERSION] | FILE, update; profile: info",
-    "rc-service": "services: --exists NAME, NAME status/start/stop",
-    "rc-update": "services: show RUNLEVEL, add/del NAME RUNLEVEL",
+    ...APK.run,
+    ...OPENRC.run,
     "rc-status": "init: --runlevel (proves OpenRC booted and answers; needed to pick OpenRC)",
-    podman: "containers: container inspect, create, start, rm --force; profile: info",
-    docker: "the same verbs as podman; profile: version",
+    ...CONTAINERS.run,
     ip: "profile: address show, [-6] route show default (busybox ip or iproute2)",
   },
   read: {
     ...COMMON_READ,
-    "/etc/apk/cache": "packages: a package file of an exact version (apk add FILE); under /etc",
+    ...APK.read,
+    ...OPENRC.read,
+    ...CONTAINERS.read,
     "/run/openrc/softlevel": "init: OpenRC booted (when rc-status does not answer)",
     "/run/systemd/sessions": "graphical: elogind sessions of type x11/wayland",
   },

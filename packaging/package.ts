@@ -1,15 +1,19 @@
 /**
- * `deno task package <os> [--pkgrel N] [--form F] [--version V]`: builds the host (packaging/build.ts)
- * and packs it with the launcher and the init files:
- * - arch: makepkg (as `nobody`) into dist/arch/repo/, a local pacman repository;
- * - tarball: dist/tarball/nox-mesh-host-<version>-<arch>.tar.gz + SHA256SUMS;
- * - alpine: stages dist/alpine/apkbuild/ for abuild (no apk/abuild here).
+ * `deno task package <os> [--pkgrel N] [--form F] [--version V] [--sign KEY] [--minisign-key FILE]`:
+ * builds the host (packaging/build.ts) and packs it with the launcher, the init files, the
+ * licence, the man pages (scdoc, at package time) and the shell completions:
+ * - arch: makepkg (as `nobody`) into dist/arch/repo/, a local pacman repository; with
+ *   --sign KEY the package and the database are signed with that gpg key;
+ * - tarball: dist/tarball/nox-mesh-host-<version>-<arch>.tar.gz + SHA256SUMS; with
+ *   --minisign-key FILE also SHA256SUMS.minisig;
+ * - alpine: stages dist/alpine/apkbuild/ for abuild (no apk/abuild here; abuild signs).
  */
 import { parseArgs } from "node:util";
 import { join } from "node:path";
 import { HostError } from "../src/errors.ts";
 import { build, type BuildResult } from "./build.ts";
 import { TARGET_OSES, type TargetOs } from "./permissions.ts";
+import { SHELLS } from "../src/cli/completions.ts";
 
 const repo = (p: string): string => new URL(`../${p}`, import.meta.url).pathname;
 
@@ -63,6 +67,69 @@ export async function makepkgAsNobody(
   ]);
 }
 
+/** Signs Arch packages and repository databases: a gpg home and the key to sign with. */
+export interface GpgSigner {
+  /** GNUPGHOME holding the secret key (an unprotected key, or an agent that has its passphrase). */
+  gnupgHome?: string;
+  /** Key id or fingerprint. */
+  key: string;
+}
+
+/** Signs the tarball's SHA256SUMS with minisign. */
+export interface MinisignSigner {
+  /** The secret key file (made with `minisign -G -W`: no password). */
+  secretKey: string;
+  /** Its public key file, copied beside the tarball as minisign.pub. */
+  publicKey: string;
+}
+
+function gpgEnv(signer: GpgSigner): Record<string, string> | undefined {
+  return signer.gnupgHome ? { GNUPGHOME: signer.gnupgHome } : undefined;
+}
+
+/** Writes FILE.sig, a detached binary signature, as makepkg --sign does. */
+export async function signFile(file: string, signer: GpgSigner): Promise<void> {
+  await run("gpg", [
+    "--batch",
+    "--yes",
+    "--no-armor",
+    "--local-user",
+    signer.key,
+    "--output",
+    `${file}.sig`,
+    "--detach-sign",
+    file,
+  ], gpgEnv(signer));
+}
+
+/** repo-add: adds package files to a database; with a signer, signs the database too. */
+export async function repoAdd(
+  db: string,
+  files: readonly string[],
+  signer?: GpgSigner,
+): Promise<void> {
+  const sign = signer ? ["--sign", "--key", signer.key] : [];
+  await run("repo-add", ["-q", ...sign, db, ...files], signer ? gpgEnv(signer) : undefined);
+}
+
+/** The man pages the packages carry (sources packaging/man/<page>.scd, built by scdoc). */
+export const MAN_PAGES = [
+  "nox-mesh-host.8",
+  "nox-mesh-host-launch.8",
+  "host.json.5",
+  "nox-mesh-host-declaration.5",
+] as const;
+
+/** The files every package carries beside the host: licence, man sources, completions. */
+function docFiles(b: BuildResult): Record<string, string> {
+  const files: Record<string, string> = { LICENSE: repo("LICENSE") };
+  for (const shell of SHELLS) {
+    files[`nox-mesh-host.${shell}`] = join(b.dir, "completions", `nox-mesh-host.${shell}`);
+  }
+  for (const page of MAN_PAGES) files[`${page}.scd`] = repo(`packaging/man/${page}.scd`);
+  return files;
+}
+
 async function digest(path: string, algorithm: "SHA-256" | "SHA-512"): Promise<string> {
   const hash = await crypto.subtle.digest(algorithm, await Deno.readFile(path));
   return Array.from(new Uint8Array(hash), (b) => b.toString(16).padStart(2, "0")).join("");
@@ -84,14 +151,22 @@ function hostFiles(b: BuildResult): Record<string, string> {
   return files;
 }
 
-/** makepkg (as nobody) into `<dir>/repo`, then repo-add; returns the package file. */
-export async function packageArch(b: BuildResult, pkgrel = 1): Promise<string> {
+/**
+ * makepkg (as nobody) into `<dir>/repo`, then repo-add; returns the package file. With a
+ * signer the package gets its detached signature (FILE.sig) and the database is signed.
+ */
+export async function packageArch(
+  b: BuildResult,
+  pkgrel = 1,
+  { sign }: { sign?: GpgSigner } = {},
+): Promise<string> {
   const dir = join(b.dir, "makepkg");
   await stage(b, dir, {
     ...hostFiles(b),
+    ...docFiles(b),
     "substrate.lock": "substrate.lock",
     "nox-mesh-host-launch": repo("launcher/nox-mesh-host-launch"),
-    "nox-mesh-host.service": repo("launcher/systemd/nox-mesh-host.service"),
+    "nox-mesh-host.service": repo("packaging/arch/nox-mesh-host.service"),
   });
   const pkgbuild = (await Deno.readTextFile(repo("packaging/arch/PKGBUILD")))
     .replace(/^_form=.*$/m, `_form=${b.form}`)
@@ -107,21 +182,31 @@ export async function packageArch(b: BuildResult, pkgrel = 1): Promise<string> {
   if (!file) {
     throw new PackageError(`makepkg made no ${prefix}* in ${dest}`, "read makepkg's output");
   }
-  await run("repo-add", ["-q", join(dest, "nox-mesh-host.db.tar.gz"), join(dest, file)]);
+  if (sign) await signFile(join(dest, file), sign);
+  await repoAdd(join(dest, "nox-mesh-host.db.tar.gz"), [join(dest, file)], sign);
   await Deno.remove(dir, { recursive: true });
   return join(dest, file);
 }
 
-/** The tarball `tar -xz -C /usr/local/bin` unpacks, and its SHA256SUMS; returns the tarball. */
+/**
+ * The tarball `tar -xz -C /usr/local/bin` unpacks, and its SHA256SUMS; returns the tarball.
+ * With a minisign signer, SHA256SUMS.minisig (and minisign.pub) lie beside them.
+ */
 export async function packageTarball(
   b: BuildResult,
   arch: string = Deno.build.arch,
+  { minisign }: { minisign?: MinisignSigner } = {},
 ): Promise<string> {
   const dir = join(b.dir, "tar");
-  const files = { ...hostFiles(b), "nox-mesh-host-launch": repo("launcher/nox-mesh-host-launch") };
+  const files = {
+    ...hostFiles(b),
+    "nox-mesh-host-launch": repo("launcher/nox-mesh-host-launch"),
+    // It lands in /usr/local/bin: named for the program, not a bare LICENSE there.
+    "nox-mesh-host.LICENSE": repo("LICENSE"),
+  };
   await stage(b, dir, files);
   for (const name of Object.keys(files)) {
-    await Deno.chmod(join(dir, name), name.endsWith(".js") ? 0o644 : 0o755);
+    await Deno.chmod(join(dir, name), /\.(js|LICENSE)$/.test(name) ? 0o644 : 0o755);
   }
   const name = `nox-mesh-host-${b.version}-${arch}.tar.gz`;
   const tarball = join(b.dir, name);
@@ -140,6 +225,19 @@ export async function packageTarball(
     join(b.dir, "SHA256SUMS"),
     `${await digest(tarball, "SHA-256")}  ${name}\n`,
   );
+  if (minisign) {
+    await Deno.remove(join(b.dir, "SHA256SUMS.minisig")).catch(() => {});
+    await run("minisign", [
+      "-S",
+      "-s",
+      minisign.secretKey,
+      "-m",
+      join(b.dir, "SHA256SUMS"),
+      "-t",
+      `nox-mesh-host ${b.version} ${arch}`,
+    ]);
+    await Deno.copyFile(minisign.publicKey, join(b.dir, "minisign.pub"));
+  }
   await Deno.remove(dir, { recursive: true });
   return tarball;
 }
@@ -150,9 +248,10 @@ export async function stageAlpine(b: BuildResult): Promise<string> {
   const sources: Record<string, string> = {
     ...hostFiles(b),
     "nox-mesh-host-launch": repo("launcher/nox-mesh-host-launch"),
-    "nox-mesh-host.initd": repo("launcher/openrc/nox-mesh-host"),
-    "nox-mesh-host.confd": repo("launcher/openrc/nox-mesh-host.confd"),
+    "nox-mesh-host.initd": repo("packaging/alpine/nox-mesh-host.initd"),
+    "nox-mesh-host.confd": repo("packaging/alpine/nox-mesh-host.confd"),
     "substrate.lock": "substrate.lock",
+    ...docFiles(b),
   };
   await stage(b, dir, sources);
   const sums: string[] = [];
@@ -173,6 +272,8 @@ if (import.meta.main) {
       pkgrel: { type: "string", default: "1" },
       form: { type: "string", default: "auto" },
       version: { type: "string" },
+      sign: { type: "string" },
+      "minisign-key": { type: "string" },
     },
   });
   const os = positionals[0] as TargetOs;
@@ -180,7 +281,8 @@ if (import.meta.main) {
     console.error(
       `usage: deno task package ${
         TARGET_OSES.join("|")
-      } [--pkgrel N] [--form auto|compiled|bundled] [--version V]`,
+      } [--pkgrel N] [--form auto|compiled|bundled] [--version V] [--sign GPGKEY] ` +
+        "[--minisign-key FILE]",
     );
     Deno.exit(64);
   }
@@ -190,8 +292,15 @@ if (import.meta.main) {
       form: values.form as "auto" | "compiled" | "bundled",
       version: values.version,
     });
-    if (os === "arch") console.log(`built ${await packageArch(b, Number(values.pkgrel))}`);
-    if (os === "tarball") console.log(`built ${await packageTarball(b)} and SHA256SUMS`);
+    const sign = values.sign ? { key: values.sign } : undefined;
+    const key = values["minisign-key"];
+    const minisign = key ? { secretKey: key, publicKey: key.replace(/\.key$/, ".pub") } : undefined;
+    if (os === "arch") {
+      console.log(`built ${await packageArch(b, Number(values.pkgrel), { sign })}`);
+    }
+    if (os === "tarball") {
+      console.log(`built ${await packageTarball(b, undefined, { minisign })} and SHA256SUMS`);
+    }
     if (os === "alpine") {
       console.log(
         `staged ${await stageAlpine(b)}: run abuild there on Alpine (no apk/abuild here)`,

@@ -4,7 +4,8 @@
  */
 import { posix } from "node:path";
 import { HostError } from "../src/errors.ts";
-import { DEFAULTS, INSTALLED_FILES } from "../src/config.ts";
+import { DEFAULTS } from "../src/config.ts";
+import { ALL_OWN_PATHS } from "./own_paths_by_os.ts";
 import { parseTrustedDeclaration } from "../src/declaration/parse.ts";
 import { PROGRAM } from "../src/version.ts";
 
@@ -150,7 +151,7 @@ export function permissionFlags(set: PermissionSet, extraRun: readonly string[] 
 export async function actionPrograms(bundleText: string, origin: string): Promise<string[]> {
   const decl = await parseTrustedDeclaration(bundleText, {
     managedRoots: DEFAULTS.managedRoots,
-    own: { paths: INSTALLED_FILES, services: [PROGRAM] },
+    own: { paths: ALL_OWN_PATHS, services: [PROGRAM] },
     origin,
   });
   const programs: string[] = [];

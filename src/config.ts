@@ -46,25 +46,6 @@ export const ENV = {
   config: "NOX_MESH_HOST_CONFIG",
 } as const;
 
-/** Where the package installs the host's own files (DESIGN.md §15); never declarable. */
-export const INSTALLED_FILES: readonly string[] = [
-  `/usr/bin/${PROGRAM}`,
-  `/usr/bin/${PROGRAM}-launch`,
-  `/usr/local/bin/${PROGRAM}`,
-  `/usr/local/bin/${PROGRAM}-launch`,
-  `/usr/local/bin/${PROGRAM}.js`,
-  `/usr/lib/${PROGRAM}`,
-  `/usr/share/${PROGRAM}`,
-  `/usr/lib/systemd/system/${PROGRAM}.service`,
-  `/lib/systemd/system/${PROGRAM}.service`,
-  `/etc/systemd/system/${PROGRAM}.service`,
-  `/etc/systemd/system/${PROGRAM}.service.d`,
-  `/etc/systemd/system/multi-user.target.wants/${PROGRAM}.service`,
-  `/etc/init.d/${PROGRAM}`,
-  `/etc/conf.d/${PROGRAM}`,
-  `/etc/runlevels/default/${PROGRAM}`,
-];
-
 /** The configuration file could not be used. */
 export class ConfigError extends HostError {}
 
@@ -99,6 +80,12 @@ export interface ConfigFlags {
   configPath?: string;
   /** Read an environment variable; `undefined` when unset or not permitted. */
   env?: (name: string) => string | undefined;
+  /**
+   * The installation's own paths (packaging/<os>/own_paths.ts, which the entry
+   * point hands in); the configured state, configuration and bundle paths and the
+   * running program are added to them.
+   */
+  ownPaths?: readonly string[];
 }
 
 /**
@@ -131,7 +118,7 @@ export async function loadConfig(flags: ConfigFlags = {}): Promise<HostConfig> {
     limits: { ...DEFAULT_LIMITS, ...file.limits },
     own: {
       paths: [
-        ...INSTALLED_FILES,
+        ...(flags.ownPaths ?? []),
         stateDir,
         configPath === DEFAULTS.configPath ? posix.dirname(configPath) : configPath,
         posix.dirname(bundlePath),

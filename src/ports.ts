@@ -22,15 +22,37 @@ export interface Attributes {
   gid: number;
 }
 
-/** The file system, as the file and directory resources need it. */
+/** What a read of a regular file found: its fstat and, unless skipped, its bytes. */
+export interface FileRead {
+  /** fstat of the descriptor the bytes were read from (never a second look by name). */
+  info: PathInfo;
+  /** The content; `null` when the caller gave a size and the file's size differs. */
+  data: Uint8Array | null;
+}
+
+/**
+ * The file system, as the file and directory resources need it. The verbs take
+ * paths, but an adapter works on descriptors: it never follows a symlink at the
+ * path it is given, never sets owner or mode by name (only on a descriptor it
+ * opened), and never blocks on a FIFO. What it finds at a path that is not the
+ * kind of thing the verb works on, or that was swapped while it worked, it
+ * refuses with {@link UnsafePathError}.
+ */
 export interface FileSystem {
   /** lstat: `null` when nothing is at the path. */
   lstat(path: string): Promise<PathInfo | null>;
-  readFile(path: string): Promise<Uint8Array>;
   /**
-   * Write a regular file atomically: a temporary file in the same directory,
-   * attributes set, data synced, then `beforeRename()` (which may throw to
-   * abandon the write), then rename over `path`. The temporary file never
+   * Read a regular file through one descriptor (opened without following a
+   * symlink, without blocking); anything else is refused. With `size`, the
+   * bytes are read only when the file has exactly that size.
+   */
+  readFile(path: string, size?: number): Promise<FileRead>;
+  /**
+   * Write a regular file atomically: a new temporary file in the same directory
+   * (never opened through a symlink), data written, owner and mode set and data
+   * synced on its descriptor, then `beforeRename()` (which may throw to abandon
+   * the write), then rename over `path` once the directory and the temporary
+   * name are checked to still be the ones written. The temporary file never
    * survives a failure.
    */
   writeFileAtomic(
@@ -41,10 +63,14 @@ export interface FileSystem {
   ): Promise<void>;
   /** Remove what an interrupted `writeFileAtomic(path, …)` may have left beside `path`. */
   discardPartialWrite(path: string): Promise<void>;
-  /** mkdir (not recursive) with these attributes; fails if the parent is missing. */
+  /**
+   * mkdir (not recursive, private at first), then owner and mode set on the new
+   * directory's descriptor; fails if the parent is missing.
+   */
   makeDirectory(path: string, attributes: Attributes): Promise<void>;
+  /** Set owner and mode of an existing DIRECTORY, on its descriptor (never through a symlink). */
   setAttributes(path: string, attributes: Attributes): Promise<void>;
-  /** Remove a file or an EMPTY directory (never recursive). */
+  /** Remove a file or an EMPTY directory (never recursive, never through a symlink). */
   remove(path: string): Promise<void>;
   isEmptyDirectory(path: string): Promise<boolean>;
   /** fsync a directory so renames and creations in it are durable. */
@@ -53,6 +79,17 @@ export interface FileSystem {
   userId(name: string): Promise<number | undefined>;
   /** The numeric id of a group name on this machine, `undefined` when unknown. */
   groupId(name: string): Promise<number | undefined>;
+}
+
+/**
+ * A path the file system refused to work on: not the kind of thing the verb
+ * works on (a symlink, a FIFO, a device), or swapped for something else while
+ * the host worked on it. Nothing was done through it.
+ */
+export class UnsafePathError extends HostError {
+  constructor(path: string, what: string, hint?: string) {
+    super("fs.unsafe-path", `${path} ${what}`, { hint });
+  }
 }
 
 /** An installed package, as the package database reports it. */

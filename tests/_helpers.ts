@@ -2,7 +2,7 @@
 import { posix } from "node:path";
 import { openHost } from "../src/host.ts";
 import type { Host } from "../src/host.ts";
-import { posixFileSystem } from "../os/posix_fs.ts";
+import { posixFileSystem } from "../os/posix-fs/mod.ts";
 
 const REPO = new URL("..", import.meta.url).pathname;
 

@@ -1,7 +1,7 @@
 /** The apply engine with files and directories, on a real file system. */
 import assert from "node:assert/strict";
 import { applyText, openHost, planText } from "../src/host.ts";
-import { posixFileSystem } from "../os/posix_fs.ts";
+import { posixFileSystem } from "../os/posix-fs/mod.ts";
 import type { FileSystem } from "../src/ports.ts";
 import { directory, exists, file, hostOn, modeOf, scratch } from "./_helpers.ts";
 

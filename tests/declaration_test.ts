@@ -1,6 +1,7 @@
 /** Declaration v1: every refusal names its JSON path; nothing is ever skipped. */
 import assert from "node:assert/strict";
 import { loadConfig } from "../src/config.ts";
+import { ALL_OWN_PATHS } from "../packaging/own_paths_by_os.ts";
 import {
   DeclarationRefused,
   parseDeclaration,
@@ -10,7 +11,11 @@ import {
 
 const dir = await Deno.makeTempDir({ prefix: "nox-decl-" });
 await Deno.writeTextFile(`${dir}/host.json`, "{}");
-const config = await loadConfig({ configPath: `${dir}/host.json`, env: () => undefined });
+const config = await loadConfig({
+  configPath: `${dir}/host.json`,
+  env: () => undefined,
+  ownPaths: ALL_OWN_PATHS,
+});
 const options: ParseOptions = {
   managedRoots: config.managedRoots,
   own: config.own,
@@ -324,7 +329,7 @@ Deno.test("the host's own unit, binary, launcher, state directory and config are
 });
 
 Deno.test("the default configuration directory is the host's own", async () => {
-  const defaults = await loadConfig({ env: () => undefined });
+  const defaults = await loadConfig({ env: () => undefined, ownPaths: ALL_OWN_PATHS });
   await refused(
     doc([file({ path: "/etc/mesh-host/host.json" })]),
     "resources[0].path",

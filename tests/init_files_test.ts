@@ -4,9 +4,9 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 
 const repo = (p: string): string => new URL(`../${p}`, import.meta.url).pathname;
-const UNIT = repo("launcher/systemd/nox-mesh-host.service");
-const OPENRC = repo("launcher/openrc/nox-mesh-host");
-const CONFD = repo("launcher/openrc/nox-mesh-host.confd");
+const UNIT = repo("packaging/arch/nox-mesh-host.service");
+const OPENRC = repo("packaging/alpine/nox-mesh-host.initd");
+const CONFD = repo("packaging/alpine/nox-mesh-host.confd");
 
 async function output(cmd: string, args: string[]) {
   const o = await new Deno.Command(cmd, { args, stdin: "null" }).output();

@@ -117,6 +117,7 @@ Deno.test("tarball: SHA256SUMS verifies, and `tar -xz -C /usr/local/bin` gives a
       `nox-mesh-host ${VERSION}`,
       "nox-mesh-host",
       "nox-mesh-host-launch",
+      "nox-mesh-host.LICENSE",
       "nox-mesh-host.js",
     ]);
   } finally {

@@ -12,6 +12,8 @@ import {
 import { build, compileArgs } from "../packaging/build.ts";
 import { DEFAULTS } from "../src/config.ts";
 import { NEEDS } from "../os/needs.ts";
+import { OWN_PATHS_BY_OS } from "../packaging/own_paths_by_os.ts";
+import { ownPathInstance } from "./_own_paths.ts";
 
 /** Exactly the programs each set may run: the adapters' tools and the profile's queries. */
 const PROGRAMS = {
@@ -113,6 +115,28 @@ for (const os of TARGET_OSES) {
       );
     }
     assert.deepEqual([...set.allowSys].sort(), Object.keys(needs.sys).sort(), "allow-sys");
+  });
+}
+
+for (const os of TARGET_OSES) {
+  Deno.test(`permissions ${os}: every own path of packaging/${os}/own_paths.ts in a writable root is denied`, async () => {
+    const set = await loadPermissionSet(os);
+    const within = (p: string, root: string) => p === root || p.startsWith(root + "/");
+    const checked: string[] = [];
+    for (const own of OWN_PATHS_BY_OS[os]) {
+      // Deno denies paths, not patterns: a pattern is denied in the instance an installation makes.
+      const path = ownPathInstance(own);
+      if (!set.allowWrite.some((root) => within(path, root))) continue;
+      // The state directory is the host's to write (store, known-good); its launcher-only files
+      // are denied one by one (checked above).
+      if (path === DEFAULTS.stateDir) continue;
+      checked.push(path);
+      assert.ok(
+        set.denyWrite.some((d) => within(path, d)),
+        `${set.source}: no deny-write covers the own path ${own} (${path})`,
+      );
+    }
+    assert.ok(checked.length >= 5, `only ${checked.length} own paths lie in a writable root?`);
   });
 }
 
@@ -221,6 +245,29 @@ Deno.test("permissions: without a denort, build auto falls back to the bundled f
       build({ os: "alpine", form: "compiled", out: join(out, "x") }),
       /no compiled form/,
     );
+  } finally {
+    await Deno.remove(out, { recursive: true });
+  }
+});
+
+Deno.test("build: the program carries its OS's own paths (packaging/<os>/own_paths.ts) and no other OS's", async () => {
+  const out = await Deno.makeTempDir({ prefix: "noxpk-own-" });
+  try {
+    for (const os of ["alpine", "arch"] as const) {
+      await build({ os, form: "bundled", out: join(out, os) });
+      const program = await Deno.readTextFile(join(out, os, "nox-mesh-host.js"));
+      // Strings that only the own-path lists hold: OpenRC's rc.conf.d, systemd's system.control.
+      const openrc = program.includes('"/etc/rc.conf.d"');
+      const systemd = program.includes('"/etc/systemd/system.control/nox-mesh-host.service.d"');
+      assert.deepEqual(
+        { openrc, systemd },
+        { openrc: os === "alpine", systemd: os === "arch" },
+        os,
+      );
+      for (const own of OWN_PATHS_BY_OS[os]) {
+        assert.ok(program.includes(JSON.stringify(own)), `${os}: the program lacks ${own}`);
+      }
+    }
   } finally {
     await Deno.remove(out, { recursive: true });
   }

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { LabError } from "./errors.ts";
 import { exists, run, tail } from "./_run.ts";
+import { labKeys } from "./keys.ts";
 
 /** The three kinds of lab machine. */
 export type Flavour = "systemd" | "openrc" | "plain";
@@ -19,11 +20,16 @@ export interface BaseRecipe {
 
 const MIRROR = "http://deb.debian.org/debian";
 
-/** pacman.conf of systemd machines: only the lab's local repository, mounted at /lab/repo. */
+/**
+ * pacman.conf of systemd machines: only the lab's local repository, mounted at /lab/repo,
+ * checked as Arch checks its own: every package must carry a valid signature of a trusted
+ * key (the lab packager key, added with pacman-key when the image is made), the database
+ * may be unsigned; a package file installed by hand is checked when its .sig lies beside it.
+ */
 const PACMAN_CONF = `[options]
 Architecture = auto
-SigLevel = Never
-LocalFileSigLevel = Never
+SigLevel = Required DatabaseOptional
+LocalFileSigLevel = Optional
 
 [noxlab]
 Server = file:///lab/repo
@@ -70,6 +76,7 @@ export const RECIPES: Readonly<Record<Flavour, BaseRecipe>> = {
       "iproute2",
       "ca-certificates",
       "pacman-package-manager",
+      "man-db",
       "podman",
       "runc",
     ],
@@ -92,7 +99,7 @@ export const RECIPES: Readonly<Record<Flavour, BaseRecipe>> = {
     suite: "bookworm",
     mirror: MIRROR,
     variant: "minbase",
-    include: ["openrc", "iproute2", "procps"],
+    include: ["openrc", "iproute2", "procps", "minisign"],
     customize: [
       ...COMMON,
       // rc_sys="docker": never touch the host's cgroups, skip hardware set-up.
@@ -109,6 +116,30 @@ export const RECIPES: Readonly<Record<Flavour, BaseRecipe>> = {
     customize: [...COMMON, 'mkdir -p "$1/lab"'],
   },
 };
+
+/**
+ * The systemd recipe plus the pacman keyring that trusts the lab packager key, made with
+ * pacman-key (--init, --add, --lsign-key) and copied to the image's /etc/pacman.d/gnupg.
+ * It is made in a short temporary directory (gpg-agent's socket path must be short) whose
+ * agent is stopped afterwards. The key's fingerprint is part of the recipe, hence of the
+ * cache key.
+ */
+async function withKeyring(recipe: BaseRecipe, log: (line: string) => void): Promise<BaseRecipe> {
+  const keys = await labKeys(log);
+  const keyring = [
+    "set -e",
+    "k=$(mktemp -d /tmp/noxkr.XXXXXX)",
+    `trap 'gpgconf --homedir "$k" --kill all; rm -rf "$k"' EXIT`,
+    'pacman-key --gpgdir "$k" --init',
+    `pacman-key --gpgdir "$k" --add '${keys.gpgPublic}'`,
+    `pacman-key --gpgdir "$k" --lsign-key ${keys.fingerprint}`,
+    'gpgconf --homedir "$k" --kill all',
+    'mkdir -p "$1/etc/pacman.d"',
+    'cp -a "$k" "$1/etc/pacman.d/gnupg"',
+    'rm -f "$1"/etc/pacman.d/gnupg/S.*',
+  ].join("; ");
+  return { ...recipe, customize: [...recipe.customize, keyring] };
+}
 
 /** Where base images are cached (outside the repository; survives runs). */
 export const CACHE_DIR: string = Deno.env.get("NOXLAB_CACHE_DIR") ??
@@ -137,7 +168,7 @@ export async function ensureBase(
   flavour: Flavour,
   log: (line: string) => void = () => {},
 ): Promise<BaseImage> {
-  const recipe = RECIPES[flavour];
+  const recipe = flavour === "systemd" ? await withKeyring(RECIPES.systemd, log) : RECIPES[flavour];
   const key = recipeKey(recipe);
   const dir = join(CACHE_DIR, key);
   const rootfs = join(dir, "rootfs");

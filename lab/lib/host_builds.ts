@@ -18,6 +18,7 @@ import { VERSION } from "../../src/version.ts";
 import { CACHE_DIR } from "./base.ts";
 import { CHECKOUT } from "./bundle.ts";
 import { exists } from "./_run.ts";
+import { labKeys, labMinisign, withLabGpg } from "./keys.ts";
 
 /** Which build. */
 export type HostBuild = "current" | "next" | "broken";
@@ -40,10 +41,11 @@ const BROKEN_ENTRY = "lab/lib/clients/broken_host.ts";
 let sourceKey: Promise<string> | undefined;
 const built = new Map<string, Promise<string>>();
 
-/** A hash of every file the host's packages are made from. */
+/** A hash of every file the host's packages are made from, and of the key that signs them. */
 function hashSources(): Promise<string> {
   sourceKey ??= (async () => {
     const hash = createHash("sha256");
+    hash.update(`signed by ${(await labKeys()).fingerprint}\0`);
     const files: string[] = [];
     const walk = async (path: string): Promise<void> => {
       const info = await Deno.stat(path);
@@ -97,7 +99,10 @@ async function cached(
   return await promise;
 }
 
-/** The Arch package file of a build (nox-mesh-host-<version>-1-any.pkg.tar.gz). */
+/**
+ * The Arch package file of a build (nox-mesh-host-<version>-1-any.pkg.tar.gz), signed by
+ * the lab packager key (FILE.sig beside it).
+ */
 export function hostPackage(which: HostBuild, log: (line: string) => void): Promise<string> {
   return cached(`arch-${which}`, async (dir) => {
     const b = await build({
@@ -107,14 +112,18 @@ export function hostPackage(which: HostBuild, log: (line: string) => void): Prom
       version: HOST_VERSIONS[which],
       ...(which === "broken" ? { entry: join(CHECKOUT, BROKEN_ENTRY) } : {}),
     });
-    return await packageArch(b, 1);
+    const keys = await labKeys(log);
+    return await withLabGpg(keys, (sign) => packageArch(b, 1, { sign }));
   }, log);
 }
 
-/** The tarball of the current build; SHA256SUMS lies beside it. */
+/**
+ * The tarball of the current build; SHA256SUMS, its minisign signature SHA256SUMS.minisig
+ * (the lab release key) and that key's minisign.pub lie beside it.
+ */
 export function hostTarball(log: (line: string) => void): Promise<string> {
   return cached("tarball-current", async (dir) => {
     const b = await build({ os: "tarball", form: "bundled", out: join(dir, "build") });
-    return await packageTarball(b);
+    return await packageTarball(b, undefined, { minisign: labMinisign(await labKeys(log)) });
   }, log);
 }

@@ -368,19 +368,21 @@ export class Lab implements AsyncDisposable {
     // repo-add rewrites the database: one at a time.
     const change = this.repoChange.then(async () => {
       await Deno.copyFile(file, target);
+      await Deno.copyFile(`${file}.sig`, `${target}.sig`);
       await addToRepo(join(this.shareDir, "repo"), [target]);
     });
     this.repoChange = change.catch(() => {});
     await change;
   }
 
-  /** The host's tarball and its SHA256SUMS, at /lab/tarball. */
+  /** The host's tarball, SHA256SUMS, its minisign signature and public key, at /lab/tarball. */
   private async copyTarball(): Promise<void> {
     const tarball = await hostTarball(this.log);
     const dir = join(this.shareDir, "tarball");
     await Deno.mkdir(dir, { recursive: true });
     const from = tarball.slice(0, tarball.lastIndexOf("/"));
-    for (const name of [tarball.split("/").pop()!, "SHA256SUMS"]) {
+    const names = [tarball.split("/").pop()!, "SHA256SUMS", "SHA256SUMS.minisig", "minisign.pub"];
+    for (const name of names) {
       await Deno.copyFile(join(from, name), join(dir, name));
     }
   }

@@ -4,7 +4,8 @@ import { CACHE_DIR } from "./base.ts";
 import { LabError } from "./errors.ts";
 import { DENO_BINARY } from "./machine.ts";
 import { exists, run, tail } from "./_run.ts";
-import { makepkgAsNobody } from "../../packaging/package.ts";
+import { makepkgAsNobody, repoAdd, signFile } from "../../packaging/package.ts";
+import { labKeys, withLabGpg } from "./keys.ts";
 
 /**
  * The lab's pacman repository "noxlab" (mounted at /lab/repo in systemd machines).
@@ -14,6 +15,8 @@ import { makepkgAsNobody } from "../../packaging/package.ts";
  * - `deno`, this lab host's own deno binary packaged as /usr/bin/deno: the host's
  *   Arch package (bundled form) depends on it, so `pacman -S nox-mesh-host` pulls it.
  * Each lab adds the host's own packages (lab/lib/host_builds.ts) to its copy.
+ * Every package carries a detached signature (FILE.sig) by the lab packager key
+ * (lab/lib/keys.ts) and the database is signed, as on Arch's mirrors.
  */
 export const TEST_PACKAGE = {
   name: "noxlab-hello",
@@ -74,10 +77,12 @@ async function denoVersion(): Promise<string> {
 export async function ensureRepo(log: (line: string) => void = () => {}): Promise<string> {
   const deno = await denoVersion();
   const binary = await Deno.stat(DENO_BINARY);
+  const keys = await labKeys(log);
   const recipe = [
     ...TEST_PACKAGE.versions.map(helloPkgbuild),
     denoPkgbuild(deno),
     `${DENO_BINARY} ${binary.size} ${binary.mtime?.getTime()}`,
+    `signed by ${keys.fingerprint}`,
   ].join("\n");
   const key = `repo-${createHash("sha256").update(recipe).digest("hex").slice(0, 16)}`;
   const dir = join(CACHE_DIR, key);
@@ -101,8 +106,9 @@ export async function ensureRepo(log: (line: string) => void = () => {}): Promis
       await makepkg(work, out, "deno", denoPkgbuild(deno), ".pkg.tar", DENO_BINARY);
       const files = [...Deno.readDirSync(out)].map((e) => join(out, e.name))
         .filter((f) => /\.pkg\.tar(\.gz)?$/.test(f));
-      await run(["repo-add", "-q", join(out, `${REPO_NAME}.db.tar.gz`), ...files], {
-        what: "repo-add",
+      await withLabGpg(keys, async (signer) => {
+        for (const file of files) await signFile(file, signer);
+        await repoAdd(join(out, `${REPO_NAME}.db.tar.gz`), files, signer);
       });
       await Deno.remove(dir, { recursive: true }).catch(() => {});
       await run(["cp", "-r", out, dir], { what: "store the lab repository" });
@@ -135,11 +141,15 @@ export async function copyRepo(cached: string, target: string): Promise<void> {
   }
 }
 
-/** Adds package files (already in `repoDir`) to the repository's database. */
+/**
+ * Adds package files (already in `repoDir`, each with its .sig beside it) to the
+ * repository's database and signs the database again.
+ */
 export async function addToRepo(repoDir: string, files: readonly string[]): Promise<void> {
-  await run(["repo-add", "-q", join(repoDir, `${REPO_NAME}.db.tar.gz`), ...files], {
-    what: "repo-add",
-  });
+  await withLabGpg(
+    await labKeys(),
+    (signer) => repoAdd(join(repoDir, `${REPO_NAME}.db.tar.gz`), files, signer),
+  );
 }
 
 async function makepkg(

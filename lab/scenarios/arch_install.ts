@@ -9,21 +9,39 @@ import {
 } from "../lib/scenario.ts";
 import { ARCH_LIKE_CONFIG } from "../lib/host.ts";
 import { assertLaunched, assertServiceSaid, CURRENT, STATE } from "./_ship.ts";
+import {
+  assertBashCompletes,
+  assertManPages,
+  assertSignaturesRequired,
+  tamperedPackageRefused,
+} from "./_distro.ts";
 
 /** The host installed as a user installs it on Arch, and started by systemd through the launcher. */
 export const scenario: Scenario = {
   name: "arch-install",
   summary: "pacman -S nox-mesh-host from the lab repository (pulls deno), systemctl enable " +
     "--now: the launcher runs the host under the Arch permission set; with no identity it " +
-    "applies the shipped bundle; known-good written, failures cleared, rollback copy kept",
+    "applies the shipped bundle; known-good written, failures cleared, rollback copy kept; " +
+    "pacman requires signatures (lab packager key) and refuses a tampered package; licence, " +
+    "man pages and bash completion installed and working",
   machines: {
     arch: { flavour: "systemd", files: { [ARCH_LIKE_CONFIG.path]: ARCH_LIKE_CONFIG.text } },
   },
   steps: [
+    assertSignaturesRequired("arch"),
     run("arch", ["pacman", "-Sy", "--noconfirm", "--noprogressbar", "nox-mesh-host"]),
     assertPackage("arch", "nox-mesh-host", { version: `${CURRENT}-1` }),
     assertPackage("arch", "deno"),
     run("arch", ["nox-mesh-host", "version"], { stdoutIncludes: `nox-mesh-host ${CURRENT}\n` }),
+    run("arch", ["nox-mesh-host", "version", "--json"], { stdoutIncludes: `"form":"bundled"` }),
+    assertFile("arch", "/usr/share/licenses/nox-mesh-host/LICENSE", { type: "file" }),
+    assertManPages("arch", {
+      "nox-mesh-host": "/usr/share/man/man8/nox-mesh-host.8.gz",
+      "nox-mesh-host-launch": "/usr/share/man/man8/nox-mesh-host-launch.8.gz",
+      "host.json": "/usr/share/man/man5/host.json.5.gz",
+      "nox-mesh-host-declaration": "/usr/share/man/man5/nox-mesh-host-declaration.5.gz",
+    }),
+    assertBashCompletes("arch"),
     // As if an earlier start had failed twice: only the host's first reconcile clears it.
     writeFile("arch", `${STATE}/failures`, "2\n"),
     run("arch", ["systemctl", "enable", "--now", "nox-mesh-host"]),
@@ -40,5 +58,7 @@ export const scenario: Scenario = {
       type: "file",
     }),
     assertServiceSaid("arch", `kept the package file of nox-mesh-host ${CURRENT}`, 1),
+    // Last: it changes the lab repository.
+    tamperedPackageRefused("arch"),
   ],
 };

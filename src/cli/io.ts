@@ -16,6 +16,11 @@ export interface CliIo {
   profile?(): Promise<Profile>;
   /** Aborted on SIGTERM/SIGINT. */
   signal?: AbortSignal;
+  /**
+   * The installation's own paths, which no declaration may name (the entry point
+   * passes the list its build carries: packaging/<os>/own_paths.ts).
+   */
+  ownPaths?: readonly string[];
 }
 
 /** Exit codes (documented in the README). */

@@ -3,7 +3,7 @@ import { parseArgs } from "node:util";
 import { ConfigError } from "../config.ts";
 import { DeclarationRefused } from "../declaration/parse.ts";
 import { BusyError, HostError, UsageError } from "../errors.ts";
-import { PROGRAM, VERSION } from "../version.ts";
+import { COMMIT, FORM, PROGRAM, VERSION } from "../version.ts";
 import { applyCommand, InputError, planCommand } from "./apply.ts";
 import { type Command, GLOBAL_HELP, GLOBAL_OPTIONS } from "./command.ts";
 import { type CliIo, EXIT } from "./io.ts";
@@ -17,13 +17,22 @@ const versionCommand: Command = {
   name: "version",
   summary: "print the version of this host",
   usage: "version",
-  help: "Print the version of the running host.\n",
+  help: `Print the version of the running host. With --json: the version, the form it was
+built in (compiled, bundled, or source when run from a checkout), the Deno version it runs
+on and the commit it was built from.
+`,
   options: {},
   positionals: [0, 0],
   run(ctx) {
     ctx.io.stdout(
       ctx.json
-        ? JSON.stringify({ program: PROGRAM, version: VERSION }) + "\n"
+        ? JSON.stringify({
+          program: PROGRAM,
+          version: VERSION,
+          form: FORM,
+          deno: Deno.version.deno,
+          commit: COMMIT,
+        }) + "\n"
         : `${PROGRAM} ${VERSION}\n`,
     );
     return Promise.resolve(EXIT.ok);
@@ -114,6 +123,7 @@ export async function main(args: string[], io: CliIo): Promise<number> {
       flags: {
         stateDir: values["state-dir"] as string | undefined,
         configPath: values.config as string | undefined,
+        ownPaths: io.ownPaths,
       },
     });
   } catch (error) {

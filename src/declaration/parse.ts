@@ -8,8 +8,18 @@
 import * as v from "valibot";
 import { HostError } from "../errors.ts";
 import { digestOf } from "./canonical.ts";
-import { isWithin } from "./paths.ts";
-import { EnvelopeSchema, type Resource, RESOURCE_SCHEMAS, type ResourceType } from "./schema.ts";
+import { parseStrictJson } from "./json.ts";
+import { compileOwnPaths, isWithin, type OwnPattern, ownRelation } from "./paths.ts";
+import {
+  type ContainerResource,
+  type DirectoryResource,
+  EnvelopeSchema,
+  type FileResource,
+  type Resource,
+  RESOURCE_SCHEMAS,
+  type ResourceType,
+  type ServiceResource,
+} from "./schema.ts";
 
 /** Size limits; a declaration over any of them is refused. */
 export interface Limits {
@@ -30,9 +40,13 @@ export const DEFAULT_LIMITS: Limits = {
 
 /** What belongs to the host itself and so may never be declared. */
 export interface OwnResources {
-  /** Files and directories (and everything below them) the host never manages. */
+  /**
+   * Files and directories (and everything below them) the host never manages,
+   * nor any directory above them; a component may hold `*` (any characters
+   * within it). Per OS from packaging/<os>/own_paths.ts, plus the configured ones.
+   */
   paths: readonly string[];
-  /** Service names (with or without ".service") the host never manages. */
+  /** Service names (with or without ".service"); every unit of these names is refused. */
   services: readonly string[];
 }
 
@@ -153,10 +167,13 @@ async function parse(
   }
   let data: unknown;
   try {
-    data = JSON.parse(
+    const strict = parseStrictJson(
       typeof text === "string" ? text : new TextDecoder("utf-8", { fatal: true }).decode(text),
     );
+    if (strict.problems.length > 0) throw new DeclarationRefused(strict.problems, origin);
+    data = strict.value;
   } catch (error) {
+    if (error instanceof DeclarationRefused) throw error;
     const why = error instanceof Error ? error.message : String(error);
     throw new DeclarationRefused([{ path: "", message: `is not valid JSON (${why})` }], origin);
   }
@@ -198,8 +215,9 @@ function parseResource(
     return undefined;
   }
   const type = (item as { type?: unknown }).type;
-  if (typeof type !== "string" || !(type in RESOURCE_SCHEMAS)) {
-    const known = Object.keys(RESOURCE_SCHEMAS).join(", ");
+  const schema = typeof type === "string" ? RESOURCE_SCHEMAS.get(type) : undefined;
+  if (schema === undefined) {
+    const known = [...RESOURCE_SCHEMAS.keys()].join(", ");
     problems.push({
       path: `${at}.type`,
       message: type === undefined
@@ -216,7 +234,7 @@ function parseResource(
     });
     return undefined;
   }
-  const result = v.safeParse(RESOURCE_SCHEMAS[type as ResourceType], item, { abortEarly: false });
+  const result = v.safeParse(schema, item, { abortEarly: false });
   if (!result.success) {
     for (const issue of result.issues) {
       const problem = toProblem(issue);
@@ -230,6 +248,95 @@ function parseResource(
   return result.output as Resource;
 }
 
+/** What the per-kind rules need: this host's configuration, compiled once per parse. */
+interface RuleContext {
+  problems: Problem[];
+  limits: Limits;
+  roots: readonly string[];
+  own: OwnPattern[];
+  ownServices: ReadonlySet<string>;
+}
+
+/**
+ * A path a resource manages (a file, a directory, a container's mount source):
+ * inside a managed root, never a root itself nor above one, never one of the
+ * host's own paths, inside one, or above one.
+ */
+function checkManagedPath(path: string, at: string, ctx: RuleContext): void {
+  const relation = ownRelation(path, ctx.own);
+  if (relation?.relation === "inside") {
+    ctx.problems.push({
+      path: at,
+      message: `${path} belongs to the host itself (${relation.own}); ` +
+        "the host never manages its own files",
+    });
+    return;
+  }
+  if (!ctx.roots.some((root) => isWithin(path, root))) {
+    ctx.problems.push({
+      path: at,
+      message: `${path} is outside the managed roots (${ctx.roots.join(", ")})`,
+    });
+    return;
+  }
+  const root = ctx.roots.find((r) => isWithin(r, path));
+  if (root !== undefined) {
+    ctx.problems.push({
+      path: at,
+      message: root === path
+        ? `${path} is a managed root itself; declare what lies inside it, never the root`
+        : `${path} contains the managed root ${root}; declare what lies inside a root`,
+    });
+    return;
+  }
+  if (relation?.relation === "contains") {
+    ctx.problems.push({
+      path: at,
+      message: `${path} contains the host's own ${relation.own}: whoever controls a directory ` +
+        "above the host's files can replace them, so a declaration may neither manage it nor " +
+        "mount it into a container; declare a path below it that holds none of the host's files",
+    });
+  }
+}
+
+/** The rules of each kind beyond its shape, against this host's configuration. */
+const KIND_RULES: {
+  [T in ResourceType]?: (
+    resource: Extract<Resource, { type: T }>,
+    at: string,
+    ctx: RuleContext,
+  ) => void;
+} = {
+  directory(resource: DirectoryResource, at, ctx) {
+    checkManagedPath(resource.path, `${at}.path`, ctx);
+  },
+  file(resource: FileResource, at, ctx) {
+    checkManagedPath(resource.path, `${at}.path`, ctx);
+    const size = contentSize(resource);
+    if (size > ctx.limits.maxFileBytes) {
+      ctx.problems.push({
+        path: `${at}.content`,
+        message: `is ${size} bytes, over the limit of ${ctx.limits.maxFileBytes} bytes per file`,
+      });
+    }
+  },
+  service(resource: ServiceResource, at, ctx) {
+    // Every unit of the host's name: its .service, .socket, .timer, .path, instances (@), and
+    // OpenRC's multiplexed names (name.x), all start or stop the host.
+    const base = resource.name.split(/[.@]/, 1)[0];
+    if (ctx.ownServices.has(base)) {
+      ctx.problems.push({
+        path: `${at}.name`,
+        message: `"${resource.name}" is a unit of the host's own service ${base}; the ` +
+          "installation owns every unit of that name, never a declaration",
+      });
+    }
+  },
+  container(resource: ContainerResource, at, ctx) {
+    resource.mounts.forEach((m, i) => checkManagedPath(m.source, `${at}.mounts[${i}].source`, ctx));
+  },
+};
+
 /** Rules across resources and against this host's configuration. */
 function checkTogether(
   resources: [number, Resource][],
@@ -239,22 +346,12 @@ function checkTogether(
 ) {
   const ids = new Map<string, number>();
   const keys = new Map<string, number>();
-  const ownServices = new Set(options.own.services.map(serviceBaseName));
-  const roots = options.managedRoots;
-  const checkPath = (path: string, at: string) => {
-    const own = options.own.paths.find((p) => isWithin(path, p));
-    if (own) {
-      problems.push({
-        path: at,
-        message:
-          `${path} belongs to the host itself (${own}); the host never manages its own files`,
-      });
-    } else if (!roots.some((root) => isWithin(path, root))) {
-      problems.push({
-        path: at,
-        message: `${path} is outside the managed roots (${roots.join(", ")})`,
-      });
-    }
+  const ctx: RuleContext = {
+    problems,
+    limits,
+    roots: options.managedRoots,
+    own: compileOwnPaths(options.own.paths),
+    ownServices: new Set(options.own.services.map(serviceBaseName)),
   };
 
   for (const [index, resource] of resources) {
@@ -276,34 +373,10 @@ function checkTogether(
       });
     } else keys.set(key, index);
 
-    switch (resource.type) {
-      case "file":
-        checkPath(resource.path, `${at}.path`);
-        if (contentSize(resource) > limits.maxFileBytes) {
-          problems.push({
-            path: `${at}.content`,
-            message: `is ${
-              contentSize(resource)
-            } bytes, over the limit of ${limits.maxFileBytes} bytes per file`,
-          });
-        }
-        break;
-      case "directory":
-        checkPath(resource.path, `${at}.path`);
-        break;
-      case "service":
-        if (ownServices.has(serviceBaseName(resource.name))) {
-          problems.push({
-            path: `${at}.name`,
-            message:
-              `"${resource.name}" is the host's own service; the installation owns it, never a declaration`,
-          });
-        }
-        break;
-      case "container":
-        resource.mounts.forEach((m, i) => checkPath(m.source, `${at}.mounts[${i}].source`));
-        break;
-    }
+    const rule = KIND_RULES[resource.type] as
+      | ((r: Resource, at: string, ctx: RuleContext) => void)
+      | undefined;
+    rule?.(resource, at, ctx);
   }
 }
 

@@ -4,8 +4,53 @@
  */
 import { posix } from "node:path";
 
-/** The longest path the host accepts (Linux PATH_MAX). */
-export const MAX_PATH_LENGTH = 4096;
+/** The longest path the host accepts, in UTF-8 bytes (Linux PATH_MAX less its NUL). */
+export const MAX_PATH_BYTES = 4095;
+
+/** The longest path component the host accepts, in UTF-8 bytes (NAME_MAX). */
+export const MAX_NAME_BYTES = 255;
+
+const encoder = new TextEncoder();
+
+/** The UTF-8 length of a well-formed string. */
+export function utf8Length(text: string): number {
+  let bytes = text.length;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) bytes += 1;
+    else if (c >= 0xd800 && c <= 0xdbff) i++, bytes += 2; // a pair: 2 units, 4 bytes
+    else bytes += 2;
+  }
+  return bytes;
+}
+
+/**
+ * Why a string may not be written on a command line or in a path as is, or
+ * `undefined`: lone surrogates (not well-formed Unicode: two spellings of one
+ * file name once encoded), C0/C1 controls and DEL, and the bidirectional
+ * controls that make text display other than it is.
+ */
+export function unsafeCharacter(text: string): string | undefined {
+  if (!text.isWellFormed()) {
+    return "is not well-formed Unicode (a lone surrogate); write the characters it means";
+  }
+  if (text.includes("\0")) return "contains a NUL character";
+  // deno-lint-ignore no-control-regex
+  const control = /[\x01-\x1f\x7f-\x9f]/.exec(text);
+  if (control) {
+    return `contains a control character (U+${
+      control[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")
+    }: newline, tab, …)`;
+  }
+  const bidi = /[\u202a-\u202e\u2066-\u2069]/.exec(text);
+  if (bidi) {
+    return `contains a bidirectional control character (U+${
+      bidi[0].charCodeAt(0).toString(16).toUpperCase()
+    }), which makes it display other than it is`;
+  }
+  return undefined;
+}
 
 /**
  * Why a path is not acceptable as written, or `undefined` when it is.
@@ -18,18 +63,86 @@ export const MAX_PATH_LENGTH = 4096;
  */
 export function pathProblem(path: string): string | undefined {
   if (path.length === 0) return "is empty; give an absolute path such as /etc/example";
-  if (path.includes("\0")) return "contains a NUL character";
-  // deno-lint-ignore no-control-regex
-  if (/[\x01-\x1f\x7f]/.test(path)) return "contains a control character (newline, tab, …)";
+  const unsafe = unsafeCharacter(path);
+  if (unsafe) return unsafe;
   if (!path.startsWith("/")) return `is relative ("${path}"); paths must be absolute`;
-  if (path.length > MAX_PATH_LENGTH) return `is longer than ${MAX_PATH_LENGTH} characters`;
+  const bytes = path.length > MAX_PATH_BYTES / 4 ? utf8Length(path) : path.length;
+  if (bytes > MAX_PATH_BYTES) {
+    return `is ${bytes} bytes long (UTF-8), over the limit of ${MAX_PATH_BYTES}; use a shorter path`;
+  }
   if (path.split("/").includes("..")) {
     return `contains ".."; write the path it means without it`;
   }
   if (path === "/") return `is the root directory, which the host never manages`;
   const normal = posix.normalize(path).replace(/\/+$/, "");
   if (normal !== path) return `is not normalised; write "${normal}"`;
+  for (const name of path.split("/")) {
+    if (name.length > MAX_NAME_BYTES / 4 && encoder.encode(name).length > MAX_NAME_BYTES) {
+      return `has a component of ${
+        encoder.encode(name).length
+      } bytes (UTF-8), over the limit of ${MAX_NAME_BYTES} bytes per name; use a shorter name`;
+    }
+  }
   return undefined;
+}
+
+/** Where a path stands to one of the host's own paths. */
+export type OwnRelation = "inside" | "contains";
+
+/** An own path, compiled for matching: components, each a name or a pattern. */
+export interface OwnPattern {
+  /** The entry as written, for messages. */
+  text: string;
+  parts: (string | RegExp)[];
+}
+
+/**
+ * Compile own-path entries: absolute paths whose components may hold `*`
+ * (any run of characters within that component).
+ *
+ * @example
+ * ```ts
+ * const own = compileOwnPaths(["/etc/conf.d/nox-mesh-host*"]);
+ * ownRelation("/etc/conf.d/nox-mesh-host.default", own); // { relation: "inside", … }
+ * ```
+ */
+export function compileOwnPaths(entries: readonly string[]): OwnPattern[] {
+  return entries.map((text) => ({
+    text,
+    parts: text.split("/").slice(1).map((part) =>
+      part.includes("*")
+        ? new RegExp(
+          `^${part.split("*").map((s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join(".*")}$`,
+          "s",
+        )
+        : part
+    ),
+  }));
+}
+
+/**
+ * Whether `path` (absolute, normalised) is one of the host's own paths or lies
+ * below one ("inside"), or is a directory above one ("contains"); the first
+ * match, "inside" before "contains".
+ */
+export function ownRelation(
+  path: string,
+  own: readonly OwnPattern[],
+): { relation: OwnRelation; own: string } | undefined {
+  const names = path.split("/").slice(1);
+  let contains: string | undefined;
+  for (const pattern of own) {
+    const n = Math.min(names.length, pattern.parts.length);
+    let i = 0;
+    for (; i < n; i++) {
+      const part = pattern.parts[i];
+      if (typeof part === "string" ? part !== names[i] : !part.test(names[i])) break;
+    }
+    if (i < n) continue;
+    if (names.length >= pattern.parts.length) return { relation: "inside", own: pattern.text };
+    contains ??= pattern.text;
+  }
+  return contains === undefined ? undefined : { relation: "contains", own: contains };
 }
 
 /** True when `path` is `root` or lies below it (by whole segments). */

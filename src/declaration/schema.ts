@@ -22,13 +22,27 @@ const resourceId = v.pipe(
   ),
 );
 
+/** The one documented form of a mode: four octal digits, the first 0 (special bits are fields). */
+export const MODE_FORM = /^0[0-7]{3}$/;
+
 const mode = v.pipe(
-  v.string('a mode is an octal string such as "0644"'),
-  v.regex(
-    /^[0-7]{3,4}$/,
-    (i) => `mode ${JSON.stringify(i.input)} is not an octal string such as "0644"`,
+  v.string('a mode is an octal string of four digits with a leading 0, such as "0644"'),
+  v.check(
+    (m) => MODE_FORM.test(m),
+    (i) =>
+      /^[1-7][0-7]{3}$/.test(i.input)
+        ? `mode ${JSON.stringify(i.input)} sets special bits; write "0${
+          i.input.slice(1)
+        }" and name each bit as a field of its own (setuid: true, setgid: true, sticky: true)`
+        : `mode ${
+          JSON.stringify(i.input)
+        } is not the documented form, an octal string of four digits with a leading 0; ` +
+          `write it as "0644" or "0755"`,
   ),
 );
+
+/** The largest user or group id: 4294967295 is chown's "leave unchanged". */
+export const MAX_ID = 4294967294;
 
 const principal = (what: string) =>
   v.pipe(
@@ -36,6 +50,27 @@ const principal = (what: string) =>
     v.regex(
       /^([a-z_][a-z0-9_.-]{0,31}\$?|[0-9]{1,10})$/,
       `${what} is a user/group name (e.g. "root") or a numeric id`,
+    ),
+    v.check(
+      (p) => !/^[0-9]/.test(p) || Number(p) <= MAX_ID,
+      `${what} as a numeric id is 0…${MAX_ID} (4294967295 means "leave unchanged" to chown)`,
+    ),
+  );
+
+/** An opt-in special bit: true sets it; false or absent clears it. */
+const specialBit = (what: string) =>
+  v.optional(v.boolean(`${what} is true or false (absent: false, the bit is cleared)`));
+
+/** What a command line, an env file or a spawned program cannot carry in one string. */
+const lineSafe = (what: string) =>
+  v.pipe(
+    v.string(),
+    v.check(
+      (s) => !/[\0\n\r]/.test(s),
+      (i) =>
+        `${what} contains a ${
+          i.input.includes("\0") ? "NUL" : "line break"
+        }, which a program's arguments and environment cannot carry; remove it`,
     ),
   );
 
@@ -56,6 +91,10 @@ export const DirectorySchema = v.strictObject({
   id: resourceId,
   path: absolutePath,
   mode,
+  /** New entries take the directory's group (S_ISGID). */
+  setgid: specialBit("setgid"),
+  /** Only an entry's owner may remove or rename it (S_ISVTX). */
+  sticky: specialBit("sticky"),
   owner: principal("owner"),
   group: principal("group"),
 });
@@ -77,6 +116,10 @@ export const FileSchema = v.pipe(
       ),
     ),
     mode,
+    /** The program runs as the file's owner (S_ISUID). */
+    setuid: specialBit("setuid"),
+    /** The program runs as the file's group (S_ISGID). */
+    setgid: specialBit("setgid"),
     owner: principal("owner"),
     group: principal("group"),
   }),
@@ -108,6 +151,30 @@ export const PackageSchema = v.strictObject({
   ),
 });
 
+/** systemd's unit types: a name ending in one of them names a unit of that type. */
+export const UNIT_TYPES: readonly string[] = [
+  "service",
+  "socket",
+  "target",
+  "device",
+  "mount",
+  "automount",
+  "swap",
+  "timer",
+  "path",
+  "slice",
+  "scope",
+];
+
+/** The unit types a service resource may name: services and what starts them. */
+export const SERVICE_UNIT_TYPES: readonly string[] = ["service", "socket", "timer", "path"];
+
+/** The unit type a service name names: its suffix when that is a unit type, else "service". */
+export function unitType(name: string): string {
+  const suffix = name.slice(name.lastIndexOf(".") + 1);
+  return name.includes(".") && UNIT_TYPES.includes(suffix) ? suffix : "service";
+}
+
 /** Resource: a service of the init system, enabled and/or running as declared. */
 export const ServiceSchema = v.strictObject({
   type: v.literal("service"),
@@ -118,14 +185,30 @@ export const ServiceSchema = v.strictObject({
       /^[A-Za-z0-9][A-Za-z0-9@._:\\-]{0,250}$/,
       "a service name is letters, digits and @ . _ : - \\",
     ),
+    v.check(
+      (n) => SERVICE_UNIT_TYPES.includes(unitType(n)),
+      (i) =>
+        `"${i.input}" is a .${unitType(i.input)} unit; a service resource names a service ` +
+        `(or its .socket, .timer or .path unit), never a target, mount, device, swap, slice or scope`,
+    ),
   ),
   enabled: v.boolean(),
   running: v.boolean(),
 });
 
+/** A mount path: absolute, and nothing the runtime's `--mount a=b,c=d` syntax cannot carry. */
+const mountPath = v.pipe(
+  absolutePath,
+  v.check(
+    (p) => !/[,"]/.test(p),
+    "holds a comma or a double quote, which the container runtime's --mount syntax cannot carry; " +
+      "mount a directory whose path has neither",
+  ),
+);
+
 const mount = v.strictObject({
-  source: absolutePath,
-  target: absolutePath,
+  source: mountPath,
+  target: mountPath,
   readOnly: v.optional(v.boolean()),
 });
 
@@ -147,10 +230,10 @@ export const ContainerSchema = v.strictObject({
         } is not pinned by digest; write it as name@sha256:<64 hex digits> (tags are refused)`,
     ),
   ),
-  args: v.array(v.string()),
+  args: v.array(lineSafe("an argument")),
   env: v.record(
     v.pipe(v.string(), v.regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "an env name is letters, digits and _")),
-    v.string(),
+    lineSafe("an env value"),
   ),
   mounts: v.array(mount),
   restart: v.picklist(["no", "always", "on-failure", "unless-stopped"]),
@@ -179,15 +262,18 @@ export const EnvelopeSchema = v.strictObject({
   resources: v.array(v.unknown()),
 });
 
-/** The schema of each resource type, by its `type`. */
-export const RESOURCE_SCHEMAS = {
-  directory: DirectorySchema,
-  file: FileSchema,
-  package: PackageSchema,
-  service: ServiceSchema,
-  container: ContainerSchema,
-  action: ActionSchema,
-} as const;
+/** The schema of each resource type, by its `type` (a Map: no name reaches Object.prototype). */
+export const RESOURCE_SCHEMAS: ReadonlyMap<string, v.GenericSchema> = new Map<
+  ResourceType,
+  v.GenericSchema
+>([
+  ["directory", DirectorySchema],
+  ["file", FileSchema],
+  ["package", PackageSchema],
+  ["service", ServiceSchema],
+  ["container", ContainerSchema],
+  ["action", ActionSchema],
+]);
 
 /** A directory resource. */
 export type DirectoryResource = v.InferOutput<typeof DirectorySchema>;

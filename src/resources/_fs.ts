@@ -52,16 +52,46 @@ export function expectKind(path: string, info: PathInfo, kind: "file" | "directo
   );
 }
 
+/** What a file or directory resource declares about its attributes. */
+export interface AttributeSpec {
+  /** Permission bits, "0644" (the parse admits no special bits here). */
+  mode: string;
+  setuid?: boolean;
+  setgid?: boolean;
+  sticky?: boolean;
+  owner: string;
+  group: string;
+}
+
+/**
+ * The declared mode as a number: the permission bits of `mode`, plus each special
+ * bit its own field names (setuid 04000, setgid 02000, sticky 01000).
+ *
+ * @example
+ * ```ts
+ * declaredMode({ mode: "0775", setgid: true }); // 0o2775
+ * ```
+ */
+export function declaredMode(
+  spec: Pick<AttributeSpec, "mode" | "setuid" | "setgid" | "sticky">,
+): number {
+  return (parseInt(spec.mode, 8) & 0o777) |
+    (spec.setuid ? 0o4000 : 0) |
+    (spec.setgid ? 0o2000 : 0) |
+    (spec.sticky ? 0o1000 : 0);
+}
+
 /** The declared mode/owner/group, resolved to numbers on this machine. */
 export async function declaredAttributes(
   ctx: KindContext,
-  spec: { mode: string; owner: string; group: string },
+  spec: AttributeSpec,
 ): Promise<{ mode: number; uid: number; gid: number }> {
-  const key = `${spec.mode}:${spec.owner}:${spec.group}`;
+  const mode = declaredMode(spec);
+  const key = `${mode}:${spec.owner}:${spec.group}`;
   let resolved = ctx.attributes.get(key);
   if (!resolved) {
     resolved = {
-      mode: parseInt(spec.mode, 8),
+      mode,
       uid: await resolveUser(ctx, spec.owner),
       gid: await resolveGroup(ctx, spec.group),
     };

@@ -43,6 +43,7 @@ export const directoryKind: ResourceKind<DirectoryResource> = {
       ctx.touchedDirectories.add(posix.dirname(resource.path));
     } else if (found.changes.length > 0) {
       expectKind(resource.path, info, "directory");
+      // On the directory's own descriptor: a symlink swapped in since is refused.
       await fs.setAttributes(resource.path, attributes);
     }
   },

@@ -38,11 +38,15 @@ export const fileKind: ResourceKind<FileResource> = {
     if (info === null) return { exists: false, changes: ["create"] };
     expectKind(resource.path, info, "file");
     const want = fileContent(resource);
+    // One descriptor for what is compared: a symlink or a FIFO swapped in after the
+    // lstat is refused there (never followed, never waited on), and size, mode and
+    // owner are those of the file whose bytes were read.
+    const read = await fs.readFile(resource.path, want.length);
     const changes: string[] = [];
-    if (info.size !== want.length || !equalBytes(await fs.readFile(resource.path), want)) {
-      changes.push("content");
-    }
-    changes.push(...attributeChanges(info, await declaredAttributes(ctx, resource), resource));
+    if (read.data === null || !equalBytes(read.data, want)) changes.push("content");
+    changes.push(
+      ...attributeChanges(read.info, await declaredAttributes(ctx, resource), resource),
+    );
     return { exists: true, changes };
   },
 

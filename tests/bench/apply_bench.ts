@@ -10,7 +10,7 @@ import { parseArgs } from "node:util";
 import { openHost } from "../../src/host.ts";
 import { applyDeclaration } from "../../src/apply.ts";
 import { parseDeclaration } from "../../src/declaration/parse.ts";
-import { posixFileSystem } from "../../os/posix_fs.ts";
+import { posixFileSystem } from "../../os/posix-fs/mod.ts";
 
 const REPO = new URL("../..", import.meta.url).pathname;
 const { values } = parseArgs({

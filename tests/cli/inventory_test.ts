@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { posixFileSystem } from "../../os/posix_fs.ts";
+import { posixFileSystem } from "../../os/posix-fs/mod.ts";
 import { main } from "../../src/cli/main.ts";
 import type { CliIo } from "../../src/cli/io.ts";
 import type { Profile } from "../../src/profile.ts";

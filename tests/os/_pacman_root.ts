@@ -3,7 +3,7 @@
  * local repository (noxlab-hello 1.0-1 and 1.1-1, built by makepkg as nobody,
  * cached) served over file://. Nothing touches this machine's own root.
  */
-import { archPacman, type Pacman } from "../../os/arch_pacman.ts";
+import { archPacman, type Pacman } from "../../os/arch-pacman/mod.ts";
 import { ensureRepo, TEST_PACKAGE } from "../../lab/lib/repo.ts";
 
 export { TEST_PACKAGE };

@@ -3,7 +3,7 @@
  * as LAB-NOTES.md says works here, with one image imported from a busybox-static
  * root, so its digest is real. Nothing touches this machine's own containers.
  */
-import { containerCli } from "../../os/container_cli.ts";
+import { containerCli } from "../../os/container-cli/mod.ts";
 import { mustRun } from "../../os/_run.ts";
 import type { ContainerRuntime } from "../../src/ports.ts";
 

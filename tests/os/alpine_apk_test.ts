@@ -13,7 +13,7 @@ import {
   parseApkInfoExists,
   parseApkPolicy,
   splitNameVersion,
-} from "../../os/alpine_apk.ts";
+} from "../../os/alpine-apk/mod.ts";
 import { HostError } from "../../src/errors.ts";
 import { PackageNotFoundError } from "../../src/ports.ts";
 

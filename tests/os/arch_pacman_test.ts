@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { parsePacmanQuery } from "../../os/arch_pacman.ts";
+import { parsePacmanQuery } from "../../os/arch-pacman/mod.ts";
 import { PackageNotFoundError } from "../../src/ports.ts";
 import { pacmanRoot, TEST_PACKAGE } from "./_pacman_root.ts";
 
@@ -60,7 +60,7 @@ Deno.test("pacman: argv carries every configured location, never a removal", asy
   for (const flag of ["--config", "--root", "--dbpath", "--cachedir", "--logfile", "--gpgdir"]) {
     assert.ok(argv.includes(flag), flag);
   }
-  const source = await Deno.readTextFile(new URL("../../os/arch_pacman.ts", import.meta.url));
+  const source = await Deno.readTextFile(new URL("../../os/arch-pacman/mod.ts", import.meta.url));
   assert.doesNotMatch(source, /"-R/);
 });
 

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { createArgs, parseInspect } from "../../os/container_cli.ts";
+import { createArgs, parseInspect } from "../../os/container-cli/mod.ts";
 import { privatePodman, SERVE } from "./_podman.ts";
 
 const spec = (image: string, name = "noxad-c1") => ({

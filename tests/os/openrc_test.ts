@@ -1,8 +1,8 @@
 /** The OpenRC adapter and the service kind against a real OpenRC (a lab machine booted with it). */
 import assert from "node:assert/strict";
 import { OwnServiceRefused } from "../../os/_own_service.ts";
-import { openrc, parseRcUpdateShow } from "../../os/openrc.ts";
-import { posixFileSystem } from "../../os/posix_fs.ts";
+import { openrc, parseRcUpdateShow } from "../../os/openrc/mod.ts";
+import { posixFileSystem } from "../../os/posix-fs/mod.ts";
 import { outcomes, testEngine } from "../_engine.ts";
 import { CAN_RAISE, machineTest, oneMachine } from "./_machine.ts";
 

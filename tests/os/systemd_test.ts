@@ -1,8 +1,8 @@
 /** The systemd adapter and the service kind against a real systemd (PID 1 of a lab machine). */
 import assert from "node:assert/strict";
 import { OwnServiceRefused } from "../../os/_own_service.ts";
-import { posixFileSystem } from "../../os/posix_fs.ts";
-import { systemd } from "../../os/systemd.ts";
+import { posixFileSystem } from "../../os/posix-fs/mod.ts";
+import { systemd } from "../../os/systemd/mod.ts";
 import { newKindContext } from "../../src/resources/kind.ts";
 import { serviceKind } from "../../src/resources/service.ts";
 import { outcomes, testEngine } from "../_engine.ts";

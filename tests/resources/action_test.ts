@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { commandRunner } from "../../os/command_runner.ts";
-import { posixFileSystem } from "../../os/posix_fs.ts";
+import { commandRunner } from "../../os/command-runner/mod.ts";
+import { posixFileSystem } from "../../os/posix-fs/mod.ts";
 import { DeclarationRefused, parseDeclaration } from "../../src/declaration/parse.ts";
 import { outcomes, testEngine } from "../_engine.ts";
 

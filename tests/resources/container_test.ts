@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { posixFileSystem } from "../../os/posix_fs.ts";
+import { posixFileSystem } from "../../os/posix-fs/mod.ts";
 import { digestOf } from "../../src/declaration/canonical.ts";
 import { CONTAINER_LABELS } from "../../src/resources/container.ts";
 import { outcomes, testEngine } from "../_engine.ts";

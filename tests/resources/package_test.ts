@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { posixFileSystem } from "../../os/posix_fs.ts";
+import { posixFileSystem } from "../../os/posix-fs/mod.ts";
 import { parseDeclaration } from "../../src/declaration/parse.ts";
 import { outcomes, testEngine } from "../_engine.ts";
 import { pacmanRoot, TEST_PACKAGE } from "../os/_pacman_root.ts";

@@ -3,8 +3,8 @@
  * share these verbs): inspect, create (with labels) then start, start, rm -f.
  * The image must be pinned by digest; the adapter refuses anything else.
  */
-import type { ContainerInfo, ContainerRuntime, ContainerSpec } from "../src/ports.ts";
-import { mustRun, programFailed, refuseOption, runProgram, type RunVia } from "./_run.ts";
+import type { ContainerInfo, ContainerRuntime, ContainerSpec } from "../../src/ports.ts";
+import { mustRun, programFailed, refuseOption, runProgram, type RunVia } from "../_run.ts";
 
 /** Which CLI, and its environment (e.g. CONTAINERS_CONF for podman). */
 export interface ContainerCliOptions {

@@ -17,10 +17,14 @@
  * `apk upgrade` keeps the declared version. A package no longer declared is
  * forgotten: its world entry stays as the host left it.
  */
-import { HostError } from "../src/errors.ts";
-import { type InstalledPackage, type PackageManager, PackageNotFoundError } from "../src/ports.ts";
-import { escapeRegExp, type FileSearch, findPackageFile, whereNot } from "./_package_files.ts";
-import { mustRun, programFailed, refuseOption, runProgram, type RunVia } from "./_run.ts";
+import { HostError } from "../../src/errors.ts";
+import {
+  type InstalledPackage,
+  type PackageManager,
+  PackageNotFoundError,
+} from "../../src/ports.ts";
+import { escapeRegExp, type FileSearch, findPackageFile, whereNot } from "../_package_files.ts";
+import { mustRun, programFailed, refuseOption, runProgram, type RunVia } from "../_run.ts";
 
 /** Where apk works; every field is optional and maps to one apk option. */
 export interface ApkOptions {

@@ -3,9 +3,13 @@
  * line. Never removes a package (no -R anywhere). Every location pacman uses
  * can be moved, so tests run a real pacman against an isolated root.
  */
-import { type InstalledPackage, type PackageManager, PackageNotFoundError } from "../src/ports.ts";
-import { escapeRegExp, type FileSearch, findPackageFile, whereNot } from "./_package_files.ts";
-import { mustRun, programFailed, refuseOption, runProgram, type RunVia } from "./_run.ts";
+import {
+  type InstalledPackage,
+  type PackageManager,
+  PackageNotFoundError,
+} from "../../src/ports.ts";
+import { escapeRegExp, type FileSearch, findPackageFile, whereNot } from "../_package_files.ts";
+import { mustRun, programFailed, refuseOption, runProgram, type RunVia } from "../_run.ts";
 
 /** Where pacman works; every field is optional and maps to one pacman option. */
 export interface PacmanOptions {

@@ -4,9 +4,9 @@
  * file changed since systemd read it); `reload` runs daemon-reload only when
  * systemd says a reload is needed. Refuses the host's own unit.
  */
-import type { ServiceManager, ServiceState } from "../src/ports.ts";
-import { OWN_SERVICES, refuseOwn } from "./_own_service.ts";
-import { mustRun, type RunVia } from "./_run.ts";
+import type { ServiceManager, ServiceState } from "../../src/ports.ts";
+import { OWN_SERVICES, refuseOwn } from "../_own_service.ts";
+import { mustRun, type RunVia } from "../_run.ts";
 
 /** How to reach systemd. */
 export interface SystemdOptions {

@@ -3,8 +3,8 @@
  * never a shell. What may run is the permission set's business (--allow-run);
  * a refusal or a missing program is an error naming the program.
  */
-import type { CommandResult, CommandRunner } from "../src/ports.ts";
-import { runProgram } from "./_run.ts";
+import type { CommandResult, CommandRunner } from "../../src/ports.ts";
+import { runProgram } from "../_run.ts";
 
 /** How actions run. */
 export interface CommandRunnerOptions {

@@ -1,0 +1,20 @@
+/** The shape of a build's adapter list (os/adapters.ts, packaging/<os>/adapters.ts). */
+import type { ContainerRuntime, PackageManager, ServiceManager } from "../src/ports.ts";
+
+/** What every adapter factory is given. */
+export interface AdapterEnv {
+  /** Extra environment for the programs the adapter runs. */
+  env?: Record<string, string>;
+}
+
+/** The package managers, service managers and container runtimes a build carries, by name. */
+export interface AdapterRegistry {
+  packages: Partial<Record<"pacman" | "apk", (options: AdapterEnv) => PackageManager>>;
+  services: Partial<Record<"systemd" | "openrc", (options: AdapterEnv) => ServiceManager>>;
+  containers: Partial<
+    Record<
+      "podman" | "docker",
+      (options: AdapterEnv & { program: "podman" | "docker" }) => ContainerRuntime
+    >
+  >;
+}
