@@ -56,7 +56,7 @@ export function processIo(): CliIo {
     providers: (scope, config) =>
       scope === "files"
         ? Promise.resolve({ fs: posixFileSystem() })
-        : detectProviders({ packageManager: config.packageManager }),
+        : detectProviders({ packageManager: config.packageManager, stateDir: config.stateDir }),
     profile: () => detectProfile(),
     signal: aborter.signal,
     ownPaths: OWN_PATHS,

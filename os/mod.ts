@@ -7,6 +7,7 @@
 import type { Profile } from "../src/profile.ts";
 import type { Providers } from "../src/ports.ts";
 import { ADAPTERS } from "./adapters.ts";
+import { posix } from "node:path";
 import { commandRunner } from "./command-runner/mod.ts";
 import { posixFileSystem } from "./posix-fs/mod.ts";
 import { detectContainers } from "./detect/containers.ts";
@@ -36,6 +37,8 @@ export interface ProviderOptions extends DetectOptions {
    * that happens to be installed on a Debian machine does not manage its packages.
    */
   packageManager?: "pacman" | "apk";
+  /** The host's state directory: the container runtime's env files go in a private directory there. */
+  stateDir?: string;
 }
 
 /** The adapters this build carries, by name (packaging/<os>/adapters.ts in a per-OS build). */
@@ -49,6 +52,9 @@ function namesOf(registry: AdapterRegistry): Required<AdapterSet> {
     containers: keys(registry.containers),
   };
 }
+
+/** The private directory, inside the state directory, for container env files. */
+export const CONTAINER_ENV_DIR = "container-env";
 
 /**
  * The providers for a profile: one per capability the profile proved working.
@@ -76,7 +82,10 @@ export function providersFor(profile: Profile, options: ProviderOptions = {}): P
   const init = usable(caps.init, set.services);
   if (init) providers.services = ADAPTERS.services[init]?.({ env });
   const runtime = usable(caps.containers, set.containers);
-  if (runtime) providers.containers = ADAPTERS.containers[runtime]?.({ program: runtime, env });
+  const envDir = posix.join(options.stateDir ?? "/var/lib/mesh-host", CONTAINER_ENV_DIR);
+  if (runtime) {
+    providers.containers = ADAPTERS.containers[runtime]?.({ program: runtime, env, envDir });
+  }
   return providers;
 }
 

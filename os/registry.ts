@@ -14,7 +14,7 @@ export interface AdapterRegistry {
   containers: Partial<
     Record<
       "podman" | "docker",
-      (options: AdapterEnv & { program: "podman" | "docker" }) => ContainerRuntime
+      (options: AdapterEnv & { program: "podman" | "docker"; envDir: string }) => ContainerRuntime
     >
   >;
 }

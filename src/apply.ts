@@ -4,7 +4,13 @@
  * what is held and no longer declared, in reverse order.
  */
 import { canonicalJson, digestOf } from "./declaration/canonical.ts";
-import { type Declaration, resourceKey } from "./declaration/parse.ts";
+import {
+  type Declaration,
+  DeclarationRefused,
+  type OwnResources,
+  parseTrustedDeclaration,
+  resourceKey,
+} from "./declaration/parse.ts";
 import type { Resource } from "./declaration/schema.ts";
 import { describeError } from "./errors.ts";
 import type { Providers } from "./ports.ts";
@@ -23,7 +29,8 @@ import type {
 export interface EngineContext {
   store: Store;
   providers: Providers;
-  config: { managedRoots: readonly string[] };
+  /** The managed roots and the host's own files: a held record outside them is never acted on. */
+  config: { managedRoots: readonly string[]; own?: OwnResources };
   /** Host versions the launcher rolled back from here (see src/launcher_files.ts). */
   rolledBackFrom?: ReadonlySet<string>;
 }
@@ -284,6 +291,14 @@ async function releaseUndeclared(
 
   for (const item of leaving) {
     const base = { id: item.id, type: item.type, key: item.key };
+    const refusal = await heldRecordProblem(ctx, item);
+    if (refusal !== undefined) {
+      // Not acted on: the record is dropped (nothing on the machine is touched),
+      // and the apply fails saying why, so a person looks at how it got there.
+      const result: ResourceResult = { ...base, outcome: "failed", changes: [], detail: refusal };
+      record(result, (seq) => store.recordReleased(applyId, seq, result));
+      return `releasing ${item.type} "${item.id}" refused: ${refusal}`;
+    }
     let release: Release;
     try {
       if (item.created && heldKeys.has(item.key)) store.beginRelease(item);
@@ -327,6 +342,11 @@ export async function planDeclaration(
   const leaving = ctx.store.held((key) => !declared.has(key)).reverse();
   for (const item of leaving) {
     const base = { id: item.id, type: item.type, key: item.key };
+    const refusal = await heldRecordProblem(ctx, item);
+    if (refusal !== undefined) {
+      entries.push({ ...base, status: "unknown", changes: [], detail: refusal });
+      continue;
+    }
     try {
       const release = await kindOf(item).release(kctx, item, true);
       entries.push({
@@ -340,6 +360,45 @@ export async function planDeclaration(
     }
   }
   return entries;
+}
+
+/**
+ * Why a record read from the store (held, or a half-done create) must not be
+ * acted on, or `undefined` when it may be. The store is checked, not trusted: a
+ * record is held to the rules a declaration is parsed by today (schema, managed
+ * roots, the host's own paths), and its key must be the one its spec manages.
+ */
+async function heldRecordProblem(
+  ctx: EngineContext,
+  item: Pick<HeldResource, "key" | "type" | "spec">,
+): Promise<string | undefined> {
+  const what = `the store's record ${item.key}`;
+  const hint = "nothing was touched and the record was dropped; if the store was edited by " +
+    "hand or by someone else, find out how (state.db is the host's alone)";
+  let key: string | undefined;
+  try {
+    key = resourceKey(item.spec);
+  } catch { /* not a resource at all: the parse below says why */ }
+  if (key !== undefined && (key !== item.key || item.spec.type !== item.type)) {
+    return `${what} describes ${item.spec.type} ${key}, not ${item.type} ${item.key}; ${hint}`;
+  }
+  try {
+    // The trusted parse only so that an action's record is judged by the same
+    // rules as the rest; releasing an action runs nothing.
+    await parseTrustedDeclaration(JSON.stringify({ version: 1, resources: [item.spec] }), {
+      managedRoots: ctx.config.managedRoots,
+      own: ctx.config.own ?? { paths: [], services: [] },
+      limits: { maxFileBytes: Number.MAX_SAFE_INTEGER },
+      origin: what,
+    });
+  } catch (error) {
+    if (!(error instanceof DeclarationRefused)) {
+      return `${what} cannot be read: ${describeError(error)}; ${hint}`;
+    }
+    const why = error.problems.map((p) => p.message).join("; ");
+    return `${what} is not one the host may act on: ${why}; ${hint}`;
+  }
+  return undefined;
 }
 
 function failed(base: Pick<ResourceResult, "id" | "type" | "key">, cause: unknown): ResourceResult {

@@ -1,6 +1,7 @@
 /**
  * The host's half of the launcher contract (DESIGN.md §11, launcher/): after
- * the first completed reconcile of a process, the host writes its RUNNING
+ * the first converged reconcile of a process (never after a failed, refused or
+ * interrupted one), the host writes its RUNNING
  * version to <state-dir>/known-good (atomically: temp file, fsync, rename) and
  * then clears the launcher's consecutive-failure counter by removing
  * <state-dir>/failures (the launcher reads an absent file as 0). Only the host

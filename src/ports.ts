@@ -111,8 +111,19 @@ export interface PackageManager {
    * repository or file offers it.
    */
   install(name: string, version?: string): Promise<void>;
-  /** Refresh the repositories' indexes (pacman -Sy, apk update); installs nothing. */
-  refresh(): Promise<void>;
+  /**
+   * Refresh the repositories' indexes alone (apk update), only where that is safe:
+   * absent where it is not. On Arch `pacman -Sy` followed by `pacman -S` is a
+   * partial upgrade (a new package built against libraries the machine does not
+   * have yet), which Arch does not support; pacman offers no refresh.
+   */
+  refresh?: () => Promise<void>;
+  /**
+   * Refresh the indexes and upgrade every installed package to them (pacman -Syu,
+   * apk upgrade --update-cache): what a package declared with `upgrade: "full"`
+   * opts into before it is installed.
+   */
+  upgradeAll(): Promise<void>;
 }
 
 /** No repository (or package file) offers the package, or not at that version. */

@@ -19,7 +19,15 @@ export const BROKEN = HOST_VERSIONS.broken;
 export function hostAt(version: string): Record<string, unknown> {
   return {
     version: 1,
-    resources: [{ type: "package", id: "host", name: "nox-mesh-host", version: `${version}-1` }],
+    // A fleet upgrade: the build was published after the machine's sync database
+    // was made, and the host never refreshes it alone (a partial upgrade on Arch).
+    resources: [{
+      type: "package",
+      id: "host",
+      name: "nox-mesh-host",
+      version: `${version}-1`,
+      upgrade: "full",
+    }],
   };
 }
 

@@ -139,8 +139,14 @@ export function alpineApk(options: ApkOptions = {}): Apk {
       );
     },
 
+    // Refreshing the indexes alone is safe on Alpine: `apk add` resolves against
+    // them and upgrades what the new package needs.
     async refresh(): Promise<void> {
       await mustRun(argv("update", "--no-progress"), run);
+    },
+
+    async upgradeAll(): Promise<void> {
+      await mustRun(argv("upgrade", "--update-cache", "--no-progress"), run);
     },
   };
 }

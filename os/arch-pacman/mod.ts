@@ -1,6 +1,7 @@
 /**
  * pacman (Arch Linux and derivatives): the package verbs on pacman's command
- * line. Never removes a package (no -R anywhere). Every location pacman uses
+ * line. Never removes a package (no -R anywhere) and never refreshes the sync
+ * database alone (no -Sy without -u: a partial upgrade). Every location pacman uses
  * can be moved, so tests run a real pacman against an isolated root.
  */
 import {
@@ -94,14 +95,19 @@ export function archPacman(options: PacmanOptions = {}): Pacman {
       }
       throw new PackageNotFoundError(
         `pacman: no configured repository offers ${target}` +
-          (search ? `, and ${whereNot(fileDirs, search)}` : ""),
-        "check the name and version, the repositories in pacman.conf, or place the package file " +
-          "in one of those directories",
+          (search ? `, and ${whereNot(fileDirs, search)}` : "") +
+          " (as far as this machine's sync database knows: the host never refreshes it " +
+          "alone, since pacman -Sy then -S is a partial upgrade, which Arch does not support)",
+        "check the name and version and the repositories in pacman.conf; upgrade the machine " +
+          '(pacman -Syu), or declare the package with "upgrade": "full" so the host does; or ' +
+          "place the package file in one of those directories",
       );
     },
 
-    async refresh(): Promise<void> {
-      await mustRun(argv("-Sy", ...QUIET), run);
+    // No refresh(): on Arch, refreshing the sync database without upgrading is
+    // how partial upgrades start. The only refresh is the full upgrade.
+    async upgradeAll(): Promise<void> {
+      await mustRun(argv("-Syu", ...QUIET), run);
     },
   };
 }

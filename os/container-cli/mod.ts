@@ -3,6 +3,19 @@
  * share these verbs): inspect, create (with labels) then start, start, rm -f.
  * The image must be pinned by digest; the adapter refuses anything else.
  */
+import { randomUUID } from "node:crypto";
+import {
+  closeSync,
+  constants,
+  fchmodSync,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  unlinkSync,
+  writeSync,
+} from "node:fs";
+import { posix } from "node:path";
 import type { ContainerInfo, ContainerRuntime, ContainerSpec } from "../../src/ports.ts";
 import { mustRun, programFailed, refuseOption, runProgram, type RunVia } from "../_run.ts";
 
@@ -10,6 +23,12 @@ import { mustRun, programFailed, refuseOption, runProgram, type RunVia } from ".
 export interface ContainerCliOptions {
   /** "podman" or "docker" (or a path to either). */
   program: string;
+  /**
+   * A private directory (0700, made if missing) for the env files of `create`:
+   * environment values go to the runtime in a 0600 file there, removed after use,
+   * never on its command line (where any local user reads them in /proc).
+   */
+  envDir: string;
   /** Extra environment, and an argv prefix to run the tool elsewhere (tests: a lab machine). */
   env?: Record<string, string>;
   via?: readonly string[];
@@ -44,7 +63,12 @@ export function containerCli(options: ContainerCliOptions): ContainerRuntime {
     },
 
     async create(spec: ContainerSpec): Promise<void> {
-      await mustRun([program, ...createArgs(spec)], run);
+      const envFile = writeEnvFile(options.envDir, spec.env);
+      try {
+        await mustRun([program, ...createArgs(spec, envFile)], run);
+      } finally {
+        if (envFile !== undefined) unlinkSync(envFile);
+      }
       await mustRun([program, "start", spec.name], run);
     },
 
@@ -60,9 +84,16 @@ export function containerCli(options: ContainerCliOptions): ContainerRuntime {
   };
 }
 
-/** The arguments of `<runtime> create` for a spec (labels, env, mounts, restart, then image and args). */
-export function createArgs(spec: ContainerSpec): string[] {
+/**
+ * The arguments of `<runtime> create` for a spec (labels, the env file, mounts,
+ * restart, then image and args). Environment values never appear: a spec with any
+ * needs `envFile` (see {@link writeEnvFile}).
+ */
+export function createArgs(spec: ContainerSpec, envFile?: string): string[] {
   refuseOption("container name", spec.name);
+  if (Object.keys(spec.env).length > 0 && envFile === undefined) {
+    throw new TypeError("environment values go in an env file, never on the command line");
+  }
   if (!PINNED.test(spec.image)) {
     throw new TypeError(`image "${spec.image}" is not pinned by digest (…@sha256:<64 hex>)`);
   }
@@ -77,7 +108,7 @@ export function createArgs(spec: ContainerSpec): string[] {
     "--name",
     spec.name,
     ...labels.flatMap(([k, v]) => ["--label", `${k}=${v}`]),
-    ...Object.entries(spec.env).flatMap(([k, v]) => ["--env", `${k}=${v}`]),
+    ...(envFile === undefined ? [] : ["--env-file", envFile]),
     ...spec.mounts.flatMap((m) => [
       "--mount",
       `type=bind,source=${m.source},target=${m.target}${m.readOnly ? ",readonly" : ""}`,
@@ -88,6 +119,78 @@ export function createArgs(spec: ContainerSpec): string[] {
     spec.image,
     ...spec.args,
   ];
+}
+
+/**
+ * Write `env` as a runtime env file (`NAME=value` lines) in the private directory
+ * `dir`, created on a descriptor (O_CREAT|O_EXCL|O_NOFOLLOW, 0600 set with fchmod);
+ * returns its path, or `undefined` when there is nothing to write. The caller
+ * removes it. A value with a line break or NUL cannot be carried and is refused.
+ */
+export function writeEnvFile(dir: string, env: Record<string, string>): string | undefined {
+  const entries = Object.entries(env);
+  if (entries.length === 0) return undefined;
+  for (const [name, value] of entries) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
+      throw new TypeError(`env name "${name}" is not valid`);
+    }
+    if (/[\n\r\0]/.test(value)) {
+      throw new TypeError(
+        `env ${name} holds a line break or NUL, which a runtime env file cannot carry`,
+      );
+    }
+  }
+  privateDirectory(dir);
+  const path = posix.join(dir, `create-${randomUUID()}.env`);
+  const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = constants;
+  const fd = openSync(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
+  try {
+    fchmodSync(fd, 0o600);
+    const text = entries.map(([name, value]) => `${name}=${value}\n`).join("");
+    const bytes = new TextEncoder().encode(text);
+    for (let at = 0; at < bytes.length;) at += writeSync(fd, bytes, at);
+  } catch (error) {
+    closeSync(fd);
+    unlinkSync(path);
+    throw error;
+  }
+  closeSync(fd);
+  return path;
+}
+
+/** Make `dir` (if missing) and hold it to a directory of this user, mode 0700, never a symlink. */
+function privateDirectory(dir: string): void {
+  try {
+    mkdirSync(dir, { mode: 0o700 });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+  }
+  const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW } = constants;
+  let fd: number;
+  try {
+    fd = openSync(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ELOOP" || code === "ENOTDIR") {
+      throw new TypeError(
+        `${dir} is not a directory (a symlink or a file); the env files need a private one`,
+      );
+    }
+    throw error;
+  }
+  try {
+    const info = fstatSync(fd);
+    if (info.uid !== Deno.uid()) {
+      throw new TypeError(`${dir} belongs to uid ${info.uid}, not this process; it is not private`);
+    }
+    fchmodSync(fd, 0o700);
+  } finally {
+    closeSync(fd);
+  }
+  // One create at a time (under the apply lock): a file still here was left by a crash.
+  for (const name of readdirSync(dir)) {
+    if (/^create-[0-9a-f-]+\.env$/.test(name)) unlinkSync(posix.join(dir, name));
+  }
 }
 
 interface InspectRecord {

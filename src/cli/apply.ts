@@ -19,7 +19,9 @@ export const applyCommand: Command = {
 read it back, record it, and remove what this host created before and is no longer
 declared. Stops at the first failure. A file or stdin gets the safe parse (no
 "action"); --bundle applies the bundle the package ships (default
-/usr/share/nox-mesh-host/substrate.lock) with the trusted parse.
+/usr/share/nox-mesh-host/substrate.lock) with the trusted parse. The service (run)
+reads only the configured bundle again; another FILE given here is held to the
+body stored now, and a later edit of that file is never read.
 
 Options:
   --bundle      apply the bundle (optionally at FILE) with the trusted parse

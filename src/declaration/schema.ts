@@ -149,6 +149,13 @@ export const PackageSchema = v.strictObject({
       ),
     ),
   ),
+  /**
+   * "full": upgrade the whole machine (pacman -Syu, apk upgrade -U) before
+   * installing it. Without it the host never refreshes pacman's sync database.
+   */
+  upgrade: v.optional(
+    v.picklist(["full"], 'upgrade is "full" (upgrade the whole machine first) or absent'),
+  ),
 });
 
 /** systemd's unit types: a name ending in one of them names a unit of that type. */

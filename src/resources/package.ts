@@ -59,11 +59,14 @@ export const packageKind: ResourceKind<PackageResource> = {
 
   async apply(ctx: KindContext, resource: PackageResource): Promise<void> {
     const manager = packages(ctx);
+    // Opted into: the whole machine is upgraded first (pacman -Syu), then installed from there.
+    if (resource.upgrade === "full") await manager.upgradeAll();
     try {
       await manager.install(resource.name, resource.version);
     } catch (error) {
-      if (!(error instanceof PackageNotFoundError)) throw error;
-      // The indexes may predate the package (or the version): refresh them once, then retry.
+      if (!(error instanceof PackageNotFoundError) || !manager.refresh) throw error;
+      // Where refreshing alone is safe (apk), the indexes may predate the package:
+      // refresh them once, then retry. pacman has no such refresh (a partial upgrade).
       await manager.refresh();
       await manager.install(resource.name, resource.version);
     }

@@ -69,9 +69,15 @@ export async function admit(host: Host, data: Uint8Array, subject: string): Prom
 }
 
 /** Record an admitted declaration as the last accepted one (before it is applied). */
-export function accept(host: Host, admission: { serial: number; digest: string }): void {
-  host.store.setMeta(META.serial, String(admission.serial));
-  host.store.setMeta(META.digest, admission.digest);
+export function accept(
+  host: Pick<Host, "store">,
+  admission: { serial: number; digest: string },
+): void {
+  // Synced to disk before the apply: after a power cut, a replay of an older serial is still refused.
+  host.store.setMetaDurably({
+    [META.serial]: String(admission.serial),
+    [META.digest]: admission.digest,
+  });
 }
 
 function rawSerial(data: Uint8Array): number | undefined {

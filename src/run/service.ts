@@ -7,7 +7,8 @@
  *   drift       a timer (default 600 s) that re-applies what the store holds.
  * One apply at a time, through the same applyText path as the command line.
  * Heartbeats on link, after every apply and every heartbeat interval. After
- * the first completed reconcile: known-good written, launcher failures cleared.
+ * the first converged reconcile (never a failed or refused one): known-good
+ * written, launcher failures cleared.
  * When the program file was replaced: finish the apply, report, exit 0.
  */
 import { BusyError, describeError } from "../errors.ts";
@@ -56,6 +57,13 @@ export interface RunResult {
   detail: string;
 }
 
+/** A declaration admitted from the link (its serial accepted) and not applied yet. */
+interface Pending {
+  data: Uint8Array;
+  digest: string;
+  origin: string;
+}
+
 type Work =
   | { kind: "reconcile"; trigger: Trigger }
   | { kind: "declaration"; data: Uint8Array; trigger: Trigger };
@@ -85,6 +93,7 @@ class Service {
   #linkProblem: string | undefined;
   #program: ProgramWatch | undefined;
   #confirmed = false;
+  #pending: Pending | undefined;
   #startDone = false;
   #driftTimer: ReturnType<typeof setTimeout> | undefined;
   #nextDriftAt: string | null = null;
@@ -264,6 +273,10 @@ class Service {
     const subject = subjectsOf(this.#identity?.node ?? "").declaration;
     const admission = await admit(this.#host, work.data, subject);
     if (admission.verdict === "held") {
+      const pending = this.#unapplied(work.data, subject);
+      // Accepted, but its apply never started (the lock was busy, or the process ended
+      // in between): the link will not deliver it again, so it is applied now.
+      if (pending) return await this.#apply(work.data, "link", subject, work.trigger, pending);
       // The declaration this node already holds (delivered again, or fetched on reconnect).
       if (work.trigger !== "declaration") return await this.#reconcile(work.trigger);
       this.#log(`link: serial ${admission.serial} again: already held, nothing to do`);
@@ -275,7 +288,22 @@ class Service {
       return await this.#afterRefusal(work.trigger);
     }
     accept(this.#host, admission);
-    await this.#apply(work.data, "link", subject, work.trigger);
+    const pending = { data: work.data, digest: admission.digest, origin: subject };
+    this.#pending = pending;
+    await this.#apply(work.data, "link", subject, work.trigger, pending);
+  }
+
+  /**
+   * The admitted declaration `data` when it is the last accepted one and the store
+   * does not hold it yet (no declaration, or an older one from the link).
+   */
+  #unapplied(data: Uint8Array, origin: string): Pending | undefined {
+    if (this.#pending && this.#pending.data === data) return this.#pending;
+    const digest = this.#host.store.meta(META.digest);
+    const current = this.#host.store.currentHead();
+    if (digest === undefined) return undefined;
+    if (current && (current.source !== "link" || current.digest === digest)) return undefined;
+    return this.#pending = { data, digest, origin };
   }
 
   /** A refusal on (re)connect still owes the machine its reconcile from the store. */
@@ -284,15 +312,29 @@ class Service {
   }
 
   async #reconcile(trigger: Trigger): Promise<void> {
+    // A declaration admitted from the link whose apply could not start yet (the
+    // lock was busy) comes first: its serial is already accepted, so the link will
+    // not deliver it again, and the store still holds the older declaration.
+    const pending = this.#pending;
+    if (pending) {
+      if (this.#host.store.meta(META.digest) === pending.digest) {
+        return await this.#apply(pending.data, "link", pending.origin, trigger, pending);
+      }
+      this.#pending = undefined; // superseded by a newer admitted declaration
+    }
     const current = this.#host.store.current();
     const bundlePath = this.#host.config.bundlePath;
-    if (current && current.source !== "bundle") {
+    // Only the configured bundle (the file the package ships, or the configuration's
+    // "bundle") is read again, with the trusted parse: it is the authority and the
+    // store keeps a copy. Anything else (a file, stdin, `apply --bundle OTHER`) is
+    // held to the body stored when it was applied; a later edit of that file is
+    // never read, so it can never become trusted.
+    if (current && (current.source !== "bundle" || current.origin !== bundlePath)) {
       return await this.#apply(current.body, current.source, current.origin, trigger);
     }
-    // The bundle: the file the package ships is the authority; the store keeps a copy.
     let text: string | undefined;
     try {
-      text = await Deno.readTextFile(current?.origin ?? bundlePath);
+      text = await Deno.readTextFile(bundlePath);
     } catch (error) {
       if (!current) {
         const why = error instanceof Deno.errors.NotFound ? "does not exist" : describeError(error);
@@ -304,7 +346,7 @@ class Service {
         return;
       }
     }
-    await this.#apply(text ?? current!.body, "bundle", current?.origin ?? bundlePath, trigger);
+    await this.#apply(text ?? current!.body, "bundle", bundlePath, trigger);
   }
 
   async #apply(
@@ -312,6 +354,7 @@ class Service {
     source: Source,
     origin: string,
     trigger: Trigger,
+    pending?: Pending,
   ): Promise<void> {
     let report;
     try {
@@ -323,19 +366,25 @@ class Service {
       });
     } catch (error) {
       if (error instanceof BusyError) {
-        this.#log(`apply (${trigger}): another apply holds the lock; trying again in 15 s`);
+        // An admitted declaration stays pending: the retry applies it, not the store's older one.
+        this.#log(
+          `apply (${trigger}): another apply holds the lock; trying again in 15 s` +
+            (pending ? " (the declaration just accepted stays pending until then)" : ""),
+        );
         setTimeout(() => this.#enqueue({ kind: "reconcile", trigger }), 15_000);
         return;
       }
+      if (pending && this.#pending === pending) this.#pending = undefined;
       if (error instanceof DeclarationRefused) {
+        // Refused: nothing was applied, so this version has not shown it converges.
         this.#log(`apply (${trigger}): ${error.message}`);
         if (source === "link") this.#refuse(undefined, "invalid", error.message, error.problems);
-        await this.#confirm();
         this.#armDrift();
         return;
       }
       throw error;
     }
+    if (pending && this.#pending === pending) this.#pending = undefined;
     const c = report.counts;
     this.#log(
       `apply (${trigger}, ${source}${
@@ -344,7 +393,8 @@ class Service {
         `${report.outcome}: ${c.changed} changed, ${c.unchanged} unchanged, ${c.removed} removed, ` +
         `${c.failed} failed in ${report.durationMs} ms${report.error ? `: ${report.error}` : ""}`,
     );
-    if (report.outcome !== "interrupted") await this.#confirm();
+    // Only a converged apply shows this version works here (never a failed one).
+    if (report.outcome === "converged") await this.#confirm();
     if (this.#identity && this.#link) {
       this.#link.publish("report", applyMessage(this.#identity.node, report, trigger));
       this.#heartbeat(false);
@@ -368,7 +418,7 @@ class Service {
     }
   }
 
-  /** After the first completed reconcile of this process: known-good, failures cleared. */
+  /** After the first converged reconcile of this process: known-good, failures cleared. */
   async #confirm(): Promise<void> {
     if (this.#confirmed) return;
     this.#confirmed = true;

@@ -5,6 +5,7 @@
  * process at any instant leaves a store that opens and is consistent.
  */
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
+import { closeSync, constants, fchmodSync, fstatSync, openSync } from "node:fs";
 import { posix } from "node:path";
 import { StoreError } from "../errors.ts";
 import type { Resource } from "../declaration/schema.ts";
@@ -177,8 +178,10 @@ export class Store {
     let db: DatabaseSync;
     try {
       Deno.mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+      restrictStoreFiles(path, true);
       db = new DatabaseSync(path);
     } catch (error) {
+      if (error instanceof StoreError) throw error;
       throw new StoreError(
         "store.open",
         `cannot open the store ${path}: ${(error as Error).message}`,
@@ -195,6 +198,9 @@ export class Store {
       db.exec(`PRAGMA journal_mode = WAL`);
       db.exec(`PRAGMA synchronous = NORMAL`);
       db.exec(`PRAGMA foreign_keys = ON`);
+      // SQLite gives the WAL files it creates the database's mode; ones left by an
+      // earlier process keep theirs, so they are restricted too.
+      restrictStoreFiles(path, false);
       migrate(db, path);
       return new Store(path, db);
     } catch (error) {
@@ -247,6 +253,22 @@ export class Store {
       body: row.body as string,
       acceptedAt: row.accepted_at as string,
     };
+  }
+
+  /**
+   * Set meta values in one transaction that is on disk when this returns
+   * (synchronous = FULL for that commit: the WAL is synced), for values that must
+   * survive a power cut, such as the link's last accepted serial.
+   */
+  setMetaDurably(values: Record<string, string>): void {
+    this.#db.exec(`PRAGMA synchronous = FULL`);
+    try {
+      this.#transaction(() => {
+        for (const [key, value] of Object.entries(values)) this.#stmt.setMeta.run(key, value);
+      });
+    } finally {
+      this.#db.exec(`PRAGMA synchronous = NORMAL`);
+    }
   }
 
   /** The current declaration without its body: where it came from, its serial and digest. */
@@ -473,6 +495,52 @@ export class Store {
     } catch (error) {
       if (this.#db.isTransaction) this.#db.exec("ROLLBACK");
       throw error;
+    }
+  }
+}
+
+/** The store's files: the database and SQLite's WAL and shared-memory files beside it. */
+export function storeFiles(path: string): string[] {
+  return [path, `${path}-wal`, `${path}-shm`];
+}
+
+/**
+ * Make the store's files 0600 on open descriptors (O_NOFOLLOW: a symlink put in
+ * their place is refused, never followed). The database is created here when
+ * missing (`create`), so it never exists with a wider mode; the WAL files are
+ * restricted when they exist.
+ */
+function restrictStoreFiles(path: string, create: boolean): void {
+  const { O_RDWR, O_CREAT, O_NOFOLLOW, O_NONBLOCK } = constants;
+  for (const [index, file] of storeFiles(path).entries()) {
+    let fd: number;
+    try {
+      const flags = O_RDWR | O_NOFOLLOW | O_NONBLOCK | (create && index === 0 ? O_CREAT : 0);
+      fd = openSync(file, flags, 0o600);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if (code === "ENOENT" && index > 0) continue;
+      if (code === "ELOOP") {
+        throw new StoreError(
+          "store.not-a-file",
+          `${file} is a symbolic link; the store never follows one`,
+          {
+            hint:
+              "remove the link (and find out who put it there); the host then starts a fresh store",
+          },
+        );
+      }
+      throw error;
+    }
+    try {
+      if (!fstatSync(fd).isFile()) {
+        throw new StoreError("store.not-a-file", `${file} is not a regular file`, {
+          hint: "move it aside; the host then starts a fresh store",
+        });
+      }
+      fchmodSync(fd, 0o600);
+    } finally {
+      closeSync(fd);
     }
   }
 }

@@ -23,7 +23,9 @@ export async function pacmanRoot(): Promise<PacmanRoot> {
   const dir = await Deno.makeTempDir({ prefix: "noxad-pacman-" });
   const root = `${dir}/root`;
   const repo = `${dir}/repo`;
-  for (const d of [`${root}/var/lib/pacman`, `${root}/var/cache/pacman/pkg`, repo]) {
+  for (
+    const d of [`${root}/var/lib/pacman`, `${root}/var/cache/pacman/pkg`, `${root}/var/log`, repo]
+  ) {
     await Deno.mkdir(d, { recursive: true });
   }
   for await (const entry of Deno.readDir(cached)) {

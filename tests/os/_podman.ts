@@ -75,7 +75,7 @@ tmp_dir = "${dir}/tmp"
     dir,
     env,
     image: `localhost/noxad/busybox@${digest}`,
-    runtime: containerCli({ program: "podman", env }),
+    runtime: containerCli({ program: "podman", env, envDir: `${dir}/container-env` }),
     podman,
     async [Symbol.asyncDispose]() {
       await podman("rm", "--all", "--force", "--time", "0").catch(() => {});

@@ -117,6 +117,8 @@ replay() {
 case "$*" in
 ${cases.join("\n")}
 "add --no-progress ${dir}/files/nox-mesh-host-9.9-r0.apk") exit 0 ;;
+# not recorded (argv only): refresh and full upgrade print nothing the adapter reads
+"update --no-progress"|"upgrade --update-cache --no-progress") exit 0 ;;
 esac
 echo "stand-in: no recording of apk $*" >&2; exit 99
 `,
@@ -162,6 +164,8 @@ Deno.test("apk (stand-in replaying real apk-tools 2.14.10 outputs): verbs, refus
       apk.install("cmd:hellocmd", "1.0-r0"),
       (e: unknown) => e instanceof HostError && /a name packages provide/.test(e.message),
     );
+    await apk.refresh?.();
+    await apk.upgradeAll();
     const calls = (await Deno.readTextFile(`${dir}/calls`)).trim().split("\n");
     assert.deepEqual(calls, [
       "-v info -e nox-mesh-host",
@@ -174,6 +178,8 @@ Deno.test("apk (stand-in replaying real apk-tools 2.14.10 outputs): verbs, refus
       "add --no-progress wireguard-toolz",
       "add --no-progress brokendep",
       "policy nox-mesh-host",
+      "update --no-progress",
+      "upgrade --update-cache --no-progress",
     ]);
   } finally {
     await Deno.remove(dir, { recursive: true });

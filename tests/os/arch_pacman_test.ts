@@ -11,10 +11,18 @@ Deno.test("pacman: installed() is null for a package that is not installed", asy
   assert.equal(await r.pacman.installed(NAME), null);
 });
 
-Deno.test("pacman: install from a repository whose index is missing says not found; refresh fixes it", async () => {
+Deno.test("pacman: install with a stale sync database says not found and why; only the full upgrade refreshes it", async () => {
   await using r = await pacmanRoot();
-  await assert.rejects(r.pacman.install(NAME), PackageNotFoundError);
-  await r.pacman.refresh();
+  const error = await r.pacman.install(NAME).then(() => null, (e) => e);
+  assert.ok(error instanceof PackageNotFoundError);
+  assert.match(
+    error.message,
+    /never refreshes it alone, since pacman -Sy then -S is a partial upgrade/,
+  );
+  assert.match(error.hint ?? "", /"upgrade": "full"/);
+  assert.equal("refresh" in r.pacman, false, "pacman offers no refresh alone");
+  await r.pacman.upgradeAll();
+  assert.match(await Deno.readTextFile(`${r.root}/var/log/pacman.log`), /Running '.* -Syu /);
   await r.pacman.install(NAME);
   assert.deepEqual(await r.pacman.installed(NAME), { name: NAME, version: NEW });
   const script = await Deno.readTextFile(`${r.root}/usr/bin/${NAME}`);
@@ -23,14 +31,14 @@ Deno.test("pacman: install from a repository whose index is missing says not fou
 
 Deno.test("pacman: an exact version the repository offers is installed from it", async () => {
   await using r = await pacmanRoot();
-  await r.pacman.refresh();
+  await r.pacman.upgradeAll();
   await r.pacman.install(NAME, NEW);
   assert.deepEqual(await r.pacman.installed(NAME), { name: NAME, version: NEW });
 });
 
 Deno.test("pacman: an exact version only a package file has is installed from the file (downgrade, then upgrade)", async () => {
   await using r = await pacmanRoot();
-  await r.pacman.refresh();
+  await r.pacman.upgradeAll();
   await r.pacman.install(NAME);
   await r.pacman.install(NAME, OLD);
   assert.deepEqual(await r.pacman.installed(NAME), { name: NAME, version: OLD });
@@ -41,7 +49,7 @@ Deno.test("pacman: an exact version only a package file has is installed from th
 
 Deno.test("pacman: a version nobody offers is PackageNotFoundError naming where it looked", async () => {
   await using r = await pacmanRoot();
-  await r.pacman.refresh();
+  await r.pacman.upgradeAll();
   const error = await r.pacman.install(NAME, "9.9-9").then(() => null, (e) => e);
   assert.ok(error instanceof PackageNotFoundError);
   assert.match(error.message, /no configured repository offers noxlab-hello=9\.9-9/);

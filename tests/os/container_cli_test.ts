@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { createArgs, parseInspect } from "../../os/container-cli/mod.ts";
+import { containerCli, createArgs, parseInspect } from "../../os/container-cli/mod.ts";
 import { privatePodman, SERVE } from "./_podman.ts";
 
 const spec = (image: string, name = "noxad-c1") => ({
@@ -35,6 +35,76 @@ Deno.test("podman: inspect, create with labels and start, stop/start, remove", a
   assert.equal(await p.runtime.inspect("noxad-c1"), null);
 });
 
+Deno.test("podman: env values reach the container through a 0600 file, never podman's argv; the file is gone after", async () => {
+  await using p = await privatePodman();
+  // A wrapper in front of the real podman records, for every run, the argv podman
+  // got and the mode and contents of any --env-file at that moment.
+  const seen = `${p.dir}/seen`;
+  const wrapper = `${p.dir}/podman-wrapper`;
+  await Deno.writeTextFile(
+    wrapper,
+    `#!/bin/sh
+set -eu
+printf 'argv:' >> '${seen}'
+for a in "$@"; do printf ' %s' "$a" >> '${seen}'; done
+printf '\\n' >> '${seen}'
+prev=
+for a in "$@"; do
+  if [ "$prev" = --env-file ]; then
+    printf 'file: %s %s\\n' "$(stat -c '%a %U' "$a")" "$(cat "$a")" >> '${seen}'
+  fi
+  prev=$a
+done
+exec podman "$@"
+`,
+  );
+  await Deno.chmod(wrapper, 0o755);
+  const envDir = `${p.dir}/container-env`;
+  const runtime = containerCli({ program: wrapper, env: p.env, envDir });
+  const secret = "s3cr3t value=with spaces";
+  await runtime.create({ ...spec(p.image, "noxad-c3"), env: { TOKEN: secret, GREETING: "hi" } });
+
+  const lines = (await Deno.readTextFile(seen)).trim().split("\n");
+  const argvs = lines.filter((l) => l.startsWith("argv:"));
+  assert.ok(argvs.some((l) => / create --name noxad-c3 .*--env-file /.test(l)), argvs.join("\n"));
+  for (const l of argvs) assert.ok(!l.includes("s3cr3t"), `the secret is on a command line: ${l}`);
+  const at = lines.findIndex((l) => l.startsWith("file:"));
+  assert.equal(lines[at], `file: 600 root TOKEN=${secret}`);
+  assert.equal(lines[at + 1], "GREETING=hi");
+  assert.match(
+    await p.podman("exec", "noxad-c3", "/bin/sh", "-c", 'echo "[$TOKEN] [$GREETING]"'),
+    /\[s3cr3t value=with spaces\] \[hi\]/,
+  );
+  // Gone afterwards: the private directory is empty, and 0700.
+  assert.deepEqual([...Deno.readDirSync(envDir)], []);
+  assert.equal((await Deno.lstat(envDir)).mode! & 0o777, 0o700);
+  await runtime.remove("noxad-c3");
+});
+
+Deno.test("container env: a symlink in place of the private directory, or a value a file cannot carry, is refused", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "noxad-envdir-" });
+  try {
+    const victim = `${dir}/victim`;
+    await Deno.mkdir(victim, { mode: 0o755 });
+    await Deno.symlink(victim, `${dir}/container-env`);
+    const runtime = containerCli({ program: "podman", envDir: `${dir}/container-env` });
+    const image = "localhost/x@sha256:" + "a".repeat(64);
+    await assert.rejects(
+      runtime.create({ ...spec(image, "noxad-c4"), env: { A: "b" } }),
+      /container-env is not a directory/,
+    );
+    assert.deepEqual([...Deno.readDirSync(victim)], []);
+    assert.equal((await Deno.lstat(victim)).mode! & 0o777, 0o755);
+    const plain = containerCli({ program: "podman", envDir: `${dir}/env` });
+    await assert.rejects(
+      plain.create({ ...spec(image, "noxad-c4"), env: { A: "line\nB=injected" } }),
+      /env A holds a line break or NUL/,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("podman: a failing create reports what ran and why", async () => {
   await using p = await privatePodman();
   const missing = "localhost/noxad/none@sha256:" + "0".repeat(64);
@@ -53,7 +123,7 @@ Deno.test("createArgs: labels, env, mounts and restart before the pinned image a
       ...spec(image),
       mounts: [{ source: "/srv/data", target: "/data", readOnly: true }],
       restart: "always",
-    }),
+    }, "/x/create.env"),
     [
       "create",
       "--name",
@@ -62,8 +132,8 @@ Deno.test("createArgs: labels, env, mounts and restart before the pinned image a
       "nox-mesh-host.digest=sha256:abc",
       "--label",
       "nox-mesh-host.owner=nox-mesh-host",
-      "--env",
-      "GREETING=hello world",
+      "--env-file",
+      "/x/create.env",
       "--mount",
       "type=bind,source=/srv/data,target=/data,readonly",
       "--restart",
@@ -73,7 +143,8 @@ Deno.test("createArgs: labels, env, mounts and restart before the pinned image a
       ...SERVE,
     ],
   );
-  assert.throws(() => createArgs(spec("localhost/x:latest")), /not pinned by digest/);
+  assert.throws(() => createArgs(spec("localhost/x:latest"), "/x/e"), /not pinned by digest/);
+  assert.throws(() => createArgs(spec(image)), /never on the command line/);
 });
 
 Deno.test("parseInspect reads docker's shape too (Name with a slash, Config.Image)", () => {

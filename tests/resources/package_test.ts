@@ -13,8 +13,46 @@ const pkg = (version?: string) => ({
   ...(version ? { version } : {}),
 });
 
-Deno.test("package: installed (refreshing a stale index once), read back, then unchanged", async () => {
+/** The lines pacman logged for the commands it ran ("Running '…'"). */
+async function pacmanRuns(root: string): Promise<string[]> {
+  const log = await Deno.readTextFile(`${root}/var/log/pacman.log`).catch(() => "");
+  return log.split("\n").filter((l) => l.includes("Running '"));
+}
+
+Deno.test("package: not in a stale sync database fails naming the cause; pacman's database is never refreshed alone", async () => {
   await using r = await pacmanRoot();
+  await using engine = await testEngine({ fs: posixFileSystem(), packages: r.pacman });
+  const report = await engine.apply([pkg()]);
+  assert.equal(report.outcome, "failed");
+  assert.match(report.error ?? "", /no configured repository offers noxlab-hello/);
+  assert.match(report.error ?? "", /partial upgrade/);
+  assert.match(report.error ?? "", /"upgrade": "full"/);
+  assert.equal(await r.pacman.installed(NAME), null);
+  assert.deepEqual(
+    (await pacmanRuns(r.root)).filter((l) => / -S[a-z]*y/.test(l)),
+    [],
+    "no -Sy of any kind ran",
+  );
+  assert.equal(engine.store.held().length, 0);
+});
+
+Deno.test('package: "upgrade": "full" upgrades the whole machine (pacman -Syu) before installing', async () => {
+  await using r = await pacmanRoot();
+  // An older build is installed; the repository offers a newer one the stale database does not know.
+  await r.pacman.installFile(`${r.repo}/${NAME}-${OLD}-any.pkg.tar.gz`);
+  await using engine = await testEngine({ fs: posixFileSystem(), packages: r.pacman });
+  const report = await engine.apply([{ ...pkg(NEW), upgrade: "full" }]);
+  assert.equal(report.outcome, "converged", report.error);
+  assert.deepEqual(report.results[0].changes, [`version ${OLD} → ${NEW}`]);
+  assert.deepEqual(await r.pacman.installed(NAME), { name: NAME, version: NEW });
+  const runs = await pacmanRuns(r.root);
+  assert.ok(runs.some((l) => / -Syu /.test(l)), runs.join("\n"));
+  assert.deepEqual(runs.filter((l) => / -Sy /.test(l)), [], "never -Sy alone");
+});
+
+Deno.test("package: installed, read back, then unchanged", async () => {
+  await using r = await pacmanRoot();
+  await r.pacman.upgradeAll(); // a machine whose sync database is current
   await using engine = await testEngine({ fs: posixFileSystem(), packages: r.pacman });
   const first = await engine.apply([pkg()]);
   assert.equal(first.outcome, "converged", first.error);
@@ -27,6 +65,7 @@ Deno.test("package: installed (refreshing a stale index once), read back, then u
 
 Deno.test("package: an exact version is installed (downgrade from a package file), then held", async () => {
   await using r = await pacmanRoot();
+  await r.pacman.upgradeAll();
   await using engine = await testEngine({ fs: posixFileSystem(), packages: r.pacman });
   await engine.apply([pkg()]);
   const pinned = await engine.apply([pkg(OLD)]);
@@ -41,6 +80,7 @@ Deno.test("package: an exact version is installed (downgrade from a package file
 
 Deno.test("package: no longer declared is forgotten, never uninstalled", async () => {
   await using r = await pacmanRoot();
+  await r.pacman.upgradeAll();
   await using engine = await testEngine({ fs: posixFileSystem(), packages: r.pacman });
   await engine.apply([pkg()]);
   const dropped = await engine.apply([]);
