@@ -138,7 +138,7 @@ export function enrol(machine: string, node: string, token?: () => string): Step
           seen += value;
         }
         const m = ctx.machine(machine);
-        const r = await m.exec([hostCommand(m), "enrol", "--token", text]);
+        const r = await m.exec([hostCommand(m), "enrol", "--token", "-"], { input: text });
         if (r.code !== 0) fail("enrol to exit 0", `exit ${r.code}: ${r.stderr.trim()}`);
         reader.releaseLock();
       } finally {
