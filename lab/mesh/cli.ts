@@ -12,6 +12,7 @@
  *                                          publish a declaration to NODE, signed with the
  *                                          control plane's key (--unsigned: no signature)
  *   nodes   --dir D [--json]               admitted nodes and their last heartbeat
+ *   last    --dir D NODE                   NODE's stored declaration and MESH_DECL's size (JSON)
  *   reports --dir D NODE                   NODE's reports kept by the broker (JSON array)
  *   heartbeat --dir D NODE                 NODE's last heartbeat (JSON, or null)
  *   watch   --dir D [NODE]                 print reports and heartbeats as they arrive
@@ -119,6 +120,16 @@ switch (command) {
   case "streams": {
     await using _control = await ControlPlane.open(dir);
     console.log("streams ready");
+    break;
+  }
+  case "last": {
+    const [node] = args;
+    if (!node) fail("last NODE");
+    await using control = await ControlPlane.open(dir);
+    console.log(JSON.stringify({
+      declaration: (await control.lastDeclaration(node)) ?? null,
+      streamMessages: await control.streamMessages("MESH_DECL"),
+    }));
     break;
   }
   case "reports": {

@@ -240,6 +240,28 @@ export class ControlPlane implements AsyncDisposable {
     return { serial: used, seq: answer.seq };
   }
 
+  /** `node`'s last stored declaration (stream sequence, bytes, signature header), or undefined. */
+  async lastDeclaration(
+    node: string,
+  ): Promise<{ seq: number; body: string; signature: string | null } | undefined> {
+    const reply = await this.nc.request(subjectsOf(node).directGet, new Uint8Array(0), {
+      timeout: 10_000,
+    });
+    if (reply.headers?.code && reply.headers.code !== 200) return undefined;
+    return {
+      seq: Number(reply.headers?.get("Nats-Sequence")),
+      body: reply.string(),
+      signature: reply.headers?.has(SIGNATURE_HEADER) ? reply.headers.get(SIGNATURE_HEADER) : null,
+    };
+  }
+
+  /** How many messages a stream holds. */
+  async streamMessages(name: string): Promise<number> {
+    const info = await this.#api(`$JS.API.STREAM.INFO.${name}`, "");
+    if (info.error) throw new Error(`no stream ${name}: ${JSON.stringify(info.error)}`);
+    return Number((info.state as { messages: number }).messages);
+  }
+
   /** The last heartbeat of `node`, or undefined. */
   async lastHeartbeat(node: string): Promise<Record<string, unknown> | undefined> {
     const reply = await this.nc.request(
