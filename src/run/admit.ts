@@ -1,5 +1,7 @@
 /**
- * Admission of a declaration from the link: the safe parse (no `action`, none of
+ * Admission of a declaration from the link: first its signature, over the exact
+ * bytes, by the signing key pinned at enrolment (nothing parses an unsigned or
+ * wrongly signed declaration); then the safe parse (no `action`, none of
  * the host's own files or units), addressed to this node, carrying a serial newer
  * than the last one accepted (kept in store meta, so a replay is refused across
  * restarts too). The same declaration arriving again (a duplicate delivery, or
@@ -9,6 +11,7 @@ import { DeclarationRefused, type Problem } from "../declaration/parse.ts";
 import { type Host, parseFor } from "../host.ts";
 import { META } from "../link/identity.ts";
 import type { RefusalMessage } from "../link/messages.ts";
+import { verifyDeclaration } from "../link/signature.ts";
 
 /** What to do with a declaration from the link. */
 export type Admission =
@@ -22,9 +25,38 @@ export type Admission =
     problems: Problem[];
   };
 
-/** Decide about `data` received on `subject`; changes nothing (see `accept`). */
-export async function admit(host: Host, data: Uint8Array, subject: string): Promise<Admission> {
+/**
+ * Decide about `data` received on `subject` with the `Mesh-Signature` header
+ * `signature`; changes nothing (see `accept`).
+ */
+export async function admit(
+  host: Host,
+  data: Uint8Array,
+  subject: string,
+  signature: string | undefined,
+): Promise<Admission> {
   const refused = `${subject} refused, nothing was applied`;
+  const signer = host.store.meta(META.signer);
+  if (!signer) {
+    return {
+      verdict: "refused",
+      reason: "unpinned",
+      serial: rawSerial(data),
+      message: `${refused}: this node holds no signing key to check declarations against ` +
+        "(it was enrolled with a version 1 token); make a new token and enrol again with --replace",
+      problems: [{ path: "(signature)", message: "no pinned signing key" }],
+    };
+  }
+  const bad = verifyDeclaration(signer, data, signature);
+  if (bad) {
+    return {
+      verdict: "refused",
+      reason: bad.reason,
+      serial: rawSerial(data),
+      message: `${refused}: ${bad.message}`,
+      problems: [{ path: "(signature)", message: bad.message }],
+    };
+  }
   let declaration;
   try {
     declaration = await parseFor(host, data, "link", subject);

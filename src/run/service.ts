@@ -66,7 +66,7 @@ interface Pending {
 
 type Work =
   | { kind: "reconcile"; trigger: Trigger }
-  | { kind: "declaration"; data: Uint8Array; trigger: Trigger };
+  | { kind: "declaration"; data: Uint8Array; signature?: string; trigger: Trigger };
 
 /** Run the service until a signal or a self-upgrade. */
 export function runService(host: Host, options: RunOptions): Promise<RunResult> {
@@ -179,7 +179,8 @@ class Service {
     let settle: (outcome: "up" | "down") => void = () => {};
     const first = new Promise<"up" | "down">((resolve) => settle = resolve);
     this.#link = new Link(identity, seed, {
-      onDeclaration: (data) => this.#enqueue({ kind: "declaration", data, trigger: "declaration" }),
+      onDeclaration: ({ data, signature }) =>
+        this.#enqueue({ kind: "declaration", data, signature, trigger: "declaration" }),
       onUp: ({ catchUp }) => {
         const trigger: Trigger = this.#startDone ? "reconnect" : "start";
         this.#startDone = true;
@@ -187,7 +188,7 @@ class Service {
         this.#heartbeat(true);
         this.#enqueue(
           catchUp
-            ? { kind: "declaration", data: catchUp, trigger }
+            ? { kind: "declaration", data: catchUp.data, signature: catchUp.signature, trigger }
             : { kind: "reconcile", trigger },
         );
       },
@@ -271,7 +272,7 @@ class Service {
   async #do(work: Work): Promise<void> {
     if (work.kind === "reconcile") return await this.#reconcile(work.trigger);
     const subject = subjectsOf(this.#identity?.node ?? "").declaration;
-    const admission = await admit(this.#host, work.data, subject);
+    const admission = await admit(this.#host, work.data, subject, work.signature);
     if (admission.verdict === "held") {
       const pending = this.#unapplied(work.data, subject);
       // Accepted, but its apply never started (the lock was busy, or the process ended
