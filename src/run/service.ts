@@ -28,7 +28,7 @@ import {
   type Trigger,
 } from "../link/messages.ts";
 import { accept, admit } from "./admit.ts";
-import { confirmGood } from "../launcher_files.ts";
+import { clearFailures, confirmGood } from "../launcher_files.ts";
 import { ProgramWatch } from "./program.ts";
 import { type RunStatus, type ServicePhase, writeRunStatus } from "./status.ts";
 
@@ -93,6 +93,7 @@ class Service {
   #linkProblem: string | undefined;
   #program: ProgramWatch | undefined;
   #confirmed = false;
+  #failuresCleared = false;
   #pending: Pending | undefined;
   #startDone = false;
   #driftTimer: ReturnType<typeof setTimeout> | undefined;
@@ -377,8 +378,10 @@ class Service {
       }
       if (pending && this.#pending === pending) this.#pending = undefined;
       if (error instanceof DeclarationRefused) {
-        // Refused: nothing was applied, so this version has not shown it converges.
+        // Refused: nothing was applied, so this version has not shown it converges;
+        // it did run a reconcile to its end, though (no crash to count).
         this.#log(`apply (${trigger}): ${error.message}`);
+        await this.#completed();
         if (source === "link") this.#refuse(undefined, "invalid", error.message, error.problems);
         this.#armDrift();
         return;
@@ -394,8 +397,10 @@ class Service {
         `${report.outcome}: ${c.changed} changed, ${c.unchanged} unchanged, ${c.removed} removed, ` +
         `${c.failed} failed in ${report.durationMs} ms${report.error ? `: ${report.error}` : ""}`,
     );
-    // Only a converged apply shows this version works here (never a failed one).
+    // Only a converged apply shows this version works here (never a failed one); any
+    // apply that ran to its end shows the program starts and runs (no crash to count).
     if (report.outcome === "converged") await this.#confirm();
+    else if (report.outcome === "failed") await this.#completed();
     if (this.#identity && this.#link) {
       this.#link.publish("report", applyMessage(this.#identity.node, report, trigger));
       this.#heartbeat(false);
@@ -416,6 +421,17 @@ class Service {
         "report",
         refusalMessage(this.#identity.node, serial, reason, message, problems),
       );
+    }
+  }
+
+  /** After the first completed (not converged) reconcile of this process: failures cleared. */
+  async #completed(): Promise<void> {
+    if (this.#failuresCleared || this.#confirmed) return;
+    this.#failuresCleared = true;
+    try {
+      await clearFailures(this.#host.config.stateDir);
+    } catch (error) {
+      this.#log(`run: cannot clear the launcher's failure counter: ${describeError(error)}`);
     }
   }
 
