@@ -1,11 +1,13 @@
 /**
- * The host's half of the launcher contract (DESIGN.md §11, launcher/): after
- * the first converged reconcile of a process (never after a failed, refused or
- * interrupted one), the host writes its RUNNING
- * version to <state-dir>/known-good (atomically: temp file, fsync, rename) and
- * then clears the launcher's consecutive-failure counter by removing
- * <state-dir>/failures (the launcher reads an absent file as 0). Only the host
- * clears the counter; only the launcher increments it.
+ * The host's half of the launcher contract (DESIGN.md §11, launcher/). After
+ * the first completed reconcile of a process (its apply ran to an end, whatever
+ * its outcome; the program works here), the host clears the launcher's
+ * consecutive-failure counter by removing <state-dir>/failures (the launcher
+ * reads an absent file as 0). After the first CONVERGED reconcile (never a
+ * failed, refused or interrupted one) it also writes its RUNNING version to
+ * <state-dir>/known-good (atomically: temp file, fsync, rename), before the
+ * counter is cleared. Only the host clears the counter; only the launcher
+ * increments it.
  */
 import { posix } from "node:path";
 
@@ -34,6 +36,15 @@ export async function confirmGood(stateDir: string, version: string): Promise<vo
     file.close();
   }
   await Deno.rename(temp, path);
+  await clearFailures(stateDir);
+}
+
+/**
+ * Clear the launcher's failure counter: this process completed a reconcile, so
+ * the program starts and works here (its apply may still have failed: that is
+ * the declaration's or the machine's business, not a crash to roll back from).
+ */
+export async function clearFailures(stateDir: string): Promise<void> {
   try {
     await Deno.remove(posix.join(stateDir, FAILURES_FILE));
   } catch (error) {

@@ -152,3 +152,91 @@ export async function waitFor(
 export function count(text: string, needle: string): number {
   return text.split("\n").filter((l) => l.includes(needle)).length;
 }
+
+/** The real apk-tools 2.14.10 recordings (tests/fixtures/apk/README.md). */
+export const APK_FIXTURES: string = new URL("./fixtures/apk", import.meta.url).pathname;
+
+/** SHA-256 of a file, hex. */
+export async function fileSha256(path: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", await Deno.readFile(path));
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/**
+ * A world whose package manager is a stand-in `apk` (apk cannot be installed
+ * here) that replays the real recordings: each answer is the recorded output
+ * and exit code of the same command, chosen by the command line and, for a
+ * package file, by its exact bytes (the recorded package files). Its effects
+ * are what the real apk did in the recording: `fetch` writes the recorded
+ * package file the repository offered, `add` of 2.0-r0 or of the 1.0-r0 file
+ * replaces the installed database with the recorded one and the host with that
+ * version. Calls are logged to `<dir>/apk/calls`. The repository offers 1.0-r0
+ * until the upgrade (`repo`: "2.0" to start with 2.0-r0 offered).
+ */
+export async function makeApkWorld(
+  { steps, repo = "1.0" }: { steps: string[]; repo?: string },
+): Promise<World & { apk: string }> {
+  const w = await makeWorld({ pkg: "apk", steps });
+  const apk = join(w.dir, "apk");
+  await Deno.mkdir(apk);
+  const pkgs = join(APK_FIXTURES, "packages");
+  const byBytes = async (verb: string, replies: Record<string, string>) =>
+    (await Promise.all(
+      Object.entries(replies).map(async ([file, reply]) =>
+        `${verb}:${await fileSha256(join(pkgs, file))}) ${reply} ;;`
+      ),
+    )).join("\n");
+  const db = join(apk, "installed");
+  const script = `#!/bin/sh
+set -eu
+F='${APK_FIXTURES}'
+S='${apk}'
+printf '%s\\n' "$*" >>"$S/calls"
+replay() {
+	sed -n 's/^1|//p' "$F/$1"
+	sed -n 's/^1b|//p' "$F/$1" | base64 -d
+	sed -n 's/^2|//p' "$F/$1" >&2
+	exit "$(sed -n 's/^# exit: //p' "$F/$1")"
+}
+# now VERSION DB LIST: what the recorded apk had installed after that step.
+now() {
+	grep -v '^#' "$F/$2" >'${db}'
+	echo "$3" >"$S/list"
+	sed "s/^version=.*/version=$1/" '${w.bin}' >'${w.bin}.new' && chmod 755 '${w.bin}.new' && mv '${w.bin}.new' '${w.bin}'
+}
+case "$*" in
+"list --installed nox-mesh-host") replay "list-installed-$(cat "$S/list")" ;;
+"fetch --output "*" nox-mesh-host")
+	v=$(cat "$S/repo") && cp "$F/packages/nox-mesh-host-$v-r0.apk" "$3/" && replay "fetch-$v" ;;
+"add --no-progress nox-mesh-host=2.0-r0") now 2.0 installed-2.0 2.0 && echo 2.0 >"$S/repo" && replay add-exact-2.0 ;;
+"index "* | "add --no-progress "*.apk)
+	eval "f=\\\${$#}" && case "$1:$(sha256sum <"$f" | cut -c1-64)" in
+${await byBytes("index", {
+    "nox-mesh-host-1.0-r0.apk": "replay index-1.0",
+    "nox-mesh-host-2.0-r0.apk": "replay index-2.0",
+    "tampered-data.apk": "replay index-tampered-data",
+    "tampered-control.apk": "replay index-tampered-control",
+  })}
+${await byBytes("add", {
+    "nox-mesh-host-1.0-r0.apk":
+      "now 1.0 installed-after-rollback after-rollback && replay add-file-1.0",
+    "tampered-data.apk": "replay add-file-tampered-data",
+    "tampered-control.apk": "replay add-file-tampered-control",
+  })}
+	esac ;;
+esac
+echo "stand-in apk: no recording of: apk $*" >&2
+exit 99
+`;
+  await Deno.writeTextFile(join(w.dir, "bin", "apk"), script, { mode: 0o755 });
+  await Deno.chmod(join(w.dir, "bin", "apk"), 0o755);
+  await Deno.writeTextFile(join(apk, "repo"), `${repo}\n`);
+  await Deno.writeTextFile(
+    db,
+    (await Deno.readTextFile(join(APK_FIXTURES, "installed-1.0"))).replace(/^#.*\n/gm, ""),
+  );
+  await Deno.writeTextFile(join(apk, "list"), "1.0\n");
+  w.env.NOX_MESH_HOST_PKG_DB = db;
+  w.env.NOX_MESH_HOST_PKG_CACHE = join(apk, "no-cache");
+  return { ...w, apk };
+}

@@ -3,9 +3,12 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import {
+  APK_FIXTURES,
   count,
+  fileSha256,
   hostLog,
   launch,
+  makeApkWorld,
   makeWorld,
   RunningLauncher,
   starts,
@@ -219,6 +222,7 @@ Deno.test("launcher: rollback with a real pacman", async (t) => {
     w.bin = join(r.root, "usr/bin/nox-mesh-host");
     w.env.NOX_MESH_HOST_BIN = w.bin;
     w.env.NOX_MESH_HOST_PKG_CACHE = r.cache;
+    w.env.NOX_MESH_HOST_PKG_DB = join(r.root, "var/lib/pacman");
     return { w, r };
   }
   const upgradeThenCrash = ["confirm run UPGRADE exit 0", "exit 1", "exit 1", "exit 1"];
@@ -232,6 +236,11 @@ Deno.test("launcher: rollback with a real pacman", async (t) => {
     assert.equal(count(run1.stderr, "rolling back to known-good 1.0"), 1);
     const kept = join(w.state, "rollback/1.0/nox-mesh-host-1.0-1-any.pkg.tar.gz");
     assert.equal(await sha256(kept), await sha256(v1), "the kept file is the 1.0 package");
+    assert.equal(
+      await Deno.readTextFile(join(w.state, "rollback/1.0/checksum")),
+      `${await sha256(v1)}\n`,
+      "kept with the SHA-256 pacman's sync database recorded for it",
+    );
     const pacLog = await Deno.readTextFile(join(r.root, "var/log/pacman.log"));
     assert.equal(count(pacLog, "downgraded nox-mesh-host (2.0-1 -> 1.0-1)"), 1);
     assert.equal(await stateFile(w, "failures"), "0", "1.0 confirmed itself after the rollback");
@@ -282,5 +291,133 @@ Deno.test("launcher: rollback with a real pacman", async (t) => {
     },
   );
 
+  await t.step("a kept copy swapped after it was kept is refused: the rollback halts", async () => {
+    const { w, r } = await pacmanWorld([...upgradeThenCrash, "wait"]);
+    const kept = join(w.state, "rollback/1.0/nox-mesh-host-1.0-1-any.pkg.tar.gz");
+    // Whoever writes into rollback/ puts another (validly built) package there.
+    await Deno.writeTextFile(
+      join(w.dir, "upgrade"),
+      (await Deno.readTextFile(join(w.dir, "upgrade"))) + `cp '${v2}' '${kept}'\n`,
+    );
+    const res = await launch(w);
+    assert.equal(res.code, 78, res.stderr);
+    assert.match(
+      (await stateFile(w, "halted"))!,
+      /kept package file .*nox-mesh-host-1\.0-1-any\.pkg\.tar\.gz does not match the checksum recorded when it was kept .*refusing to install it/,
+    );
+    assert.equal(await installed(r), "nox-mesh-host 2.0-1", "nothing was installed");
+    assert.equal(count(res.stderr, "rolling back to known-good"), 0);
+    await cleanup(w);
+  });
+
+  await t.step("a cached file that differs from pacman's record is never kept", async () => {
+    const { w, r } = await pacmanWorld(["wait"]);
+    await Deno.copyFile(v2, join(r.cache, "nox-mesh-host-1.0-1-any.pkg.tar.gz"));
+    const res = await runUntilReady(w);
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(
+      res.stderr,
+      /found no package file of nox-mesh-host 1\.0 with the checksum pacman recorded/,
+    );
+    assert.match(res.stderr, /WARNING: no package file of nox-mesh-host 1\.0 found to keep/);
+    assert.equal(await stateFile(w, "rollback/1.0/checksum"), undefined);
+    await cleanup(w);
+  });
+
   await Deno.remove(dir, { recursive: true });
+});
+
+Deno.test("launcher: rollback with apk (a stand-in replaying real apk-tools 2.14.10 recordings)", async (t) => {
+  const pkgs = join(APK_FIXTURES, "packages");
+  const upgrade = "confirm run UPGRADE exit 0";
+  /** An apk world whose UPGRADE step installs 2.0-r0 and then runs `extra` (shell). */
+  async function apkWorld(steps: string[], extra = (_w: World) => "", repo?: string) {
+    const w = await makeApkWorld({ steps, repo });
+    const script = join(w.dir, "upgrade");
+    await Deno.writeTextFile(
+      script,
+      `#!/bin/sh\nset -e\napk add --no-progress nox-mesh-host=2.0-r0 >&2\n${extra(w)}`,
+      { mode: 0o755 },
+    );
+    const plan = join(w.plan, "steps");
+    await Deno.writeTextFile(plan, (await Deno.readTextFile(plan)).replaceAll("UPGRADE", script));
+    return w;
+  }
+  const calls = async (w: { apk: string }) =>
+    (await Deno.readTextFile(join(w.apk, "calls"))).trim().split("\n");
+  const kept = (w: World) => join(w.state, "rollback/1.0/nox-mesh-host-1.0-r0.apk");
+
+  await t.step(
+    "with apk's cache off, each version is kept by fetch, verified, and rolled back to",
+    async () => {
+      const w = await apkWorld([upgrade, "exit 1", "exit 1", "exit 1", "confirm wait"]);
+      const res = await runUntilReady(w);
+      assert.equal(res.code, 0, res.stderr);
+      assert.deepEqual(await starts(w), ["1.0", "2.0", "2.0", "2.0", "1.0"]);
+      assert.equal(count(res.stderr, "rolling back to known-good 1.0"), 1);
+      // Kept with the identity apk recorded for the installed 1.0-r0 (C: in its database).
+      assert.equal(
+        await Deno.readTextFile(join(w.state, "rollback/1.0/checksum")),
+        "Q1Ezu5EkUwZsHVuuB7Q51yYn5le3o=\n",
+      );
+      assert.equal(
+        await fileSha256(kept(w)),
+        await fileSha256(join(pkgs, "nox-mesh-host-1.0-r0.apk")),
+      );
+      const log = await calls(w);
+      assert.ok(log.includes(`add --no-progress ${kept(w)}`), log.join("\n"));
+      assert.ok(!log.some((c) => c.includes("allow-untrusted")), "never --allow-untrusted");
+      assert.ok(
+        !log.some((c) => /fetch .*=/.test(c)),
+        "never fetch NAME=VERSION (apk 2.x refuses it)",
+      );
+      assert.deepEqual(
+        log.filter((c) => c.startsWith("index ") && c.endsWith("/nox-mesh-host-1.0-r0.apk")),
+        [`index ${w.state}/rollback/.new/nox-mesh-host-1.0-r0.apk`, `index ${kept(w)}`],
+        "verified when kept and again before it is installed",
+      );
+      assert.equal(await stateFile(w, "rolled-back-from"), "2.0");
+      await cleanup(w);
+    },
+  );
+
+  await t.step("the repository offering another build: the fetched file is not kept", async () => {
+    const w = await apkWorld(["wait"], undefined, "2.0");
+    const res = await runUntilReady(w);
+    assert.equal(res.code, 0, res.stderr);
+    assert.match(
+      res.stderr,
+      /found no package file of nox-mesh-host 1\.0 with the checksum apk recorded \(Q1Ezu5EkUwZsHVuuB7Q51yYn5le3o=\)/,
+    );
+    assert.equal(await stateFile(w, "rollback/1.0/checksum"), undefined);
+    await cleanup(w);
+  });
+
+  for (
+    const [file, reason] of [
+      [
+        "nox-mesh-host-2.0-r0.apk",
+        /does not match the checksum recorded when it was kept \(Q1Ezu5EkUwZsHVuuB7Q51yYn5le3o=; now Q1TNSZCXahadPCBJXV2D\/gE1hwvJI=\): refusing/,
+      ],
+      [
+        "tampered-control.apk",
+        /does not match the checksum recorded when it was kept \(Q1Ezu5EkUwZsHVuuB7Q51yYn5le3o=; now unreadable\): refusing/,
+      ],
+      // Same control segment (so the same identity), altered data: apk's own check refuses it.
+      ["tampered-data.apk", /rolling back to 1\.0 with apk failed/],
+    ] as const
+  ) {
+    await t.step(`a kept copy replaced by ${file} is refused: the rollback halts`, async () => {
+      const w = await apkWorld(
+        [upgrade, "exit 1", "exit 1", "exit 1", "wait"],
+        (w) => `cp '${join(pkgs, file)}' '${kept(w)}'\n`,
+      );
+      const res = await launch(w);
+      assert.equal(res.code, 78, res.stderr);
+      assert.match((await stateFile(w, "halted"))!, reason);
+      assert.deepEqual(await starts(w), ["1.0", "2.0", "2.0", "2.0"]);
+      assert.match(await Deno.readTextFile(w.bin), /^version=2\.0$/m, "2.0 is still installed");
+      await cleanup(w);
+    });
+  }
 });

@@ -7,10 +7,12 @@ import { posix } from "node:path";
 import { connect, nkeyAuthenticator } from "@nats-io/transport-node";
 import { pinnedTls } from "../src/link/connection.ts";
 import { decodeToken, encodeToken } from "../src/link/token.ts";
-import { subjectsOf } from "../src/link/subjects.ts";
+import { fromSeed } from "@nats-io/nkeys";
+import { createSigningKey, signDeclaration, signingKeyFromSeed } from "../src/link/signature.ts";
+import { joinInboxPrefix, subjectsOf } from "../src/link/subjects.ts";
 import { Store } from "../src/store/store.ts";
 import { runHost, scratch } from "./_helpers.ts";
-import { startMesh, until } from "./_mesh.ts";
+import { fileResource, spawnHost, startMesh, until } from "./_mesh.ts";
 
 Deno.test("enrol: the node makes its own key (0600, never sent), the token works once", async () => {
   await using mesh = await startMesh();
@@ -208,4 +210,206 @@ Deno.test("the broker confines a node: A cannot read B's declarations nor report
   }
   const log = await Deno.readTextFile(posix.join(mesh.dir, "nats.log"));
   assert.match(log, /Publish Violation - Nkey "U[A-Z0-9]+", Subject "mesh\.node\.node-b\.report"/);
+});
+
+Deno.test("a pushed declaration is applied only when signed by the pinned key: unsigned, tampered or another key's are refused and reported", async () => {
+  await using mesh = await startMesh();
+  await using s = await scratch();
+  const run = await runHost(["enrol", "--token", await mesh.control.mintToken("node-a")], {
+    env: s.env,
+  });
+  assert.equal(run.code, 0, run.stderr);
+  {
+    using store = Store.open(s.stateDir);
+    assert.equal(store.meta("link_signer"), (await mesh.control.state()).signer.publicKey);
+  }
+  const f = posix.join(s.root, "f");
+  const body = (serial: number, content: string) =>
+    new TextEncoder().encode(JSON.stringify({
+      version: 1,
+      node: "node-a",
+      serial,
+      resources: [fileResource("f", f, content)],
+    }));
+  // Published while the host is down: the catch-up (direct get) carries the header too.
+  await mesh.control.declare("node-a", body(1, "unsigned\n"), { signWith: null });
+  await using host = await spawnHost(["run"], s.env);
+  const first = await mesh.control.waitReport("node-a", (r) => r.kind === "refused");
+  assert.equal(first.reason, "unsigned");
+  assert.equal(first.serial, 1);
+  assert.match(String(first.message), /carries no Mesh-Signature header/);
+
+  await mesh.control.declare("node-a", body(2, "stranger\n"), { signWith: createSigningKey() });
+  // The control plane's signature of other bytes on a changed body.
+  const key = signingKeyFromSeed((await mesh.control.state()).signer.seed);
+  await mesh.control.declare("node-a", body(3, "tampered\n"), {
+    signature: signDeclaration(key, body(3, "tampere\n")),
+  });
+  const refused = await until("three refusals", async () => {
+    const all = (await mesh.control.reports("node-a")).filter((r) => r.kind === "refused");
+    return all.length >= 3 ? all : undefined;
+  });
+  assert.deepEqual(refused.map((r) => [r.reason, r.serial]), [
+    ["unsigned", 1],
+    ["bad-signature", 2],
+    ["bad-signature", 3],
+  ]);
+  assert.match(String(refused[1].message), /does not verify against the pinned signing key O/);
+  await assert.rejects(Deno.readTextFile(f), Deno.errors.NotFound);
+
+  // Signed by the control plane's key: applied.
+  await mesh.control.declare("node-a", body(4, "signed\n"));
+  const applied = await mesh.control.waitReport("node-a", (r) => r.kind === "apply");
+  assert.equal(applied.serial, 4);
+  assert.equal(applied.outcome, "converged");
+  assert.equal(await Deno.readTextFile(f), "signed\n");
+  assert.match(
+    host.log(),
+    /refused, nothing was applied: the declaration carries no Mesh-Signature/,
+  );
+});
+
+Deno.test("broker accounts: a reply subject cannot reach another node's subject or the JetStream API", async () => {
+  await using mesh = await startMesh();
+  await using a = await scratch();
+  await using b = await scratch();
+  for (const [node, s] of [["node-a", a], ["node-b", b]] as const) {
+    const run = await runHost(["enrol", "--token", await mesh.control.mintToken(node)], {
+      env: s.env,
+    });
+    assert.equal(run.code, 0, run.stderr);
+  }
+  await mesh.control.declare("node-a", { version: 1, resources: [] });
+  const storedB = await mesh.control.declare("node-b", { version: 1, resources: [] });
+  const lastOfB = async () => {
+    const reply = await mesh.control.nc.request(
+      subjectsOf("node-b").directGet,
+      new Uint8Array(0),
+      { timeout: 5000 },
+    );
+    return { seq: Number(reply.headers?.get("Nats-Sequence")), body: reply.string() };
+  };
+  const before = await lastOfB();
+  assert.equal(before.seq, storedB.seq);
+
+  const state = await mesh.control.state();
+  const connectAs = async (stateDir: string, node: string) =>
+    await connect({
+      servers: state.url,
+      authenticator: nkeyAuthenticator(
+        new TextEncoder().encode(
+          (await Deno.readTextFile(posix.join(stateDir, "node.nk"))).trim(),
+        ),
+      ),
+      inboxPrefix: subjectsOf(node).inboxPrefix,
+      tls: pinnedTls({ url: state.url, ca: state.caPem, pin: state.pin }),
+      reconnect: false,
+    });
+  const na = await connectAs(a.stateDir, "node-a");
+  const nb = await connectAs(b.stateDir, "node-b");
+  try {
+    const heardByB: string[] = [];
+    nb.subscribe(subjectsOf("node-b").declaration, {
+      callback: (_e, m) => {
+        heardByB.push(m.string());
+      },
+    });
+    await nb.flush();
+    // A's own direct get with B's declaration subject as the reply subject.
+    na.publish(subjectsOf("node-a").directGet, new Uint8Array(0), {
+      reply: subjectsOf("node-b").declaration,
+    });
+    // Reports and heartbeats (and its direct get) with a JetStream API reply subject.
+    for (const subject of [subjectsOf("node-a").report, subjectsOf("node-a").heartbeat]) {
+      na.publish(subject, JSON.stringify({ kind: "apply", abuse: true }), {
+        reply: "$JS.API.STREAM.PURGE.MESH_DECL",
+      });
+    }
+    na.publish(subjectsOf("node-a").directGet, new Uint8Array(0), {
+      reply: "$JS.API.STREAM.PURGE.MESH_DECL",
+    });
+    await na.flush();
+    // Wait until A's report went through (so the abuses were processed), then look.
+    await mesh.control.waitReport("node-a", (r) => r.abuse === true, 10_000);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.deepEqual(await lastOfB(), before, "B's stored declaration is intact");
+    assert.deepEqual(heardByB, [], "B heard nothing from A's reply subject");
+    const info = JSON.parse(
+      (await mesh.control.nc.request("$JS.API.STREAM.INFO.MESH_DECL", "", { timeout: 5000 }))
+        .string(),
+    );
+    assert.equal(info.state.messages, 2, "MESH_DECL was not purged");
+  } finally {
+    await na.close();
+    await nb.close();
+  }
+});
+
+Deno.test("a join key has its own inbox: it cannot listen to the node's inbox", async () => {
+  await using mesh = await startMesh();
+  const token = decodeToken(await mesh.control.mintToken("node-a"));
+  const join = fromSeed(new TextEncoder().encode(token.join));
+  const nc = await connect({
+    servers: token.url,
+    authenticator: nkeyAuthenticator(join.getSeed()),
+    inboxPrefix: joinInboxPrefix(join.getPublicKey()),
+    tls: pinnedTls(token),
+    reconnect: false,
+  });
+  try {
+    const sub = nc.subscribe(`${subjectsOf("node-a").inboxPrefix}.>`);
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const closed = await Promise.race([
+      sub.closed,
+      new Promise((resolve) => timer = setTimeout(() => resolve("still subscribed"), 15_000)),
+    ]);
+    clearTimeout(timer);
+    assert.match(
+      String(closed),
+      /Permissions Violation for Subscription to "_INBOX\.node-a\.>"/,
+    );
+  } finally {
+    await nc.close().catch(() => {});
+  }
+});
+
+Deno.test("enrol takes the token from stdin or a file without a warning; on the command line it warns", async () => {
+  await using mesh = await startMesh();
+  await using viaStdin = await scratch();
+  await using viaFile = await scratch();
+  await using viaArgv = await scratch();
+  const warning = /warning: a token given on the command line can be read by any local user/;
+
+  const stdin = await runHost(["enrol", "--token", "-"], {
+    env: viaStdin.env,
+    stdin: `${await mesh.control.mintToken("node-a")}\n`,
+  });
+  assert.equal(stdin.code, 0, stdin.stderr);
+  assert.match(stdin.stdout, /^enrolled as node-a /);
+  assert.doesNotMatch(stdin.stderr, warning);
+
+  const file = posix.join(viaFile.dir, "token");
+  await Deno.writeTextFile(file, await mesh.control.mintToken("node-b"), { mode: 0o600 });
+  const fromFile = await runHost(["enrol", "--token-file", file], { env: viaFile.env });
+  assert.equal(fromFile.code, 0, fromFile.stderr);
+  assert.match(fromFile.stdout, /^enrolled as node-b /);
+  assert.doesNotMatch(fromFile.stderr, warning);
+
+  const argv = await runHost(["enrol", "--token", await mesh.control.mintToken("node-c")], {
+    env: viaArgv.env,
+  });
+  assert.equal(argv.code, 0, argv.stderr);
+  assert.match(argv.stderr, warning);
+  assert.match(argv.stderr, /use --token - \(stdin\) or --token-file FILE/);
+
+  const missing = await runHost(["enrol", "--token-file", posix.join(viaFile.dir, "nope")], {
+    env: viaFile.env,
+  });
+  assert.equal(missing.code, 64);
+  assert.match(missing.stderr, /cannot read the token file .*nope/);
+  const both = await runHost(["enrol", "--token", "-", "--token-file", file], {
+    env: viaFile.env,
+  });
+  assert.equal(both.code, 64);
+  assert.match(both.stderr, /give the token once/);
 });

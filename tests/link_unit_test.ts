@@ -8,6 +8,7 @@ import { classifyLinkError, LinkError, PinMismatch, TokenError } from "../src/li
 import { heartbeatMessage, heldSummary } from "../src/link/messages.ts";
 import { decodeToken, encodeToken, type EnrolmentToken } from "../src/link/token.ts";
 import { unbase64url } from "../src/link/_base64url.ts";
+import { createSigningKey } from "../src/link/signature.ts";
 import { confirmGood } from "../src/launcher_files.ts";
 import { locateProgram, ProgramWatch } from "../src/run/program.ts";
 import { applyText } from "../src/engine/mod.ts";
@@ -19,12 +20,13 @@ async function sampleToken(): Promise<EnrolmentToken> {
   try {
     const certs = await makeCertificates(dir);
     return {
-      v: 1,
+      v: 2,
       node: "node-7",
       url: "tls://broker.example:4222",
       ca: certs.caPem,
       pin: certs.fingerprint256,
       join: new TextDecoder().decode(createUser().getSeed()),
+      signer: createSigningKey().getPublicKey(),
       expires: new Date(Date.now() + 3600_000).toISOString(),
     };
   } finally {
@@ -44,12 +46,13 @@ function refusal(text: string, code: string): void {
   });
 }
 
-Deno.test("a token round-trips: base64url JSON, version 1, pin normalised", async () => {
+Deno.test("a token round-trips: base64url JSON, version 2, pin normalised", async () => {
   const token = await sampleToken();
   const text = encodeToken({ ...token, pin: token.pin.replace(/:/g, "").toLowerCase() });
   assert.match(text, /^[A-Za-z0-9_-]+$/);
   const json = JSON.parse(new TextDecoder().decode(unbase64url(text)));
-  assert.equal(json.v, 1);
+  assert.equal(json.v, 2);
+  assert.equal(json.signer, token.signer);
   assert.deepEqual(decodeToken(text), token);
   assert.deepEqual(decodeToken(`  ${text}\n`), token, "surrounding whitespace is ignored");
 });
@@ -58,7 +61,10 @@ Deno.test("a token is refused when it is not one, of another version, malformed 
   const token = await sampleToken();
   refusal("not a token!", "token.format");
   refusal(b64url([1, 2]), "token.version");
-  refusal(b64url({ ...token, v: 2 }), "token.version");
+  refusal(b64url({ ...token, v: 3 }), "token.version");
+  refusal(b64url({ ...token, signer: createUser().getPublicKey() }), "token.invalid");
+  const { signer: _, ...withoutSigner } = token;
+  refusal(b64url(withoutSigner), "token.invalid");
   refusal(b64url({ ...token, extra: true }), "token.invalid");
   refusal(b64url({ ...token, url: "nats://broker:4222" }), "token.invalid");
   refusal(b64url({ ...token, pin: "AB:CD" }), "token.invalid");

@@ -7,6 +7,7 @@
 import { createUser } from "@nats-io/nkeys";
 import { dirname, join, relative } from "node:path";
 import { makeCertificates } from "../lib/certs.ts";
+import { createSigningKey } from "../../src/link/signature.ts";
 import { meshFiles, type MeshState, readState, writeState } from "./state.ts";
 
 /** A running local broker; stop it (or `await using` it) when done. */
@@ -58,12 +59,17 @@ export async function initState(
 ): Promise<MeshState> {
   await Deno.mkdir(dir, { recursive: true });
   const control = createUser();
+  const signer = createSigningKey();
   const state: MeshState = {
     v: 1,
     ...fields,
     control: {
       seed: new TextDecoder().decode(control.getSeed()),
       publicKey: control.getPublicKey(),
+    },
+    signer: {
+      seed: new TextDecoder().decode(signer.getSeed()),
+      publicKey: signer.getPublicKey(),
     },
     nodes: {},
     tokens: {},

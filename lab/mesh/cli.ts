@@ -8,8 +8,11 @@
  *   serve   --dir D [--once] [--timeout S] answer enrolments (foreground; --once: one, then exit)
  *   streams --dir D                        make sure the JetStream streams exist
  *   token   --dir D NODE [--ttl SECS]      mint a one-time enrolment token
- *   declare --dir D NODE FILE [--serial N] [--as-is]   publish a declaration to NODE
+ *   declare --dir D NODE FILE [--serial N] [--as-is] [--unsigned]
+ *                                          publish a declaration to NODE, signed with the
+ *                                          control plane's key (--unsigned: no signature)
  *   nodes   --dir D [--json]               admitted nodes and their last heartbeat
+ *   last    --dir D NODE                   NODE's stored declaration and MESH_DECL's size (JSON)
  *   reports --dir D NODE                   NODE's reports kept by the broker (JSON array)
  *   heartbeat --dir D NODE                 NODE's last heartbeat (JSON, or null)
  *   watch   --dir D [NODE]                 print reports and heartbeats as they arrive
@@ -38,6 +41,7 @@ const { values, positionals } = parseArgs({
     ttl: { type: "string" },
     serial: { type: "string" },
     "as-is": { type: "boolean" },
+    unsigned: { type: "boolean" },
     json: { type: "boolean" },
     once: { type: "boolean" },
     timeout: { type: "string" },
@@ -118,6 +122,16 @@ switch (command) {
     console.log("streams ready");
     break;
   }
+  case "last": {
+    const [node] = args;
+    if (!node) fail("last NODE");
+    await using control = await ControlPlane.open(dir);
+    console.log(JSON.stringify({
+      declaration: (await control.lastDeclaration(node)) ?? null,
+      streamMessages: await control.streamMessages("MESH_DECL"),
+    }));
+    break;
+  }
   case "reports": {
     const [node] = args;
     if (!node) fail("reports NODE");
@@ -144,10 +158,12 @@ switch (command) {
     if (!node || !file) fail("declare NODE FILE");
     await using control = await ControlPlane.open(dir);
     const bytes = await Deno.readFile(file);
+    const sign = values.unsigned ? { signWith: null } : {};
     const result = values["as-is"]
-      ? await control.declare(node, bytes)
+      ? await control.declare(node, bytes, sign)
       : await control.declare(node, JSON.parse(new TextDecoder().decode(bytes)), {
         serial: values.serial === undefined ? undefined : Number(values.serial),
+        ...sign,
       });
     console.log(
       `published to ${node}: serial ${result.serial ?? "(as is)"}, stream seq ${result.seq}`,

@@ -7,12 +7,14 @@
  */
 import {
   connect,
+  headers,
   type Msg,
   type NatsConnection,
   nkeyAuthenticator,
   type Subscription,
 } from "@nats-io/transport-node";
-import { createUser, fromPublic } from "@nats-io/nkeys";
+import { createUser, fromPublic, type KeyPair } from "@nats-io/nkeys";
+import { SIGNATURE_HEADER, signDeclaration, signingKeyFromSeed } from "../../src/link/signature.ts";
 import { pinnedTls } from "../../src/link/connection.ts";
 import { type EnrolRequest, enrolStatement } from "../../src/link/enrol.ts";
 import { DECLARATION_STREAM, subjectsOf } from "../../src/link/subjects.ts";
@@ -20,11 +22,17 @@ import { encodeToken } from "../../src/link/token.ts";
 import { unbase64url } from "../../src/link/_base64url.ts";
 import { type MeshState, readState, withState } from "./state.ts";
 
-/** Streams the stand-in keeps: the last declaration per node, reports, the last heartbeat per node. */
+/**
+ * Streams the stand-in keeps: the last declaration per node, reports, the last
+ * heartbeat per node. The two streams fed by nodes never acknowledge
+ * (`no_ack`): a stream import carries the publisher's reply subject into
+ * CONTROL, and an acknowledgement sent there to `$JS.API.STREAM.PURGE.MESH_DECL`
+ * would be a purge made by JetStream itself (measured on nats-server 2.9.10).
+ */
 export const STREAMS = {
-  [DECLARATION_STREAM]: { subjects: ["mesh.decl.*"], max_msgs_per_subject: 1 },
-  MESH_REPORT: { subjects: ["mesh.node.*.report"], max_msgs_per_subject: 1000 },
-  MESH_BEAT: { subjects: ["mesh.node.*.heartbeat"], max_msgs_per_subject: 1 },
+  [DECLARATION_STREAM]: { subjects: ["mesh.decl.*"], max_msgs_per_subject: 1, no_ack: false },
+  MESH_REPORT: { subjects: ["mesh.node.*.report"], max_msgs_per_subject: 1000, no_ack: true },
+  MESH_BEAT: { subjects: ["mesh.node.*.heartbeat"], max_msgs_per_subject: 1, no_ack: true },
 } as const;
 
 /** A message the node sent, as the control plane reads it. */
@@ -100,12 +108,13 @@ export class ControlPlane implements AsyncDisposable {
       return s;
     }, { reload: true });
     return encodeToken({
-      v: 1,
+      v: 2,
       node,
       url: state.url,
       ca: state.caPem,
       pin: state.pin,
       join: new TextDecoder().decode(join.getSeed()),
+      signer: state.signer.publicKey,
       expires,
     });
   }
@@ -184,14 +193,21 @@ export class ControlPlane implements AsyncDisposable {
   }
 
   /**
-   * Publish a declaration to `node` through JetStream (kept as its last one).
-   * An object gets `node` (when absent) and the next serial (unless it has one
-   * or `serial` is given); bytes are published as they are.
+   * Publish a declaration to `node` through JetStream (kept as its last one),
+   * signed over its exact bytes with the control plane's signing key (header
+   * `Mesh-Signature`). An object gets `node` (when absent) and the next serial
+   * (unless it has one or `serial` is given); bytes are published as they are.
+   * `signWith` signs with another key instead, `null` sends no signature, and
+   * `signature` sends that header value as it is (refusal tests).
    */
   async declare(
     node: string,
     declaration: Record<string, unknown> | Uint8Array,
-    { serial }: { serial?: number } = {},
+    { serial, signWith, signature }: {
+      serial?: number;
+      signWith?: KeyPair | null;
+      signature?: string;
+    } = {},
   ): Promise<{ serial: number | null; seq: number }> {
     let body: Uint8Array;
     let used: number | null = null;
@@ -207,12 +223,43 @@ export class ControlPlane implements AsyncDisposable {
       });
       body = new TextEncoder().encode(JSON.stringify({ node, ...declaration, serial: used }));
     }
-    const ack = await this.nc.request(subjectsOf(node).declaration, body, { timeout: 10_000 });
+    const h = headers();
+    const key = signWith === undefined
+      ? signingKeyFromSeed((await this.state()).signer.seed)
+      : signWith;
+    const value = signature ?? (key ? signDeclaration(key, body) : undefined);
+    if (value !== undefined) h.set(SIGNATURE_HEADER, value);
+    const ack = await this.nc.request(subjectsOf(node).declaration, body, {
+      timeout: 10_000,
+      headers: h,
+    });
     const answer = JSON.parse(ack.string());
     if (answer.error) {
       throw new Error(`the broker did not store the declaration: ${JSON.stringify(answer.error)}`);
     }
     return { serial: used, seq: answer.seq };
+  }
+
+  /** `node`'s last stored declaration (stream sequence, bytes, signature header), or undefined. */
+  async lastDeclaration(
+    node: string,
+  ): Promise<{ seq: number; body: string; signature: string | null } | undefined> {
+    const reply = await this.nc.request(subjectsOf(node).directGet, new Uint8Array(0), {
+      timeout: 10_000,
+    });
+    if (reply.headers?.code && reply.headers.code !== 200) return undefined;
+    return {
+      seq: Number(reply.headers?.get("Nats-Sequence")),
+      body: reply.string(),
+      signature: reply.headers?.has(SIGNATURE_HEADER) ? reply.headers.get(SIGNATURE_HEADER) : null,
+    };
+  }
+
+  /** How many messages a stream holds. */
+  async streamMessages(name: string): Promise<number> {
+    const info = await this.#api(`$JS.API.STREAM.INFO.${name}`, "");
+    if (info.error) throw new Error(`no stream ${name}: ${JSON.stringify(info.error)}`);
+    return Number((info.state as { messages: number }).messages);
   }
 
   /** The last heartbeat of `node`, or undefined. */

@@ -138,7 +138,7 @@ export function enrol(machine: string, node: string, token?: () => string): Step
           seen += value;
         }
         const m = ctx.machine(machine);
-        const r = await m.exec([hostCommand(m), "enrol", "--token", text]);
+        const r = await m.exec([hostCommand(m), "enrol", "--token", "-"], { input: text });
         if (r.code !== 0) fail("enrol to exit 0", `exit ${r.code}: ${r.stderr.trim()}`);
         reader.releaseLock();
       } finally {
@@ -316,8 +316,12 @@ export function assertJournal(machine: string, text: string): Step {
  */
 export function assertConfined(machine: string, own: string, other: string): Step {
   return {
-    title: `assert ${machine} (${own}) cannot read ${other}'s declarations nor report as ${other}`,
+    title:
+      `assert ${machine} (${own}) cannot read ${other}'s declarations nor report as ${other}, ` +
+      `nor steer a reply into ${other}'s subject or the JetStream API`,
     async run(ctx) {
+      const last = async () => JSON.parse(await mesh(ctx, ["last", other]));
+      const before = await last();
       const probe = join(ctx.lab.shareDir, "isolation-probe.js");
       await bundle("lab/mesh/clients/isolation_probe.ts", probe);
       const broker = ctx.lab.runningBroker!;
@@ -347,6 +351,23 @@ export function assertConfined(machine: string, own: string, other: string): Ste
         if (!/Permissions Violation/.test(seen[key] ?? "")) {
           fail(`${key} refused by the broker`, shown);
         }
+      }
+      if (seen.replyAbuses !== "sent") fail("the reply-subject abuses sent", shown);
+      // The probe's own report went through the broker (so its reply subject was seen by
+      // JetStream) before the other node's declaration and the stream are looked at.
+      const deadline = Date.now() + 30_000;
+      while (!(await mesh(ctx, ["reports", own])).includes('"abuse":"purge"')) {
+        if (Date.now() > deadline) fail(`the probe's own report from ${own} to arrive`, "");
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+      const after = await last();
+      if (JSON.stringify(after) !== JSON.stringify(before)) {
+        fail(
+          `${other}'s stored declaration intact and MESH_DECL not purged`,
+          `before ${JSON.stringify(before).slice(0, 300)}, after ${
+            JSON.stringify(after).slice(0, 300)
+          }`,
+        );
       }
     },
   };

@@ -13,7 +13,8 @@ import { files, srvFile } from "./_link.ts";
 export const scenario: Scenario = {
   name: "isolation",
   summary: "with its own key, node A cannot read node B's declarations (direct get in either " +
-    "form, or live) nor publish B's reports or heartbeats: the broker refuses each",
+    "form, or live) nor publish B's reports or heartbeats, nor make a reply land in B's " +
+    "subject or purge the declaration stream: the broker refuses each",
   broker: true,
   machines: {
     alpha: { flavour: "systemd", host: true, files: HOST_UNIT_FILES },
@@ -24,8 +25,10 @@ export const scenario: Scenario = {
     enrol("alpha", "alpha"),
     enrol("beta", "beta"),
     declare("beta", files(srvFile("secret", "/srv/beta-only", "for beta\n"))),
+    declare("alpha", files(srvFile("mine", "/srv/alpha-only", "for alpha\n"))),
     assertConfined("alpha", "alpha", "beta"),
-    assertConfined("beta", "beta", "alpha"),
+    // Before beta's own probe reports as beta (its own subject, allowed).
     assertNoReports("beta"),
+    assertConfined("beta", "beta", "alpha"),
   ],
 };

@@ -76,7 +76,7 @@ export function linkRows(s: LinkStatus): [string, string][] {
     "identity",
     s.identity
       ? `key ${s.identity.publicKey}, broker ${s.identity.url}, pin ${s.identity.pin.slice(0, 11)}…`
-      : "none: enrol with a token (enrol --token T)",
+      : "none: enrol with a token (enrol --token - < token.txt)",
   ]);
   rows.push([
     "service",

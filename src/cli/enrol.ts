@@ -1,36 +1,70 @@
-/** `enrol --token T`: join the mesh once (src/link/enrol.ts). */
+/** `enrol --token -|--token-file FILE`: join the mesh once (src/link/enrol.ts). */
 import { UsageError } from "../errors.ts";
 import { openEngine } from "../engine/mod.ts";
 import type { Command } from "./command.ts";
 import { EXIT } from "./io.ts";
 
-/** `enrol --token T|-`. */
+/** `enrol --token -|TOKEN` or `enrol --token-file FILE`. */
 export const enrolCommand: Command = {
   name: "enrol",
   summary: "join the mesh with a one-time token (makes this node's own key)",
-  usage: "enrol --token TOKEN|-  [--replace]",
+  usage: "enrol --token -|--token-file FILE|--token TOKEN  [--replace]",
   help: `Enrol this node with a one-time token from the control plane. The token names
 the node, the broker's address, the broker's CA certificate and the SHA-256
 fingerprint of its certificate (both checked before anything secret is sent), and
-a one-time right to join. This host makes its own key pair; the private seed is
+a one-time right to join, and the control plane's signing key, which this host then
+trusts for every declaration (whoever holds that key holds root here). This host
+makes its own key pair; the private seed is
 written to <state-dir>/node.nk (mode 0600) and never leaves the machine. A running
 service picks the identity up within seconds.
 
 Options:
-  --token TOKEN   the token ("-" reads it from standard input, which keeps it out of ps)
+  --token -          read the token from standard input (keeps it out of ps and /proc)
+  --token-file FILE  read the token from FILE
+  --token TOKEN      the token itself: any local user can read it from ps or /proc while
+                     enrol runs, so this form warns; prefer stdin or a file
   --replace       enrol again although this node already has an identity (a new key;
                   restart a running service afterwards so its link uses the new key)
 Exit codes: 0 enrolled, 64 usage or an unusable token, 69 the broker or control plane
   refused or cannot be reached (the message says which side and why), 70 store.
 `,
-  options: { token: { type: "string" }, replace: { type: "boolean" } },
+  options: {
+    token: { type: "string" },
+    "token-file": { type: "string" },
+    replace: { type: "boolean" },
+  },
   positionals: [0, 0],
   async run(ctx) {
     const given = ctx.values.token;
-    if (typeof given !== "string" || given === "") {
-      throw new UsageError("give the enrolment token: --token TOKEN (or --token - to read stdin)");
+    const file = ctx.values["token-file"];
+    if (typeof given === "string" && typeof file === "string") {
+      throw new UsageError("give the token once: --token - (stdin) or --token-file FILE");
     }
-    const token = given === "-" ? new TextDecoder().decode(await ctx.io.stdin()).trim() : given;
+    let token: string;
+    if (typeof file === "string" && file !== "") {
+      try {
+        token = (await Deno.readTextFile(file)).trim();
+      } catch (error) {
+        throw new UsageError(
+          `cannot read the token file ${file}: ${(error as Error).message}; ` +
+            "give a readable file, or --token - to read the token from stdin",
+        );
+      }
+    } else if (given === "-") {
+      token = new TextDecoder().decode(await ctx.io.stdin()).trim();
+    } else if (typeof given === "string" && given !== "") {
+      ctx.io.stderr(
+        "enrol: warning: a token given on the command line can be read by any local user " +
+          "(ps, /proc/<pid>/cmdline) while enrol runs; use --token - (stdin) or " +
+          "--token-file FILE\n",
+      );
+      token = given;
+    } else {
+      throw new UsageError(
+        "give the enrolment token: --token - (read stdin) or --token-file FILE",
+      );
+    }
+    if (token === "") throw new UsageError("the enrolment token is empty");
     using host = await openEngine({ ...ctx.flags, providers: ctx.io.providers });
     const { enrol } = await import("../link/enrol.ts");
     const identity = await enrol(host, token, {

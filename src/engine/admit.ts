@@ -1,13 +1,16 @@
 /**
  * Admission: a declaration's text is parsed once, here, into the value every
  * later step uses (`admit`). From the link it must also be (`admitFromLink`) the
- * safe parse (no `action`, none of
+ * safe parse, after its signature: over the exact
+ * bytes, by the signing key pinned at enrolment (nothing parses an unsigned or
+ * wrongly signed declaration); then (no `action`, none of
  * the host's own files or units), addressed to this node, carrying a serial newer
  * than the last one accepted (kept in store meta, so a replay is refused across
  * restarts too). The same declaration arriving again (a duplicate delivery, or
  * the catch-up on reconnect) is "held", not a replay.
  */
 import { type Declaration, DeclarationRefused, type Problem } from "../declaration/envelope.ts";
+import { verifyDeclaration } from "../link/signature.ts";
 import { META } from "../store/meta.ts";
 import type { Engine } from "./mod.ts";
 import { parseDeclaration, parseTrustedDeclaration } from "./parse.ts";
@@ -53,7 +56,14 @@ export async function admit(
 }
 
 /** Why a declaration from the link was refused (reported upward). */
-export type RefusalReason = "invalid" | "wrong-node" | "unaddressed" | "replay";
+export type RefusalReason =
+  | "unsigned"
+  | "bad-signature"
+  | "unpinned"
+  | "invalid"
+  | "wrong-node"
+  | "replay"
+  | "unaddressed";
 
 /** What to do with a declaration from the link. */
 export type Admission =
@@ -67,13 +77,38 @@ export type Admission =
     problems: Problem[];
   };
 
-/** Decide about `data` received on `subject`; changes nothing (see `accept`). */
+/**
+ * Decide about `data` received on `subject` with the `Mesh-Signature` header
+ * `signature`; changes nothing (see `accept`).
+ */
 export async function admitFromLink(
   engine: Engine,
   data: Uint8Array,
   subject: string,
+  signature: string | undefined,
 ): Promise<Admission> {
   const refused = `${subject} refused, nothing was applied`;
+  const signer = engine.store.meta(META.signer);
+  if (!signer) {
+    return {
+      verdict: "refused",
+      reason: "unpinned",
+      serial: rawSerial(data),
+      message: `${refused}: this node holds no signing key to check declarations against ` +
+        "(it was enrolled with a version 1 token); make a new token and enrol again with --replace",
+      problems: [{ path: "(signature)", message: "no pinned signing key" }],
+    };
+  }
+  const bad = verifyDeclaration(signer, data, signature);
+  if (bad) {
+    return {
+      verdict: "refused",
+      reason: bad.reason,
+      serial: rawSerial(data),
+      message: `${refused}: ${bad.message}`,
+      problems: [{ path: "(signature)", message: bad.message }],
+    };
+  }
   let declaration;
   try {
     declaration = await admit(engine, data, { source: "link", origin: subject });

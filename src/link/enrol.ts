@@ -15,7 +15,7 @@ import type { Engine } from "../engine/mod.ts";
 import { CONNECTION_TIMING, type ConnectionTiming, openConnection } from "./connection.ts";
 import { classifyLinkError, LinkError } from "./errors.ts";
 import { type Identity, readIdentity, seedPath, writeIdentity, writeSeed } from "./identity.ts";
-import { subjectsOf } from "./subjects.ts";
+import { joinInboxPrefix, subjectsOf } from "./subjects.ts";
 import { decodeToken } from "./token.ts";
 import { base64url } from "./_base64url.ts";
 
@@ -84,7 +84,7 @@ export async function enrol(
     nc = await openConnection(target, {
       seed: join.getSeed(),
       publicKey: join.getPublicKey(),
-      inboxPrefix: subjects.inboxPrefix,
+      inboxPrefix: joinInboxPrefix(join.getPublicKey()),
       name: `${token.node} enrolment`,
     }, timing);
   } catch (error) {
@@ -158,6 +158,7 @@ export async function enrol(
     seedFile: finalSeedFile,
     publicKey,
     enrolledAt: new Date().toISOString(),
+    signer: token.signer,
   };
   writeIdentity(host.store, identity);
   return identity;

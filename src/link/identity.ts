@@ -24,6 +24,11 @@ export interface Identity {
   seedFile: string;
   publicKey: string;
   enrolledAt: string;
+  /**
+   * The pinned signing public key ("O…"); empty for a node enrolled before
+   * declarations were signed (then every pushed declaration is refused).
+   */
+  signer: string;
 }
 
 /** The identity in the store, or undefined when the node is not enrolled. */
@@ -35,15 +40,24 @@ export function readIdentity(store: Store): Identity | undefined {
   const seedFile = store.meta(META.seedFile);
   const publicKey = store.meta(META.publicKey);
   if (!node || !url || !ca || !pin || !seedFile || !publicKey) return undefined;
-  return { node, url, ca, pin, seedFile, publicKey, enrolledAt: store.meta(META.enrolledAt) ?? "" };
+  return {
+    node,
+    url,
+    ca,
+    pin,
+    seedFile,
+    publicKey,
+    enrolledAt: store.meta(META.enrolledAt) ?? "",
+    signer: store.meta(META.signer) ?? "",
+  };
 }
 
 /**
  * Record an identity; the node id goes last, so a half-written identity is no
- * identity. A different node id starts a fresh serial sequence.
+ * identity. A different node id or signing key starts a fresh serial sequence.
  */
 export function writeIdentity(store: Store, identity: Identity): void {
-  if (store.meta(META.node) !== identity.node) {
+  if (store.meta(META.node) !== identity.node || store.meta(META.signer) !== identity.signer) {
     store.setMeta(META.serial, undefined);
     store.setMeta(META.digest, undefined);
   }
@@ -53,6 +67,7 @@ export function writeIdentity(store: Store, identity: Identity): void {
   store.setMeta(META.seedFile, identity.seedFile);
   store.setMeta(META.publicKey, identity.publicKey);
   store.setMeta(META.enrolledAt, identity.enrolledAt);
+  store.setMeta(META.signer, identity.signer);
   store.setMeta(META.node, identity.node);
 }
 

@@ -6,11 +6,12 @@
  * closes for any reason, it rebuilds the connection and the subscription after
  * an exponential backoff with jitter, re-resolving the broker's name each time.
  */
-import type { NatsConnection, Subscription } from "@nats-io/transport-node";
+import type { MsgHdrs, NatsConnection, Subscription } from "@nats-io/transport-node";
 import { BACKOFF, type Backoff, backoffDelay } from "./backoff.ts";
 import { CONNECTION_TIMING, type ConnectionTiming, openConnection } from "./connection.ts";
 import { classifyLinkError, LinkError } from "./errors.ts";
 import type { Identity } from "./identity.ts";
+import { SIGNATURE_HEADER } from "./signature.ts";
 import { subjectsOf } from "./subjects.ts";
 
 /** Where the link is. */
@@ -28,15 +29,22 @@ export interface LinkState {
   lastError?: { code: string; side: string; message: string; at: string };
 }
 
+/** A declaration as it arrived: the exact bytes and the signature header (unchecked). */
+export interface Pushed {
+  data: Uint8Array;
+  /** The `Mesh-Signature` header, absent when the message had none. */
+  signature?: string;
+}
+
 /** What the run loop hears from the link. */
 export interface LinkHandlers {
   /** A declaration was pushed while the link was up. */
-  onDeclaration(data: Uint8Array): void;
+  onDeclaration(pushed: Pushed): void;
   /**
    * The link came up. `catchUp` is the node's last declaration held by the
    * broker (possibly one already applied), absent when there is none.
    */
-  onUp(event: { reconnect: boolean; catchUp?: Uint8Array }): void;
+  onUp(event: { reconnect: boolean; catchUp?: Pushed }): void;
   /** The link's state changed. */
   onState?(state: LinkState): void;
   log?(line: string): void;
@@ -208,7 +216,7 @@ export class Link {
     })();
     const sub: Subscription = nc.subscribe(s.declaration, {
       callback: (error, msg) => {
-        if (!error) this.#handlers.onDeclaration(msg.data);
+        if (!error) this.#handlers.onDeclaration(pushed(msg.data, msg.headers));
       },
     });
     await nc.flush();
@@ -223,13 +231,13 @@ export class Link {
           `the broker closed the subscription to ${s.declaration}`,
         );
     }
-    let catchUp: Uint8Array | undefined;
+    let catchUp: Pushed | undefined;
     try {
       const reply = await nc.request(s.directGet, new Uint8Array(0), {
         timeout: this.#options.catchUpTimeoutMs,
       });
       const code = reply.headers?.code ?? 0;
-      if (code === 0 || (code >= 200 && code < 300)) catchUp = reply.data;
+      if (code === 0 || (code >= 200 && code < 300)) catchUp = pushed(reply.data, reply.headers);
       else if (code !== 404) {
         throw new LinkError(
           "protocol",
@@ -296,6 +304,11 @@ export class Link {
       this.#wake = done;
     });
   }
+}
+
+function pushed(data: Uint8Array, headers: MsgHdrs | undefined): Pushed {
+  const signature = headers?.has(SIGNATURE_HEADER) ? headers.get(SIGNATURE_HEADER) : undefined;
+  return signature === undefined ? { data } : { data, signature };
 }
 
 function race(work: Promise<unknown>, ms: number): Promise<void> {

@@ -45,7 +45,12 @@ export interface RefusalMessage {
   version: string;
   at: string;
   serial: number | null;
-  /** invalid (the parse refused it), wrong-node, replay, unaddressed (no node or serial). */
+  /**
+   * unsigned (no signature header), bad-signature (it does not verify against the
+   * pinned signing key), unpinned (this node holds no signing key: enrolled with an
+   * old token), invalid (the parse refused it), wrong-node, replay, unaddressed
+   * (no node or serial).
+   */
   reason: RefusalReason;
   message: string;
   problems: Problem[];

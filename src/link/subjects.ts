@@ -55,8 +55,21 @@ export function nodePermissions(node: string): Permissions {
   };
 }
 
-/** What the broker grants a one-time join key: ask to enrol this node, and hear the answer. */
-export function joinPermissions(node: string): Permissions {
-  const s = subjectsOf(node);
-  return { publish: [s.enrol], subscribe: [`${s.inboxPrefix}.>`] };
+/**
+ * The inbox prefix of a one-time join key: its own, named by the key, never a
+ * node's (a token holder must not hear replies meant for the node).
+ */
+export function joinInboxPrefix(joinPublicKey: string): string {
+  return `_JOIN.${joinPublicKey}`;
+}
+
+/**
+ * What the broker grants a one-time join key (public key `joinPublicKey`): ask
+ * to enrol this node, and hear the answer on its own inbox.
+ */
+export function joinPermissions(node: string, joinPublicKey: string): Permissions {
+  return {
+    publish: [subjectsOf(node).enrol],
+    subscribe: [`${joinInboxPrefix(joinPublicKey)}.>`],
+  };
 }

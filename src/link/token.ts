@@ -1,14 +1,17 @@
 /**
- * The enrolment token (version 1): base64url (no padding) of a JSON object
+ * The enrolment token (version 2): base64url (no padding) of a JSON object
  *
- *   { "v": 1, "node": "laptop-7", "url": "tls://broker.example:4222",
+ *   { "v": 2, "node": "laptop-7", "url": "tls://broker.example:4222",
  *     "ca": "-----BEGIN CERTIFICATE-----…", "pin": "AB:CD:…" (SHA-256, 32 bytes),
- *     "join": "SU…" (a one-time NKey user seed), "expires": "2026-01-01T00:00:00Z" }
+ *     "join": "SU…" (a one-time NKey user seed), "signer": "O…" (the control
+ *     plane's signing public key), "expires": "2026-01-01T00:00:00Z" }
  *
  * `ca` and `pin` are both checked before any credential is sent: the broker's
  * certificate must verify against `ca` AND have fingerprint `pin`. `join` is a
  * key the control plane admitted for exactly one enrolment of `node`; it may
- * only ask to enrol and hear the answer. Unknown fields and versions are refused.
+ * only ask to enrol and hear the answer. `signer` is pinned at enrolment: only
+ * declarations it signed are applied (signature.ts). Version 1 had no `signer`
+ * and is refused. Unknown fields and versions are refused.
  */
 import * as v from "valibot";
 import { X509Certificate } from "node:crypto";
@@ -16,18 +19,21 @@ import { fromSeed } from "@nats-io/nkeys";
 import { NODE_ID } from "../declaration/fields.ts";
 import { TokenError } from "./errors.ts";
 import { base64url, unbase64url } from "./_base64url.ts";
+import { isSigningKey } from "./signature.ts";
 
 /** The token version this host writes and reads. */
-export const TOKEN_VERSION = 1;
+export const TOKEN_VERSION = 2;
 
 /** A decoded enrolment token. */
 export interface EnrolmentToken {
-  v: 1;
+  v: 2;
   node: string;
   url: string;
   ca: string;
   pin: string;
   join: string;
+  /** The control plane's signing public key ("O…"): declarations must carry its signature. */
+  signer: string;
   expires: string;
 }
 
@@ -46,6 +52,7 @@ const TokenSchema = v.strictObject({
   ),
   pin: v.pipe(v.string(), v.regex(PIN, "a SHA-256 fingerprint: 32 hex bytes as AB:CD:…")),
   join: v.pipe(v.string(), v.check(isUserSeed, "a NATS user seed (SU…)")),
+  signer: v.pipe(v.string(), v.check(isSigningKey, "an NKey operator public key (O…)")),
   expires: v.pipe(v.string(), v.isoTimestamp("an ISO 8601 time with zone")),
 });
 
@@ -60,7 +67,7 @@ export function normalisePin(pin: string): string {
  *
  * @example
  * ```ts
- * const text = encodeToken({ v: 1, node: "n1", url: "tls://b:4222", ca, pin, join, expires });
+ * const text = encodeToken({ v: 2, node: "n1", url: "tls://b:4222", ca, pin, join, signer, expires });
  * ```
  */
 export function encodeToken(token: EnrolmentToken): string {
@@ -86,6 +93,14 @@ export function decodeToken(text: string, now: Date = new Date()): EnrolmentToke
     );
   }
   const version = (data as { v?: unknown } | null)?.v;
+  if (version === 1) {
+    throw new TokenError(
+      "token.version",
+      "the enrolment token has version 1, which does not pin the control plane's signing key; " +
+        `this host reads version ${TOKEN_VERSION} and applies only declarations signed by that key`,
+      { hint: "make a new token with a control plane that signs its declarations" },
+    );
+  }
   if (version !== TOKEN_VERSION) {
     throw new TokenError(
       "token.version",

@@ -28,7 +28,7 @@ import {
   refusalMessage,
   type Trigger,
 } from "../link/messages.ts";
-import { confirmGood } from "../launcher_files.ts";
+import { clearFailures, confirmGood } from "../launcher_files.ts";
 import { ProgramWatch } from "./program.ts";
 import { type RunStatus, type ServicePhase, writeRunStatus } from "./status.ts";
 
@@ -66,7 +66,7 @@ interface Pending {
 
 type Work =
   | { kind: "reconcile"; trigger: Trigger }
-  | { kind: "declaration"; data: Uint8Array; trigger: Trigger };
+  | { kind: "declaration"; data: Uint8Array; signature?: string; trigger: Trigger };
 
 /** Run the service until a signal or a self-upgrade. */
 export function runService(host: Engine, options: RunOptions): Promise<RunResult> {
@@ -93,6 +93,7 @@ class Service {
   #linkProblem: string | undefined;
   #program: ProgramWatch | undefined;
   #confirmed = false;
+  #failuresCleared = false;
   #pending: Pending | undefined;
   #startDone = false;
   #driftTimer: ReturnType<typeof setTimeout> | undefined;
@@ -179,7 +180,8 @@ class Service {
     let settle: (outcome: "up" | "down") => void = () => {};
     const first = new Promise<"up" | "down">((resolve) => settle = resolve);
     this.#link = new Link(identity, seed, {
-      onDeclaration: (data) => this.#enqueue({ kind: "declaration", data, trigger: "declaration" }),
+      onDeclaration: ({ data, signature }) =>
+        this.#enqueue({ kind: "declaration", data, signature, trigger: "declaration" }),
       onUp: ({ catchUp }) => {
         const trigger: Trigger = this.#startDone ? "reconnect" : "start";
         this.#startDone = true;
@@ -187,7 +189,7 @@ class Service {
         this.#heartbeat(true);
         this.#enqueue(
           catchUp
-            ? { kind: "declaration", data: catchUp, trigger }
+            ? { kind: "declaration", data: catchUp.data, signature: catchUp.signature, trigger }
             : { kind: "reconcile", trigger },
         );
       },
@@ -271,7 +273,7 @@ class Service {
   async #do(work: Work): Promise<void> {
     if (work.kind === "reconcile") return await this.#reconcile(work.trigger);
     const subject = subjectsOf(this.#identity?.node ?? "").declaration;
-    const admission = await admitFromLink(this.#host, work.data, subject);
+    const admission = await admitFromLink(this.#host, work.data, subject, work.signature);
     if (admission.verdict === "held") {
       const pending = this.#unapplied(admission.declaration, subject);
       // Accepted, but its apply never started (the lock was busy, or the process ended
@@ -364,8 +366,10 @@ class Service {
       declaration = await admit(this.#host, text, { source, origin });
     } catch (error) {
       if (!(error instanceof DeclarationRefused)) throw error;
-      // Refused: nothing was applied, so this version has not shown it converges.
+      // Refused: nothing was applied, so this version has not shown it converges;
+      // it did run a reconcile to its end, though (no crash to count).
       this.#log(`apply (${trigger}): ${error.message}`);
+      await this.#completed();
       if (source === "link") this.#refuse(undefined, "invalid", error.message, error.problems);
       this.#armDrift();
       return;
@@ -410,8 +414,10 @@ class Service {
         `${report.outcome}: ${c.changed} changed, ${c.unchanged} unchanged, ${c.removed} removed, ` +
         `${c.failed} failed in ${report.durationMs} ms${report.error ? `: ${report.error}` : ""}`,
     );
-    // Only a converged apply shows this version works here (never a failed one).
+    // Only a converged apply shows this version works here (never a failed one); any
+    // apply that ran to its end shows the program starts and runs (no crash to count).
     if (report.outcome === "converged") await this.#confirm();
+    else if (report.outcome === "failed") await this.#completed();
     if (this.#identity && this.#link) {
       this.#link.publish("report", applyMessage(this.#identity.node, report, trigger));
       this.#heartbeat(false);
@@ -432,6 +438,17 @@ class Service {
         "report",
         refusalMessage(this.#identity.node, serial, reason, message, problems),
       );
+    }
+  }
+
+  /** After the first completed (not converged) reconcile of this process: failures cleared. */
+  async #completed(): Promise<void> {
+    if (this.#failuresCleared || this.#confirmed) return;
+    this.#failuresCleared = true;
+    try {
+      await clearFailures(this.#host.config.stateDir);
+    } catch (error) {
+      this.#log(`run: cannot clear the launcher's failure counter: ${describeError(error)}`);
     }
   }
 

@@ -14,6 +14,8 @@ export const META = {
   seedFile: "link_seed_file",
   publicKey: "link_public_key",
   enrolledAt: "link_enrolled_at",
+  /** The control plane's signing public key, pinned by the token: declarations must verify. */
+  signer: "link_signer",
   /** The serial of the last declaration accepted from the link (replays are refused). */
   serial: "link_serial",
   /** The digest of that declaration (the same one arriving again is not a replay). */

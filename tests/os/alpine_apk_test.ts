@@ -1,58 +1,80 @@
 /**
- * apk is not available on Debian or npm, so these tests check what can be
- * checked without it: the argv the adapter builds and how it reads apk's
- * output. The outputs below are written from apk-tools' documented formats
- * (apk-info(8): -e prints each installed name, "name-version" with -v;
- * apk-package(5): name and version split at the last "-<digit>"; the solver's
- * "unable to select packages" error). A stand-in program replays them.
+ * apk is not available on Debian or npm, so the adapter runs against a
+ * stand-in `apk` that replays what a real apk-tools 2.14.10 printed for the
+ * same command line (tests/fixtures/apk/, recorded once from apk built from
+ * its source; see the README there).
  */
 import assert from "node:assert/strict";
 import {
   alpineApk,
   apkGlobals,
+  apkSolverProblem,
   isApkNotFound,
   parseApkInfoExists,
+  parseApkPolicy,
   splitNameVersion,
 } from "../../os/alpine-apk/mod.ts";
+import { HostError } from "../../src/errors.ts";
 import { PackageNotFoundError } from "../../src/ports.ts";
 
-const RECORDED = {
-  infoExists: "busybox-1.36.1-r15\n",
-  notFound: "ERROR: unable to select packages:\n  wireguard-toolz (no such package):\n" +
-    "    required by: world[wireguard-toolz]\n",
-  noSuchVersion: "ERROR: unable to select packages:\n  busybox-1.36.1-r15:\n" +
-    "    breaks: world[busybox=9.9-r0]\n",
-  addOk: "(1/1) Installing busybox (1.36.1-r15)\nOK: 8 MiB in 15 packages\n",
-};
+const FIXTURES = new URL("../fixtures/apk", import.meta.url).pathname;
+
+/** One recording: its command, exit code, stdout and stderr. */
+function recorded(name: string) {
+  const lines = Deno.readTextFileSync(`${FIXTURES}/${name}`).split("\n");
+  const take = (p: string) =>
+    lines.filter((l) => l.startsWith(p)).map((l) => l.slice(p.length) + "\n").join("");
+  return {
+    command: lines.find((l) => l.startsWith("# command: apk "))!.slice("# command: apk ".length),
+    exit: Number(lines.find((l) => l.startsWith("# exit: "))!.slice("# exit: ".length)),
+    stdout: take("1|"),
+    stderr: take("2|"),
+  };
+}
 
 Deno.test("apk: name and version split at the last '-<digit>'", () => {
-  assert.deepEqual(splitNameVersion("busybox-1.36.1-r15"), {
-    name: "busybox",
-    version: "1.36.1-r15",
-  });
   assert.deepEqual(splitNameVersion("py3-foo-2-1.2.3-r0"), {
     name: "py3-foo-2",
     version: "1.2.3-r0",
   });
-  assert.deepEqual(splitNameVersion("nox-mesh-host-0.2.0-r1"), {
+  assert.deepEqual(splitNameVersion(recorded("info-e-installed").stdout), {
     name: "nox-mesh-host",
-    version: "0.2.0-r1",
+    version: "1.0-r0",
   });
   assert.equal(splitNameVersion("noversion"), null);
 });
 
 Deno.test("apk: `apk -v info -e NAME` output is read for that name only", () => {
-  assert.deepEqual(parseApkInfoExists(RECORDED.infoExists, "busybox"), {
-    name: "busybox",
-    version: "1.36.1-r15",
+  const out = recorded("info-e-installed").stdout;
+  assert.deepEqual(parseApkInfoExists(out, "nox-mesh-host"), {
+    name: "nox-mesh-host",
+    version: "1.0-r0",
   });
-  assert.equal(parseApkInfoExists(RECORDED.infoExists, "busybox-extras"), null);
+  assert.equal(parseApkInfoExists(out, "nox-mesh"), null);
 });
 
-Deno.test("apk: the solver's refusals are recognised as not found", () => {
-  assert.ok(isApkNotFound(RECORDED.notFound));
-  assert.ok(isApkNotFound(RECORDED.noSuchVersion));
+Deno.test("apk: a missing dependency is told apart from a package not offered (real outputs)", () => {
+  for (
+    const [file, name] of [["add-not-found", "wireguard-toolz"], [
+      "add-no-such-version",
+      "nox-mesh-host",
+    ], ["add-upstream-only", "nox-mesh-host"]]
+  ) {
+    assert.deepEqual(apkSolverProblem(recorded(file).stderr, name), { kind: "not-found" }, file);
+  }
+  const broken = recorded("add-missing-dependency");
+  assert.equal(broken.exit, 2);
+  assert.deepEqual(apkSolverProblem(broken.stderr, "brokendep"), {
+    kind: "missing-dependency",
+    missing: "libmissing",
+    requiredBy: "brokendep-1.0-r0[libmissing]",
+  });
+  assert.ok(!isApkNotFound(broken.stderr, "brokendep"));
   assert.ok(!isApkNotFound("ERROR: Unable to lock database: Resource temporarily unavailable\n"));
+});
+
+Deno.test("apk: `apk policy` lists the offered builds", () => {
+  assert.deepEqual(parseApkPolicy(recorded("policy").stdout), ["0.2.0-r1", "1.0-r0", "2.0-r0"]);
 });
 
 Deno.test("apk: global options map to apk's flags", () => {
@@ -63,52 +85,99 @@ Deno.test("apk: global options map to apk's flags", () => {
   assert.deepEqual(alpineApk().argv("add", "x"), ["apk", "add", "x"]);
 });
 
-/** A stand-in apk: logs its argv, answers from the recorded outputs. */
-async function standIn(dir: string, installed: Record<string, string>): Promise<string> {
+/**
+ * A stand-in apk answering each recorded command line with its recorded output
+ * and exit code (state of the recording: nox-mesh-host 1.0-r0 and hello, which
+ * provides cmd:hellocmd, installed). Logs every call.
+ */
+async function standIn(dir: string): Promise<string> {
   const program = `${dir}/apk`;
-  const db = Object.entries(installed).map(([n, v]) => `${n}-${v}`).join("\n");
+  const cases = [
+    "add-exact",
+    "info-e-installed",
+    "add-upstream-only-0.2.0",
+    "add-not-found",
+    "add-no-such-version",
+    "add-missing-dependency",
+    "info-e-provided",
+    "info-e-provided-absent",
+    "policy",
+  ].map((f) => {
+    const r = recorded(f);
+    return `"${r.command}") replay ${f} ;;`;
+  });
   await Deno.writeTextFile(
     program,
     `#!/bin/sh
 printf '%s\\n' "$*" >> "${dir}/calls"
+replay() {
+  sed -n 's/^1|//p' "${FIXTURES}/$1"; sed -n 's/^2|//p' "${FIXTURES}/$1" >&2
+  exit "$(sed -n 's/^# exit: //p' "${FIXTURES}/$1")"
+}
 case "$*" in
-  "-v info -e "*) name="$4"; line=$(printf '%s\\n' '${db}' | grep "^$name-[0-9]") && echo "$line" && exit 0; exit 1;;
-  "add --no-progress busybox=9.9-r0"|"add --no-progress busybox=1.35.0-r0") printf '%s' '${RECORDED.noSuchVersion}' >&2; exit 1;;
-  "add --no-progress wireguard-toolz") printf '%s' '${RECORDED.notFound}' >&2; exit 1;;
-  "add --no-progress "*) printf '%s' '${RECORDED.addOk}'; exit 0;;
-  "update --no-progress"|"upgrade --update-cache --no-progress") exit 0;;
+${cases.join("\n")}
+"add --no-progress ${dir}/files/nox-mesh-host-9.9-r0.apk") exit 0 ;;
+# not recorded (argv only): refresh and full upgrade print nothing the adapter reads
+"update --no-progress"|"upgrade --update-cache --no-progress") exit 0 ;;
 esac
-echo "stand-in: unexpected $*" >&2; exit 99
+echo "stand-in: no recording of apk $*" >&2; exit 99
 `,
   );
   await Deno.chmod(program, 0o755);
   return program;
 }
 
-Deno.test("apk (stand-in replaying recorded output; apk is not available here): verbs and fallbacks", async () => {
+Deno.test("apk (stand-in replaying real apk-tools 2.14.10 outputs): verbs, refusals, fallbacks", async () => {
   const dir = await Deno.makeTempDir({ prefix: "noxad-apk-" });
   try {
-    const program = await standIn(dir, { busybox: "1.36.1-r15" });
+    const program = await standIn(dir);
     await Deno.mkdir(`${dir}/files`);
-    await Deno.writeTextFile(`${dir}/files/busybox-1.35.0-r0.apk`, "");
     const apk = alpineApk({ program, fileDirs: [`${dir}/files`] });
-    assert.deepEqual(await apk.installed("busybox"), { name: "busybox", version: "1.36.1-r15" });
-    assert.equal(await apk.installed("curl"), null);
-    await apk.install("busybox", "1.36.1-r15");
-    await apk.install("busybox", "1.35.0-r0"); // not in a repository: from the package file
-    await assert.rejects(apk.install("busybox", "9.9-r0"), PackageNotFoundError);
+    assert.deepEqual(await apk.installed("nox-mesh-host"), {
+      name: "nox-mesh-host",
+      version: "1.0-r0",
+    });
+    // A provided name resolves to the package providing it (it used to read "not installed").
+    assert.deepEqual(await apk.installed("cmd:hellocmd"), { name: "hello", version: "1.0-r0" });
+    assert.equal(await apk.installed("cmd:nothere"), null);
+    await apk.install("nox-mesh-host", "1.0-r0");
+    await assert.rejects(apk.install("nox-mesh-host", "9.9-r0"), PackageNotFoundError);
+    await Deno.writeTextFile(`${dir}/files/nox-mesh-host-9.9-r0.apk`, "");
+    await apk.install("nox-mesh-host", "9.9-r0"); // not in a repository: from the package file
     await assert.rejects(apk.install("wireguard-toolz"), PackageNotFoundError);
+    await assert.rejects(
+      apk.install("brokendep"),
+      (e: unknown) =>
+        e instanceof HostError && !(e instanceof PackageNotFoundError) &&
+        e.code === "package.dependency-missing" &&
+        /brokendep needs libmissing, which no configured repository offers \(required by brokendep-1\.0-r0\[libmissing\]\)/
+          .test(e.message),
+    );
+    await assert.rejects(
+      apk.install("nox-mesh-host", "0.2.0"),
+      (e: unknown) =>
+        e instanceof HostError && e.code === "package.version" &&
+        /version 0\.2\.0 of nox-mesh-host has no build number \(-rN\).*offered: 0\.2\.0-r1.*e\.g\. 0\.2\.0-r1/
+          .test(e.message),
+    );
+    await assert.rejects(
+      apk.install("cmd:hellocmd", "1.0-r0"),
+      (e: unknown) => e instanceof HostError && /a name packages provide/.test(e.message),
+    );
     await apk.refresh?.();
     await apk.upgradeAll();
     const calls = (await Deno.readTextFile(`${dir}/calls`)).trim().split("\n");
     assert.deepEqual(calls, [
-      "-v info -e busybox",
-      "-v info -e curl",
-      "add --no-progress busybox=1.36.1-r15",
-      "add --no-progress busybox=1.35.0-r0",
-      `add --no-progress ${dir}/files/busybox-1.35.0-r0.apk`,
-      "add --no-progress busybox=9.9-r0",
+      "-v info -e nox-mesh-host",
+      "-v info -e cmd:hellocmd",
+      "-v info -e cmd:nothere",
+      "add --no-progress nox-mesh-host=1.0-r0",
+      "add --no-progress nox-mesh-host=9.9-r0",
+      "add --no-progress nox-mesh-host=9.9-r0",
+      `add --no-progress ${dir}/files/nox-mesh-host-9.9-r0.apk`,
       "add --no-progress wireguard-toolz",
+      "add --no-progress brokendep",
+      "policy nox-mesh-host",
       "update --no-progress",
       "upgrade --update-cache --no-progress",
     ]);

@@ -3,7 +3,10 @@
 // Connects as OWN_NODE with its own key and tries what the broker must refuse: the
 // other node's last declaration (direct get, both forms), its live declarations, and
 // publishing its report and heartbeat. Prints one JSON line: each attempt "ok" or the
-// broker's refusal.
+// broker's refusal. It also sends two messages whose reply subject points elsewhere:
+// its own direct get answered into the other node's declaration subject, and its own
+// report and heartbeat with `$JS.API.STREAM.PURGE.MESH_DECL` as reply (the step then
+// checks from the control plane that nothing changed).
 import { connect, nkeyAuthenticator } from "@nats-io/transport-node";
 import { pinnedTls } from "../../../src/link/connection.ts";
 import { subjectsOf } from "../../../src/link/subjects.ts";
@@ -51,5 +54,15 @@ nc.publish(subjectsOf(other).heartbeat, JSON.stringify({ kind: "heartbeat", forg
 await nc.flush();
 await new Promise((resolve) => setTimeout(resolve, 500));
 result.otherPublish = errors.filter((e) => /Publish/.test(e)).join("; ") || "ok";
+nc.publish(subjectsOf(own).directGet, new Uint8Array(0), {
+  reply: subjectsOf(other).declaration,
+});
+for (const subject of [subjectsOf(own).report, subjectsOf(own).heartbeat]) {
+  nc.publish(subject, JSON.stringify({ kind: "probe", abuse: "purge" }), {
+    reply: "$JS.API.STREAM.PURGE.MESH_DECL",
+  });
+}
+await nc.flush();
+result.replyAbuses = "sent";
 console.log(JSON.stringify(result));
 await nc.close();
