@@ -73,11 +73,13 @@ Deno.test("admission checks the signature first: unsigned, tampered, another key
 
   host.store.setMeta(META.signer, control.getPublicKey());
   const ok = await admitFromLink(host, declaration, subject, signDeclaration(control, declaration));
-  assert.deepEqual({ ...ok, digest: undefined }, {
+  assert.deepEqual({ ...ok, digest: undefined, declaration: undefined }, {
     verdict: "apply",
     serial: 3,
     digest: undefined,
+    declaration: undefined,
   });
+  assert.ok(ok.verdict === "apply" && ok.declaration.serial === 3, "admitted once, parsed");
 
   const cases: [string, Uint8Array, string | undefined, string][] = [
     ["unsigned", declaration, undefined, "unsigned"],
