@@ -22,7 +22,8 @@ export type ValueKind = "file" | "directory" | "none";
 export const OPTION_VALUES: Readonly<Record<string, ValueKind>> = {
   "state-dir": "directory",
   config: "file",
-  token: "file",
+  token: "none",
+  "token-file": "file",
   wait: "none",
   "drift-interval": "none",
   "heartbeat-interval": "none",
