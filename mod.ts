@@ -29,7 +29,7 @@ export {
   planText,
 } from "./src/engine/mod.ts";
 export { Store } from "./src/store/store.ts";
-export type * from "./src/ports.ts";
+export type * from "./src/providers.ts";
 export { detectProfile, detectProviders, providersFor } from "./os/mod.ts";
 export { type Capability, type CapabilityState, type Profile, profileText } from "./src/profile.ts";
 export { PROGRAM, VERSION } from "./src/version.ts";

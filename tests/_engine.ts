@@ -3,7 +3,7 @@ import { applyDeclaration } from "../src/engine/apply.ts";
 import type { ApplyReport } from "../src/engine/types.ts";
 import { parseTrustedDeclaration } from "../src/engine/parse.ts";
 import type { Resource } from "../src/resources/mod.ts";
-import type { Providers } from "../src/ports.ts";
+import type { Providers } from "../src/providers.ts";
 import { Store } from "../src/store/store.ts";
 
 const MANAGED_ROOTS = ["/etc", "/srv", "/tmp"];

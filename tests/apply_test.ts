@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { applyText, openEngine, planText } from "../src/engine/mod.ts";
 import { posixFileSystem } from "../os/posix-fs/mod.ts";
-import type { FileSystem } from "../src/ports.ts";
+import type { FileSystem } from "../src/providers.ts";
 import { directory, exists, file, hostOn, modeOf, scratch } from "./_helpers.ts";
 
 const apply = (

@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { applyText, openEngine, planText } from "../src/engine/mod.ts";
 import { posixFileSystem, type PosixFileSystemOptions } from "../os/posix-fs/mod.ts";
-import type { FileSystem } from "../src/ports.ts";
+import type { FileSystem } from "../src/providers.ts";
 import { exists, modeOf, runHost, type Scratch, scratch } from "./_helpers.ts";
 
 const NOBODY = 65534;

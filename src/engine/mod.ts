@@ -15,7 +15,7 @@ import { type ConfigFlags, type HostConfig, loadConfig } from "../config.ts";
 import type { Declaration } from "../declaration/envelope.ts";
 import { readRolledBackFrom } from "../launcher_files.ts";
 import { acquireApplyLock } from "../lock.ts";
-import type { Providers } from "../ports.ts";
+import type { Providers } from "../providers.ts";
 import { KINDS } from "../resources/mod.ts";
 import { Store } from "../store/store.ts";
 import { applyDeclaration } from "./apply.ts";

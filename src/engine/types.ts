@@ -4,7 +4,7 @@
  * and the link report them.
  */
 import type { OwnResources } from "../declaration/envelope.ts";
-import type { Providers } from "../ports.ts";
+import type { Providers } from "../providers.ts";
 import type { Resource } from "../resources/mod.ts";
 import type { Store } from "../store/store.ts";
 

@@ -1,7 +1,7 @@
 /** Helpers shared by the file and directory kinds. */
 import { posix } from "node:path";
 import { ancestors, isWithin } from "../declaration/paths.ts";
-import type { PathInfo } from "../ports.ts";
+import type { PathInfo } from "../providers.ts";
 import {
   type Change,
   change,

@@ -7,9 +7,16 @@
  */
 import * as v from "valibot";
 import { argv, resourceId } from "../declaration/fields.ts";
-import type { CommandResult, CommandRunner } from "../ports.ts";
+import type { CommandResult, CommandRunner } from "../providers.ts";
 import { shownArgv } from "../argv.ts";
-import { change, type Diff, type KindContext, type Release, type ResourceKind } from "./kind.ts";
+import {
+  type Change,
+  change,
+  type Diff,
+  type KindContext,
+  type Release,
+  type ResourceKind,
+} from "./kind.ts";
 import { NoProviderError, ResourceError } from "./kind.ts";
 
 /** Resource (trusted parse only): a program run when its verify program says it is needed. */
@@ -35,7 +42,7 @@ function said(result: CommandResult): string {
 }
 
 /** The action kind. */
-export const actionKind: ResourceKind<ActionResource, "run"> = {
+export const actionKind: ResourceKind<ActionResource, Change<"run">> = {
   type: "action",
   schema: ActionSchema,
   trustedOnly: true,
@@ -43,7 +50,7 @@ export const actionKind: ResourceKind<ActionResource, "run"> = {
 
   key: (resource) => `action:${resource.id}`,
 
-  async check(ctx: KindContext, resource: ActionResource): Promise<Diff<"run">> {
+  async check(ctx: KindContext, resource: ActionResource): Promise<Diff<Change<"run">>> {
     const result = await commands(ctx).run(resource.verify);
     if (result.code === 0) return { exists: true, changes: [] };
     return {

@@ -9,8 +9,9 @@
 import * as v from "valibot";
 import { digestOf } from "../declaration/canonical.ts";
 import { absolutePath, lineSafe, resourceId } from "../declaration/fields.ts";
-import type { ContainerInfo, ContainerRuntime, ContainerSpec } from "../ports.ts";
+import type { ContainerInfo, ContainerRuntime, ContainerSpec } from "../providers.ts";
 import {
+  type Change,
   change,
   type Diff,
   type KindContext,
@@ -70,7 +71,7 @@ export const ContainerSchema = v.strictObject({
 export type ContainerResource = v.InferOutput<typeof ContainerSchema>;
 
 /** What a container check can find: missing, made from another declaration, stopped. */
-type ContainerChange = "create" | "replace" | "start";
+type ContainerChange = Change<"create" | "replace" | "start">;
 
 /** The labels the host puts on every container it creates. */
 export const CONTAINER_LABELS = {

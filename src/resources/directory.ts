@@ -3,6 +3,7 @@ import * as v from "valibot";
 import { posix } from "node:path";
 import { absolutePath, mode, principal, resourceId, specialBit } from "../declaration/fields.ts";
 import {
+  type Change,
   change,
   type Diff,
   type KindContext,
@@ -39,7 +40,7 @@ export const DirectorySchema = v.strictObject({
 export type DirectoryResource = v.InferOutput<typeof DirectorySchema>;
 
 /** What a directory check can find: a missing directory, other attributes. */
-type DirectoryChange = "create" | AttributeChange;
+type DirectoryChange = Change<"create" | AttributeChange>;
 
 const CREATE: Diff<DirectoryChange> = { exists: false, changes: [change("create")] };
 

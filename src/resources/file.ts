@@ -64,7 +64,7 @@ export function contentSize(resource: { content?: string; contentBase64?: string
 }
 
 /** What a file check can find: a missing file, other bytes, other attributes. */
-type FileChange = "create" | "content" | AttributeChange;
+type FileChange = Change<"create" | "content" | AttributeChange>;
 
 const decoded = new WeakMap<FileResource, Uint8Array>();
 
@@ -114,7 +114,7 @@ export const fileKind: ResourceKind<FileResource, FileChange> = {
     // lstat is refused there (never followed, never waited on), and size, mode and
     // owner are those of the file whose bytes were read.
     const read = await fs.readFile(resource.path, want.length);
-    const changes: Change<FileChange>[] = [];
+    const changes: FileChange[] = [];
     if (read.data === null || !equalBytes(read.data, want)) changes.push(change("content"));
     changes.push(
       ...attributeChanges(read.info, await declaredAttributes(ctx, resource), resource),

@@ -12,7 +12,7 @@ import type * as v from "valibot";
 import type { Limits, Problem } from "../declaration/envelope.ts";
 import type { OwnPattern } from "../declaration/paths.ts";
 import { HostError } from "../errors.ts";
-import type { Providers } from "../ports.ts";
+import type { Providers } from "../providers.ts";
 
 /** One difference between the machine and the declaration: what to do, and how to say it. */
 export interface Change<W extends string = string> {
@@ -27,16 +27,19 @@ export function change<W extends string>(what: W, text: string = what): Change<W
   return { what, text };
 }
 
-/** What a check found. */
-export interface Diff<W extends string = string> {
+/**
+ * What a check found. A kind's changes are `Change`s of its own vocabulary, and
+ * may carry what its apply needs (a peer's key, a value's old and new form).
+ */
+export interface Diff<C extends Change = Change> {
   /** Whether the managed thing exists at all (false: applying creates it). */
   exists: boolean;
   /** What differs from the declaration; empty means in sync. */
-  changes: Change<W>[];
+  changes: C[];
 }
 
 /** Whether a diff holds a change of this kind. */
-export function wants<W extends string>(diff: Diff<W>, what: W): boolean {
+export function wants<C extends Change>(diff: Diff<C>, what: C["what"]): boolean {
   return diff.changes.some((c) => c.what === what);
 }
 
@@ -60,7 +63,7 @@ export interface ReleaseOptions {
   dryRun: boolean;
 }
 
-/** Which provider a kind's resources need (src/ports.ts `Providers`). */
+/** Which provider a kind's resources need (src/providers.ts `Providers`). */
 export type ProviderNeed = keyof Providers;
 
 /** What a kind's rules are checked against: this host's configuration, compiled once per parse. */
@@ -115,10 +118,10 @@ export function newKindContext(
   };
 }
 
-/** One resource kind: `R` is its resource, `W` the vocabulary of its changes. */
+/** One resource kind: `R` is its resource, `C` its changes. */
 export interface ResourceKind<
   R extends { type: string; id: string } = { type: string; id: string },
-  W extends string = string,
+  C extends Change = Change,
 > {
   readonly type: R["type"];
   /** The resource's shape (valibot); unknown fields are refused. */
@@ -132,9 +135,9 @@ export interface ResourceKind<
   /** Rules against this host (managed roots, own paths, limits); problems go to `scope`. */
   rules?(resource: R, at: string, scope: RuleScope): void;
   /** Is the machine already like this? Changes nothing. */
-  check(ctx: KindContext, resource: R): Promise<Diff<W>>;
+  check(ctx: KindContext, resource: R): Promise<Diff<C>>;
   /** Make the changes `diff` lists. Throws with the reason when it cannot. */
-  apply(ctx: KindContext, resource: R, diff: Diff<W>): Promise<void>;
+  apply(ctx: KindContext, resource: R, diff: Diff<C>): Promise<void>;
   /**
    * Release a resource that is no longer declared (`spec` as it was held):
    * remove what the host created where the kind's rules allow it, otherwise

@@ -7,8 +7,15 @@
  */
 import * as v from "valibot";
 import { resourceId } from "../declaration/fields.ts";
-import { type PackageManager, PackageNotFoundError } from "../ports.ts";
-import { change, type Diff, type KindContext, type Release, type ResourceKind } from "./kind.ts";
+import { type PackageManager, PackageNotFoundError } from "../providers.ts";
+import {
+  type Change,
+  change,
+  type Diff,
+  type KindContext,
+  type Release,
+  type ResourceKind,
+} from "./kind.ts";
 import { NoProviderError, ResourceError } from "./kind.ts";
 import { PROGRAM } from "../version.ts";
 
@@ -45,7 +52,7 @@ export const PackageSchema = v.strictObject({
 export type PackageResource = v.InferOutput<typeof PackageSchema>;
 
 /** What a package check can find: not installed, or another version. */
-type PackageChange = "install" | "version";
+type PackageChange = Change<"install" | "version">;
 
 /** A package version without its release suffix: "1.2-3" (pacman) or "1.2-r3" (apk) → "1.2". */
 export function upstreamVersion(version: string): string {

@@ -6,7 +6,7 @@
  */
 import * as v from "valibot";
 import { resourceId } from "../declaration/fields.ts";
-import type { ServiceManager } from "../ports.ts";
+import type { ServiceManager } from "../providers.ts";
 import {
   type Change,
   change,
@@ -73,7 +73,7 @@ export function serviceBaseName(name: string): string {
 }
 
 /** What a service check can find. */
-type ServiceChange = "reload" | "enable" | "disable" | "start" | "stop";
+type ServiceChange = Change<"reload" | "enable" | "disable" | "start" | "stop">;
 
 function services(ctx: KindContext): ServiceManager {
   const manager = ctx.providers.services;
@@ -117,7 +117,7 @@ export const serviceKind: ResourceKind<ServiceResource, ServiceChange> = {
         },
       );
     }
-    const changes: Change<ServiceChange>[] = [];
+    const changes: ServiceChange[] = [];
     if (state.reloadNeeded) changes.push(change("reload", "reload the changed definition"));
     if (state.enabled !== resource.enabled) {
       changes.push(change(resource.enabled ? "enable" : "disable"));
