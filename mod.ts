@@ -11,24 +11,25 @@ import { OWN_PATHS } from "./packaging/program_own_paths.ts";
 export { main } from "./src/cli/main.ts";
 export { EXIT } from "./src/cli/io.ts";
 export type { CliIo } from "./src/cli/io.ts";
-export {
-  applyDeclaration,
-  type ApplyReport,
-  planDeclaration,
-  type PlanEntry,
-} from "./src/apply.ts";
-export {
-  type Declaration,
-  DeclarationRefused,
-  parseDeclaration,
-  parseTrustedDeclaration,
-  type Problem,
-} from "./src/declaration/parse.ts";
-export type * from "./src/declaration/schema.ts";
+export { applyDeclaration } from "./src/engine/apply.ts";
+export { planDeclaration } from "./src/engine/plan.ts";
+export { type Declaration, DeclarationRefused, type Problem } from "./src/declaration/envelope.ts";
+export { parseDeclaration, parseTrustedDeclaration } from "./src/engine/parse.ts";
+export type * from "./src/resources/mod.ts";
 export { type HostConfig, loadConfig } from "./src/config.ts";
-export { applyText, type Host, openHost, parseFor, planText } from "./src/host.ts";
+export {
+  admit,
+  apply,
+  type ApplyReport,
+  applyText,
+  type Engine,
+  openEngine,
+  plan,
+  type PlanEntry,
+  planText,
+} from "./src/engine/mod.ts";
 export { Store } from "./src/store/store.ts";
-export type * from "./src/ports.ts";
+export type * from "./src/providers.ts";
 export { detectProfile, detectProviders, providersFor } from "./os/mod.ts";
 export { type Capability, type CapabilityState, type Profile, profileText } from "./src/profile.ts";
 export { PROGRAM, VERSION } from "./src/version.ts";

@@ -5,7 +5,7 @@
  * build narrows the choice to its own adapters.
  */
 import type { Profile } from "../src/profile.ts";
-import type { Providers } from "../src/ports.ts";
+import type { Providers } from "../src/providers.ts";
 import { ADAPTERS } from "./adapters.ts";
 import { posix } from "node:path";
 import { commandRunner } from "./command-runner/mod.ts";

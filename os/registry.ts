@@ -1,5 +1,5 @@
 /** The shape of a build's adapter list (os/adapters.ts, packaging/<os>/adapters.ts). */
-import type { ContainerRuntime, PackageManager, ServiceManager } from "../src/ports.ts";
+import type { ContainerRuntime, PackageManager, ServiceManager } from "../src/providers.ts";
 
 /** What every adapter factory is given. */
 export interface AdapterEnv {

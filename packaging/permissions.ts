@@ -6,7 +6,7 @@ import { posix } from "node:path";
 import { HostError } from "../src/errors.ts";
 import { DEFAULTS } from "../src/config.ts";
 import { ALL_OWN_PATHS } from "./own_paths_by_os.ts";
-import { parseTrustedDeclaration } from "../src/declaration/parse.ts";
+import { parseTrustedDeclaration } from "../src/engine/parse.ts";
 import { PROGRAM } from "../src/version.ts";
 
 /** The operating systems the host is built for. */

@@ -7,7 +7,7 @@ import * as v from "valibot";
 import { posix } from "node:path";
 import { HostError } from "./errors.ts";
 import { pathProblem } from "./declaration/paths.ts";
-import { DEFAULT_LIMITS, type Limits, type OwnResources } from "./declaration/parse.ts";
+import { DEFAULT_LIMITS, type Limits, type OwnResources } from "./declaration/envelope.ts";
 import { PROGRAM } from "./version.ts";
 
 /** Everything the host needs to know about where it lives and what it may manage. */

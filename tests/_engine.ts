@@ -1,8 +1,9 @@
 /** Shared by kind tests: a real store in a temp directory and the real engine. */
-import { applyDeclaration, type ApplyReport } from "../src/apply.ts";
-import { parseTrustedDeclaration } from "../src/declaration/parse.ts";
-import type { Resource } from "../src/declaration/schema.ts";
-import type { Providers } from "../src/ports.ts";
+import { applyDeclaration } from "../src/engine/apply.ts";
+import type { ApplyReport } from "../src/engine/types.ts";
+import { parseTrustedDeclaration } from "../src/engine/parse.ts";
+import type { Resource } from "../src/resources/mod.ts";
+import type { Providers } from "../src/providers.ts";
 import { Store } from "../src/store/store.ts";
 
 const MANAGED_ROOTS = ["/etc", "/srv", "/tmp"];

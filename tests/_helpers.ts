@@ -1,7 +1,7 @@
 /** Shared test helpers: scratch roots, the host in-process, and the host as a real process. */
 import { posix } from "node:path";
-import { openHost } from "../src/host.ts";
-import type { Host } from "../src/host.ts";
+import { openEngine } from "../src/engine/mod.ts";
+import type { Engine } from "../src/engine/mod.ts";
 import { posixFileSystem } from "../os/posix-fs/mod.ts";
 
 const REPO = new URL("..", import.meta.url).pathname;
@@ -45,8 +45,8 @@ export async function scratch(config: Record<string, unknown> = {}): Promise<Scr
 }
 
 /** Open the host in-process on a scratch machine. */
-export function hostOn(s: Scratch): Promise<Host> {
-  return openHost({
+export function hostOn(s: Scratch): Promise<Engine> {
+  return openEngine({
     stateDir: s.stateDir,
     configPath: s.configPath,
     providers: () => Promise.resolve({ fs: posixFileSystem() }),

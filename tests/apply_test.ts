@@ -1,8 +1,8 @@
 /** The apply engine with files and directories, on a real file system. */
 import assert from "node:assert/strict";
-import { applyText, openHost, planText } from "../src/host.ts";
+import { applyText, openEngine, planText } from "../src/engine/mod.ts";
 import { posixFileSystem } from "../os/posix-fs/mod.ts";
-import type { FileSystem } from "../src/ports.ts";
+import type { FileSystem } from "../src/providers.ts";
 import { directory, exists, file, hostOn, modeOf, scratch } from "./_helpers.ts";
 
 const apply = (
@@ -64,7 +64,10 @@ Deno.test("drift is restored: content, mode, owner, a deleted file and a deleted
   await Deno.remove(`${s.root}/c`);
   await Deno.chmod(`${s.root}/d`, 0o700);
 
-  const plan = await planText(host, JSON.stringify({ version: 1, resources }), "file", "test");
+  const plan = await planText(host, JSON.stringify({ version: 1, resources }), {
+    source: "file",
+    origin: "test",
+  });
   assert.deepEqual(plan.map((e) => [e.id, e.status]), [["d", "change"], ["a", "change"], [
     "b",
     "change",
@@ -204,7 +207,7 @@ Deno.test("a parent swapped for a symlink just before the rename is refused at t
         await beforeRename?.();
       }),
   };
-  using host = await openHost({
+  using host = await openEngine({
     stateDir: s.stateDir,
     configPath: s.configPath,
     providers: () => Promise.resolve({ fs: racing }),

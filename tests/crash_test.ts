@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { posix } from "node:path";
 import { Store } from "../src/store/store.ts";
-import type { FileResource, Resource } from "../src/declaration/schema.ts";
+import type { FileResource, Resource } from "../src/resources/mod.ts";
 import { hostPermissionFlags, scratch } from "./_helpers.ts";
 
 const KILLS = 40;

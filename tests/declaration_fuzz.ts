@@ -12,13 +12,9 @@
  * (declaration_fuzz_test.ts) runs a few thousand cases on every `deno task test`.
  */
 import { posix } from "node:path";
-import {
-  DeclarationRefused,
-  parseDeclaration,
-  parseTrustedDeclaration,
-} from "../src/declaration/parse.ts";
-import type { ParseOptions } from "../src/declaration/parse.ts";
-import type { Resource } from "../src/declaration/schema.ts";
+import { DeclarationRefused, type ParseOptions } from "../src/declaration/envelope.ts";
+import { parseDeclaration, parseTrustedDeclaration } from "../src/engine/parse.ts";
+import type { Resource } from "../src/resources/mod.ts";
 import { ALL_OWN_PATHS } from "../packaging/own_paths_by_os.ts";
 
 const ROOTS = ["/etc", "/srv", "/opt", "/var/lib", "/var/log", "/usr/local", "/home"];

@@ -4,12 +4,9 @@
  */
 import assert from "node:assert/strict";
 import { loadConfig } from "../src/config.ts";
-import {
-  DeclarationRefused,
-  parseDeclaration,
-  type ParseOptions,
-} from "../src/declaration/parse.ts";
-import { applyText } from "../src/host.ts";
+import { DeclarationRefused, type ParseOptions } from "../src/declaration/envelope.ts";
+import { parseDeclaration } from "../src/engine/parse.ts";
+import { applyText } from "../src/engine/mod.ts";
 import { ALL_OWN_PATHS, OWN_PATHS_BY_OS } from "../packaging/own_paths_by_os.ts";
 import { hostOn, modeOf, runHost, scratch } from "./_helpers.ts";
 

@@ -2,12 +2,8 @@
 import assert from "node:assert/strict";
 import { loadConfig } from "../src/config.ts";
 import { ALL_OWN_PATHS } from "../packaging/own_paths_by_os.ts";
-import {
-  DeclarationRefused,
-  parseDeclaration,
-  type ParseOptions,
-  parseTrustedDeclaration,
-} from "../src/declaration/parse.ts";
+import { DeclarationRefused, type ParseOptions } from "../src/declaration/envelope.ts";
+import { parseDeclaration, parseTrustedDeclaration } from "../src/engine/parse.ts";
 
 const dir = await Deno.makeTempDir({ prefix: "nox-decl-" });
 await Deno.writeTextFile(`${dir}/host.json`, "{}");

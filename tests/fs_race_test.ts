@@ -8,9 +8,9 @@
  * set), or a wrapper around the real adapter (between the kind's look and its act).
  */
 import assert from "node:assert/strict";
-import { applyText, openHost, planText } from "../src/host.ts";
+import { applyText, openEngine, planText } from "../src/engine/mod.ts";
 import { posixFileSystem, type PosixFileSystemOptions } from "../os/posix-fs/mod.ts";
-import type { FileSystem } from "../src/ports.ts";
+import type { FileSystem } from "../src/providers.ts";
 import { exists, modeOf, runHost, type Scratch, scratch } from "./_helpers.ts";
 
 const NOBODY = 65534;
@@ -76,7 +76,7 @@ async function assertUntouched(path: string, mode: number, content?: string): Pr
 }
 
 async function hostWith(s: Scratch, fs: FileSystem) {
-  return await openHost({
+  return await openEngine({
     stateDir: s.stateDir,
     configPath: s.configPath,
     providers: () => Promise.resolve({ fs }),
@@ -223,7 +223,7 @@ Deno.test("a FIFO at a managed file's path fails plan and apply fast, naming the
   asNobody('mkfifo -- "$1"', keys);
   {
     using host = await hostWith(s, posixFileSystem());
-    const plan = await planText(host, text([resource]), "file", "test");
+    const plan = await planText(host, text([resource]), { source: "file", origin: "test" });
     assert.match(plan[0].detail!, /authorized_keys is a special file, not a file/);
     const report = await apply(host, [resource]);
     assert.equal(report.outcome, "failed");
@@ -250,7 +250,7 @@ Deno.test("a FIFO at a managed file's path fails plan and apply fast, naming the
   const release = releaseLater(keys);
   try {
     using host = await hostWith(s, racing);
-    const plan = await planText(host, text([resource]), "file", "test");
+    const plan = await planText(host, text([resource]), { source: "file", origin: "test" });
     assert.equal(swaps, 1, "the swap happened");
     assert.equal(plan[0].status, "unknown");
     assert.match(plan[0].detail!, /authorized_keys is a FIFO, not a regular file/);
@@ -277,7 +277,7 @@ Deno.test("a FIFO at a managed directory's path fails fast, also when swapped in
   asNobody('mkfifo -- "$1"', dir);
   {
     using host = await hostWith(s, posixFileSystem());
-    const plan = await planText(host, text(resources), "file", "test");
+    const plan = await planText(host, text(resources), { source: "file", origin: "test" });
     assert.match(plan[0].detail!, /\/home\/app is a special file, not a directory/);
     const report = await apply(host, resources);
     assert.equal(report.outcome, "failed");

@@ -9,10 +9,10 @@ import {
   signDeclaration,
   verifyDeclaration,
 } from "../src/link/signature.ts";
-import { META } from "../src/link/identity.ts";
+import { META } from "../src/store/meta.ts";
 import { TokenError } from "../src/link/errors.ts";
 import { decodeToken } from "../src/link/token.ts";
-import { admit } from "../src/run/admit.ts";
+import { admitFromLink } from "../src/engine/admit.ts";
 import { hostOn, scratch } from "./_helpers.ts";
 
 const control = createSigningKey();
@@ -61,18 +61,25 @@ Deno.test("admission checks the signature first: unsigned, tampered, another key
   const subject = "mesh.decl.node-7";
 
   // Enrolled with a version 1 token (no pinned key): nothing is admitted.
-  const unpinned = await admit(host, declaration, subject, signDeclaration(control, declaration));
+  const unpinned = await admitFromLink(
+    host,
+    declaration,
+    subject,
+    signDeclaration(control, declaration),
+  );
   assert.equal(unpinned.verdict, "refused");
   assert.ok(unpinned.verdict === "refused" && unpinned.reason === "unpinned");
   assert.match(unpinned.message, /holds no signing key .* make a new token and enrol again/);
 
   host.store.setMeta(META.signer, control.getPublicKey());
-  const ok = await admit(host, declaration, subject, signDeclaration(control, declaration));
-  assert.deepEqual({ ...ok, digest: undefined }, {
+  const ok = await admitFromLink(host, declaration, subject, signDeclaration(control, declaration));
+  assert.deepEqual({ ...ok, digest: undefined, declaration: undefined }, {
     verdict: "apply",
     serial: 3,
     digest: undefined,
+    declaration: undefined,
   });
+  assert.ok(ok.verdict === "apply" && ok.declaration.serial === 3, "admitted once, parsed");
 
   const cases: [string, Uint8Array, string | undefined, string][] = [
     ["unsigned", declaration, undefined, "unsigned"],
@@ -85,7 +92,7 @@ Deno.test("admission checks the signature first: unsigned, tampered, another key
     ],
   ];
   for (const [what, data, signature, reason] of cases) {
-    const verdict = await admit(host, data, subject, signature);
+    const verdict = await admitFromLink(host, data, subject, signature);
     assert.equal(verdict.verdict, "refused", what);
     if (verdict.verdict !== "refused") continue;
     assert.equal(verdict.reason, reason, what);
@@ -93,7 +100,7 @@ Deno.test("admission checks the signature first: unsigned, tampered, another key
     assert.deepEqual(verdict.problems.map((p) => p.path), ["(signature)"], what);
   }
   // An unsigned declaration that would not even parse is refused for its signature, unparsed.
-  const junk = await admit(host, new TextEncoder().encode("{not json"), subject, undefined);
+  const junk = await admitFromLink(host, new TextEncoder().encode("{not json"), subject, undefined);
   assert.ok(junk.verdict === "refused" && junk.reason === "unsigned");
 });
 

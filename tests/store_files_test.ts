@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { posix } from "node:path";
 import { StoreError } from "../src/errors.ts";
-import { META } from "../src/link/identity.ts";
+import { META } from "../src/store/meta.ts";
 import { Store, storeFiles } from "../src/store/store.ts";
 import { modeOf } from "./_helpers.ts";
 
@@ -74,7 +74,7 @@ Deno.test("a symlink in place of a store file is refused and its target left as 
 async function walSyncsPerWrite(dir: string): Promise<{ plain: number; durable: number }> {
   const script = `
     import { Store } from ${JSON.stringify(posix.join(REPO, "src/store/store.ts"))};
-    import { accept } from ${JSON.stringify(posix.join(REPO, "src/run/admit.ts"))};
+    import { accept } from ${JSON.stringify(posix.join(REPO, "src/engine/admit.ts"))};
     const store = Store.open(Deno.args[0]);
     store.setMeta("warm", "up");
     const mark = (m) => Deno.statSync("/").isDirectory && Deno.lstat("/nonexistent-" + m).catch(() => {});

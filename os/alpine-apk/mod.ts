@@ -22,7 +22,7 @@ import {
   type InstalledPackage,
   type PackageManager,
   PackageNotFoundError,
-} from "../../src/ports.ts";
+} from "../../src/providers.ts";
 import { escapeRegExp, type FileSearch, findPackageFile, whereNot } from "../_package_files.ts";
 import { mustRun, programFailed, refuseOption, runProgram, type RunVia } from "../_run.ts";
 

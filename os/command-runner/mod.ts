@@ -3,7 +3,7 @@
  * never a shell. What may run is the permission set's business (--allow-run);
  * a refusal or a missing program is an error naming the program.
  */
-import type { CommandResult, CommandRunner } from "../../src/ports.ts";
+import type { CommandResult, CommandRunner } from "../../src/providers.ts";
 import { runProgram } from "../_run.ts";
 
 /** How actions run. */

@@ -16,7 +16,7 @@ import {
   writeSync,
 } from "node:fs";
 import { posix } from "node:path";
-import type { ContainerInfo, ContainerRuntime, ContainerSpec } from "../../src/ports.ts";
+import type { ContainerInfo, ContainerRuntime, ContainerSpec } from "../../src/providers.ts";
 import { mustRun, programFailed, refuseOption, runProgram, type RunVia } from "../_run.ts";
 
 /** Which CLI, and its environment (e.g. CONTAINERS_CONF for podman). */

@@ -3,7 +3,7 @@
  * A service is "enabled" when it is in the configured runlevel (default
  * "default"). Refuses the host's own service.
  */
-import type { ServiceManager, ServiceState } from "../../src/ports.ts";
+import type { ServiceManager, ServiceState } from "../../src/providers.ts";
 import { OWN_SERVICES, refuseOwn } from "../_own_service.ts";
 import { mustRun, programFailed, runProgram, type RunVia } from "../_run.ts";
 

@@ -18,7 +18,7 @@ import {
   type FileSystem,
   type PathInfo,
   UnsafePathError,
-} from "../../src/ports.ts";
+} from "../../src/providers.ts";
 
 const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_DIRECTORY, O_NONBLOCK } =
   nodeFs.constants;

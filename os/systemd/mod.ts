@@ -4,7 +4,7 @@
  * file changed since systemd read it); `reload` runs daemon-reload only when
  * systemd says a reload is needed. Refuses the host's own unit.
  */
-import type { ServiceManager, ServiceState } from "../../src/ports.ts";
+import type { ServiceManager, ServiceState } from "../../src/providers.ts";
 import { OWN_SERVICES, refuseOwn } from "../_own_service.ts";
 import { mustRun, type RunVia } from "../_run.ts";
 

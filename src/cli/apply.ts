@@ -1,7 +1,7 @@
 /** `apply` and `plan`: a declaration from a file, standard input, or the bundle. */
 import { loadConfig } from "../config.ts";
-import { applyText, openHost, planText } from "../host.ts";
-import type { Source } from "../store/store.ts";
+import { applyText, openEngine, planText } from "../engine/mod.ts";
+import type { Source } from "../engine/types.ts";
 import { UsageError } from "../errors.ts";
 import type { Command, CommandContext } from "./command.ts";
 import { EXIT } from "./io.ts";
@@ -41,7 +41,7 @@ ${EXIT_HELP}
       throw new UsageError(`--wait takes a number of seconds, not "${ctx.values.wait}"`);
     }
     const { text, source, origin } = await readInput(ctx);
-    using host = await openHost({ ...ctx.flags, providers: ctx.io.providers });
+    using host = await openEngine({ ...ctx.flags, providers: ctx.io.providers });
     const quiet = ctx.values.quiet === true;
     const report = await applyText(host, text, {
       source,
@@ -75,8 +75,8 @@ Exit codes: 0 planned, 2 declaration refused, 64 usage, 66 input unreadable.
   positionals: [0, 1],
   async run(ctx) {
     const { text, source, origin } = await readInput(ctx);
-    using host = await openHost({ ...ctx.flags, providers: ctx.io.providers });
-    const entries = await planText(host, text, source, origin);
+    using host = await openEngine({ ...ctx.flags, providers: ctx.io.providers });
+    const entries = await planText(host, text, { source, origin });
     ctx.io.stdout(ctx.json ? JSON.stringify({ entries }) + "\n" : planLines(entries));
     return EXIT.ok;
   },

@@ -1,6 +1,6 @@
 /** `enrol --token -|--token-file FILE`: join the mesh once (src/link/enrol.ts). */
 import { UsageError } from "../errors.ts";
-import { openHost } from "../host.ts";
+import { openEngine } from "../engine/mod.ts";
 import type { Command } from "./command.ts";
 import { EXIT } from "./io.ts";
 
@@ -65,7 +65,7 @@ Exit codes: 0 enrolled, 64 usage or an unusable token, 69 the broker or control 
       );
     }
     if (token === "") throw new UsageError("the enrolment token is empty");
-    using host = await openHost({ ...ctx.flags, providers: ctx.io.providers });
+    using host = await openEngine({ ...ctx.flags, providers: ctx.io.providers });
     const { enrol } = await import("../link/enrol.ts");
     const identity = await enrol(host, token, {
       replace: ctx.values.replace === true,

@@ -1,6 +1,6 @@
 /** Human-readable lines for results, plans and reports. */
-import type { ApplyReport, PlanEntry } from "../apply.ts";
-import type { ResourceResult } from "../store/store.ts";
+import type { ApplyReport, PlanEntry } from "../engine/types.ts";
+import type { ResourceResult } from "../engine/types.ts";
 
 /** What a resource key names, for people: "path:/etc/x" → "/etc/x". */
 export function subject(key: string): string {

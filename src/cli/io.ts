@@ -1,7 +1,7 @@
 /** What a command may touch outside itself: output streams and the providers factory. */
-import type { Providers } from "../ports.ts";
+import type { Providers } from "../providers.ts";
 import type { Profile } from "../profile.ts";
-import type { ProviderScope } from "../host.ts";
+import type { ProviderScope } from "../engine/mod.ts";
 import type { HostConfig } from "../config.ts";
 
 /** The command line's world, passed in so tests can run commands in-process. */

@@ -1,7 +1,7 @@
 /** The command line (R11): parse, dispatch, and turn errors into exit codes and sentences. */
 import { parseArgs } from "node:util";
 import { ConfigError } from "../config.ts";
-import { DeclarationRefused } from "../declaration/parse.ts";
+import { DeclarationRefused } from "../declaration/envelope.ts";
 import { BusyError, HostError, UsageError } from "../errors.ts";
 import { COMMIT, FORM, PROGRAM, VERSION } from "../version.ts";
 import { applyCommand, InputError, planCommand } from "./apply.ts";

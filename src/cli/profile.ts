@@ -1,6 +1,6 @@
 /** `profile` and `inventory` (R7): what this machine can do, and what this node holds. */
 import { loadConfig } from "../config.ts";
-import { NODE_ID_KEY } from "../host.ts";
+import { META } from "../store/meta.ts";
 import { type Profile, profileText } from "../profile.ts";
 import { HostError } from "../errors.ts";
 import { Store } from "../store/store.ts";
@@ -54,7 +54,7 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
     using store = Store.open(config.stateDir);
     const current = store.current();
     const inventory = {
-      identity: { node: store.meta(NODE_ID_KEY) ?? null, stateDir: config.stateDir },
+      identity: { node: store.meta(META.node) ?? null, stateDir: config.stateDir },
       profile,
       declaration: current && {
         source: current.source,

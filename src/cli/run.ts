@@ -1,7 +1,7 @@
 /** `run`: the service (src/run/service.ts) with its log on stderr. */
 import { BusyError, UsageError } from "../errors.ts";
 import { acquireRunLock } from "../lock.ts";
-import { openHost } from "../host.ts";
+import { openEngine } from "../engine/mod.ts";
 import type { Command } from "./command.ts";
 import { EXIT } from "./io.ts";
 
@@ -43,7 +43,7 @@ Exit codes: 0 stopped by a signal or for a self-upgrade, 70 the host cannot work
     };
     const driftIntervalSeconds = seconds("drift-interval");
     const heartbeatIntervalSeconds = seconds("heartbeat-interval");
-    using host = await openHost({ ...ctx.flags, providers: ctx.io.providers });
+    using host = await openEngine({ ...ctx.flags, providers: ctx.io.providers });
     // One service per state directory. A second one (e.g. a respawned launcher
     // while an orphaned host still runs) waits for the first to end rather than
     // failing, so the launcher does not count it as a crash.

@@ -1,5 +1,6 @@
 /** `status`: identity, the current declaration, the last apply, what is held. */
-import { NODE_ID_KEY, openHost } from "../host.ts";
+import { openEngine } from "../engine/mod.ts";
+import { META } from "../store/meta.ts";
 import type { Command } from "./command.ts";
 import { EXIT } from "./io.ts";
 
@@ -19,12 +20,12 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
   async run(ctx) {
     // The link's code is loaded only where it is used: it costs every start otherwise.
     const { linkRows, linkStatus } = await import("./_link_status.ts");
-    using host = await openHost({ ...ctx.flags, providers: ctx.io.providers });
+    using host = await openEngine({ ...ctx.flags, providers: ctx.io.providers });
     const { store } = host;
     const current = store.current();
     const last = store.lastApply();
     const status = {
-      node: store.meta(NODE_ID_KEY) ?? null,
+      node: store.meta(META.node) ?? null,
       stateDir: host.config.stateDir,
       schema: store.schemaVersion,
       declaration: current && {

@@ -11,7 +11,7 @@
  * Answer: { "ok": true } or { "ok": false, "error": "why" }.
  */
 import { createUser, fromSeed } from "@nats-io/nkeys";
-import type { Host } from "../host.ts";
+import type { Engine } from "../engine/mod.ts";
 import { CONNECTION_TIMING, type ConnectionTiming, openConnection } from "./connection.ts";
 import { classifyLinkError, LinkError } from "./errors.ts";
 import { type Identity, readIdentity, seedPath, writeIdentity, writeSeed } from "./identity.ts";
@@ -50,7 +50,7 @@ export interface EnrolOptions {
 
 /** Enrol this node with a token; returns the identity now in the store. */
 export async function enrol(
-  host: Host,
+  host: Engine,
   tokenText: string,
   options: EnrolOptions = {},
 ): Promise<Identity> {

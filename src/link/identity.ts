@@ -6,32 +6,12 @@
  */
 import { posix } from "node:path";
 import { fromSeed } from "@nats-io/nkeys";
-import { NODE_ID_KEY } from "../host.ts";
+import { META } from "../store/meta.ts";
 import type { Store } from "../store/store.ts";
 import { LinkError } from "./errors.ts";
 
 /** The seed file's name inside the state directory. */
 export const SEED_FILE = "node.nk";
-
-/** Store meta keys written by the link and the run loop. */
-export const META = {
-  /** This node's id (shared with the core's wrong-node check). */
-  node: NODE_ID_KEY,
-  url: "link_url",
-  ca: "link_ca",
-  pin: "link_pin",
-  seedFile: "link_seed_file",
-  publicKey: "link_public_key",
-  enrolledAt: "link_enrolled_at",
-  /** The control plane's signing public key, pinned by the token: declarations must verify. */
-  signer: "link_signer",
-  /** The serial of the last declaration accepted from the link (replays are refused). */
-  serial: "link_serial",
-  /** The digest of that declaration (the same one arriving again is not a replay). */
-  digest: "link_digest",
-  /** A JSON status record the run process keeps up to date (see src/run/status.ts). */
-  runStatus: "run_status",
-} as const;
 
 /** Who this node is and where its link goes. */
 export interface Identity {

@@ -4,11 +4,13 @@
  * well under 1 KiB; the held list rides along only when it changed since the
  * last heartbeat that carried it (and on every link-up).
  */
-import type { ApplyReport } from "../apply.ts";
+import type { ApplyReport } from "../engine/types.ts";
 import { createHash } from "node:crypto";
 import { canonicalJson } from "../declaration/canonical.ts";
-import type { Problem } from "../declaration/parse.ts";
-import type { ResourceResult, Store } from "../store/store.ts";
+import type { Problem } from "../declaration/envelope.ts";
+import type { RefusalReason } from "../engine/admit.ts";
+import type { Store } from "../store/store.ts";
+import type { ResourceResult } from "../engine/types.ts";
 import { VERSION } from "../version.ts";
 
 /** What started a reconcile or an apply. */
@@ -49,14 +51,7 @@ export interface RefusalMessage {
    * old token), invalid (the parse refused it), wrong-node, replay, unaddressed
    * (no node or serial).
    */
-  reason:
-    | "unsigned"
-    | "bad-signature"
-    | "unpinned"
-    | "invalid"
-    | "wrong-node"
-    | "replay"
-    | "unaddressed";
+  reason: RefusalReason;
   message: string;
   problems: Problem[];
 }

@@ -16,7 +16,7 @@
 import * as v from "valibot";
 import { X509Certificate } from "node:crypto";
 import { fromSeed } from "@nats-io/nkeys";
-import { NODE_ID } from "../declaration/schema.ts";
+import { NODE_ID } from "../declaration/fields.ts";
 import { TokenError } from "./errors.ts";
 import { base64url, unbase64url } from "./_base64url.ts";
 import { isSigningKey } from "./signature.ts";

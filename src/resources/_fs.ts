@@ -1,8 +1,16 @@
 /** Helpers shared by the file and directory kinds. */
 import { posix } from "node:path";
 import { ancestors, isWithin } from "../declaration/paths.ts";
-import type { PathInfo } from "../ports.ts";
-import { formatMode, type KindContext, resolveGroup, resolveUser, ResourceError } from "./kind.ts";
+import type { PathInfo } from "../providers.ts";
+import {
+  type Change,
+  change,
+  formatMode,
+  type KindContext,
+  resolveGroup,
+  resolveUser,
+  ResourceError,
+} from "./kind.ts";
 
 /**
  * Refuse a path whose ancestors include a symlink or a non-directory: the host
@@ -102,18 +110,25 @@ export async function declaredAttributes(
 
 /** Describe how the attributes on disk differ from the declared ones. */
 export function attributeChanges(
-  info: PathInfo,
+  info: Pick<PathInfo, "mode" | "uid" | "gid">,
   want: { mode: number; uid: number; gid: number },
   spec: { owner: string; group: string },
-): string[] {
-  const changes: string[] = [];
+): Change<AttributeChange>[] {
+  const changes: Change<AttributeChange>[] = [];
   if (info.mode !== want.mode) {
-    changes.push(`mode ${formatMode(info.mode)} → ${formatMode(want.mode)}`);
+    changes.push(change("mode", `mode ${formatMode(info.mode)} → ${formatMode(want.mode)}`));
   }
-  if (info.uid !== want.uid) changes.push(`owner ${info.uid} → ${want.uid} (${spec.owner})`);
-  if (info.gid !== want.gid) changes.push(`group ${info.gid} → ${want.gid} (${spec.group})`);
+  if (info.uid !== want.uid) {
+    changes.push(change("owner", `owner ${info.uid} → ${want.uid} (${spec.owner})`));
+  }
+  if (info.gid !== want.gid) {
+    changes.push(change("group", `group ${info.gid} → ${want.gid} (${spec.group})`));
+  }
   return changes;
 }
+
+/** What can differ in a path's attributes. */
+export type AttributeChange = "mode" | "owner" | "group";
 
 /** Turn "no such file" from a create into a reason a person can act on. */
 export function missingParent(path: string, error: unknown): never {

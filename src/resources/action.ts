@@ -5,11 +5,30 @@
  * only look, never change anything: `plan` runs it too. An action leaves
  * nothing to release.
  */
-import type { ActionResource } from "../declaration/schema.ts";
-import type { CommandResult, CommandRunner } from "../ports.ts";
+import * as v from "valibot";
+import { argv, resourceId } from "../declaration/fields.ts";
+import type { CommandResult, CommandRunner } from "../providers.ts";
 import { shownArgv } from "../argv.ts";
-import type { Check, KindContext, Release, ResourceKind } from "./kind.ts";
+import {
+  type Change,
+  change,
+  type Diff,
+  type KindContext,
+  type Release,
+  type ResourceKind,
+} from "./kind.ts";
 import { NoProviderError, ResourceError } from "./kind.ts";
+
+/** Resource (trusted parse only): a program run when its verify program says it is needed. */
+export const ActionSchema = v.strictObject({
+  type: v.literal("action"),
+  id: resourceId,
+  run: argv("run"),
+  verify: argv("verify"),
+});
+
+/** An action resource (bundle only). */
+export type ActionResource = v.InferOutput<typeof ActionSchema>;
 
 function commands(ctx: KindContext): CommandRunner {
   const runner = ctx.providers.commands;
@@ -23,15 +42,22 @@ function said(result: CommandResult): string {
 }
 
 /** The action kind. */
-export const actionKind: ResourceKind<ActionResource> = {
+export const actionKind: ResourceKind<ActionResource, Change<"run">> = {
   type: "action",
+  schema: ActionSchema,
+  trustedOnly: true,
+  needs: "commands",
 
-  async check(ctx: KindContext, resource: ActionResource): Promise<Check> {
+  key: (resource) => `action:${resource.id}`,
+
+  async check(ctx: KindContext, resource: ActionResource): Promise<Diff<Change<"run">>> {
     const result = await commands(ctx).run(resource.verify);
     if (result.code === 0) return { exists: true, changes: [] };
     return {
       exists: true,
-      changes: [`verify \`${shownArgv(resource.verify)}\` exited ${result.code}: run`],
+      changes: [
+        change("run", `verify \`${shownArgv(resource.verify)}\` exited ${result.code}: run`),
+      ],
     };
   },
 

@@ -6,12 +6,72 @@
  * without the marker is not the host's: it is never touched, the apply fails.
  * No longer declared: removed, if it still carries the marker.
  */
+import * as v from "valibot";
 import { digestOf } from "../declaration/canonical.ts";
-import type { ContainerResource } from "../declaration/schema.ts";
-import type { ContainerInfo, ContainerRuntime, ContainerSpec } from "../ports.ts";
-import type { HeldResource } from "../store/store.ts";
-import type { Check, KindContext, Release, ResourceKind } from "./kind.ts";
+import { absolutePath, lineSafe, resourceId } from "../declaration/fields.ts";
+import type { ContainerInfo, ContainerRuntime, ContainerSpec } from "../providers.ts";
+import {
+  type Change,
+  change,
+  type Diff,
+  type KindContext,
+  type Release,
+  type ReleaseOptions,
+  type ResourceKind,
+  type RuleScope,
+  wants,
+} from "./kind.ts";
 import { NoProviderError, ResourceError } from "./kind.ts";
+import { checkManagedPath } from "./_rules.ts";
+
+/** A mount path: absolute, and nothing the runtime's `--mount a=b,c=d` syntax cannot carry. */
+const mountPath = v.pipe(
+  absolutePath,
+  v.check(
+    (p) => !/[,"]/.test(p),
+    "holds a comma or a double quote, which the container runtime's --mount syntax cannot carry; " +
+      "mount a directory whose path has neither",
+  ),
+);
+
+const mount = v.strictObject({
+  source: mountPath,
+  target: mountPath,
+  readOnly: v.optional(v.boolean()),
+});
+
+/** Resource: a container from an image pinned by digest. */
+export const ContainerSchema = v.strictObject({
+  type: v.literal("container"),
+  id: resourceId,
+  name: v.pipe(
+    v.string(),
+    v.regex(/^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/, "a container name is letters, digits and _ . -"),
+  ),
+  image: v.pipe(
+    v.string(),
+    v.regex(
+      /^[a-z0-9][a-z0-9._/:-]*@sha256:[a-f0-9]{64}$/,
+      (i) =>
+        `image ${
+          JSON.stringify(i.input)
+        } is not pinned by digest; write it as name@sha256:<64 hex digits> (tags are refused)`,
+    ),
+  ),
+  args: v.array(lineSafe("an argument")),
+  env: v.record(
+    v.pipe(v.string(), v.regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "an env name is letters, digits and _")),
+    lineSafe("an env value"),
+  ),
+  mounts: v.array(mount),
+  restart: v.picklist(["no", "always", "on-failure", "unless-stopped"]),
+});
+
+/** A container resource. */
+export type ContainerResource = v.InferOutput<typeof ContainerSchema>;
+
+/** What a container check can find: missing, made from another declaration, stopped. */
+type ContainerChange = Change<"create" | "replace" | "start">;
 
 /** The labels the host puts on every container it creates. */
 export const CONTAINER_LABELS = {
@@ -25,9 +85,6 @@ export const CONTAINER_LABELS = {
 
 /** The marker's value. */
 export const OWNER_VALUE = "nox-mesh-host";
-
-const REPLACE = "replace";
-const START = "start";
 
 function containers(ctx: KindContext): ContainerRuntime {
   const runtime = ctx.providers.containers;
@@ -69,24 +126,40 @@ function notOurs(name: string, runtime: string): ResourceError {
 }
 
 /** The container kind. */
-export const containerKind: ResourceKind<ContainerResource> = {
+export const containerKind: ResourceKind<ContainerResource, ContainerChange> = {
   type: "container",
+  schema: ContainerSchema,
+  needs: "containers",
 
-  async check(ctx: KindContext, resource: ContainerResource): Promise<Check> {
+  key: (resource) => `container:${resource.name}`,
+
+  rules(resource: ContainerResource, at: string, scope: RuleScope): void {
+    resource.mounts.forEach((m, i) =>
+      checkManagedPath(m.source, `${at}.mounts[${i}].source`, scope)
+    );
+  },
+
+  async check(ctx: KindContext, resource: ContainerResource): Promise<Diff<ContainerChange>> {
     const runtime = containers(ctx);
     const info = await runtime.inspect(resource.name);
-    if (info === null) return { exists: false, changes: ["create"] };
+    if (info === null) return { exists: false, changes: [change("create")] };
     if (!isOurs(info)) throw notOurs(resource.name, runtime.name);
     const have = info.labels[CONTAINER_LABELS.digest];
     if (have !== await digestOf(resource)) {
       const why = have === undefined ? "its digest label is missing" : "the declaration changed";
-      return { exists: true, changes: [`${REPLACE} (${why})`] };
+      return { exists: true, changes: [change("replace", `replace (${why})`)] };
     }
-    if (!info.running) return { exists: true, changes: [`${START} (it is ${info.status})`] };
+    if (!info.running) {
+      return { exists: true, changes: [change("start", `start (it is ${info.status})`)] };
+    }
     return { exists: true, changes: [] };
   },
 
-  async apply(ctx: KindContext, resource: ContainerResource, found: Check): Promise<void> {
+  async apply(
+    ctx: KindContext,
+    resource: ContainerResource,
+    diff: Diff<ContainerChange>,
+  ): Promise<void> {
     const runtime = containers(ctx);
     // Look again right before acting: never remove what is not ours.
     const info = await runtime.inspect(resource.name);
@@ -95,7 +168,7 @@ export const containerKind: ResourceKind<ContainerResource> = {
       return;
     }
     if (!isOurs(info)) throw notOurs(resource.name, runtime.name);
-    if (found.changes.some((c) => c.startsWith(REPLACE))) {
+    if (wants(diff, "replace")) {
       await runtime.remove(resource.name);
       await runtime.create(await containerSpec(resource));
     } else if (!info.running) {
@@ -103,9 +176,12 @@ export const containerKind: ResourceKind<ContainerResource> = {
     }
   },
 
-  async release(ctx: KindContext, held: HeldResource, dryRun: boolean): Promise<Release> {
+  async release(
+    ctx: KindContext,
+    { name }: ContainerResource,
+    { dryRun }: ReleaseOptions,
+  ): Promise<Release> {
     const runtime = containers(ctx);
-    const name = (held.spec as ContainerResource).name;
     const info = await runtime.inspect(name);
     if (info === null) return { outcome: "removed", detail: "already gone" };
     if (!isOurs(info)) {

@@ -1,9 +1,20 @@
 /** The directory resource: a directory with mode, owner and group. */
+import * as v from "valibot";
 import { posix } from "node:path";
-import type { DirectoryResource } from "../declaration/schema.ts";
-import type { HeldResource } from "../store/store.ts";
-import type { Check, KindContext, Release, ResourceKind } from "./kind.ts";
+import { absolutePath, mode, principal, resourceId, specialBit } from "../declaration/fields.ts";
 import {
+  type Change,
+  change,
+  type Diff,
+  type KindContext,
+  type Release,
+  type ReleaseOptions,
+  type ResourceKind,
+  type RuleScope,
+} from "./kind.ts";
+import { checkManagedPath } from "./_rules.ts";
+import {
+  type AttributeChange,
   attributeChanges,
   checkAncestors,
   declaredAttributes,
@@ -11,17 +22,47 @@ import {
   missingParent,
 } from "./_fs.ts";
 
-/** The directory kind. */
-export const directoryKind: ResourceKind<DirectoryResource> = {
-  type: "directory",
+/** Resource: a directory the host creates and keeps at mode/owner/group. */
+export const DirectorySchema = v.strictObject({
+  type: v.literal("directory"),
+  id: resourceId,
+  path: absolutePath,
+  mode,
+  /** New entries take the directory's group (S_ISGID). */
+  setgid: specialBit("setgid"),
+  /** Only an entry's owner may remove or rename it (S_ISVTX). */
+  sticky: specialBit("sticky"),
+  owner: principal("owner"),
+  group: principal("group"),
+});
 
-  async check(ctx: KindContext, resource: DirectoryResource): Promise<Check> {
+/** A directory resource. */
+export type DirectoryResource = v.InferOutput<typeof DirectorySchema>;
+
+/** What a directory check can find: a missing directory, other attributes. */
+type DirectoryChange = Change<"create" | AttributeChange>;
+
+const CREATE: Diff<DirectoryChange> = { exists: false, changes: [change("create")] };
+
+/** The directory kind. */
+export const directoryKind: ResourceKind<DirectoryResource, DirectoryChange> = {
+  type: "directory",
+  schema: DirectorySchema,
+  needs: "fs",
+
+  key: (resource) => `path:${resource.path}`,
+
+  rules(resource: DirectoryResource, at: string, scope: RuleScope): void {
+    checkManagedPath(resource.path, `${at}.path`, scope);
+  },
+
+  async check(ctx: KindContext, resource: DirectoryResource): Promise<Diff<DirectoryChange>> {
     const fs = ctx.providers.fs;
     if (await checkAncestors(ctx, resource.path, ctx.realDirectories) !== undefined) {
-      return { exists: false, changes: ["create"] };
+      return CREATE;
     }
     const info = await fs.lstat(resource.path);
-    if (info === null) return { exists: false, changes: ["create"] };
+    if (info === null) return CREATE;
     expectKind(resource.path, info, "directory");
     return {
       exists: true,
@@ -29,7 +70,11 @@ export const directoryKind: ResourceKind<DirectoryResource> = {
     };
   },
 
-  async apply(ctx: KindContext, resource: DirectoryResource, found: Check): Promise<void> {
+  async apply(
+    ctx: KindContext,
+    resource: DirectoryResource,
+    found: Diff<DirectoryChange>,
+  ): Promise<void> {
     const fs = ctx.providers.fs;
     const attributes = await declaredAttributes(ctx, resource);
     await checkAncestors(ctx, resource.path);
@@ -48,10 +93,13 @@ export const directoryKind: ResourceKind<DirectoryResource> = {
     }
   },
 
-  async release(ctx: KindContext, held: HeldResource, dryRun: boolean): Promise<Release> {
-    const path = (held.spec as DirectoryResource).path;
+  async release(
+    ctx: KindContext,
+    { path }: DirectoryResource,
+    { created, dryRun }: ReleaseOptions,
+  ): Promise<Release> {
     const fs = ctx.providers.fs;
-    if (!held.created) {
+    if (!created) {
       return { outcome: "forgotten", detail: "not created by the host, left in place" };
     }
     const info = await fs.lstat(path);

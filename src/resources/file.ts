@@ -1,15 +1,70 @@
 /** The file resource: a regular file with exact content, mode, owner and group. */
+import * as v from "valibot";
 import { posix } from "node:path";
-import type { FileResource } from "../declaration/schema.ts";
-import type { HeldResource } from "../store/store.ts";
-import type { Check, KindContext, Release, ResourceKind } from "./kind.ts";
+import { absolutePath, mode, principal, resourceId, specialBit } from "../declaration/fields.ts";
 import {
+  type Change,
+  change,
+  type Diff,
+  type KindContext,
+  type Release,
+  type ReleaseOptions,
+  type ResourceKind,
+  type RuleScope,
+} from "./kind.ts";
+import { checkManagedPath } from "./_rules.ts";
+import {
+  type AttributeChange,
   attributeChanges,
   checkAncestors,
   declaredAttributes,
   expectKind,
   missingParent,
 } from "./_fs.ts";
+
+/** Resource: a regular file with exact content, written atomically. */
+export const FileSchema = v.pipe(
+  v.strictObject({
+    type: v.literal("file"),
+    id: resourceId,
+    path: absolutePath,
+    content: v.optional(v.string()),
+    contentBase64: v.optional(
+      v.pipe(
+        v.string(),
+        v.regex(
+          /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/,
+          "contentBase64 is not valid base64 (standard alphabet, padded)",
+        ),
+      ),
+    ),
+    mode,
+    /** The program runs as the file's owner (S_ISUID). */
+    setuid: specialBit("setuid"),
+    /** The program runs as the file's group (S_ISGID). */
+    setgid: specialBit("setgid"),
+    owner: principal("owner"),
+    group: principal("group"),
+  }),
+  v.check(
+    (f) => (f.content === undefined) !== (f.contentBase64 === undefined),
+    "a file has exactly one of content (utf-8 text) or contentBase64",
+  ),
+);
+
+/** A file resource. */
+export type FileResource = v.InferOutput<typeof FileSchema>;
+
+/** The decoded size in bytes of a file resource's content. */
+export function contentSize(resource: { content?: string; contentBase64?: string }): number {
+  if (resource.content !== undefined) return new TextEncoder().encode(resource.content).length;
+  const b64 = resource.contentBase64 ?? "";
+  const padding = b64.endsWith("==") ? 2 : b64.endsWith("=") ? 1 : 0;
+  return (b64.length / 4) * 3 - padding;
+}
+
+/** What a file check can find: a missing file, other bytes, other attributes. */
+type FileChange = Change<"create" | "content" | AttributeChange>;
 
 const decoded = new WeakMap<FileResource, Uint8Array>();
 
@@ -25,25 +80,42 @@ export function fileContent(resource: FileResource): Uint8Array {
   return bytes;
 }
 
-/** The file kind. */
-export const fileKind: ResourceKind<FileResource> = {
-  type: "file",
+const CREATE: Diff<FileChange> = { exists: false, changes: [change("create")] };
 
-  async check(ctx: KindContext, resource: FileResource): Promise<Check> {
+/** The file kind. */
+export const fileKind: ResourceKind<FileResource, FileChange> = {
+  type: "file",
+  schema: FileSchema,
+  needs: "fs",
+
+  key: (resource) => `path:${resource.path}`,
+
+  rules(resource: FileResource, at: string, scope: RuleScope): void {
+    checkManagedPath(resource.path, `${at}.path`, scope);
+    const size = contentSize(resource);
+    if (size > scope.limits.maxFileBytes) {
+      scope.problems.push({
+        path: `${at}.content`,
+        message: `is ${size} bytes, over the limit of ${scope.limits.maxFileBytes} bytes per file`,
+      });
+    }
+  },
+
+  async check(ctx: KindContext, resource: FileResource): Promise<Diff<FileChange>> {
     const fs = ctx.providers.fs;
     if (await checkAncestors(ctx, resource.path, ctx.realDirectories) !== undefined) {
-      return { exists: false, changes: ["create"] };
+      return CREATE;
     }
     const info = await fs.lstat(resource.path);
-    if (info === null) return { exists: false, changes: ["create"] };
+    if (info === null) return CREATE;
     expectKind(resource.path, info, "file");
     const want = fileContent(resource);
     // One descriptor for what is compared: a symlink or a FIFO swapped in after the
     // lstat is refused there (never followed, never waited on), and size, mode and
     // owner are those of the file whose bytes were read.
     const read = await fs.readFile(resource.path, want.length);
-    const changes: string[] = [];
-    if (read.data === null || !equalBytes(read.data, want)) changes.push("content");
+    const changes: FileChange[] = [];
+    if (read.data === null || !equalBytes(read.data, want)) changes.push(change("content"));
     changes.push(
       ...attributeChanges(read.info, await declaredAttributes(ctx, resource), resource),
     );
@@ -68,11 +140,14 @@ export const fileKind: ResourceKind<FileResource> = {
     ctx.touchedDirectories.add(posix.dirname(resource.path));
   },
 
-  async release(ctx: KindContext, held: HeldResource, dryRun: boolean): Promise<Release> {
-    const path = (held.spec as FileResource).path;
+  async release(
+    ctx: KindContext,
+    { path }: FileResource,
+    { created, dryRun }: ReleaseOptions,
+  ): Promise<Release> {
     // A write of this path cut short by a crash may have left its temporary file.
     if (!dryRun) await ctx.providers.fs.discardPartialWrite(path);
-    if (!held.created) {
+    if (!created) {
       return { outcome: "forgotten", detail: "not created by the host, left in place" };
     }
     const info = await ctx.providers.fs.lstat(path);

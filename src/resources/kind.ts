@@ -1,21 +1,51 @@
 /**
- * The contract of a resource kind: one module per kind (STYLE.md, after mgmt
- * and Puppet). `check` answers "is the machine already like this?" without
- * changing anything; `apply` makes the change the check found; the engine then
- * calls `check` again as the read-back, so plan, apply and read-back can never
- * disagree about what "in sync" means.
+ * The contract of a resource kind: ONE module per kind under src/resources/
+ * holds everything about it (DESIGN.md §1, STYLE.md after mgmt and Puppet):
+ * its schema, its key, its rules against this host, which provider it needs,
+ * `check` (a typed diff whose changes describe themselves), `apply` (make the
+ * changes the check found) and `release` (what happens when it is no longer
+ * declared). The engine calls `check` again as the read-back, so plan, apply
+ * and read-back can never disagree about what "in sync" means. Adding a kind
+ * touches its module, its adapter and the list in mod.ts; nothing else.
  */
+import type * as v from "valibot";
+import type { Limits, Problem } from "../declaration/envelope.ts";
+import type { OwnPattern } from "../declaration/paths.ts";
 import { HostError } from "../errors.ts";
-import type { Resource } from "../declaration/schema.ts";
-import type { HeldResource } from "../store/store.ts";
-import type { Providers } from "../ports.ts";
+import type { Providers } from "../providers.ts";
 
-/** What a check found. */
-export interface Check {
+/** One difference between the machine and the declaration: what to do, and how to say it. */
+export interface Change<W extends string = string> {
+  /** What the apply does about it (the kind's own vocabulary: "enable", "content", …). */
+  readonly what: W;
+  /** The same for people: "mode 0600 → 0644", "version 1.0-1 → 1.1-1". */
+  readonly text: string;
+}
+
+/** A change `what`, said as `text` (default: `what` itself). */
+export function change<W extends string>(what: W, text: string = what): Change<W> {
+  return { what, text };
+}
+
+/**
+ * What a check found. A kind's changes are `Change`s of its own vocabulary, and
+ * may carry what its apply needs (a peer's key, a value's old and new form).
+ */
+export interface Diff<C extends Change = Change> {
   /** Whether the managed thing exists at all (false: applying creates it). */
   exists: boolean;
-  /** What differs from the declaration, for people; empty means in sync. */
-  changes: string[];
+  /** What differs from the declaration; empty means in sync. */
+  changes: C[];
+}
+
+/** Whether a diff holds a change of this kind. */
+export function wants<C extends Change>(diff: Diff<C>, what: C["what"]): boolean {
+  return diff.changes.some((c) => c.what === what);
+}
+
+/** The words of a diff's changes, for people, reports and the store. */
+export function describe(diff: Diff): string[] {
+  return diff.changes.map((c) => c.text);
 }
 
 /** What happened (or would happen) to a resource that is no longer declared. */
@@ -23,6 +53,30 @@ export interface Release {
   outcome: "removed" | "forgotten";
   /** Why it was forgotten rather than removed, e.g. "not empty, kept". */
   detail?: string;
+}
+
+/** How a release is asked for. */
+export interface ReleaseOptions {
+  /** Whether the host created it (only then may it be removed). */
+  created: boolean;
+  /** Only say what would happen. */
+  dryRun: boolean;
+}
+
+/** Which provider a kind's resources need (src/providers.ts `Providers`). */
+export type ProviderNeed = keyof Providers;
+
+/** What a kind's rules are checked against: this host's configuration, compiled once per parse. */
+export interface RuleScope {
+  /** Where each problem goes; the parse refuses the declaration when any is found. */
+  problems: Problem[];
+  limits: Limits;
+  /** The managed roots. */
+  roots: readonly string[];
+  /** The host's own paths (DESIGN.md §18), compiled. */
+  own: OwnPattern[];
+  /** The host's own service names (every unit of these names is refused). */
+  ownServices: ReadonlySet<string>;
 }
 
 /** What kinds get from the engine. */
@@ -64,18 +118,32 @@ export function newKindContext(
   };
 }
 
-/** One resource kind. */
-export interface ResourceKind<R extends Resource = Resource> {
+/** One resource kind: `R` is its resource, `C` its changes. */
+export interface ResourceKind<
+  R extends { type: string; id: string } = { type: string; id: string },
+  C extends Change = Change,
+> {
   readonly type: R["type"];
-  check(ctx: KindContext, resource: R): Promise<Check>;
-  /** Make the changes `found` lists. Throws with the reason when it cannot. */
-  apply(ctx: KindContext, resource: R, found: Check): Promise<void>;
+  /** The resource's shape (valibot); unknown fields are refused. */
+  readonly schema: v.GenericSchema<unknown, R>;
+  /** Only the bundle the host carries may declare it (the trusted parse). */
+  readonly trustedOnly?: boolean;
+  /** The provider its resources need; "fs" alone never waits for detecting the others. */
+  readonly needs: ProviderNeed;
+  /** What two resources may not both manage ("path:/etc/x", "package:vim" …). */
+  key(resource: R): string;
+  /** Rules against this host (managed roots, own paths, limits); problems go to `scope`. */
+  rules?(resource: R, at: string, scope: RuleScope): void;
+  /** Is the machine already like this? Changes nothing. */
+  check(ctx: KindContext, resource: R): Promise<Diff<C>>;
+  /** Make the changes `diff` lists. Throws with the reason when it cannot. */
+  apply(ctx: KindContext, resource: R, diff: Diff<C>): Promise<void>;
   /**
-   * Release a held resource that is no longer declared: remove what the host
-   * created where the kind's rules allow it, otherwise forget it. With
-   * `dryRun`, only say which it would be.
+   * Release a resource that is no longer declared (`spec` as it was held):
+   * remove what the host created where the kind's rules allow it, otherwise
+   * forget it. With `dryRun`, only say which it would be.
    */
-  release(ctx: KindContext, held: HeldResource, dryRun: boolean): Promise<Release>;
+  release(ctx: KindContext, spec: R, options: ReleaseOptions): Promise<Release>;
 }
 
 /** A resource failed to apply, check or release; the message is the reason. */

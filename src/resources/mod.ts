@@ -1,24 +1,59 @@
-/** Every resource kind, by type. */
-import type { Resource, ResourceType } from "../declaration/schema.ts";
+/**
+ * The list of resource kinds: the only place that names them all. Adding a
+ * kind is its module, its adapter, and one line here.
+ */
+import { actionKind, type ActionResource } from "./action.ts";
+import { containerKind, type ContainerResource } from "./container.ts";
+import { directoryKind, type DirectoryResource } from "./directory.ts";
+import { fileKind, type FileResource } from "./file.ts";
 import type { ResourceKind } from "./kind.ts";
-import { actionKind } from "./action.ts";
-import { containerKind } from "./container.ts";
-import { directoryKind } from "./directory.ts";
-import { fileKind } from "./file.ts";
-import { packageKind } from "./package.ts";
-import { serviceKind } from "./service.ts";
+import { packageKind, type PackageResource } from "./package.ts";
+import { serviceKind, type ServiceResource } from "./service.ts";
 
-/** The kind that checks, applies and releases each resource type. */
-export const KINDS: { [T in ResourceType]: ResourceKind<Extract<Resource, { type: T }>> } = {
-  directory: directoryKind,
-  file: fileKind,
-  package: packageKind,
-  service: serviceKind,
-  container: containerKind,
-  action: actionKind,
+export type {
+  ActionResource,
+  ContainerResource,
+  DirectoryResource,
+  FileResource,
+  PackageResource,
+  ServiceResource,
 };
 
-/** The kind for one resource. */
-export function kindOf<R extends Resource>(resource: R | { type: R["type"] }): ResourceKind<R> {
-  return KINDS[resource.type] as unknown as ResourceKind<R>;
+/** Any resource. */
+export type Resource =
+  | DirectoryResource
+  | FileResource
+  | PackageResource
+  | ServiceResource
+  | ContainerResource
+  | ActionResource;
+
+/** The name of a resource type. */
+export type ResourceType = Resource["type"];
+
+/** Every kind, in the order messages list them. */
+const ALL: readonly ResourceKind<Resource>[] = [
+  directoryKind,
+  fileKind,
+  packageKind,
+  serviceKind,
+  containerKind,
+  actionKind,
+] as unknown as ResourceKind<Resource>[];
+
+/** The kinds by type (a Map: no type name reaches Object.prototype). */
+export const KINDS: ReadonlyMap<string, ResourceKind<Resource>> = new Map(
+  ALL.map((kind) => [kind.type, kind]),
+);
+
+/** The kind for one resource (or a held record of one). */
+export function kindOf<R extends Resource>(resource: { type: R["type"] }): ResourceKind<R> {
+  const kind = KINDS.get(resource.type);
+  if (!kind) throw new Error(`no resource kind "${resource.type}"`); // the parse admits none
+  return kind as unknown as ResourceKind<R>;
+}
+
+/** The one thing a resource manages, shared by resources that would fight over it. */
+export function resourceKey(resource: Resource): string {
+  return kindOf(resource).key(resource);
 }

@@ -5,11 +5,54 @@
  * host's own package may be declared with a version: that is how a fleet
  * upgrades (or pins) the host.
  */
-import type { PackageResource } from "../declaration/schema.ts";
-import { type PackageManager, PackageNotFoundError } from "../ports.ts";
-import type { Check, KindContext, Release, ResourceKind } from "./kind.ts";
+import * as v from "valibot";
+import { resourceId } from "../declaration/fields.ts";
+import { type PackageManager, PackageNotFoundError } from "../providers.ts";
+import {
+  type Change,
+  change,
+  type Diff,
+  type KindContext,
+  type Release,
+  type ResourceKind,
+} from "./kind.ts";
 import { NoProviderError, ResourceError } from "./kind.ts";
 import { PROGRAM } from "../version.ts";
+
+/** Resource: a package that must be installed (at an exact version when given). */
+export const PackageSchema = v.strictObject({
+  type: v.literal("package"),
+  id: resourceId,
+  name: v.pipe(
+    v.string(),
+    v.regex(
+      /^[a-z0-9@_+][a-z0-9@._+-]{0,127}$/,
+      "a package name is lowercase letters, digits and @ . _ + -",
+    ),
+  ),
+  version: v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(
+        /^[A-Za-z0-9][A-Za-z0-9._:+~-]{0,63}$/,
+        "a version is letters, digits and . _ : + ~ -",
+      ),
+    ),
+  ),
+  /**
+   * "full": upgrade the whole machine (pacman -Syu, apk upgrade -U) before
+   * installing it. Without it the host never refreshes pacman's sync database.
+   */
+  upgrade: v.optional(
+    v.picklist(["full"], 'upgrade is "full" (upgrade the whole machine first) or absent'),
+  ),
+});
+
+/** A package resource. */
+export type PackageResource = v.InferOutput<typeof PackageSchema>;
+
+/** What a package check can find: not installed, or another version. */
+type PackageChange = Change<"install" | "version">;
 
 /** A package version without its release suffix: "1.2-3" (pacman) or "1.2-r3" (apk) → "1.2". */
 export function upstreamVersion(version: string): string {
@@ -39,20 +82,27 @@ function packages(ctx: KindContext): PackageManager {
 }
 
 /** The package kind. */
-export const packageKind: ResourceKind<PackageResource> = {
+export const packageKind: ResourceKind<PackageResource, PackageChange> = {
   type: "package",
+  schema: PackageSchema,
+  needs: "packages",
 
-  async check(ctx: KindContext, resource: PackageResource): Promise<Check> {
+  key: (resource) => `package:${resource.name}`,
+
+  async check(ctx: KindContext, resource: PackageResource): Promise<Diff<PackageChange>> {
     const found = await packages(ctx).installed(resource.name);
     if (found?.version !== resource.version) refuseRolledBack(ctx, resource);
     if (found === null) {
       return {
         exists: false,
-        changes: [resource.version ? `install ${resource.version}` : "install"],
+        changes: [change("install", resource.version ? `install ${resource.version}` : "install")],
       };
     }
     if (resource.version !== undefined && found.version !== resource.version) {
-      return { exists: true, changes: [`version ${found.version} → ${resource.version}`] };
+      return {
+        exists: true,
+        changes: [change("version", `version ${found.version} → ${resource.version}`)],
+      };
     }
     return { exists: true, changes: [] };
   },
@@ -72,7 +122,7 @@ export const packageKind: ResourceKind<PackageResource> = {
     }
   },
 
-  release(_ctx: KindContext, _held, _dryRun: boolean): Promise<Release> {
+  release(): Promise<Release> {
     return Promise.resolve({
       outcome: "forgotten",
       detail: "packages are never uninstalled; left installed",

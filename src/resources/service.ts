@@ -4,10 +4,76 @@
  * as it is. The host's own service is refused at parse time and again by every
  * service adapter.
  */
-import type { ServiceResource } from "../declaration/schema.ts";
-import type { ServiceManager } from "../ports.ts";
-import type { Check, KindContext, Release, ResourceKind } from "./kind.ts";
+import * as v from "valibot";
+import { resourceId } from "../declaration/fields.ts";
+import type { ServiceManager } from "../providers.ts";
+import {
+  type Change,
+  change,
+  type Diff,
+  type KindContext,
+  type Release,
+  type ResourceKind,
+  type RuleScope,
+  wants,
+} from "./kind.ts";
 import { NoProviderError, ResourceError } from "./kind.ts";
+
+/** systemd's unit types: a name ending in one of them names a unit of that type. */
+export const UNIT_TYPES: readonly string[] = [
+  "service",
+  "socket",
+  "target",
+  "device",
+  "mount",
+  "automount",
+  "swap",
+  "timer",
+  "path",
+  "slice",
+  "scope",
+];
+
+/** The unit types a service resource may name: services and what starts them. */
+export const SERVICE_UNIT_TYPES: readonly string[] = ["service", "socket", "timer", "path"];
+
+/** The unit type a service name names: its suffix when that is a unit type, else "service". */
+export function unitType(name: string): string {
+  const suffix = name.slice(name.lastIndexOf(".") + 1);
+  return name.includes(".") && UNIT_TYPES.includes(suffix) ? suffix : "service";
+}
+
+/** Resource: a service of the init system, enabled and/or running as declared. */
+export const ServiceSchema = v.strictObject({
+  type: v.literal("service"),
+  id: resourceId,
+  name: v.pipe(
+    v.string(),
+    v.regex(
+      /^[A-Za-z0-9][A-Za-z0-9@._:\\-]{0,250}$/,
+      "a service name is letters, digits and @ . _ : - \\",
+    ),
+    v.check(
+      (n) => SERVICE_UNIT_TYPES.includes(unitType(n)),
+      (i) =>
+        `"${i.input}" is a .${unitType(i.input)} unit; a service resource names a service ` +
+        `(or its .socket, .timer or .path unit), never a target, mount, device, swap, slice or scope`,
+    ),
+  ),
+  enabled: v.boolean(),
+  running: v.boolean(),
+});
+
+/** A service resource. */
+export type ServiceResource = v.InferOutput<typeof ServiceSchema>;
+
+/** A service name without the ".service" suffix systemd allows. */
+export function serviceBaseName(name: string): string {
+  return name.endsWith(".service") ? name.slice(0, -".service".length) : name;
+}
+
+/** What a service check can find. */
+type ServiceChange = Change<"reload" | "enable" | "disable" | "start" | "stop">;
 
 function services(ctx: KindContext): ServiceManager {
   const manager = ctx.providers.services;
@@ -17,13 +83,28 @@ function services(ctx: KindContext): ServiceManager {
   return manager;
 }
 
-const RELOAD = "reload the changed definition";
-
 /** The service kind. */
-export const serviceKind: ResourceKind<ServiceResource> = {
+export const serviceKind: ResourceKind<ServiceResource, ServiceChange> = {
   type: "service",
+  schema: ServiceSchema,
+  needs: "services",
 
-  async check(ctx: KindContext, resource: ServiceResource): Promise<Check> {
+  key: (resource) => `service:${serviceBaseName(resource.name)}`,
+
+  rules(resource: ServiceResource, at: string, scope: RuleScope): void {
+    // Every unit of the host's name: its .service, .socket, .timer, .path, instances (@), and
+    // OpenRC's multiplexed names (name.x), all start or stop the host.
+    const base = resource.name.split(/[.@]/, 1)[0];
+    if (scope.ownServices.has(base)) {
+      scope.problems.push({
+        path: `${at}.name`,
+        message: `"${resource.name}" is a unit of the host's own service ${base}; the ` +
+          "installation owns every unit of that name, never a declaration",
+      });
+    }
+  },
+
+  async check(ctx: KindContext, resource: ServiceResource): Promise<Diff<ServiceChange>> {
     const manager = services(ctx);
     const state = await manager.state(resource.name);
     if (!state.exists) {
@@ -36,21 +117,29 @@ export const serviceKind: ResourceKind<ServiceResource> = {
         },
       );
     }
-    const changes: string[] = [];
-    if (state.reloadNeeded) changes.push(RELOAD);
-    if (state.enabled !== resource.enabled) changes.push(resource.enabled ? "enable" : "disable");
-    if (state.running !== resource.running) changes.push(resource.running ? "start" : "stop");
+    const changes: ServiceChange[] = [];
+    if (state.reloadNeeded) changes.push(change("reload", "reload the changed definition"));
+    if (state.enabled !== resource.enabled) {
+      changes.push(change(resource.enabled ? "enable" : "disable"));
+    }
+    if (state.running !== resource.running) {
+      changes.push(change(resource.running ? "start" : "stop"));
+    }
     return { exists: true, changes };
   },
 
-  async apply(ctx: KindContext, resource: ServiceResource, found: Check): Promise<void> {
+  async apply(
+    ctx: KindContext,
+    resource: ServiceResource,
+    diff: Diff<ServiceChange>,
+  ): Promise<void> {
     const manager = services(ctx);
     const name = resource.name;
-    if (found.changes.includes(RELOAD)) await manager.reload(name);
-    if (found.changes.includes("enable")) await manager.enable(name);
-    if (found.changes.includes("disable")) await manager.disable(name);
-    if (found.changes.includes("start")) await manager.start(name);
-    if (found.changes.includes("stop")) await manager.stop(name);
+    if (wants(diff, "reload")) await manager.reload(name);
+    if (wants(diff, "enable")) await manager.enable(name);
+    if (wants(diff, "disable")) await manager.disable(name);
+    if (wants(diff, "start")) await manager.start(name);
+    if (wants(diff, "stop")) await manager.stop(name);
   },
 
   release(): Promise<Release> {

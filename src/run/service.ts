@@ -5,18 +5,19 @@
  *               node, serial newer than the last accepted) and applied;
  *   reconnect   the declaration published while away (if newer), else the store;
  *   drift       a timer (default 600 s) that re-applies what the store holds.
- * One apply at a time, through the same applyText path as the command line.
+ * One apply at a time, through the engine's admit-then-apply road, as the command line.
  * Heartbeats on link, after every apply and every heartbeat interval. After
  * the first converged reconcile (never a failed or refused one): known-good
  * written, launcher failures cleared.
  * When the program file was replaced: finish the apply, report, exit 0.
  */
 import { BusyError, describeError } from "../errors.ts";
-import { DeclarationRefused } from "../declaration/parse.ts";
-import { applyText, type Host } from "../host.ts";
-import type { Source } from "../store/store.ts";
+import { type Declaration, DeclarationRefused } from "../declaration/envelope.ts";
+import { accept, admit, admitFromLink, apply, type Engine } from "../engine/mod.ts";
+import type { Source } from "../engine/types.ts";
 import { VERSION } from "../version.ts";
-import { type Identity, META, readIdentity, readSeed } from "../link/identity.ts";
+import { type Identity, readIdentity, readSeed } from "../link/identity.ts";
+import { META } from "../store/meta.ts";
 import { Link, type LinkOptions } from "../link/link.ts";
 import { subjectsOf } from "../link/subjects.ts";
 import {
@@ -27,7 +28,6 @@ import {
   refusalMessage,
   type Trigger,
 } from "../link/messages.ts";
-import { accept, admit } from "./admit.ts";
 import { clearFailures, confirmGood } from "../launcher_files.ts";
 import { ProgramWatch } from "./program.ts";
 import { type RunStatus, type ServicePhase, writeRunStatus } from "./status.ts";
@@ -59,7 +59,7 @@ export interface RunResult {
 
 /** A declaration admitted from the link (its serial accepted) and not applied yet. */
 interface Pending {
-  data: Uint8Array;
+  declaration: Declaration;
   digest: string;
   origin: string;
 }
@@ -69,12 +69,12 @@ type Work =
   | { kind: "declaration"; data: Uint8Array; signature?: string; trigger: Trigger };
 
 /** Run the service until a signal or a self-upgrade. */
-export function runService(host: Host, options: RunOptions): Promise<RunResult> {
+export function runService(host: Engine, options: RunOptions): Promise<RunResult> {
   return new Service(host, options).run();
 }
 
 class Service {
-  readonly #host: Host;
+  readonly #host: Engine;
   readonly #opt: RunOptions;
   readonly #log: (line: string) => void;
   readonly #driftMs: number;
@@ -104,7 +104,7 @@ class Service {
   #heldDigestSent: string | undefined;
   #phase: ServicePhase = "starting";
 
-  constructor(host: Host, options: RunOptions) {
+  constructor(host: Engine, options: RunOptions) {
     this.#host = host;
     this.#opt = options;
     this.#log = options.log;
@@ -273,12 +273,14 @@ class Service {
   async #do(work: Work): Promise<void> {
     if (work.kind === "reconcile") return await this.#reconcile(work.trigger);
     const subject = subjectsOf(this.#identity?.node ?? "").declaration;
-    const admission = await admit(this.#host, work.data, subject, work.signature);
+    const admission = await admitFromLink(this.#host, work.data, subject, work.signature);
     if (admission.verdict === "held") {
-      const pending = this.#unapplied(work.data, subject);
+      const pending = this.#unapplied(admission.declaration, subject);
       // Accepted, but its apply never started (the lock was busy, or the process ended
       // in between): the link will not deliver it again, so it is applied now.
-      if (pending) return await this.#apply(work.data, "link", subject, work.trigger, pending);
+      if (pending) {
+        return await this.#apply(pending.declaration, "link", subject, work.trigger, pending);
+      }
       // The declaration this node already holds (delivered again, or fetched on reconnect).
       if (work.trigger !== "declaration") return await this.#reconcile(work.trigger);
       this.#log(`link: serial ${admission.serial} again: already held, nothing to do`);
@@ -290,22 +292,23 @@ class Service {
       return await this.#afterRefusal(work.trigger);
     }
     accept(this.#host, admission);
-    const pending = { data: work.data, digest: admission.digest, origin: subject };
+    const { declaration, digest } = admission;
+    const pending = { declaration, digest, origin: subject };
     this.#pending = pending;
-    await this.#apply(work.data, "link", subject, work.trigger, pending);
+    await this.#apply(declaration, "link", subject, work.trigger, pending);
   }
 
   /**
-   * The admitted declaration `data` when it is the last accepted one and the store
+   * The admitted `declaration` when it is the last accepted one and the store
    * does not hold it yet (no declaration, or an older one from the link).
    */
-  #unapplied(data: Uint8Array, origin: string): Pending | undefined {
-    if (this.#pending && this.#pending.data === data) return this.#pending;
+  #unapplied(declaration: Declaration, origin: string): Pending | undefined {
+    if (this.#pending?.digest === declaration.digest) return this.#pending;
     const digest = this.#host.store.meta(META.digest);
     const current = this.#host.store.currentHead();
-    if (digest === undefined) return undefined;
+    if (digest === undefined || digest !== declaration.digest) return undefined;
     if (current && (current.source !== "link" || current.digest === digest)) return undefined;
-    return this.#pending = { data, digest, origin };
+    return this.#pending = { declaration, digest, origin };
   }
 
   /** A refusal on (re)connect still owes the machine its reconcile from the store. */
@@ -320,7 +323,7 @@ class Service {
     const pending = this.#pending;
     if (pending) {
       if (this.#host.store.meta(META.digest) === pending.digest) {
-        return await this.#apply(pending.data, "link", pending.origin, trigger, pending);
+        return await this.#apply(pending.declaration, "link", pending.origin, trigger, pending);
       }
       this.#pending = undefined; // superseded by a newer admitted declaration
     }
@@ -332,7 +335,7 @@ class Service {
     // held to the body stored when it was applied; a later edit of that file is
     // never read, so it can never become trusted.
     if (current && (current.source !== "bundle" || current.origin !== bundlePath)) {
-      return await this.#apply(current.body, current.source, current.origin, trigger);
+      return await this.#admitAndApply(current.body, current.source, current.origin, trigger);
     }
     let text: string | undefined;
     try {
@@ -348,11 +351,34 @@ class Service {
         return;
       }
     }
-    await this.#apply(text ?? current!.body, "bundle", bundlePath, trigger);
+    await this.#admitAndApply(text ?? current!.body, "bundle", bundlePath, trigger);
+  }
+
+  /** Admit what the store (or the bundle) holds, then apply it. */
+  async #admitAndApply(
+    text: string,
+    source: Source,
+    origin: string,
+    trigger: Trigger,
+  ): Promise<void> {
+    let declaration;
+    try {
+      declaration = await admit(this.#host, text, { source, origin });
+    } catch (error) {
+      if (!(error instanceof DeclarationRefused)) throw error;
+      // Refused: nothing was applied, so this version has not shown it converges;
+      // it did run a reconcile to its end, though (no crash to count).
+      this.#log(`apply (${trigger}): ${error.message}`);
+      await this.#completed();
+      if (source === "link") this.#refuse(undefined, "invalid", error.message, error.problems);
+      this.#armDrift();
+      return;
+    }
+    await this.#apply(declaration, source, origin, trigger);
   }
 
   async #apply(
-    text: string | Uint8Array,
+    declaration: Declaration,
     source: Source,
     origin: string,
     trigger: Trigger,
@@ -360,7 +386,7 @@ class Service {
   ): Promise<void> {
     let report;
     try {
-      report = await applyText(this.#host, text, {
+      report = await apply(this.#host, declaration, {
         source,
         origin,
         signal: this.#applyAbort.signal,
@@ -377,15 +403,6 @@ class Service {
         return;
       }
       if (pending && this.#pending === pending) this.#pending = undefined;
-      if (error instanceof DeclarationRefused) {
-        // Refused: nothing was applied, so this version has not shown it converges;
-        // it did run a reconcile to its end, though (no crash to count).
-        this.#log(`apply (${trigger}): ${error.message}`);
-        await this.#completed();
-        if (source === "link") this.#refuse(undefined, "invalid", error.message, error.problems);
-        this.#armDrift();
-        return;
-      }
       throw error;
     }
     if (pending && this.#pending === pending) this.#pending = undefined;

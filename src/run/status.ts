@@ -3,7 +3,7 @@
  * table (key run_status), rewritten on every link change, apply and heartbeat
  * tick, so `status` (another process) can say what the service is doing.
  */
-import { META } from "../link/identity.ts";
+import { META } from "../store/meta.ts";
 import type { LinkState } from "../link/link.ts";
 import type { Store } from "../store/store.ts";
 

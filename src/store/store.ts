@@ -8,23 +8,17 @@ import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlit
 import { closeSync, constants, fchmodSync, fstatSync, openSync } from "node:fs";
 import { posix } from "node:path";
 import { StoreError } from "../errors.ts";
-import type { Resource } from "../declaration/schema.ts";
+import type { Resource } from "../resources/mod.ts";
+import type {
+  ApplyOutcome,
+  Counts,
+  HeldResource,
+  HeldSummary,
+  ResourceResult,
+  ResultOutcome,
+  Source,
+} from "../engine/types.ts";
 import { MIGRATIONS } from "./migrations.ts";
-
-/** Where a declaration came from. */
-export type Source = "link" | "file" | "bundle";
-
-/** What happened to one resource in one apply. */
-export type ResultOutcome =
-  | "changed"
-  | "unchanged"
-  | "removed"
-  | "forgotten"
-  | "failed"
-  | "skipped";
-
-/** How an apply ended ("running" while it runs, or when its process died). */
-export type ApplyOutcome = "running" | "converged" | "failed" | "interrupted";
 
 /** The declaration the host holds the machine to. */
 export interface StoredDeclaration {
@@ -36,48 +30,6 @@ export interface StoredDeclaration {
   /** Canonical JSON of the declaration. */
   body: string;
   acceptedAt: string;
-}
-
-/** One thing the host holds, recorded after its read-back passed. */
-export interface HeldResource {
-  key: string;
-  id: string;
-  type: Resource["type"];
-  position: number;
-  digest: string;
-  spec: Resource;
-  /** True when the host created the thing, so it may remove it later. */
-  created: boolean;
-  appliedAt: string;
-  applyId: number;
-}
-
-/** The part of a held resource an apply compares against. */
-export interface HeldSummary {
-  id: string;
-  digest: string;
-  created: boolean;
-  position: number;
-}
-
-/** The outcome of one resource in one apply. */
-export interface ResourceResult {
-  id: string;
-  type: Resource["type"];
-  key: string;
-  outcome: ResultOutcome;
-  /** What changed (or would change), e.g. "content", "mode 0644 → 0600". */
-  changes: string[];
-  /** Why it failed, or a note such as "not empty, kept". */
-  detail?: string;
-}
-
-/** Counts of an apply's results. */
-export interface Counts {
-  changed: number;
-  unchanged: number;
-  removed: number;
-  failed: number;
 }
 
 /** One row of apply history. */

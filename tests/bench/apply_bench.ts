@@ -7,9 +7,9 @@
  */
 import { posix } from "node:path";
 import { parseArgs } from "node:util";
-import { openHost } from "../../src/host.ts";
-import { applyDeclaration } from "../../src/apply.ts";
-import { parseDeclaration } from "../../src/declaration/parse.ts";
+import { openEngine } from "../../src/engine/mod.ts";
+import { applyDeclaration } from "../../src/engine/apply.ts";
+import { parseDeclaration } from "../../src/engine/parse.ts";
 import { posixFileSystem } from "../../os/posix-fs/mod.ts";
 
 const REPO = new URL("../..", import.meta.url).pathname;
@@ -130,7 +130,7 @@ async function inProcessNoop(): Promise<string> {
   const root = `${dir}/root`;
   await Deno.mkdir(root);
   await Deno.writeTextFile(`${dir}/host.json`, JSON.stringify({ managedRoots: [root] }));
-  using host = await openHost({
+  using host = await openEngine({
     stateDir: `${dir}/state`,
     configPath: `${dir}/host.json`,
     providers: () => Promise.resolve({ fs: posixFileSystem() }),

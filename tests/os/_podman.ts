@@ -5,7 +5,7 @@
  */
 import { containerCli } from "../../os/container-cli/mod.ts";
 import { mustRun } from "../../os/_run.ts";
-import type { ContainerRuntime } from "../../src/ports.ts";
+import type { ContainerRuntime } from "../../src/providers.ts";
 
 /** A container command that stops promptly on SIGTERM (sleep as PID 1 would ignore it). */
 export const SERVE: string[] = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 1; done"];

@@ -15,7 +15,7 @@ import {
   splitNameVersion,
 } from "../../os/alpine-apk/mod.ts";
 import { HostError } from "../../src/errors.ts";
-import { PackageNotFoundError } from "../../src/ports.ts";
+import { PackageNotFoundError } from "../../src/providers.ts";
 
 const FIXTURES = new URL("../fixtures/apk", import.meta.url).pathname;
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { parsePacmanQuery } from "../../os/arch-pacman/mod.ts";
-import { PackageNotFoundError } from "../../src/ports.ts";
+import { PackageNotFoundError } from "../../src/providers.ts";
 import { pacmanRoot, TEST_PACKAGE } from "./_pacman_root.ts";
 
 const NAME = TEST_PACKAGE.name;

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { commandRunner } from "../../os/command-runner/mod.ts";
 import { posixFileSystem } from "../../os/posix-fs/mod.ts";
-import { DeclarationRefused, parseDeclaration } from "../../src/declaration/parse.ts";
+import { DeclarationRefused } from "../../src/declaration/envelope.ts";
+import { parseDeclaration } from "../../src/engine/parse.ts";
 import { outcomes, testEngine } from "../_engine.ts";
 
 const providers = () => ({ fs: posixFileSystem(), commands: commandRunner() });

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { posixFileSystem } from "../../os/posix-fs/mod.ts";
-import { parseDeclaration } from "../../src/declaration/parse.ts";
+import { parseDeclaration } from "../../src/engine/parse.ts";
 import { outcomes, testEngine } from "../_engine.ts";
 import { pacmanRoot, TEST_PACKAGE } from "../os/_pacman_root.ts";
 

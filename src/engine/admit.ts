@@ -1,25 +1,77 @@
 /**
- * Admission of a declaration from the link: first its signature, over the exact
+ * Admission: a declaration's text is parsed once, here, into the value every
+ * later step uses (`admit`). From the link it must also be (`admitFromLink`) the
+ * safe parse, after its signature: over the exact
  * bytes, by the signing key pinned at enrolment (nothing parses an unsigned or
- * wrongly signed declaration); then the safe parse (no `action`, none of
+ * wrongly signed declaration); then (no `action`, none of
  * the host's own files or units), addressed to this node, carrying a serial newer
  * than the last one accepted (kept in store meta, so a replay is refused across
  * restarts too). The same declaration arriving again (a duplicate delivery, or
  * the catch-up on reconnect) is "held", not a replay.
  */
-import { DeclarationRefused, type Problem } from "../declaration/parse.ts";
-import { type Host, parseFor } from "../host.ts";
-import { META } from "../link/identity.ts";
-import type { RefusalMessage } from "../link/messages.ts";
+import { type Declaration, DeclarationRefused, type Problem } from "../declaration/envelope.ts";
 import { verifyDeclaration } from "../link/signature.ts";
+import { META } from "../store/meta.ts";
+import type { Engine } from "./mod.ts";
+import { parseDeclaration, parseTrustedDeclaration } from "./parse.ts";
+import type { Source } from "./types.ts";
+
+/** Where a declaration's text came from, for the parse it gets and for messages. */
+export interface AdmitOptions {
+  source: Source;
+  /** A file name, the link's subject, or the bundle's path. */
+  origin: string;
+}
+
+/**
+ * Admit declaration text: parsed once (the bundle with the trusted parse, every
+ * other source the safe one), and refused when it is addressed to another node.
+ * Throws {@link DeclarationRefused} with every problem.
+ */
+export async function admit(
+  engine: Engine,
+  text: string | Uint8Array,
+  { source, origin }: AdmitOptions,
+): Promise<Declaration> {
+  const options = {
+    managedRoots: engine.config.managedRoots,
+    own: engine.config.own,
+    limits: engine.config.limits,
+    origin,
+  };
+  const declaration = source === "bundle"
+    ? await parseTrustedDeclaration(text, options)
+    : await parseDeclaration(text, options);
+  const self = engine.store.meta(META.node);
+  if (self !== undefined && declaration.node !== undefined && declaration.node !== self) {
+    throw new DeclarationRefused(
+      [{
+        path: "node",
+        message: `is addressed to "${declaration.node}", but this node is "${self}"`,
+      }],
+      origin,
+    );
+  }
+  return declaration;
+}
+
+/** Why a declaration from the link was refused (reported upward). */
+export type RefusalReason =
+  | "unsigned"
+  | "bad-signature"
+  | "unpinned"
+  | "invalid"
+  | "wrong-node"
+  | "replay"
+  | "unaddressed";
 
 /** What to do with a declaration from the link. */
 export type Admission =
-  | { verdict: "apply"; serial: number; digest: string }
-  | { verdict: "held"; serial: number }
+  | { verdict: "apply"; serial: number; digest: string; declaration: Declaration }
+  | { verdict: "held"; serial: number; declaration: Declaration }
   | {
     verdict: "refused";
-    reason: RefusalMessage["reason"];
+    reason: RefusalReason;
     serial?: number;
     message: string;
     problems: Problem[];
@@ -29,14 +81,14 @@ export type Admission =
  * Decide about `data` received on `subject` with the `Mesh-Signature` header
  * `signature`; changes nothing (see `accept`).
  */
-export async function admit(
-  host: Host,
+export async function admitFromLink(
+  engine: Engine,
   data: Uint8Array,
   subject: string,
   signature: string | undefined,
 ): Promise<Admission> {
   const refused = `${subject} refused, nothing was applied`;
-  const signer = host.store.meta(META.signer);
+  const signer = engine.store.meta(META.signer);
   if (!signer) {
     return {
       verdict: "refused",
@@ -59,7 +111,7 @@ export async function admit(
   }
   let declaration;
   try {
-    declaration = await parseFor(host, data, "link", subject);
+    declaration = await admit(engine, data, { source: "link", origin: subject });
   } catch (error) {
     if (!(error instanceof DeclarationRefused)) throw error;
     const wrongNode = error.problems.some((p) => p.path === "node");
@@ -82,10 +134,10 @@ export async function admit(
       problems: [{ path: missing, message: "is required over the link" }],
     };
   }
-  const lastText = host.store.meta(META.serial);
+  const lastText = engine.store.meta(META.serial);
   const last = lastText === undefined ? undefined : Number(lastText);
-  if (last !== undefined && serial === last && digest === host.store.meta(META.digest)) {
-    return { verdict: "held", serial };
+  if (last !== undefined && serial === last && digest === engine.store.meta(META.digest)) {
+    return { verdict: "held", serial, declaration };
   }
   if (last !== undefined && serial <= last) {
     return {
@@ -97,16 +149,16 @@ export async function admit(
       problems: [{ path: "serial", message: `must be greater than ${last}` }],
     };
   }
-  return { verdict: "apply", serial, digest };
+  return { verdict: "apply", serial, digest, declaration };
 }
 
 /** Record an admitted declaration as the last accepted one (before it is applied). */
 export function accept(
-  host: Pick<Host, "store">,
+  engine: Pick<Engine, "store">,
   admission: { serial: number; digest: string },
 ): void {
   // Synced to disk before the apply: after a power cut, a replay of an older serial is still refused.
-  host.store.setMetaDurably({
+  engine.store.setMetaDurably({
     [META.serial]: String(admission.serial),
     [META.digest]: admission.digest,
   });

@@ -1,0 +1,98 @@
+/**
+ * The envelope of declaration v1 (DESIGN.md §4): version, node, serial and the
+ * ordered resources, and what a parse answers (a declaration, or the problems
+ * that refused it). The resources themselves are each kind's business
+ * (src/resources/); the parse that joins them is src/engine/parse.ts.
+ */
+import * as v from "valibot";
+import { HostError } from "../errors.ts";
+import type { Resource } from "../resources/mod.ts";
+import { NODE_ID } from "./fields.ts";
+
+/** Size limits; a declaration over any of them is refused. */
+export interface Limits {
+  /** The declaration's JSON text, in bytes. */
+  maxBytes: number;
+  /** Resources in one declaration. */
+  maxResources: number;
+  /** One file's content, in bytes (after base64 decoding). */
+  maxFileBytes: number;
+}
+
+/** The limits used when none are given. */
+export const DEFAULT_LIMITS: Limits = {
+  maxBytes: 8 * 1024 * 1024,
+  maxResources: 10_000,
+  maxFileBytes: 2 * 1024 * 1024,
+};
+
+/** What belongs to the host itself and so may never be declared. */
+export interface OwnResources {
+  /**
+   * Files and directories (and everything below them) the host never manages,
+   * nor any directory above them; a component may hold `*` (any characters
+   * within it). Per OS from packaging/<os>/own_paths.ts, plus the configured ones.
+   */
+  paths: readonly string[];
+  /** Service names (with or without ".service"); every unit of these names is refused. */
+  services: readonly string[];
+}
+
+/** What the parse needs to know about this host. */
+export interface ParseOptions {
+  /** Roots the host may manage; a path outside every one of them is refused. */
+  managedRoots: readonly string[];
+  /** The host's own files and services. */
+  own: OwnResources;
+  limits?: Partial<Limits>;
+  /** Where the text came from, for messages: a file name, "the link", "the bundle". */
+  origin?: string;
+}
+
+/** A parsed declaration: valid, complete, addressed (or not), with its digest. */
+export interface Declaration {
+  version: 1;
+  node?: string;
+  serial?: number;
+  resources: Resource[];
+  /** "sha256:…" of the canonical JSON of the whole declaration. */
+  digest: string;
+}
+
+/** One reason a declaration was refused, with the JSON path it concerns. */
+export interface Problem {
+  path: string;
+  message: string;
+}
+
+/** The declaration was refused as a whole (exit code 2). */
+export class DeclarationRefused extends HostError {
+  readonly problems: Problem[];
+
+  constructor(problems: Problem[], origin = "declaration") {
+    const shown = problems.slice(0, 20).map((
+      p,
+    ) => (p.path ? `${p.path}: ${p.message}` : p.message));
+    if (problems.length > shown.length) shown.push(`… and ${problems.length - shown.length} more`);
+    super(
+      "declaration.refused",
+      `${origin} refused, nothing was applied:\n  ${shown.join("\n  ")}`,
+    );
+    this.problems = problems;
+  }
+}
+
+/** The envelope, with resources checked one by one by their kinds. */
+export const EnvelopeSchema = v.strictObject({
+  version: v.literal(
+    1,
+    (i) => `version ${JSON.stringify(i.input)} is not supported; this host reads version 1`,
+  ),
+  node: v.optional(
+    v.pipe(v.string(), v.regex(NODE_ID, "a node id is 1–63 lowercase letters, digits and -")),
+  ),
+  serial: v.optional(
+    v.pipe(v.number(), v.safeInteger("serial is an integer"), v.minValue(0, "serial is >= 0")),
+  ),
+  resources: v.array(v.unknown()),
+});

@@ -1,0 +1,127 @@
+/**
+ * The engine: one road from bytes to a recorded report, taken by every
+ * declaration (a file, the bundle, the link). `admit` parses once into the
+ * value every later step uses; `apply` and `plan` take that value. The CLI and
+ * the run loop both call admit, then apply.
+ *
+ * @example
+ * ```ts
+ * using engine = await openEngine({ providers: (scope) => detect(scope) });
+ * const declaration = await admit(engine, text, { source: "file", origin: "site.json" });
+ * const report = await apply(engine, declaration, { source: "file", origin: "site.json" });
+ * ```
+ */
+import { type ConfigFlags, type HostConfig, loadConfig } from "../config.ts";
+import type { Declaration } from "../declaration/envelope.ts";
+import { readRolledBackFrom } from "../launcher_files.ts";
+import { acquireApplyLock } from "../lock.ts";
+import type { Providers } from "../providers.ts";
+import { KINDS } from "../resources/mod.ts";
+import { Store } from "../store/store.ts";
+import { applyDeclaration } from "./apply.ts";
+import { planDeclaration } from "./plan.ts";
+import type { ApplyOptions, ApplyReport, EngineContext, PlanEntry } from "./types.ts";
+
+export type * from "./types.ts";
+import { admit, type AdmitOptions } from "./admit.ts";
+export { accept, type Admission, admit, admitFromLink, type AdmitOptions } from "./admit.ts";
+
+/** Which adapters a caller needs: the file system alone, or everything the machine has. */
+export type ProviderScope = "files" | "all";
+
+/** An open engine: close it (or `using` it) when done. */
+export interface Engine extends Disposable {
+  config: HostConfig;
+  store: Store;
+  /** The adapters known so far: the file system at first, all of them after `detect()`. */
+  providers: Providers;
+  /**
+   * Detect every adapter of this machine (once per process; asking the package
+   * manager, the init and the container runtime takes a while, so a declaration
+   * of files and directories never pays for it).
+   */
+  detect(): Promise<Providers>;
+}
+
+/** What opening an engine needs: the configuration's flags, and how to find the adapters. */
+export interface EngineFlags extends ConfigFlags {
+  providers: (scope: ProviderScope, config: HostConfig) => Promise<Providers>;
+}
+
+/** Open the engine: configuration, store (migrated), and the caller's way to detect providers. */
+export async function openEngine(flags: EngineFlags): Promise<Engine> {
+  const config = await loadConfig(flags);
+  const store = Store.open(config.stateDir);
+  let detected: Promise<Providers> | undefined;
+  const engine: Engine = {
+    config,
+    store,
+    providers: await flags.providers("files", config),
+    detect() {
+      detected ??= flags.providers("all", config).then((all) => (engine.providers = all));
+      return detected;
+    },
+    [Symbol.dispose]: () => store.close(),
+  };
+  return engine;
+}
+
+/** How to run one apply through the engine. */
+export interface ApplyRun extends ApplyOptions {
+  /** How long to wait for another apply to finish (default 30 s). */
+  lockWaitMs?: number;
+}
+
+/** Apply an admitted declaration under the apply lock, and record it. */
+export async function apply(
+  engine: Engine,
+  declaration: Declaration,
+  options: ApplyRun,
+): Promise<ApplyReport> {
+  using _lock = await acquireApplyLock(engine.config.stateDir, { waitMs: options.lockWaitMs });
+  await detectWhenNeeded(engine, declaration);
+  return await applyDeclaration(await contextOf(engine), declaration, options);
+}
+
+/** Plan an admitted declaration: what applying it would do; changes nothing. */
+export async function plan(engine: Engine, declaration: Declaration): Promise<PlanEntry[]> {
+  await detectWhenNeeded(engine, declaration);
+  return await planDeclaration(await contextOf(engine), declaration);
+}
+
+/** What the engine's steps work with: the open engine, and what the launcher knows. */
+async function contextOf(engine: Engine): Promise<EngineContext> {
+  const rolledBackFrom = await readRolledBackFrom(engine.config.stateDir);
+  return {
+    store: engine.store,
+    providers: engine.providers,
+    config: engine.config,
+    rolledBackFrom,
+  };
+}
+
+/** Detect every adapter when the declaration, or what is held, needs more than the file system. */
+async function detectWhenNeeded(engine: Engine, declaration: Declaration): Promise<void> {
+  const beyondFiles = (type: string) => (KINDS.get(type)?.needs ?? "unknown") !== "fs";
+  const needs = declaration.resources.some((r) => beyondFiles(r.type)) ||
+    [...engine.store.heldTypes()].some(beyondFiles);
+  if (needs) await engine.detect();
+}
+
+/** Admit declaration text, then apply it: what `apply FILE` does. */
+export async function applyText(
+  engine: Engine,
+  text: string | Uint8Array,
+  options: ApplyRun,
+): Promise<ApplyReport> {
+  return await apply(engine, await admit(engine, text, options), options);
+}
+
+/** Admit declaration text, then plan it: what `plan FILE` does. */
+export async function planText(
+  engine: Engine,
+  text: string | Uint8Array,
+  options: AdmitOptions,
+): Promise<PlanEntry[]> {
+  return await plan(engine, await admit(engine, text, options));
+}

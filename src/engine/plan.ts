@@ -1,0 +1,30 @@
+/** Plan: what applying a declaration would do, from the checks alone; changes nothing. */
+import type { Declaration } from "../declaration/envelope.ts";
+import { describeError } from "../errors.ts";
+import { describe, newKindContext } from "../resources/kind.ts";
+import { kindOf, resourceKey } from "../resources/mod.ts";
+import { planRelease } from "./release.ts";
+import type { EngineContext, PlanEntry } from "./types.ts";
+
+/**
+ * Say what applying `declaration` would do, changing nothing (the checks alone).
+ */
+export async function planDeclaration(
+  ctx: EngineContext,
+  declaration: Declaration,
+): Promise<PlanEntry[]> {
+  const kctx = newKindContext(ctx.providers, ctx.config.managedRoots, ctx.rolledBackFrom);
+  const entries: PlanEntry[] = [];
+  for (const resource of declaration.resources) {
+    const base = { id: resource.id, type: resource.type, key: resourceKey(resource) };
+    try {
+      const found = await kindOf(resource).check(kctx, resource);
+      const status = found.changes.length === 0 ? "in-sync" : found.exists ? "change" : "create";
+      entries.push({ ...base, status, changes: found.exists ? describe(found) : [] });
+    } catch (cause) {
+      entries.push({ ...base, status: "unknown", changes: [], detail: describeError(cause) });
+    }
+  }
+  entries.push(...await planRelease(ctx, kctx, declaration));
+  return entries;
+}

@@ -1,0 +1,154 @@
+/**
+ * Release: what the host holds and the declaration no longer names is removed
+ * (what the host created, where the kind allows) or forgotten, last first. The
+ * store is checked, not trusted: a held record that breaks today's rules is
+ * never acted on.
+ */
+import type { Declaration } from "../declaration/envelope.ts";
+import { DeclarationRefused } from "../declaration/envelope.ts";
+import { describeError } from "../errors.ts";
+import type { KindContext, Release } from "../resources/kind.ts";
+import { kindOf, type Resource, resourceKey } from "../resources/mod.ts";
+import { failed } from "./apply.ts";
+import { parseTrustedDeclaration } from "./parse.ts";
+import type { EngineContext, HeldResource, PlanEntry, ResourceResult } from "./types.ts";
+
+/** Release held (and half-created) resources that the declaration no longer names, last first. */
+export async function releaseUndeclared(
+  ctx: EngineContext,
+  kctx: KindContext,
+  declaration: Declaration,
+  applyId: number,
+  record: (result: ResourceResult, save: (seq: number) => void) => void,
+): Promise<string | undefined> {
+  const { store } = ctx;
+  const declared = new Set(declaration.resources.map(resourceKey));
+  const heldKeys = new Set(store.heldIndex().keys());
+  const leavingKeys = [...heldKeys].filter((key) => !declared.has(key));
+  // Only the specs of what leaves are read (and parsed) from the store.
+  const held = leavingKeys.length ? store.held((key) => !declared.has(key)) : [];
+  // A create that crashed before its record: the host made it, so it may remove it.
+  const orphans: HeldResource[] = store.intents()
+    .filter((i) => !declared.has(i.key) && !heldKeys.has(i.key))
+    .map((i) => ({ ...orphan(i.key, i.spec), position: Number.MAX_SAFE_INTEGER }));
+  const leaving = [...held, ...orphans]
+    .sort((a, b) => b.position - a.position);
+
+  for (const item of leaving) {
+    const base = { id: item.id, type: item.type, key: item.key };
+    const refusal = await heldRecordProblem(ctx, item);
+    if (refusal !== undefined) {
+      // Not acted on: the record is dropped (nothing on the machine is touched),
+      // and the apply fails saying why, so a person looks at how it got there.
+      const result: ResourceResult = { ...base, outcome: "failed", changes: [], detail: refusal };
+      record(result, (seq) => store.recordReleased(applyId, seq, result));
+      return `releasing ${item.type} "${item.id}" refused: ${refusal}`;
+    }
+    let release: Release;
+    try {
+      if (item.created && heldKeys.has(item.key)) store.beginRelease(item);
+      release = await kindOf(item).release(kctx, item.spec, {
+        created: item.created,
+        dryRun: false,
+      });
+    } catch (cause) {
+      const result = failed(base, cause);
+      record(result, (seq) => store.recordResult(applyId, seq, result));
+      return `releasing ${item.type} "${item.id}" failed: ${describeError(cause)}`;
+    }
+    const result: ResourceResult = {
+      ...base,
+      outcome: release.outcome,
+      changes: [],
+      ...(release.detail ? { detail: release.detail } : {}),
+    };
+    record(result, (seq) => store.recordReleased(applyId, seq, result));
+  }
+  return undefined;
+}
+
+/** What releasing the held resources `declaration` no longer names would do (changing nothing). */
+export async function planRelease(
+  ctx: EngineContext,
+  kctx: KindContext,
+  declaration: Declaration,
+): Promise<PlanEntry[]> {
+  const entries: PlanEntry[] = [];
+  const declared = new Set(declaration.resources.map(resourceKey));
+  const leaving = ctx.store.held((key) => !declared.has(key)).reverse();
+  for (const item of leaving) {
+    const base = { id: item.id, type: item.type, key: item.key };
+    const refusal = await heldRecordProblem(ctx, item);
+    if (refusal !== undefined) {
+      entries.push({ ...base, status: "unknown", changes: [], detail: refusal });
+      continue;
+    }
+    try {
+      const release = await kindOf(item).release(kctx, item.spec, {
+        created: item.created,
+        dryRun: true,
+      });
+      entries.push({
+        ...base,
+        status: release.outcome === "removed" ? "remove" : "forget",
+        changes: [],
+        ...(release.detail ? { detail: release.detail } : {}),
+      });
+    } catch (cause) {
+      entries.push({ ...base, status: "unknown", changes: [], detail: describeError(cause) });
+    }
+  }
+  return entries;
+}
+
+/**
+ * Why a record read from the store (held, or a half-done create) must not be
+ * acted on, or `undefined` when it may be. The store is checked, not trusted: a
+ * record is held to the rules a declaration is parsed by today (schema, managed
+ * roots, the host's own paths), and its key must be the one its spec manages.
+ */
+async function heldRecordProblem(
+  ctx: EngineContext,
+  item: Pick<HeldResource, "key" | "type" | "spec">,
+): Promise<string | undefined> {
+  const what = `the store's record ${item.key}`;
+  const hint = "nothing was touched and the record was dropped; if the store was edited by " +
+    "hand or by someone else, find out how (state.db is the host's alone)";
+  let key: string | undefined;
+  try {
+    key = resourceKey(item.spec);
+  } catch { /* not a resource at all: the parse below says why */ }
+  if (key !== undefined && (key !== item.key || item.spec.type !== item.type)) {
+    return `${what} describes ${item.spec.type} ${key}, not ${item.type} ${item.key}; ${hint}`;
+  }
+  try {
+    // The trusted parse only so that an action's record is judged by the same
+    // rules as the rest; releasing an action runs nothing.
+    await parseTrustedDeclaration(JSON.stringify({ version: 1, resources: [item.spec] }), {
+      managedRoots: ctx.config.managedRoots,
+      own: ctx.config.own ?? { paths: [], services: [] },
+      limits: { maxFileBytes: Number.MAX_SAFE_INTEGER },
+      origin: what,
+    });
+  } catch (error) {
+    if (!(error instanceof DeclarationRefused)) {
+      return `${what} cannot be read: ${describeError(error)}; ${hint}`;
+    }
+    const why = error.problems.map((p) => p.message).join("; ");
+    return `${what} is not one the host may act on: ${why}; ${hint}`;
+  }
+  return undefined;
+}
+
+function orphan(key: string, spec: Resource): Omit<HeldResource, "position"> {
+  return {
+    key,
+    id: spec.id,
+    type: spec.type,
+    digest: "", // not needed to release it
+    spec,
+    created: true,
+    appliedAt: "",
+    applyId: 0,
+  };
+}

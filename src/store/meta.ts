@@ -1,0 +1,25 @@
+/**
+ * The store's meta keys: one table of small values (who this node is, where its
+ * link goes, what the link last accepted, the run status). Every writer and
+ * reader names them from here.
+ */
+
+/** Store meta keys. */
+export const META = {
+  /** This node's id (the engine refuses a declaration addressed to another node). */
+  node: "node_id",
+  url: "link_url",
+  ca: "link_ca",
+  pin: "link_pin",
+  seedFile: "link_seed_file",
+  publicKey: "link_public_key",
+  enrolledAt: "link_enrolled_at",
+  /** The control plane's signing public key, pinned by the token: declarations must verify. */
+  signer: "link_signer",
+  /** The serial of the last declaration accepted from the link (replays are refused). */
+  serial: "link_serial",
+  /** The digest of that declaration (the same one arriving again is not a replay). */
+  digest: "link_digest",
+  /** A JSON status record the run process keeps up to date (see src/run/status.ts). */
+  runStatus: "run_status",
+} as const;
