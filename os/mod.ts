@@ -18,12 +18,21 @@ import { detectOs } from "./detect/os_release.ts";
 import { detectPackages, isNative } from "./detect/packages.ts";
 import type { DetectOptions } from "./profile.ts";
 import { systemd } from "./systemd.ts";
+import { nftables } from "./nftables/mod.ts";
+import { detectNftables } from "./nftables/detect.ts";
+import { sysctl } from "./sysctl/mod.ts";
+import { wireguard } from "./wireguard/mod.ts";
+import { detectWireguard } from "./wireguard/detect.ts";
 
 /** The adapters a build may use (default: every adapter here). */
 export interface AdapterSet {
   packages?: readonly ("pacman" | "apk")[];
   services?: readonly ("systemd" | "openrc")[];
   containers?: readonly ("podman" | "docker")[];
+  /** WireGuard: the kernel's, or wireguard-go. */
+  overlay?: readonly ("kernel" | "userspace")[];
+  firewall?: readonly "nftables"[];
+  sysctl?: readonly "sysctl"[];
 }
 
 /** Options of {@link detectProviders}. */
@@ -44,6 +53,9 @@ export const ALL_ADAPTERS: Required<AdapterSet> = {
   packages: ["pacman", "apk"],
   services: ["systemd", "openrc"],
   containers: ["podman", "docker"],
+  overlay: ["kernel", "userspace"],
+  firewall: ["nftables"],
+  sysctl: ["sysctl"],
 };
 
 /**
@@ -75,27 +87,45 @@ export function providersFor(profile: Profile, options: ProviderOptions = {}): P
   if (init === "openrc") providers.services = openrc({ env });
   const runtime = usable(caps.containers, set.containers);
   if (runtime) providers.containers = containerCli({ program: runtime, env });
+  // Absent from profiles recorded by an older host: then not used.
+  const absent = { state: "absent" as const, evidence: [] };
+  const wg = usable(caps.wireguard ?? absent, set.overlay);
+  if (wg) providers.overlay = wireguard({ mode: wg, env });
+  if (usable(caps.nftables ?? absent, set.firewall)) providers.firewall = nftables({ env });
+  if (set.sysctl.includes("sysctl")) providers.sysctl = sysctl({ env });
   return providers;
 }
 
 /**
  * Detect what this machine's providers need (init, package manager, container
- * runtime; not the graphical session or the network) and return its providers.
+ * runtime, WireGuard, nftables; not the graphical session or the network) and
+ * return its providers.
  */
 export async function detectProviders(options: ProviderOptions = {}): Promise<Providers> {
   if (options.profile) return providersFor(options.profile, options);
   const os = await detectOs();
-  const [init, packages, containers] = await Promise.all([
+  const set = { ...ALL_ADAPTERS, ...options.adapters };
+  const unused = { state: "absent" as const, evidence: ["not detected for choosing providers"] };
+  const [init, packages, containers, wireguardCap, nftablesCap] = await Promise.all([
     detectInit(options),
     detectPackages(os, options),
     detectContainers({ ...options, runtimes: options.runtimes ?? options.adapters?.containers }),
+    set.overlay.length ? detectWireguard(options) : unused,
+    set.firewall.length ? detectNftables(options) : unused,
   ]);
-  const unused = { state: "absent" as const, evidence: ["not detected for choosing providers"] };
   const profile: Profile = {
     detectedAt: new Date().toISOString(),
     os,
     architecture: Deno.build.arch,
-    capabilities: { init, packages, containers, graphical: unused, network: unused },
+    capabilities: {
+      init,
+      packages,
+      containers,
+      graphical: unused,
+      network: unused,
+      wireguard: wireguardCap,
+      nftables: nftablesCap,
+    },
   };
   return providersFor(profile, options);
 }

@@ -27,6 +27,16 @@ const COMMON_READ = {
   "/sbin": "the same",
 };
 
+/** The overlay, firewall and sysctl adapters (os/wireguard, os/nftables, os/sysctl). */
+const NET_KINDS_RUN = {
+  wg: "overlay resources: set key/port/peers, show IF dump; profile: --version, scratch interface",
+  "wireguard-go": "overlay resources where the kernel has no WireGuard: make the interface",
+  nft:
+    "firewall resources: -c -f - (syntax), -f - (replace a table), -j list table, delete table; " +
+    "profile: a scratch table",
+  sysctl: "sysctl resources: -n KEY, -q -w KEY=VALUE (Deno grants /proc/sys to --allow-all only)",
+};
+
 const SYS = {
   hostname: "profile: host name",
   osRelease: "profile: kernel release",
@@ -39,7 +49,9 @@ export const ARCH: OsNeeds = {
     systemctl: "services: show/enable/disable/start/stop/daemon-reload; profile: show",
     podman: "containers: container inspect, create, start, rm --force; profile: info",
     docker: "the same verbs as podman; profile: version",
-    ip: "profile: address show, [-6] route show default (iproute2)",
+    ip: "profile: address show, [-6] route show default; overlay resources: link add/set/del, " +
+      "address replace/del, -d -j addr show dev IF (iproute2)",
+    ...NET_KINDS_RUN,
   },
   read: {
     ...COMMON_READ,
@@ -59,7 +71,9 @@ export const ALPINE: OsNeeds = {
     "rc-status": "init: --runlevel (proves OpenRC booted and answers; needed to pick OpenRC)",
     podman: "containers: container inspect, create, start, rm --force; profile: info",
     docker: "the same verbs as podman; profile: version",
-    ip: "profile: address show, [-6] route show default (busybox ip or iproute2)",
+    ip: "profile: address show, [-6] route show default; overlay resources: link add/set/del, " +
+      "address replace/del, -d -j addr show dev IF (iproute2; busybox ip has no -j)",
+    ...NET_KINDS_RUN,
   },
   read: {
     ...COMMON_READ,

@@ -8,7 +8,13 @@ import { type Declaration, resourceKey } from "./declaration/parse.ts";
 import type { Resource } from "./declaration/schema.ts";
 import { describeError } from "./errors.ts";
 import type { Providers } from "./ports.ts";
-import { type KindContext, newKindContext, type Release, ResourceError } from "./resources/kind.ts";
+import {
+  type KindContext,
+  type KindNotes,
+  newKindContext,
+  type Release,
+  ResourceError,
+} from "./resources/kind.ts";
 import { kindOf } from "./resources/mod.ts";
 import type {
   Counts,
@@ -26,6 +32,23 @@ export interface EngineContext {
   config: { managedRoots: readonly string[] };
   /** Host versions the launcher rolled back from here (see src/launcher_files.ts). */
   rolledBackFrom?: ReadonlySet<string>;
+  /** The state directory (the overlay's key), when known. */
+  stateDir?: string;
+}
+
+/** Kinds' notes, kept in the store's meta table under "note:". */
+function storeNotes(store: Store): KindNotes {
+  return {
+    get: (key) => store.meta(`note:${key}`),
+    set: (key, value) => store.setMeta(`note:${key}`, value),
+  };
+}
+
+function kindContext(ctx: EngineContext): KindContext {
+  return newKindContext(ctx.providers, ctx.config.managedRoots, ctx.rolledBackFrom, {
+    notes: storeNotes(ctx.store),
+    stateDir: ctx.stateDir,
+  });
 }
 
 /** How to run one apply. */
@@ -97,7 +120,7 @@ export async function applyDeclaration(
   const last = store.lastApply();
   const unchangedSince = last?.outcome === "converged" && last.digest === digest;
   const applyId = store.beginApply(options.source, options.origin, declaration.serial, digest);
-  const kctx = newKindContext(ctx.providers, ctx.config.managedRoots, ctx.rolledBackFrom);
+  const kctx = kindContext(ctx);
   const held = store.heldIndex();
   const results: ResourceResult[] = [];
   const counts: Counts = { changed: 0, unchanged: 0, removed: 0, failed: 0 };
@@ -311,7 +334,7 @@ export async function planDeclaration(
   ctx: EngineContext,
   declaration: Declaration,
 ): Promise<PlanEntry[]> {
-  const kctx = newKindContext(ctx.providers, ctx.config.managedRoots, ctx.rolledBackFrom);
+  const kctx = kindContext(ctx);
   const entries: PlanEntry[] = [];
   for (const resource of declaration.resources) {
     const base = { id: resource.id, type: resource.type, key: resourceKey(resource) };

@@ -68,7 +68,13 @@ export async function openHost(
 /** What the engine works with: the host, and what the launcher knows about its versions. */
 async function engineFor(host: Host): Promise<EngineContext> {
   const rolledBackFrom = await readRolledBackFrom(host.config.stateDir);
-  return { store: host.store, providers: host.providers, config: host.config, rolledBackFrom };
+  return {
+    store: host.store,
+    providers: host.providers,
+    config: host.config,
+    rolledBackFrom,
+    stateDir: host.config.stateDir,
+  };
 }
 
 /** Detect every adapter when the declaration, or what the host holds, needs more than files. */

@@ -9,6 +9,9 @@ import * as v from "valibot";
 import { HostError } from "../errors.ts";
 import { digestOf } from "./canonical.ts";
 import { isWithin } from "./paths.ts";
+import { firewallKey } from "../resources/firewall.ts";
+import { overlayKey, overlayProblems } from "../resources/overlay.ts";
+import { sysctlKey } from "../resources/sysctl.ts";
 import { EnvelopeSchema, type Resource, RESOURCE_SCHEMAS, type ResourceType } from "./schema.ts";
 
 /** Size limits; a declaration over any of them is refused. */
@@ -120,6 +123,12 @@ export function resourceKey(resource: Resource): string {
       return `container:${resource.name}`;
     case "action":
       return `action:${resource.id}`;
+    case "overlay":
+      return overlayKey(resource);
+    case "firewall":
+      return firewallKey(resource);
+    case "sysctl":
+      return sysctlKey(resource);
   }
 }
 
@@ -302,6 +311,9 @@ function checkTogether(
         break;
       case "container":
         resource.mounts.forEach((m, i) => checkPath(m.source, `${at}.mounts[${i}].source`));
+        break;
+      case "overlay":
+        for (const p of overlayProblems(resource)) problems.push({ ...p, path: `${at}.${p.path}` });
         break;
     }
   }

@@ -5,6 +5,9 @@
  */
 import * as v from "valibot";
 import { pathProblem } from "./paths.ts";
+import { OVERLAY_FIELDS } from "../resources/overlay.ts";
+import { FIREWALL_FIELDS } from "../resources/firewall.ts";
+import { SYSCTL_FIELDS } from "../resources/sysctl.ts";
 
 /** Node ids: lowercase letters, digits and "-", 1–63 characters, not starting with "-". */
 export const NODE_ID = /^[a-z0-9][a-z0-9-]{0,62}$/;
@@ -164,6 +167,27 @@ export const ActionSchema = v.strictObject({
   verify: argv("verify"),
 });
 
+/** Resource: a WireGuard interface (fields and rules in src/resources/overlay.ts). */
+export const OverlaySchema = v.strictObject({
+  type: v.literal("overlay"),
+  id: resourceId,
+  ...OVERLAY_FIELDS,
+});
+
+/** Resource: an nftables table (fields and rules in src/resources/firewall.ts). */
+export const FirewallSchema = v.strictObject({
+  type: v.literal("firewall"),
+  id: resourceId,
+  ...FIREWALL_FIELDS,
+});
+
+/** Resource: a kernel setting (fields and rules in src/resources/sysctl.ts). */
+export const SysctlSchema = v.strictObject({
+  type: v.literal("sysctl"),
+  id: resourceId,
+  ...SYSCTL_FIELDS,
+});
+
 /** The envelope, with resources checked one by one in parse.ts. */
 export const EnvelopeSchema = v.strictObject({
   version: v.literal(
@@ -187,6 +211,9 @@ export const RESOURCE_SCHEMAS = {
   service: ServiceSchema,
   container: ContainerSchema,
   action: ActionSchema,
+  overlay: OverlaySchema,
+  firewall: FirewallSchema,
+  sysctl: SysctlSchema,
 } as const;
 
 /** A directory resource. */
@@ -201,6 +228,12 @@ export type ServiceResource = v.InferOutput<typeof ServiceSchema>;
 export type ContainerResource = v.InferOutput<typeof ContainerSchema>;
 /** An action resource (bundle only). */
 export type ActionResource = v.InferOutput<typeof ActionSchema>;
+/** An overlay (WireGuard) resource. */
+export type OverlayResource = v.InferOutput<typeof OverlaySchema>;
+/** A firewall (nftables table) resource. */
+export type FirewallResource = v.InferOutput<typeof FirewallSchema>;
+/** A sysctl (kernel setting) resource. */
+export type SysctlResource = v.InferOutput<typeof SysctlSchema>;
 /** Any resource. */
 export type Resource =
   | DirectoryResource
@@ -208,6 +241,9 @@ export type Resource =
   | PackageResource
   | ServiceResource
   | ContainerResource
-  | ActionResource;
+  | ActionResource
+  | OverlayResource
+  | FirewallResource
+  | SysctlResource;
 /** The name of a resource type. */
 export type ResourceType = Resource["type"];

@@ -11,11 +11,33 @@ import type { HeldResource } from "../store/store.ts";
 import type { Providers } from "../ports.ts";
 
 /** What a check found. */
-export interface Check {
+export interface Check<D = unknown> {
   /** Whether the managed thing exists at all (false: applying creates it). */
   exists: boolean;
   /** What differs from the declaration, for people; empty means in sync. */
   changes: string[];
+  /** The same differences as typed values (kinds that have them), for `apply`. */
+  diff?: D[];
+}
+
+/**
+ * Small values a kind keeps about one resource between applies, in the store
+ * (e.g. a setting's value before the host first changed it). Keys are the
+ * kind's own; the engine scopes them to the store.
+ */
+export interface KindNotes {
+  get(key: string): string | undefined;
+  /** `undefined` deletes the note. */
+  set(key: string, value: string | undefined): void;
+}
+
+/** Notes kept in memory only (tests, and contexts that never apply). */
+export function memoryNotes(): KindNotes {
+  const notes = new Map<string, string>();
+  return {
+    get: (key) => notes.get(key),
+    set: (key, value) => void (value === undefined ? notes.delete(key) : notes.set(key, value)),
+  };
 }
 
 /** What happened (or would happen) to a resource that is no longer declared. */
@@ -46,6 +68,10 @@ export interface KindContext {
   attributes: Map<string, { mode: number; uid: number; gid: number }>;
   /** Versions of the host itself that the launcher rolled back from on this machine. */
   rolledBackFrom: ReadonlySet<string>;
+  /** What kinds remember between applies (kept in the store by the engine). */
+  notes: KindNotes;
+  /** The host's state directory (the overlay's private key lives there), when known. */
+  stateDir?: string;
 }
 
 /** A fresh context for one apply or plan pass. */
@@ -53,6 +79,7 @@ export function newKindContext(
   providers: Providers,
   managedRoots: readonly string[],
   rolledBackFrom: ReadonlySet<string> = new Set(),
+  { notes = memoryNotes(), stateDir }: { notes?: KindNotes; stateDir?: string } = {},
 ): KindContext {
   return {
     providers,
@@ -61,6 +88,8 @@ export function newKindContext(
     managedRoots,
     attributes: new Map(),
     rolledBackFrom,
+    notes,
+    ...(stateDir === undefined ? {} : { stateDir }),
   };
 }
 

@@ -7,6 +7,9 @@ import { directoryKind } from "./directory.ts";
 import { fileKind } from "./file.ts";
 import { packageKind } from "./package.ts";
 import { serviceKind } from "./service.ts";
+import { overlayKind } from "./overlay.ts";
+import { firewallKind } from "./firewall.ts";
+import { sysctlKind } from "./sysctl.ts";
 
 /** The kind that checks, applies and releases each resource type. */
 export const KINDS: { [T in ResourceType]: ResourceKind<Extract<Resource, { type: T }>> } = {
@@ -16,6 +19,9 @@ export const KINDS: { [T in ResourceType]: ResourceKind<Extract<Resource, { type
   service: serviceKind,
   container: containerKind,
   action: actionKind,
+  overlay: overlayKind,
+  firewall: firewallKind,
+  sysctl: sysctlKind,
 };
 
 /** The kind for one resource. */

@@ -14,6 +14,8 @@ const PROFILE: Profile = {
     containers: { state: "absent", evidence: ["none"] },
     graphical: { state: "absent", evidence: ["none"] },
     network: { state: "running", evidence: ["eth0 up"] },
+    wireguard: { state: "working", provider: "userspace", evidence: ["made wg scratch"] },
+    nftables: { state: "absent", evidence: ["nft is not installed"] },
   },
 };
 
