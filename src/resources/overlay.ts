@@ -57,8 +57,11 @@ const port = (what: string) =>
     v.maxValue(65535, `${what} is 1–65535`),
   );
 
-/** Interface names as Linux takes them: 1–15 bytes, no "/", ":" or blanks, not "." or "..". */
-export const INTERFACE_NAME = /^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,14}$/;
+/**
+ * Interface names as Linux takes them (1–15 bytes, no "/", ":" or blanks, not "." or ".."),
+ * and not starting with "-", which a tool would read as an option.
+ */
+export const INTERFACE_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$/;
 
 const PeerSchema = v.strictObject({
   publicKey: wireguardKey,
@@ -95,7 +98,7 @@ export const OVERLAY_FIELDS = {
         `${
           JSON.stringify(i.input)
         } is not an interface name: 1–15 characters of letters, digits and _ . - ` +
-        `(not starting with ".")`,
+        `(not starting with "." or "-")`,
     ),
   ),
   addresses: v.array(cidr("address")),
