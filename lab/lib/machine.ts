@@ -363,8 +363,11 @@ function nspawnArgv(plan: MachinePlan, root: string): string[] {
     "--timezone=off",
     "--link-journal=no",
     `--network-namespace-path=/run/netns/${plan.netns}`,
-    // wireguard-go's tun device (overlay resources; this kernel has no WireGuard module).
+    // wireguard-go's tun device (overlay resources; this kernel has no WireGuard module),
+    // and CAP_NET_ADMIN in the machine's own network namespace, which nspawn grants with
+    // --private-network but not with --network-namespace-path (links, nftables, sysctl).
     "--bind=/dev/net/tun",
+    "--capability=CAP_NET_ADMIN",
     ...plan.binds.map(([src, dst]) => `--bind-ro=${src}:${dst}`),
   ];
 }

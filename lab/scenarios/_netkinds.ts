@@ -1,6 +1,6 @@
 // Shared bits of the overlay, firewall and conntrack scenarios.
 import { hostCommand } from "../lib/host.ts";
-import { fail, shown, type Step } from "../lib/_step.ts";
+import { fail, shown, type Step, type StepContext } from "../lib/_step.ts";
 import { hostUnit } from "../mesh/steps.ts";
 
 /** The link scenarios' unit, with a short drift interval so a reconcile comes soon. */
@@ -62,7 +62,7 @@ export function assertPlan(machine: string, file: string, pattern: RegExp): Step
   };
 }
 
-/** Starts a TCP listener (busybox nc, restarted by systemd) on a machine's port. */
+/** Starts a TCP listener (busybox nc as a persistent server, under systemd) on a machine's port. */
 export function listen(machine: string, port: number): Step {
   return {
     title: `listen on TCP ${port} on ${machine}`,
@@ -74,7 +74,7 @@ export function listen(machine: string, port: number): Step {
         "--property=RestartSec=200ms",
         "/bin/busybox",
         "nc",
-        "-l",
+        "-ll",
         "-p",
         String(port),
         "-e",
@@ -86,11 +86,24 @@ export function listen(machine: string, port: number): Step {
   };
 }
 
-/** A TCP connection from `machine` to host:port is answered ("open") or not, as `expect` says. */
-export function assertConnect(machine: string, host: string, port: number, expect: boolean): Step {
+/** A machine's lab address. */
+export function addressOf(ctx: StepContext, machine: string): string {
+  const address = ctx.machine(machine).address;
+  if (!address) fail(`${machine} to have a lab address`, "none");
+  return address;
+}
+
+/** A TCP connection from `machine` to target:port is answered ("open") or not, as `expect` says. */
+export function assertConnect(
+  machine: string,
+  target: string,
+  port: number,
+  expect: boolean,
+): Step {
   return {
-    title: `assert ${machine} -> ${host}:${port} is ${expect ? "answered" : "refused (dropped)"}`,
+    title: `assert ${machine} -> ${target}:${port} is ${expect ? "answered" : "refused (dropped)"}`,
     async run(ctx) {
+      const host = addressOf(ctx, target);
       const r = await ctx.machine(machine).exec([
         "/bin/busybox",
         "timeout",

@@ -40,7 +40,16 @@ export const scenario: Scenario = {
     assertConnect("client", "fw", 8082, true),
     run("fw", ["nft", "flush", "table", "inet", "edge"]),
     assertConnect("client", "fw", 8081, true),
-    waitFor(assertConnect("client", "fw", 8081, false), 60),
+    waitFor(
+      assertOutput(
+        "fw",
+        listTable,
+        /tcp dport 8081 counter/,
+        "the next reconcile reloads the table",
+      ),
+      60,
+    ),
+    assertConnect("client", "fw", 8081, false),
     declare("fw", table(BROKEN)),
     waitFor(assertLastApply("fw", 2, "failed", "line 3 of the rules"), 60),
     assertOutput("fw", listTable, /tcp dport 8081 counter/, "the loaded rules stay as they were"),
