@@ -1,7 +1,7 @@
 /**
  * Network namespaces for the overlay, firewall and sysctl tests: every address
  * these tests use lives only inside namespaces made here, and `await using`
- * deletes them (and with them any wireguard-go interface, whose process then ends).
+ * ends the processes left in them (wireguard-go) and deletes them.
  */
 import { runProgram, type RunResult } from "../../os/_run.ts";
 
@@ -36,6 +36,14 @@ export async function netns(tag: string): Promise<Netns> {
     exec,
     must,
     async [Symbol.asyncDispose]() {
+      // A process inside (wireguard-go) keeps the namespace alive after `ip netns del`:
+      // end every process this test started in it first.
+      const pids = await runProgram(["ip", "netns", "pids", name]);
+      for (const pid of pids.stdout.split("\n").map(Number).filter((n) => n > 0)) {
+        try {
+          Deno.kill(pid, "SIGTERM");
+        } catch { /* already gone */ }
+      }
       await runProgram(["ip", "netns", "del", name]);
     },
   };
