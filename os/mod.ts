@@ -50,6 +50,16 @@ export interface ProviderOptions extends DetectOptions {
   stateDir?: string;
 }
 
+/**
+ * The overlay, firewall and kernel-setting adapters: every build carries them
+ * (WireGuard, nftables and sysctl are the same tools on every distribution).
+ */
+const NET_ADAPTERS = {
+  overlay: ["kernel", "userspace"] as const,
+  firewall: ["nftables"] as const,
+  sysctl: ["sysctl"] as const,
+};
+
 /** The adapters this build carries, by name (packaging/<os>/adapters.ts in a per-OS build). */
 export const CARRIED: Required<AdapterSet> = namesOf(ADAPTERS);
 
@@ -65,16 +75,6 @@ function namesOf(registry: AdapterRegistry): Required<AdapterSet> {
 
 /** The private directory, inside the state directory, for container env files. */
 export const CONTAINER_ENV_DIR = "container-env";
-
-/**
- * The overlay, firewall and kernel-setting adapters: every build carries them
- * (WireGuard, nftables and sysctl are the same tools on every distribution).
- */
-const NET_ADAPTERS = {
-  overlay: ["kernel", "userspace"] as const,
-  firewall: ["nftables"] as const,
-  sysctl: ["sysctl"] as const,
-};
 
 /**
  * The providers for a profile: one per capability the profile proved working.
