@@ -16,6 +16,11 @@ import { detectOs } from "./detect/os_release.ts";
 import { detectPackages, isNative } from "./detect/packages.ts";
 import type { DetectOptions } from "./profile.ts";
 import type { AdapterRegistry } from "./registry.ts";
+import { nftables } from "./nftables/mod.ts";
+import { detectNftables } from "./nftables/detect.ts";
+import { sysctl } from "./sysctl/mod.ts";
+import { wireguard } from "./wireguard/mod.ts";
+import { detectWireguard } from "./wireguard/detect.ts";
 
 export type { AdapterRegistry } from "./registry.ts";
 
@@ -24,6 +29,10 @@ export interface AdapterSet {
   packages?: readonly ("pacman" | "apk")[];
   services?: readonly ("systemd" | "openrc")[];
   containers?: readonly ("podman" | "docker")[];
+  /** WireGuard: the kernel's, or wireguard-go. */
+  overlay?: readonly ("kernel" | "userspace")[];
+  firewall?: readonly "nftables"[];
+  sysctl?: readonly "sysctl"[];
 }
 
 /** Options of {@link detectProviders}. */
@@ -41,6 +50,16 @@ export interface ProviderOptions extends DetectOptions {
   stateDir?: string;
 }
 
+/**
+ * The overlay, firewall and kernel-setting adapters: every build carries them
+ * (WireGuard, nftables and sysctl are the same tools on every distribution).
+ */
+const NET_ADAPTERS = {
+  overlay: ["kernel", "userspace"] as const,
+  firewall: ["nftables"] as const,
+  sysctl: ["sysctl"] as const,
+};
+
 /** The adapters this build carries, by name (packaging/<os>/adapters.ts in a per-OS build). */
 export const CARRIED: Required<AdapterSet> = namesOf(ADAPTERS);
 
@@ -50,6 +69,7 @@ function namesOf(registry: AdapterRegistry): Required<AdapterSet> {
     packages: keys(registry.packages),
     services: keys(registry.services),
     containers: keys(registry.containers),
+    ...NET_ADAPTERS,
   };
 }
 
@@ -86,6 +106,12 @@ export function providersFor(profile: Profile, options: ProviderOptions = {}): P
   if (runtime) {
     providers.containers = ADAPTERS.containers[runtime]?.({ program: runtime, env, envDir });
   }
+  // Absent from profiles recorded by an older host: then not used.
+  const absent = { state: "absent" as const, evidence: [] };
+  const wg = usable(caps.wireguard ?? absent, set.overlay);
+  if (wg) providers.overlay = wireguard({ mode: wg, env });
+  if (usable(caps.nftables ?? absent, set.firewall)) providers.firewall = nftables({ env });
+  if (set.sysctl.includes("sysctl")) providers.sysctl = sysctl({ env });
   return providers;
 }
 
@@ -97,30 +123,45 @@ function narrowed(wanted: AdapterSet = {}): Required<AdapterSet> {
     packages: within(CARRIED.packages, wanted.packages),
     services: within(CARRIED.services, wanted.services),
     containers: within(CARRIED.containers, wanted.containers),
+    overlay: within(CARRIED.overlay, wanted.overlay),
+    firewall: within(CARRIED.firewall, wanted.firewall),
+    sysctl: within(CARRIED.sysctl, wanted.sysctl),
   };
 }
 
 /**
  * Detect what this machine's providers need (init, package manager, container
- * runtime; not the graphical session or the network) and return its providers.
+ * runtime, WireGuard, nftables; not the graphical session or the network) and
+ * return its providers.
  */
 export async function detectProviders(options: ProviderOptions = {}): Promise<Providers> {
   if (options.profile) return providersFor(options.profile, options);
   const os = await detectOs();
-  const [init, packages, containers] = await Promise.all([
+  const set = narrowed(options.adapters);
+  const unused = { state: "absent" as const, evidence: ["not detected for choosing providers"] };
+  const [init, packages, containers, wireguardCap, nftablesCap] = await Promise.all([
     detectInit(options),
     detectPackages(os, options),
     detectContainers({
       ...options,
       runtimes: options.runtimes ?? narrowed(options.adapters).containers,
     }),
+    set.overlay.length ? detectWireguard(options) : unused,
+    set.firewall.length ? detectNftables(options) : unused,
   ]);
-  const unused = { state: "absent" as const, evidence: ["not detected for choosing providers"] };
   const profile: Profile = {
     detectedAt: new Date().toISOString(),
     os,
     architecture: Deno.build.arch,
-    capabilities: { init, packages, containers, graphical: unused, network: unused },
+    capabilities: {
+      init,
+      packages,
+      containers,
+      graphical: unused,
+      network: unused,
+      wireguard: wireguardCap,
+      nftables: nftablesCap,
+    },
   };
   return providersFor(profile, options);
 }

@@ -9,7 +9,10 @@ import { NEEDS as APK } from "./alpine-apk/needs.ts";
 import { NEEDS as PACMAN } from "./arch-pacman/needs.ts";
 import { NEEDS as CONTAINERS } from "./container-cli/needs.ts";
 import { NEEDS as OPENRC } from "./openrc/needs.ts";
+import { NEEDS as NFTABLES } from "./nftables/needs.ts";
+import { NEEDS as SYSCTL } from "./sysctl/needs.ts";
 import { NEEDS as SYSTEMD } from "./systemd/needs.ts";
+import { NEEDS as WIREGUARD } from "./wireguard/needs.ts";
 
 /** What one adapter needs: programs it runs and paths it reads, each with the reason. */
 export interface AdapterNeeds {
@@ -37,6 +40,10 @@ const COMMON_READ = {
   "/sbin": "the same",
 };
 
+/** The overlay, firewall and sysctl adapters (os/wireguard, os/nftables, os/sysctl). */
+/** The overlay, firewall and kernel-setting adapters' programs: the same on every OS. */
+const NET_KINDS_RUN = { ...WIREGUARD.run, ...NFTABLES.run, ...SYSCTL.run };
+
 const SYS = {
   hostname: "profile: host name",
   osRelease: "profile: kernel release",
@@ -48,7 +55,9 @@ export const ARCH: OsNeeds = {
     ...PACMAN.run,
     ...SYSTEMD.run,
     ...CONTAINERS.run,
-    ip: "profile: address show, [-6] route show default (iproute2)",
+    ip: "profile: address show, [-6] route show default; overlay resources: link add/set/del, " +
+      "address replace/del, -d -j addr show dev IF (iproute2)",
+    ...NET_KINDS_RUN,
   },
   read: {
     ...COMMON_READ,
@@ -68,7 +77,9 @@ export const ALPINE: OsNeeds = {
     ...OPENRC.run,
     "rc-status": "init: --runlevel (proves OpenRC booted and answers; needed to pick OpenRC)",
     ...CONTAINERS.run,
-    ip: "profile: address show, [-6] route show default (busybox ip or iproute2)",
+    ip: "profile: address show, [-6] route show default; overlay resources: link add/set/del, " +
+      "address replace/del, -d -j addr show dev IF (iproute2; busybox ip has no -j)",
+    ...NET_KINDS_RUN,
   },
   read: {
     ...COMMON_READ,

@@ -10,6 +10,8 @@ import { detectInit } from "./detect/init.ts";
 import { detectNetwork } from "./detect/network.ts";
 import { detectKernel, detectOs } from "./detect/os_release.ts";
 import { detectPackages } from "./detect/packages.ts";
+import { detectNftables } from "./nftables/detect.ts";
+import { detectWireguard } from "./wireguard/detect.ts";
 
 /** Options of {@link detectProfile}. */
 export interface DetectOptions extends ProbeOptions {
@@ -29,12 +31,14 @@ export interface DetectOptions extends ProbeOptions {
 export async function detectProfile(options: DetectOptions = {}): Promise<Profile> {
   const os = await detectOs();
   const kernel = detectKernel();
-  const [init, packages, containers, graphical, network] = await Promise.all([
+  const [init, packages, containers, graphical, network, wireguard, nftables] = await Promise.all([
     detectInit(options),
     detectPackages(os, options),
     detectContainers(options),
     detectGraphical(),
     detectNetwork(options),
+    detectWireguard(options),
+    detectNftables(options),
   ]);
   return {
     detectedAt: new Date().toISOString(),
@@ -42,6 +46,6 @@ export async function detectProfile(options: DetectOptions = {}): Promise<Profil
     os,
     architecture: Deno.build.arch,
     ...(kernel.kernel ? { kernel: kernel.kernel } : {}),
-    capabilities: { init, packages, containers, graphical, network },
+    capabilities: { init, packages, containers, graphical, network, wireguard, nftables },
   };
 }

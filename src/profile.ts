@@ -18,7 +18,14 @@ export const CAPABILITY_STATES: readonly CapabilityState[] = [
 ];
 
 /** The capabilities a profile reports. */
-export type CapabilityName = "init" | "packages" | "containers" | "graphical" | "network";
+export type CapabilityName =
+  | "init"
+  | "packages"
+  | "containers"
+  | "graphical"
+  | "network"
+  | "wireguard"
+  | "nftables";
 
 /** The capability names, in the order they are printed. */
 export const CAPABILITY_NAMES: readonly CapabilityName[] = [
@@ -27,6 +34,8 @@ export const CAPABILITY_NAMES: readonly CapabilityName[] = [
   "containers",
   "graphical",
   "network",
+  "wireguard",
+  "nftables",
 ];
 
 /** One capability: its state, what provides it, and how that was established. */
@@ -91,6 +100,7 @@ export function profileText(profile: Profile): string {
   const lines = rows.map(([k, v]) => `${k.padEnd(13)}${v}\n`);
   for (const name of CAPABILITY_NAMES) {
     const c = profile.capabilities[name];
+    if (!c) continue; // a profile recorded by an older host
     const head = [c.state, c.provider, c.version].filter(Boolean).join(" ");
     lines.push(`${name.padEnd(13)}${head}\n`);
     for (const sentence of c.evidence) lines.push(`${" ".repeat(15)}${sentence}\n`);

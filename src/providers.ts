@@ -214,4 +214,106 @@ export interface Providers {
   services?: ServiceManager;
   containers?: ContainerRuntime;
   commands?: CommandRunner;
+  /** WireGuard (only when the profile proved it working). */
+  overlay?: OverlayNetwork;
+  /** nftables (only when the profile proved it working). */
+  firewall?: Firewall;
+  /** Kernel settings. */
+  sysctl?: KernelSettings;
+}
+
+/** One WireGuard peer, as declared or as the device reports it. */
+export interface OverlayPeer {
+  /** base64 of 32 bytes. */
+  publicKey: string;
+  /** "address:port" (the device reports the address it last used). */
+  endpoint?: string;
+  /** CIDRs, as given (the kind normalises them before comparing). */
+  allowedIps: string[];
+  /** Seconds; absent or 0 means off. */
+  persistentKeepalive?: number;
+}
+
+/** What `ip` says about a network link. */
+export interface OverlayLink {
+  /** The kernel's kind of link ("wireguard", "tun" for wireguard-go, "veth" …; "" when none). */
+  kind: string;
+  /** The link's alias (`ip link set … alias`), where the host puts its marker. */
+  alias?: string;
+  up: boolean;
+  mtu: number;
+  /** Global addresses as CIDRs ("10.60.0.7/24"); link-local ones left out. */
+  addresses: string[];
+}
+
+/** What `wg show IF dump` says about a WireGuard device. */
+export interface OverlayDevice {
+  publicKey: string;
+  listenPort: number;
+  peers: OverlayPeer[];
+}
+
+/** What the host asks a WireGuard device to hold (the whole peer set; others are removed). */
+export interface OverlayConfig {
+  /** A file holding the base64 private key (read by the tool, never sent anywhere). */
+  privateKeyFile: string;
+  listenPort?: number;
+  peers: OverlayPeer[];
+  /** Public keys of peers the device holds that are not declared. */
+  removePeers: string[];
+}
+
+/** WireGuard interfaces: made in the kernel, or by the userspace wireguard-go. */
+export interface OverlayNetwork {
+  /** "kernel" or "userspace": how interfaces are made here. */
+  readonly mode: "kernel" | "userspace";
+  /** The link of that name, or `null` when there is none. */
+  link(name: string): Promise<OverlayLink | null>;
+  /** The WireGuard side of the link, or `null` when it is not a WireGuard device. */
+  device(name: string): Promise<OverlayDevice | null>;
+  /** Make a WireGuard interface carrying `alias` (the host's marker). */
+  create(name: string, alias: string): Promise<void>;
+  /** Delete the interface. */
+  remove(name: string): Promise<void>;
+  /** Key, port and exactly these peers. */
+  configure(name: string, config: OverlayConfig): Promise<void>;
+  /** Add and delete addresses (CIDRs). */
+  setAddresses(name: string, add: string[], remove: string[]): Promise<void>;
+  /** MTU (when given) and up. */
+  setLink(name: string, settings: { mtu?: number; up: true }): Promise<void>;
+}
+
+/** A syntax check of a table's rules failed: where and what nft said. */
+export interface RulesProblem {
+  /** 1-based line of the declared rules text (0 when nft named no line of it). */
+  line: number;
+  message: string;
+}
+
+/** What the kernel holds for one nftables table. */
+export interface FirewallTable {
+  /** The table's comment (the host's marker), when it has one. */
+  comment?: string;
+  /** The kernel's JSON form of the table, handles and counter values dropped, canonical. */
+  ruleset: string;
+}
+
+/** nftables: one table at a time, replaced whole. */
+export interface Firewall {
+  readonly name: string;
+  /** Syntax-check `rules` as the body of the table (`nft -c`); changes nothing. */
+  checkRules(family: string, table: string, rules: string): Promise<RulesProblem | null>;
+  /** The table as the kernel holds it, or `null` when there is none. */
+  read(family: string, table: string): Promise<FirewallTable | null>;
+  /** Replace the table (created when missing) by `rules`, with `comment`, in ONE transaction. */
+  replace(family: string, table: string, rules: string, comment: string): Promise<void>;
+  /** Delete the table. */
+  remove(family: string, table: string): Promise<void>;
+}
+
+/** Kernel settings (sysctl). */
+export interface KernelSettings {
+  /** The value as the kernel gives it, or `null` when the key does not exist. */
+  read(key: string): Promise<string | null>;
+  write(key: string, value: string): Promise<void>;
 }

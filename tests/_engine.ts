@@ -1,6 +1,7 @@
 /** Shared by kind tests: a real store in a temp directory and the real engine. */
 import { applyDeclaration } from "../src/engine/apply.ts";
-import type { ApplyReport } from "../src/engine/types.ts";
+import { planDeclaration } from "../src/engine/plan.ts";
+import type { ApplyReport, PlanEntry } from "../src/engine/types.ts";
 import { parseTrustedDeclaration } from "../src/engine/parse.ts";
 import type { Resource } from "../src/resources/mod.ts";
 import type { Providers } from "../src/providers.ts";
@@ -11,8 +12,12 @@ const MANAGED_ROOTS = ["/etc", "/srv", "/tmp"];
 /** An engine over a fresh store; dispose to close and delete it. */
 export interface TestEngine extends AsyncDisposable {
   store: Store;
+  /** The state directory (beside the store; the overlay's key lives there). */
+  stateDir: string;
   /** Apply these resources (trusted parse: actions allowed) and return the report. */
   apply(resources: unknown[]): Promise<ApplyReport>;
+  /** Plan these resources (changes nothing). */
+  plan(resources: unknown[]): Promise<PlanEntry[]>;
 }
 
 /** Open a store in a temp directory and apply declarations with `providers`. */
@@ -22,21 +27,26 @@ export async function testEngine(
 ): Promise<TestEngine> {
   const dir = await Deno.makeTempDir({ prefix: "noxad-store-" });
   const store = Store.open(dir);
+  const parse = (resources: unknown[]) =>
+    parseTrustedDeclaration(
+      JSON.stringify({ version: 1, resources }),
+      { managedRoots: MANAGED_ROOTS, own: { paths: [], services: ["nox-mesh-host"] } },
+    );
+  const ctx = {
+    store,
+    providers,
+    config: { managedRoots: MANAGED_ROOTS },
+    rolledBackFrom,
+    stateDir: dir,
+  };
   return {
     store,
+    stateDir: dir,
     async apply(resources: unknown[]) {
-      const declaration = await parseTrustedDeclaration(
-        JSON.stringify({ version: 1, resources }),
-        { managedRoots: MANAGED_ROOTS, own: { paths: [], services: ["nox-mesh-host"] } },
-      );
-      return applyDeclaration(
-        { store, providers, config: { managedRoots: MANAGED_ROOTS }, rolledBackFrom },
-        declaration,
-        {
-          source: "file",
-          origin: "test",
-        },
-      );
+      return applyDeclaration(ctx, await parse(resources), { source: "file", origin: "test" });
+    },
+    async plan(resources: unknown[]) {
+      return planDeclaration(ctx, await parse(resources));
     },
     async [Symbol.asyncDispose]() {
       store.close();

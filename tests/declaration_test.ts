@@ -106,9 +106,9 @@ Deno.test("unknown version is refused", async () => {
 
 Deno.test("unknown type is refused, naming the known ones", async () => {
   await refused(
-    doc([{ type: "firewall", id: "x" }]),
+    doc([{ type: "mount", id: "x" }]),
     "resources[0].type",
-    /unknown type "firewall".*directory, file/,
+    /unknown type "mount".*directory, file/,
   );
   await refused(doc([{ id: "x" }]), "resources[0].type", /missing/);
 });

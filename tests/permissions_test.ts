@@ -23,6 +23,10 @@ const PROGRAMS = {
     "/usr/bin/podman",
     "/usr/bin/docker",
     "/usr/bin/ip",
+    "/usr/bin/wg",
+    "/usr/bin/wireguard-go",
+    "/usr/bin/nft",
+    "/usr/bin/sysctl",
   ],
   alpine: [
     "/sbin/apk",
@@ -37,6 +41,11 @@ const PROGRAMS = {
     "/usr/sbin/ip",
     "/usr/bin/podman",
     "/usr/bin/docker",
+    "/usr/bin/wg",
+    "/usr/bin/wireguard-go",
+    "/usr/sbin/nft",
+    "/sbin/sysctl",
+    "/usr/sbin/sysctl",
   ],
   tarball: [
     "/usr/bin/pacman",
@@ -54,6 +63,13 @@ const PROGRAMS = {
     "/usr/bin/ip",
     "/sbin/ip",
     "/usr/sbin/ip",
+    "/usr/bin/wg",
+    "/usr/bin/wireguard-go",
+    "/usr/bin/nft",
+    "/usr/sbin/nft",
+    "/usr/bin/sysctl",
+    "/sbin/sysctl",
+    "/usr/sbin/sysctl",
   ],
 };
 

@@ -132,7 +132,12 @@ export class Machine {
     try {
       child = new Deno.Command("/usr/bin/unshare", {
         args,
-        env: plan.unifiedCgroup ? { SYSTEMD_NSPAWN_UNIFIED_HIERARCHY: "1" } : undefined,
+        env: {
+          // /proc/sys/net writable in the machine's own network namespace (sysctl resources;
+          // --network-namespace-path alone leaves it read-only).
+          SYSTEMD_NSPAWN_API_VFS_WRITABLE: "network",
+          ...(plan.unifiedCgroup ? { SYSTEMD_NSPAWN_UNIFIED_HIERARCHY: "1" } : {}),
+        },
         stdin: "null",
         stdout: "null",
         stderr: "null",
@@ -358,6 +363,11 @@ function nspawnArgv(plan: MachinePlan, root: string): string[] {
     "--timezone=off",
     "--link-journal=no",
     `--network-namespace-path=/run/netns/${plan.netns}`,
+    // wireguard-go's tun device (overlay resources; this kernel has no WireGuard module),
+    // and CAP_NET_ADMIN in the machine's own network namespace, which nspawn grants with
+    // --private-network but not with --network-namespace-path (links, nftables, sysctl).
+    "--bind=/dev/net/tun",
+    "--capability=CAP_NET_ADMIN",
     ...plan.binds.map(([src, dst]) => `--bind-ro=${src}:${dst}`),
   ];
 }

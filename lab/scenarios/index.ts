@@ -14,6 +14,8 @@ import { scenario as archInstall } from "./arch_install.ts";
 import { scenario as archUpgrade } from "./arch_upgrade.ts";
 import { scenario as archRollback } from "./arch_rollback.ts";
 import { scenario as openrcInstall } from "./openrc_install.ts";
+import { scenario as conntrack } from "./conntrack.ts";
+import { scenario as firewall } from "./firewall.ts";
 
 /** All scenarios. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -31,4 +33,6 @@ export const SCENARIOS: readonly Scenario[] = [
   archUpgrade,
   archRollback,
   openrcInstall,
+  conntrack,
+  firewall,
 ];

@@ -1,6 +1,7 @@
 /** `enrol --token -|--token-file FILE`: join the mesh once (src/link/enrol.ts). */
 import { UsageError } from "../errors.ts";
 import { openEngine } from "../engine/mod.ts";
+import { ensureOverlayKey } from "../overlay_key.ts";
 import type { Command } from "./command.ts";
 import { EXIT } from "./io.ts";
 
@@ -14,9 +15,10 @@ the node, the broker's address, the broker's CA certificate and the SHA-256
 fingerprint of its certificate (both checked before anything secret is sent), and
 a one-time right to join, and the control plane's signing key, which this host then
 trusts for every declaration (whoever holds that key holds root here). This host
-makes its own key pair; the private seed is
-written to <state-dir>/node.nk (mode 0600) and never leaves the machine. A running
-service picks the identity up within seconds.
+makes its own key pair; the private seed is written to <state-dir>/node.nk (mode
+0600) and never leaves the machine. It also makes its WireGuard key pair
+(<state-dir>/wireguard.key, 0600, never sent; the public key is shown by
+"inventory"). A running service picks the identity up within seconds.
 
 Options:
   --token -          read the token from standard input (keeps it out of ps and /proc)
@@ -71,12 +73,16 @@ Exit codes: 0 enrolled, 64 usage or an unusable token, 69 the broker or control 
       replace: ctx.values.replace === true,
       log: ctx.json ? undefined : (line) => ctx.io.stderr(`enrol: ${line}\n`),
     });
+    // The overlay's key pair, so the control plane can read its public half from the
+    // inventory before it declares this node's overlay (the first declaration).
+    const overlayKey = await ensureOverlayKey(host.config.stateDir);
     if (ctx.json) {
       ctx.io.stdout(
         JSON.stringify({
           outcome: "enrolled",
           node: identity.node,
           publicKey: identity.publicKey,
+          wireguardPublicKey: overlayKey.publicKey,
           url: identity.url,
           pin: identity.pin,
         }) + "\n",

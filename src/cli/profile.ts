@@ -4,6 +4,7 @@ import { META } from "../store/meta.ts";
 import { type Profile, profileText } from "../profile.ts";
 import { HostError } from "../errors.ts";
 import { Store } from "../store/store.ts";
+import { readOverlayKey } from "../overlay_key.ts";
 import type { Command, CommandContext } from "./command.ts";
 import { subject } from "./format.ts";
 import { EXIT } from "./io.ts";
@@ -41,8 +42,9 @@ export const inventoryCommand: Command = {
   name: "inventory",
   summary: "show identity, profile, what this node holds and what it last applied",
   usage: "inventory",
-  help: `Show this node's inventory: its identity, its profile (see "profile"), every
-resource it holds (recorded after read-back), and its last apply.
+  help: `Show this node's inventory: its identity (with its WireGuard public key, once
+made), its profile (see "profile"), every resource it holds (recorded after
+read-back), and its last apply.
 Reads the store and detects the profile; changes nothing.
 Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
 `,
@@ -53,8 +55,14 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
     const profile = await profileOf(ctx);
     using store = Store.open(config.stateDir);
     const current = store.current();
+    const overlayKey = await readOverlayKey(config.stateDir);
     const inventory = {
-      identity: { node: store.meta(META.node) ?? null, stateDir: config.stateDir },
+      identity: {
+        node: store.meta(META.node) ?? null,
+        stateDir: config.stateDir,
+        // Only the public half: the private key never leaves its file.
+        wireguardPublicKey: overlayKey?.publicKey ?? null,
+      },
       profile,
       declaration: current && {
         source: current.source,
@@ -81,6 +89,7 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
     const lines = [
       `node         ${inventory.identity.node ?? "no identity (not enrolled)"}\n`,
       `store        ${store.path}\n`,
+      `wireguard    ${inventory.identity.wireguardPublicKey ?? "no key yet"}\n`,
       profileText(profile),
       `held         ${inventory.held.length} resources\n`,
       ...inventory.held.map((h) =>

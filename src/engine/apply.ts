@@ -5,7 +5,13 @@
  */
 import { canonicalJson, digestOf } from "../declaration/canonical.ts";
 import type { Declaration } from "../declaration/envelope.ts";
-import { describe, type KindContext, newKindContext, ResourceError } from "../resources/kind.ts";
+import {
+  describe,
+  type KindContext,
+  type KindNotes,
+  newKindContext,
+  ResourceError,
+} from "../resources/kind.ts";
 import { kindOf, type Resource, resourceKey } from "../resources/mod.ts";
 import { describeError } from "../errors.ts";
 import { releaseUndeclared } from "./release.ts";
@@ -50,7 +56,7 @@ export async function applyDeclaration(
   const last = store.lastApply();
   const unchangedSince = last?.outcome === "converged" && last.digest === digest;
   const applyId = store.beginApply(options.source, options.origin, declaration.serial, digest);
-  const kctx = newKindContext(ctx.providers, ctx.config.managedRoots, ctx.rolledBackFrom);
+  const kctx = kindContext(ctx);
   const held = store.heldIndex();
   const results: ResourceResult[] = [];
   const counts: Counts = { changed: 0, unchanged: 0, removed: 0, failed: 0 };
@@ -229,5 +235,21 @@ function skipped(resource: Resource, detail: string): ResourceResult {
     outcome: "skipped",
     changes: [],
     detail,
+  };
+}
+
+/** What the kinds get for one apply or plan pass: providers, roots, notes kept in the store. */
+export function kindContext(ctx: EngineContext): KindContext {
+  return newKindContext(ctx.providers, ctx.config.managedRoots, ctx.rolledBackFrom, {
+    notes: storeNotes(ctx),
+    stateDir: ctx.stateDir,
+  });
+}
+
+/** Kinds' notes, kept in the store's meta table under "note:". */
+function storeNotes({ store }: EngineContext): KindNotes {
+  return {
+    get: (key) => store.meta(`note:${key}`),
+    set: (key, value) => store.setMeta(`note:${key}`, value),
   };
 }

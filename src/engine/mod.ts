@@ -97,6 +97,7 @@ async function contextOf(engine: Engine): Promise<EngineContext> {
     providers: engine.providers,
     config: engine.config,
     rolledBackFrom,
+    stateDir: engine.config.stateDir,
   };
 }
 

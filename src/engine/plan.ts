@@ -1,7 +1,8 @@
 /** Plan: what applying a declaration would do, from the checks alone; changes nothing. */
 import type { Declaration } from "../declaration/envelope.ts";
 import { describeError } from "../errors.ts";
-import { describe, newKindContext } from "../resources/kind.ts";
+import { describe } from "../resources/kind.ts";
+import { kindContext } from "./apply.ts";
 import { kindOf, resourceKey } from "../resources/mod.ts";
 import { planRelease } from "./release.ts";
 import type { EngineContext, PlanEntry } from "./types.ts";
@@ -13,7 +14,7 @@ export async function planDeclaration(
   ctx: EngineContext,
   declaration: Declaration,
 ): Promise<PlanEntry[]> {
-  const kctx = newKindContext(ctx.providers, ctx.config.managedRoots, ctx.rolledBackFrom);
+  const kctx = kindContext(ctx);
   const entries: PlanEntry[] = [];
   for (const resource of declaration.resources) {
     const base = { id: resource.id, type: resource.type, key: resourceKey(resource) };

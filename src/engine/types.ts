@@ -73,6 +73,8 @@ export interface EngineContext {
   config: { managedRoots: readonly string[]; own?: OwnResources };
   /** Host versions the launcher rolled back from here (see src/launcher_files.ts). */
   rolledBackFrom?: ReadonlySet<string>;
+  /** The state directory (the overlay's key lives there), when known. */
+  stateDir?: string;
 }
 
 /** How to run one apply. */

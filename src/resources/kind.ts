@@ -48,6 +48,26 @@ export function describe(diff: Diff): string[] {
   return diff.changes.map((c) => c.text);
 }
 
+/**
+ * Small values a kind keeps about one resource between applies, in the store
+ * (e.g. a setting's value before the host first changed it). Keys are the
+ * kind's own; the engine scopes them to the store.
+ */
+export interface KindNotes {
+  get(key: string): string | undefined;
+  /** `undefined` deletes the note. */
+  set(key: string, value: string | undefined): void;
+}
+
+/** Notes kept in memory only (tests, and contexts that never apply). */
+export function memoryNotes(): KindNotes {
+  const notes = new Map<string, string>();
+  return {
+    get: (key) => notes.get(key),
+    set: (key, value) => void (value === undefined ? notes.delete(key) : notes.set(key, value)),
+  };
+}
+
 /** What happened (or would happen) to a resource that is no longer declared. */
 export interface Release {
   outcome: "removed" | "forgotten";
@@ -100,6 +120,10 @@ export interface KindContext {
   attributes: Map<string, { mode: number; uid: number; gid: number }>;
   /** Versions of the host itself that the launcher rolled back from on this machine. */
   rolledBackFrom: ReadonlySet<string>;
+  /** What kinds remember between applies (kept in the store by the engine). */
+  notes: KindNotes;
+  /** The host's state directory (the overlay's private key lives there), when known. */
+  stateDir?: string;
 }
 
 /** A fresh context for one apply or plan pass. */
@@ -107,6 +131,7 @@ export function newKindContext(
   providers: Providers,
   managedRoots: readonly string[],
   rolledBackFrom: ReadonlySet<string> = new Set(),
+  { notes = memoryNotes(), stateDir }: { notes?: KindNotes; stateDir?: string } = {},
 ): KindContext {
   return {
     providers,
@@ -115,6 +140,8 @@ export function newKindContext(
     managedRoots,
     attributes: new Map(),
     rolledBackFrom,
+    notes,
+    ...(stateDir === undefined ? {} : { stateDir }),
   };
 }
 

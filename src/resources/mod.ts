@@ -6,6 +6,9 @@ import { actionKind, type ActionResource } from "./action.ts";
 import { containerKind, type ContainerResource } from "./container.ts";
 import { directoryKind, type DirectoryResource } from "./directory.ts";
 import { fileKind, type FileResource } from "./file.ts";
+import { firewallKind, type FirewallResource } from "./firewall.ts";
+import { overlayKind, type OverlayResource } from "./overlay.ts";
+import { sysctlKind, type SysctlResource } from "./sysctl.ts";
 import type { ResourceKind } from "./kind.ts";
 import { packageKind, type PackageResource } from "./package.ts";
 import { serviceKind, type ServiceResource } from "./service.ts";
@@ -15,8 +18,11 @@ export type {
   ContainerResource,
   DirectoryResource,
   FileResource,
+  FirewallResource,
+  OverlayResource,
   PackageResource,
   ServiceResource,
+  SysctlResource,
 };
 
 /** Any resource. */
@@ -26,7 +32,10 @@ export type Resource =
   | PackageResource
   | ServiceResource
   | ContainerResource
-  | ActionResource;
+  | ActionResource
+  | OverlayResource
+  | FirewallResource
+  | SysctlResource;
 
 /** The name of a resource type. */
 export type ResourceType = Resource["type"];
@@ -39,6 +48,9 @@ const ALL: readonly ResourceKind<Resource>[] = [
   serviceKind,
   containerKind,
   actionKind,
+  overlayKind,
+  firewallKind,
+  sysctlKind,
 ] as unknown as ResourceKind<Resource>[];
 
 /** The kinds by type (a Map: no type name reaches Object.prototype). */

@@ -3,6 +3,7 @@ import { posixFileSystem } from "../../os/posix-fs/mod.ts";
 import { main } from "../../src/cli/main.ts";
 import type { CliIo } from "../../src/cli/io.ts";
 import type { Profile } from "../../src/profile.ts";
+import { ensureOverlayKey } from "../../src/overlay_key.ts";
 
 const PROFILE: Profile = {
   detectedAt: "2026-01-01T00:00:00Z",
@@ -14,6 +15,8 @@ const PROFILE: Profile = {
     containers: { state: "absent", evidence: ["none"] },
     graphical: { state: "absent", evidence: ["none"] },
     network: { state: "running", evidence: ["eth0 up"] },
+    wireguard: { state: "working", provider: "userspace", evidence: ["made wg scratch"] },
+    nftables: { state: "absent", evidence: ["nft is not installed"] },
   },
 };
 
@@ -62,7 +65,11 @@ Deno.test("inventory: identity, profile, held resources and the last apply", asy
     const out: string[] = [];
     assert.equal(await main(["inventory", "--json", ...flags], io(out)), 0, out.join(""));
     const inv = JSON.parse(out.join(""));
-    assert.deepEqual(inv.identity, { node: null, stateDir: `${dir}/state` });
+    assert.deepEqual(inv.identity, {
+      node: null,
+      stateDir: `${dir}/state`,
+      wireguardPublicKey: null,
+    });
     assert.deepEqual(inv.profile, PROFILE);
     assert.deepEqual(inv.held.map((h: { id: string; type: string }) => [h.id, h.type]), [[
       "d",
@@ -74,6 +81,15 @@ Deno.test("inventory: identity, profile, held resources and the last apply", asy
     assert.match(text.join(""), /\ninit {9}working systemd\n/);
     assert.match(text.join(""), /\nheld {9}1 resources\n {2}directory d {2}.*\/managed\/d\n/);
     assert.match(text.join(""), /\nlast apply {3}#1 converged at /);
+    assert.match(text.join(""), /\nwireguard {4}no key yet\n/);
+
+    // Once the node has its WireGuard key, the inventory shows the public half only.
+    const key = await ensureOverlayKey(`${dir}/state`);
+    const after: string[] = [];
+    assert.equal(await main(["inventory", "--json", ...flags], io(after)), 0);
+    assert.equal(JSON.parse(after.join("")).identity.wireguardPublicKey, key.publicKey);
+    const secret = (await Deno.readTextFile(key.path)).trim();
+    assert.ok(!after.join("").includes(secret), "the private key is never shown");
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -66,6 +66,8 @@ Deno.test("providers follow the profile: only what it proved working is used", (
       containers: cap("working", "podman"),
       graphical: cap("present", "Xorg"),
       network: cap("present", "ip"),
+      wireguard: cap("working", "userspace"),
+      nftables: cap("present", "nftables"),
     },
   };
   const p = providersFor(profile);
@@ -73,6 +75,10 @@ Deno.test("providers follow the profile: only what it proved working is used", (
   assert.equal(p.services, undefined);
   assert.equal(p.containers?.name, "podman");
   assert.ok(p.commands);
+  // WireGuard is used only when proven working, in the mode proven; nftables only when working.
+  assert.equal(p.overlay?.mode, "userspace");
+  assert.equal(p.firewall, undefined);
+  assert.ok(p.sysctl);
   const alpineBuild = providersFor(profile, { adapters: { packages: ["apk"], containers: [] } });
   assert.equal(alpineBuild.packages, undefined);
   assert.equal(alpineBuild.containers, undefined);

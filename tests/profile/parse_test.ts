@@ -133,6 +133,8 @@ Deno.test("profileText prints every capability with its evidence", () => {
       containers: cap("absent"),
       graphical: cap("absent"),
       network: cap("absent"),
+      wireguard: cap("working", "kernel"),
+      nftables: cap("absent"),
     },
   });
   assert.match(text, /^os {11}Arch Linux \(arch\)\n/);

@@ -33,10 +33,15 @@ async function found(name: string): Promise<string | undefined> {
 
 async function profileUnder(os: TargetOs): Promise<string> {
   const set = await loadPermissionSet(os);
-  if (os === "alpine") {
-    // This machine is not Alpine: its tools are spelled as this machine has them (the
-    // same names; the set's spellings are Alpine's).
-    for (const name of new Set(set.allowRun.map((p) => p.slice(p.lastIndexOf("/") + 1)))) {
+  // This machine is Debian: where a tool is not at any of the set's spellings (all of
+  // Alpine's; nft and sysctl, which Debian keeps in /usr/sbin and Arch in /usr/bin), it
+  // is spelled as this machine has it (the same name).
+  for (const name of new Set(set.allowRun.map((p) => p.slice(p.lastIndexOf("/") + 1)))) {
+    const spelled = set.allowRun.filter((p) => p.endsWith(`/${name}`));
+    const there = await Promise.all(
+      spelled.map((p) => Deno.stat(p).then(() => true, () => false)),
+    );
+    if (os === "alpine" || !there.some(Boolean)) {
       const here = await found(name);
       if (here) set.allowRun.push(here);
     }
