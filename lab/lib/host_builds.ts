@@ -123,7 +123,12 @@ export function hostPackage(which: HostBuild, log: (line: string) => void): Prom
  */
 export function hostTarball(log: (line: string) => void): Promise<string> {
   return cached("tarball-current", async (dir) => {
-    const b = await build({ os: "tarball", form: "bundled", out: join(dir, "build") });
+    const b = await build({
+      os: "tarball",
+      form: "bundled",
+      out: join(dir, "build"),
+      runtimeCache: join(CACHE_DIR, "runtime"),
+    });
     return await packageTarball(b, undefined, { minisign: labMinisign(await labKeys(log)) });
   }, log);
 }

@@ -25,6 +25,17 @@ export interface MachineSpec {
    * so podman (runc) can create containers inside; v1 controllers are read-only in nspawn.
    */
   containers?: boolean;
+  /**
+   * How the host comes onto this machine (lab.installHost, the scenarios' steps): from its
+   * package (systemd: the Arch package from /lab/repo) or from the tarball in /lab/tarball.
+   * Default: the package on systemd machines, the tarball on the others.
+   */
+  hostFrom?: "package" | "tarball";
+  /**
+   * Bind this host's deno in at /usr/local/bin/deno for the lab's own clients (probes;
+   * default true). false: the machine has no deno anywhere (the tarball floor).
+   */
+  deno?: boolean;
 }
 
 /** Verdict of {@link Lab.probeBroker}. */
@@ -152,10 +163,12 @@ export class Lab implements AsyncDisposable {
     }
     const base = await ensureBase(spec.flavour, this.log);
     if (base.built) this.log(`base ${base.key} built in ${(base.buildMs / 1000).toFixed(1)} s`);
+    const hostFrom = spec.hostFrom ?? (spec.flavour === "systemd" ? "package" : "tarball");
     if (spec.flavour === "systemd") {
       this.repoCopied ??= this.copyRepo();
       await this.repoCopied;
-    } else {
+    }
+    if (hostFrom === "tarball") {
       this.tarballCopied ??= this.copyTarball();
       await this.tarballCopied;
     }
@@ -179,13 +192,12 @@ export class Lab implements AsyncDisposable {
         port,
         dir: join(this.dir, "machines", spec.name),
         lower: base.rootfs,
+        // The tarball carries its own runtime; the Arch package pulls the repository's deno.
         binds: [
-          [DENO_BINARY, MACHINE_DENO],
+          ...(spec.deno === false ? [] : [[DENO_BINARY, MACHINE_DENO] as const]),
           [this.shareDir, "/lab"],
-          // The tarball's bundled form runs on /usr/bin/deno: these machines have deno
-          // installed by hand (systemd machines get it from the lab repository's package).
-          ...(spec.flavour === "systemd" ? [] : [[DENO_BINARY, "/usr/bin/deno"] as const]),
         ],
+        hostFrom,
         preload: [
           ["/etc/hostname", `${spec.name}\n`],
           ["/etc/hosts", hosts],
