@@ -169,8 +169,7 @@ export class Lab implements AsyncDisposable {
       await this.repoCopied;
     }
     if (hostFrom === "tarball") {
-      this.tarballCopied ??= this.copyTarball();
-      await this.tarballCopied;
+      await this.publishTarball("current");
     }
     const netns = `${this.id}-${spec.name}`;
     const address = `${SUBNET_PREFIX}.${this.nextAddress++}`;
@@ -387,10 +386,25 @@ export class Lab implements AsyncDisposable {
     await change;
   }
 
-  /** The host's tarball, SHA256SUMS, its minisign signature and public key, at /lab/tarball. */
-  private async copyTarball(): Promise<void> {
-    const tarball = await hostTarball(this.log);
-    const dir = join(this.shareDir, "tarball");
+  /**
+   * Puts a build's tarball (with SHA256SUMS, its signature and the release key) into the
+   * lab share: the current one at /lab/tarball (every tarball machine gets it), another
+   * at /lab/tarball-<build>. Returns that directory as machines see it.
+   */
+  async publishTarball(which: HostBuild): Promise<string> {
+    if (which === "current") {
+      this.tarballCopied ??= this.copyTarball();
+      await this.tarballCopied;
+      return "/lab/tarball";
+    }
+    await this.copyTarball(which);
+    return `/lab/tarball-${which}`;
+  }
+
+  /** A build's tarball, SHA256SUMS, its minisign signature and public key, into the share. */
+  private async copyTarball(which: HostBuild = "current"): Promise<void> {
+    const tarball = await hostTarball(this.log, which);
+    const dir = join(this.shareDir, which === "current" ? "tarball" : `tarball-${which}`);
     await Deno.mkdir(dir, { recursive: true });
     const from = tarball.slice(0, tarball.lastIndexOf("/"));
     const names = [tarball.split("/").pop()!, "SHA256SUMS", "SHA256SUMS.minisig", "minisign.pub"];

@@ -15,6 +15,7 @@ import { scenario as archUpgrade } from "./arch_upgrade.ts";
 import { scenario as archRollback } from "./arch_rollback.ts";
 import { scenario as openrcInstall } from "./openrc_install.ts";
 import { scenario as tarballFloor } from "./tarball_floor.ts";
+import { scenario as tarballRollback } from "./tarball_rollback.ts";
 import { scenario as conntrack } from "./conntrack.ts";
 import { scenario as firewall } from "./firewall.ts";
 
@@ -35,6 +36,7 @@ export const SCENARIOS: readonly Scenario[] = [
   archRollback,
   openrcInstall,
   tarballFloor,
+  tarballRollback,
   conntrack,
   firewall,
 ];

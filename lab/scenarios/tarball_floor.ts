@@ -35,11 +35,16 @@ function assertNoDeno(machine: string, when: string): Step {
   ]);
 }
 
+/** The README's install lines, run on a machine as written (release = the lab share). */
+export function installFromReadme(m: string): Step[] {
+  return INSTALL.map((line) => run(m, ["sh", "-c", `set -eu\n${line}`]));
+}
+
 /** Steps on one machine: the README's lines, then the host as its init starts it. */
 function floor(m: string): Step[] {
   return [
     assertNoDeno(m, "before the install"),
-    ...INSTALL.map((line) => run(m, ["sh", "-c", `set -eu\n${line}`])),
+    ...installFromReadme(m),
     assertNoDeno(m, "on PATH after the install"),
     assertUnit(m, "nox-mesh-host", { running: true, enabled: true }),
     waitFor(assertFile(m, `${STATE}/known-good`, { content: `${CURRENT}\n` }), 90),
