@@ -296,3 +296,26 @@ Deno.test("tarball: (the shared build's directory is removed)", async () => {
   const { dir } = await made;
   await Deno.remove(dir, { recursive: true });
 });
+
+Deno.test("config: the installation's bundle (the build embeds it) is the default; host.json's bundle still wins", async () => {
+  const { loadConfig, DEFAULTS } = await import("../src/config.ts");
+  const dir = await Deno.makeTempDir({ prefix: "noxpk-config-" });
+  try {
+    const empty = join(dir, "empty.json");
+    await Deno.writeTextFile(empty, "{}\n");
+    const tarballBundle = "/usr/local/share/nox-mesh-host/substrate.lock";
+    const env = () => undefined;
+    assert.equal((await loadConfig({ env, configPath: empty })).bundlePath, DEFAULTS.bundlePath);
+    const installed = await loadConfig({ bundlePath: tarballBundle, env, configPath: empty });
+    assert.equal(installed.bundlePath, tarballBundle);
+    assert.ok(installed.own.paths.includes("/usr/local/share/nox-mesh-host"), "its dir is own");
+    const file = join(dir, "host.json");
+    await Deno.writeTextFile(file, JSON.stringify({ bundle: "/srv/b/substrate.lock" }));
+    assert.equal(
+      (await loadConfig({ bundlePath: tarballBundle, env, configPath: file })).bundlePath,
+      "/srv/b/substrate.lock",
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
