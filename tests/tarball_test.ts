@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { build, type BuildResult } from "../packaging/build.ts";
-import { packageTarball } from "../packaging/package.ts";
+import { packageTarball, tarballEntries } from "../packaging/package.ts";
 import { loadPermissionSet } from "../packaging/permissions.ts";
 import { runtimePins } from "../packaging/tarball/runtime.ts";
 import { VERSION } from "../src/version.ts";
@@ -149,6 +149,22 @@ Deno.test("tarball: the shim finds the runtime beside it, not on PATH, and stops
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("tarball: a compiled build's tarball carries the program alone: no runtime, no bundle", async () => {
+  // No denort can be had here, so the compiled program itself cannot be built: this checks
+  // what the packaging takes from a build of that form (its program file is the shim here).
+  const { b } = await tarball();
+  const entries = Object.keys(await tarballEntries({ ...b, form: "compiled", runtime: undefined }));
+  assert.deepEqual(
+    entries.sort(),
+    Object.keys(ENTRIES).filter((e) => !/\/(deno|deno\.LICENSE|nox-mesh-host\.js)$/.test(e)),
+  );
+  await assert.rejects(
+    tarballEntries({ ...b, runtime: undefined }),
+    /carries no Deno runtime/,
+    "a bundled build without its runtime is never packed",
+  );
 });
 
 Deno.test("tarball: reproducible: two builds of the same checkout give the same bytes", async () => {
