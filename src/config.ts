@@ -24,7 +24,7 @@ export interface HostConfig {
    * The package manager to use when it is not the OS's own (e.g. pacman on a
    * Debian-based machine). Unset: only the OS's own package manager is used.
    */
-  packageManager?: "pacman" | "apk";
+  packageManager?: string;
   limits: Limits;
   /** The host's own files and service, never manageable by a declaration. */
   own: OwnResources;
@@ -60,7 +60,12 @@ const FileSchema = v.strictObject({
     v.pipe(v.array(absolute), v.minLength(1, "name at least one managed root")),
   ),
   bundle: v.optional(absolute),
-  packageManager: v.optional(v.picklist(["pacman", "apk"])),
+  packageManager: v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(/^[a-z][a-z0-9-]{0,31}$/, "a package manager's name, such as pacman or apk"),
+    ),
+  ),
   driftIntervalSeconds: v.optional(
     v.pipe(v.number(), v.safeInteger(), v.minValue(10, "at least 10 seconds")),
   ),

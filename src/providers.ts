@@ -124,6 +124,12 @@ export interface PackageManager {
    * opts into before it is installed.
    */
   upgradeAll(): Promise<void>;
+  /**
+   * A version without this package manager's release suffix, as the launcher
+   * records the host's own versions: "0.2.0-1" (pacman's pkgrel) or "0.2.0-r1"
+   * (apk's -rN) → "0.2.0".
+   */
+  upstreamVersion(version: string): string;
 }
 
 /** No repository (or package file) offers the package, or not at that version. */

@@ -20,6 +20,6 @@ export const META = {
   serial: "link_serial",
   /** The digest of that declaration (the same one arriving again is not a replay). */
   digest: "link_digest",
-  /** A JSON status record the run process keeps up to date (see src/run/status.ts). */
+  /** A JSON status record the run process keeps up to date (see src/run/run_status.ts). */
   runStatus: "run_status",
 } as const;

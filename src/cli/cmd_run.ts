@@ -1,4 +1,4 @@
-/** `run`: the service (src/run/service.ts) with its log on stderr. */
+/** `run`: the service (src/run/loop.ts) with its log on stderr. */
 import { BusyError, UsageError } from "../errors.ts";
 import { acquireRunLock } from "../lock.ts";
 import { openEngine } from "../engine/mod.ts";
@@ -62,7 +62,7 @@ Exit codes: 0 stopped by a signal or for a self-upgrade, 70 the host cannot work
       throw error;
     }
     using _runLock = runLock;
-    const { runService } = await import("../run/service.ts");
+    const { runService } = await import("../run/loop.ts");
     await runService(host, {
       signal: ctx.io.signal,
       log: (line) => ctx.io.stderr(`${line}\n`),

@@ -22,15 +22,16 @@ import { Link, type LinkOptions } from "../link/link.ts";
 import { subjectsOf } from "../link/subjects.ts";
 import {
   applyMessage,
-  heartbeatMessage,
-  heldSummary,
   type RefusalMessage,
   refusalMessage,
   type Trigger,
 } from "../link/messages.ts";
-import { clearFailures, confirmGood } from "../launcher_files.ts";
-import { ProgramWatch } from "./program.ts";
-import { type RunStatus, type ServicePhase, writeRunStatus } from "./status.ts";
+import { LauncherContract } from "../launcher_files.ts";
+import { Heartbeats } from "./heartbeat.ts";
+import { type Work, WorkQueue } from "./queue.ts";
+import { type RunStatus, type ServicePhase, writeRunStatus } from "./run_status.ts";
+import { DriftTimer, every } from "./timers.ts";
+import { ProgramWatch } from "./upgrade_watch.ts";
 
 /** How to run the service. */
 export interface RunOptions {
@@ -64,26 +65,28 @@ interface Pending {
   origin: string;
 }
 
-type Work =
-  | { kind: "reconcile"; trigger: Trigger }
-  | { kind: "declaration"; data: Uint8Array; signature?: string; trigger: Trigger };
-
 /** Run the service until a signal or a self-upgrade. */
 export function runService(host: Engine, options: RunOptions): Promise<RunResult> {
-  return new Service(host, options).run();
+  return new RunLoop(host, options).run();
 }
 
-class Service {
+/**
+ * The loop: takes work from the queue one at a time (a pushed declaration, or a
+ * reconcile from start, reconnect or the drift timer), admits and applies it
+ * through the engine, reports and heartbeats over the link, keeps the status
+ * record, and stops for a signal or a replaced program file.
+ */
+class RunLoop {
   readonly #host: Engine;
   readonly #opt: RunOptions;
   readonly #log: (line: string) => void;
-  readonly #driftMs: number;
+  readonly #drift: DriftTimer;
   readonly #heartbeatMs: number;
+  readonly #heartbeats: Heartbeats;
+  readonly #queue = new WorkQueue();
   readonly #applyAbort = new AbortController();
   readonly #startedAt = performance.now();
   readonly #startedIso = new Date().toISOString();
-  #queue: Work[] = [];
-  #wake: (() => void) | undefined;
   #stop: RunResult | undefined;
   #halted!: () => void;
   readonly #stopped = new Promise<"down">((resolve) => this.#halted = () => resolve("down"));
@@ -92,25 +95,25 @@ class Service {
   #link: Link | undefined;
   #linkProblem: string | undefined;
   #program: ProgramWatch | undefined;
-  #confirmed = false;
-  #failuresCleared = false;
+  readonly #launcher: LauncherContract;
   #pending: Pending | undefined;
   #startDone = false;
-  #driftTimer: ReturnType<typeof setTimeout> | undefined;
-  #nextDriftAt: string | null = null;
-  #heartbeatTimer: ReturnType<typeof setInterval> | undefined;
-  #enrolTimer: ReturnType<typeof setInterval> | undefined;
-  #lastHeartbeatAt: string | null = null;
-  #heldDigestSent: string | undefined;
+  #stopTicking: (() => void) | undefined;
+  #stopEnrolWatch: (() => void) | undefined;
   #phase: ServicePhase = "starting";
 
   constructor(host: Engine, options: RunOptions) {
     this.#host = host;
     this.#opt = options;
     this.#log = options.log;
-    this.#driftMs = 1000 * (options.driftIntervalSeconds ?? host.config.driftIntervalSeconds);
+    this.#drift = new DriftTimer(
+      1000 * (options.driftIntervalSeconds ?? host.config.driftIntervalSeconds),
+      () => this.#enqueue({ kind: "reconcile", trigger: "drift" }),
+    );
     this.#heartbeatMs = 1000 *
       (options.heartbeatIntervalSeconds ?? host.config.heartbeatIntervalSeconds);
+    this.#heartbeats = new Heartbeats(host.store);
+    this.#launcher = new LauncherContract(host.config.stateDir, VERSION, options.log);
   }
 
   async run(): Promise<RunResult> {
@@ -122,9 +125,7 @@ class Service {
       ? await ProgramWatch.current()
       : this.#opt.program ?? undefined;
     this.#log(
-      `run: ${VERSION} starting; state ${this.#host.config.stateDir}; drift every ${
-        this.#driftMs / 1000
-      } s, ` +
+      `run: ${VERSION} starting; state ${this.#host.config.stateDir}; drift every ${this.#drift.seconds} s, ` +
         `heartbeat every ${this.#heartbeatMs / 1000} s; ${
           this.#program
             ? `watching ${this.#program.path} (${this.#program.form})`
@@ -132,7 +133,7 @@ class Service {
         }`,
     );
     this.#writeStatus();
-    this.#heartbeatTimer = setInterval(() => this.#tick(), this.#heartbeatMs);
+    this.#stopTicking = every(this.#heartbeatMs, () => this.#tick());
 
     this.#identity = readIdentity(this.#host.store);
     if (this.#identity) {
@@ -143,13 +144,13 @@ class Service {
         "run: not enrolled: holding the machine to the store (or the bundle) until a token is used",
       );
       this.#enqueue({ kind: "reconcile", trigger: "start" });
-      this.#enrolTimer = setInterval(() => this.#checkEnrolment(), this.#opt.enrolCheckMs ?? 2000);
+      this.#stopEnrolWatch = every(this.#opt.enrolCheckMs ?? 2000, () => this.#checkEnrolment());
     }
     this.#phase = "running";
     this.#armDrift();
     this.#writeStatus();
 
-    for (let work = await this.#next(); work; work = await this.#next()) {
+    for (let work = await this.#queue.next(); work; work = await this.#queue.next()) {
       this.#busy = true;
       try {
         await this.#do(work);
@@ -216,21 +217,15 @@ class Service {
   #checkEnrolment(): void {
     const identity = readIdentity(this.#host.store);
     if (!identity || this.#stop) return;
-    clearInterval(this.#enrolTimer);
-    this.#enrolTimer = undefined;
+    this.#stopEnrolWatch?.();
+    this.#stopEnrolWatch = undefined;
     this.#identity = identity;
     this.#log(`run: enrolled as ${identity.node}; starting the link`);
     this.#startLink(identity).catch((error) => this.#log(`link: ${describeError(error)}`));
   }
 
   #armDrift(): void {
-    clearTimeout(this.#driftTimer);
-    if (this.#stop) return;
-    this.#nextDriftAt = new Date(Date.now() + this.#driftMs).toISOString();
-    this.#driftTimer = setTimeout(
-      () => this.#enqueue({ kind: "reconcile", trigger: "drift" }),
-      this.#driftMs,
-    );
+    if (!this.#stop) this.#drift.arm();
   }
 
   #tick(): void {
@@ -242,21 +237,7 @@ class Service {
   // ---- the work loop --------------------------------------------------------
 
   #enqueue(work: Work): void {
-    if (this.#stop) return;
-    // Reconciles coalesce: one waiting is as good as many.
-    if (work.kind === "reconcile" && this.#queue.some((w) => w.kind === "reconcile")) return;
-    this.#queue.push(work);
-    this.#wake?.();
-  }
-
-  async #next(): Promise<Work | undefined> {
-    while (!this.#stop) {
-      const work = this.#queue.shift();
-      if (work) return work;
-      await new Promise<void>((resolve) => this.#wake = resolve);
-      this.#wake = undefined;
-    }
-    return undefined;
+    if (!this.#stop) this.#queue.push(work);
   }
 
   #halt(result: RunResult): void {
@@ -267,7 +248,7 @@ class Service {
       this.#log(`run: ${result.detail}: stopping (the current apply stops before its next step)`);
       this.#applyAbort.abort(result.detail);
     }
-    this.#wake?.();
+    this.#queue.close();
   }
 
   async #do(work: Work): Promise<void> {
@@ -346,7 +327,7 @@ class Service {
         this.#log(
           `run: nothing to hold yet: no declaration in the store, and the bundle ${bundlePath} ${why}`,
         );
-        await this.#confirm();
+        await this.#launcher.converged();
         this.#armDrift();
         return;
       }
@@ -369,7 +350,7 @@ class Service {
       // Refused: nothing was applied, so this version has not shown it converges;
       // it did run a reconcile to its end, though (no crash to count).
       this.#log(`apply (${trigger}): ${error.message}`);
-      await this.#completed();
+      await this.#launcher.completed();
       if (source === "link") this.#refuse(undefined, "invalid", error.message, error.problems);
       this.#armDrift();
       return;
@@ -416,8 +397,8 @@ class Service {
     );
     // Only a converged apply shows this version works here (never a failed one); any
     // apply that ran to its end shows the program starts and runs (no crash to count).
-    if (report.outcome === "converged") await this.#confirm();
-    else if (report.outcome === "failed") await this.#completed();
+    if (report.outcome === "converged") await this.#launcher.converged();
+    else if (report.outcome === "failed") await this.#launcher.completed();
     if (this.#identity && this.#link) {
       this.#link.publish("report", applyMessage(this.#identity.node, report, trigger));
       this.#heartbeat(false);
@@ -441,51 +422,12 @@ class Service {
     }
   }
 
-  /** After the first completed (not converged) reconcile of this process: failures cleared. */
-  async #completed(): Promise<void> {
-    if (this.#failuresCleared || this.#confirmed) return;
-    this.#failuresCleared = true;
-    try {
-      await clearFailures(this.#host.config.stateDir);
-    } catch (error) {
-      this.#log(`run: cannot clear the launcher's failure counter: ${describeError(error)}`);
-    }
-  }
-
-  /** After the first converged reconcile of this process: known-good, failures cleared. */
-  async #confirm(): Promise<void> {
-    if (this.#confirmed) return;
-    this.#confirmed = true;
-    try {
-      await confirmGood(this.#host.config.stateDir, VERSION);
-      this.#log(`run: ${VERSION} completed a reconcile: recorded as known-good`);
-    } catch (error) {
-      this.#log(`run: cannot record ${VERSION} as known-good: ${describeError(error)}`);
-    }
-  }
-
   // ---- heartbeats, upgrade, status, shutdown --------------------------------
 
   #heartbeat(withList: boolean): void {
-    if (!this.#identity || !this.#link || this.#link.state.phase !== "up") return;
-    const held = heldSummary(this.#host.store);
-    const sendList = withList || held.digest !== this.#heldDigestSent;
-    const serialText = this.#host.store.meta(META.serial);
-    const message = heartbeatMessage(
-      this.#identity.node,
-      this.#host.store,
-      {
-        startedAt: this.#startedAt,
-        serial: serialText === undefined ? null : Number(serialText),
-        nextDriftAt: this.#nextDriftAt,
-      },
-      held,
-      sendList,
-    );
-    if (this.#link.publish("heartbeat", message)) {
-      this.#lastHeartbeatAt = message.at;
-      if (sendList) this.#heldDigestSent = held.digest;
-    }
+    if (!this.#identity || !this.#link) return;
+    const liveness = { startedAt: this.#startedAt, nextDriftAt: this.#drift.nextAt };
+    this.#heartbeats.send(this.#identity, this.#link, liveness, withList);
   }
 
   async #checkUpgrade(): Promise<void> {
@@ -500,10 +442,9 @@ class Service {
   async #shutdown(): Promise<RunResult> {
     const result = this.#stop ?? { reason: "signal", detail: "stopped" };
     this.#phase = result.reason === "upgrade" ? "upgrading" : "stopping";
-    clearTimeout(this.#driftTimer);
-    clearInterval(this.#heartbeatTimer);
-    clearInterval(this.#enrolTimer);
-    this.#nextDriftAt = null;
+    this.#drift.clear();
+    this.#stopTicking?.();
+    this.#stopEnrolWatch?.();
     if (this.#link) {
       await this.#link.flush();
       await this.#link.close();
@@ -523,10 +464,10 @@ class Service {
       phase: this.#phase,
       link: this.#link ? this.#link.state : null,
       ...(this.#linkProblem ? { linkProblem: this.#linkProblem } : {}),
-      nextDriftAt: this.#nextDriftAt,
-      lastHeartbeatAt: this.#lastHeartbeatAt,
+      nextDriftAt: this.#drift.nextAt,
+      lastHeartbeatAt: this.#heartbeats.lastAt,
       heartbeatIntervalSeconds: this.#heartbeatMs / 1000,
-      driftIntervalSeconds: this.#driftMs / 1000,
+      driftIntervalSeconds: this.#drift.seconds,
       program: this.#program ? { path: this.#program.path, form: this.#program.form } : null,
     };
     try {
