@@ -9,6 +9,7 @@ import { parseDeclaration } from "../src/engine/parse.ts";
 import { applyText } from "../src/engine/mod.ts";
 import { ALL_OWN_PATHS, OWN_PATHS_BY_OS } from "../packaging/own_paths_by_os.ts";
 import { hostOn, modeOf, runHost, scratch } from "./_helpers.ts";
+import { container, directory, file } from "./_declarations.ts";
 
 const options: ParseOptions = {
   managedRoots: ["/etc", "/srv", "/opt", "/var/lib", "/var/log", "/usr/local", "/home"],
@@ -19,42 +20,12 @@ const options: ParseOptions = {
   origin: "test.json",
 };
 
-const file = (extra: Record<string, unknown> = {}) => ({
-  type: "file",
-  id: "f",
-  path: "/etc/example.conf",
-  content: "x\n",
-  mode: "0644",
-  owner: "root",
-  group: "root",
-  ...extra,
-});
-const directory = (extra: Record<string, unknown> = {}) => ({
-  type: "directory",
-  id: "d",
-  path: "/srv/data",
-  mode: "0755",
-  owner: "root",
-  group: "root",
-  ...extra,
-});
 const service = (name: string) => ({
   type: "service",
   id: "s",
   name,
   enabled: true,
   running: true,
-});
-const container = (extra: Record<string, unknown> = {}) => ({
-  type: "container",
-  id: "c",
-  name: "registry",
-  image: `localhost/registry@sha256:${"a".repeat(64)}`,
-  args: [],
-  env: {},
-  mounts: [],
-  restart: "always",
-  ...extra,
 });
 const mount = (source: string, target = "/data") => container({ mounts: [{ source, target }] });
 const doc = (resources: unknown[]) => JSON.stringify({ version: 1, resources });
