@@ -158,7 +158,11 @@ export function writeEnvFile(dir: string, env: Record<string, string>): string |
   return path;
 }
 
-/** Make `dir` (if missing) and hold it to a directory of this user, mode 0700, never a symlink. */
+/**
+ * Make `dir` (if missing) and hold it to a directory of the state directory's
+ * owner (the host; asking the process's own uid would need --allow-sys=uid),
+ * mode 0700, never a symlink.
+ */
 function privateDirectory(dir: string): void {
   try {
     mkdirSync(dir, { mode: 0o700 });
@@ -180,8 +184,12 @@ function privateDirectory(dir: string): void {
   }
   try {
     const info = fstatSync(fd);
-    if (info.uid !== Deno.uid()) {
-      throw new TypeError(`${dir} belongs to uid ${info.uid}, not this process; it is not private`);
+    const owner = ownerOf(posix.dirname(dir));
+    if (info.uid !== owner) {
+      throw new TypeError(
+        `${dir} belongs to uid ${info.uid}, not to the state directory's owner (${owner}); ` +
+          "it is not private",
+      );
     }
     fchmodSync(fd, 0o700);
   } finally {
@@ -190,6 +198,16 @@ function privateDirectory(dir: string): void {
   // One create at a time (under the apply lock): a file still here was left by a crash.
   for (const name of readdirSync(dir)) {
     if (/^create-[0-9a-f-]+\.env$/.test(name)) unlinkSync(posix.join(dir, name));
+  }
+}
+
+/** The owner of a directory, asked on a descriptor that never follows a symlink. */
+function ownerOf(dir: string): number {
+  const fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  try {
+    return fstatSync(fd).uid;
+  } finally {
+    closeSync(fd);
   }
 }
 
