@@ -5,8 +5,8 @@
  *
  * The running instance (what proves a restart) is the daemon's pid, read where
  * OpenRC keeps it: supervise-daemon's `child_pid` in /run/openrc/options/NAME/,
- * else the pidfile that start-stop-daemon recorded in /run/openrc/daemons/NAME/
- * (only one under /run). A service that has neither (no pidfile, no supervisor)
+ * else the pidfile the script named (/run/openrc/options/NAME/pidfile, or a
+ * start-stop-daemon record in /run/openrc/daemons/NAME/; only one under /run). A service that has neither (no pidfile, no supervisor)
  * has no identity (`process: null`), and OpenRC offers nothing else to prove it.
  */
 import { closeSync, constants, fstatSync, openSync, readdirSync, readSync } from "node:fs";
@@ -155,18 +155,18 @@ function pidIn(text: string | null): number | null {
  */
 export function daemonPid(root: string, name: string): number | null {
   if (name.includes("/") || name.startsWith(".")) return null;
-  const supervised = pidIn(readSmall(`${root}/run/openrc/options/${name}/child_pid`));
+  const options = `${root}/run/openrc/options/${name}`;
+  const supervised = pidIn(readSmall(`${options}/child_pid`));
   if (supervised !== null) return supervised;
-  let records: string[];
+  // openrc-run keeps the script's pidfile there; start-stop-daemon's records name it too.
+  const pidfiles = [readSmall(`${options}/pidfile`)?.trim()];
   try {
-    records = readdirSync(`${root}/run/openrc/daemons/${name}`).sort();
-  } catch {
-    return null;
-  }
-  for (const record of records) {
-    const pidfile = /^pidfile=(.+)$/m.exec(
-      readSmall(`${root}/run/openrc/daemons/${name}/${record}`) ?? "",
-    )?.[1];
+    for (const record of readdirSync(`${root}/run/openrc/daemons/${name}`).sort()) {
+      const text = readSmall(`${root}/run/openrc/daemons/${name}/${record}`) ?? "";
+      pidfiles.push(/^pidfile=(.+)$/m.exec(text)?.[1]);
+    }
+  } catch { /* no records */ }
+  for (const pidfile of pidfiles) {
     // Only a pidfile under /run: the adapter reads nothing else (permission set: /run).
     if (!pidfile || !/^\/(var\/)?run\//.test(pidfile) || pidfile.includes("/../")) continue;
     const pid = pidIn(readSmall(`${root}${pidfile.replace(/^\/var\/run\//, "/run/")}`));

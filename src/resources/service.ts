@@ -203,14 +203,16 @@ function restartChange(
   const done = ctx.restarted.get(resource.id);
   if (done !== undefined) {
     // The read-back of a restart made in this pass: a new process, or it was not done.
-    // (With no identity at all, as an OpenRC daemon without a pidfile, the init's word is all.)
-    if (done.how === "restart" && done.before !== null && process === done.before) {
-      return {
-        ...change("restart", `restart: still the same process after the restart (${process})`),
-        before: process,
-      };
+    // (With no identity before, as an OpenRC daemon without a pidfile, the init's word is all.)
+    if (
+      done.how !== "restart" || done.before === null || (process ?? done.before) !== done.before
+    ) {
+      return undefined;
     }
-    return undefined;
+    const text = process === null
+      ? `restart: no process to be seen after the restart (it was ${done.before})`
+      : `restart: still the same process after the restart (${process})`;
+    return { ...change("restart", text), before: process };
   }
   const changed = changedDependencies(ctx, resource.restartOn);
   const because = changed.length ? `${changed.join(", ")} changed` : "";
