@@ -154,7 +154,7 @@ Deno.test("parseInspect reads docker's shape too (Name with a slash, Config.Imag
     Name: "/registry",
     Image: "sha256:1111",
     Config: { Image: "registry@sha256:" + "b".repeat(64), Labels: { a: "b" } },
-    State: { Status: "exited", Running: false },
+    State: { Status: "exited", Running: false, StartedAt: "2026-01-02T03:04:05.6Z" },
   }]);
   assert.deepEqual(parseInspect(docker, "registry"), {
     name: "registry",
@@ -162,6 +162,7 @@ Deno.test("parseInspect reads docker's shape too (Name with a slash, Config.Imag
     running: false,
     status: "exited",
     labels: { a: "b" },
+    startedAt: "2026-01-02T03:04:05.6Z",
   });
 });
 
