@@ -395,3 +395,45 @@ Deno.test("the program run from the checkout refuses every OS's own paths (mod.t
     /resources\[0\]\.path: \/usr\/local\/sbin\/nox-mesh-host belongs to the host itself/,
   );
 });
+
+Deno.test("restartOn names resources declared before it: unknown, later, itself and twice are refused", async () => {
+  const svc = (extra: Record<string, unknown>) => ({ ...service("noxlab-hello"), ...extra });
+  // Accepted: the file comes first; the container names the file it mounts.
+  const ok = await accepted(doc([
+    file(),
+    svc({ restartOn: ["f"], reload: true }),
+    container({ restartOn: ["f", "s"] }),
+  ]));
+  assert.deepEqual(ok.resources.map((r) => "restartOn" in r ? r.restartOn : undefined), [
+    undefined,
+    ["f"],
+    ["f", "s"],
+  ]);
+  await refused(
+    doc([file(), svc({ restartOn: ["f", "nope"] })]),
+    "resources[1].restartOn[1]",
+    /names no resource of this declaration \("nope"\)/,
+  );
+  await refused(
+    doc([svc({ restartOn: ["f"] }), file()]),
+    "resources[0].restartOn[0]",
+    /"f" \(resources\[1\]\), declared after this one; .*declare that resource first/,
+  );
+  await refused(doc([svc({ restartOn: ["s"] })]), "resources[0].restartOn[0]", /itself/);
+  await refused(
+    doc([file(), svc({ restartOn: ["f", "f"] })]),
+    "resources[1].restartOn[1]",
+    /twice/,
+  );
+  await refused(
+    doc([file(), svc({ restartOn: ["bad id"] })]),
+    "resources[1].restartOn[0]",
+    /an id/,
+  );
+  await refused(
+    doc([file(), container({ restartOn: ["later"] }), directory({ id: "later" })]),
+    "resources[1].restartOn[0]",
+    /declared after this one/,
+  );
+  await refused(doc([file(), svc({ reload: "yes" })]), "resources[1].reload", /boolean/);
+});

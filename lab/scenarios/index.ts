@@ -17,6 +17,7 @@ import { scenario as openrcInstall } from "./openrc_install.ts";
 import { scenario as conntrack } from "./conntrack.ts";
 import { scenario as firewall } from "./firewall.ts";
 import { scenario as overlay } from "./overlay.ts";
+import { scenario as restartOnChange } from "./restart_on_change.ts";
 
 /** All scenarios. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -37,4 +38,5 @@ export const SCENARIOS: readonly Scenario[] = [
   conntrack,
   firewall,
   overlay,
+  restartOnChange,
 ];

@@ -1,6 +1,7 @@
 /**
  * One container runtime adapter over the podman or docker command line (they
- * share these verbs): inspect, create (with labels) then start, start, rm -f.
+ * share these verbs): inspect, create (with labels) then start, start, restart,
+ * rm -f. A restart is proven by a new State.StartedAt.
  * The image must be pinned by digest; the adapter refuses anything else.
  */
 import { randomUUID } from "node:crypto";
@@ -75,6 +76,11 @@ export function containerCli(options: ContainerCliOptions): ContainerRuntime {
     async start(container: string): Promise<void> {
       refuseOption("container name", container);
       await mustRun([program, "start", container], run);
+    },
+
+    async restart(container: string): Promise<void> {
+      refuseOption("container name", container);
+      await mustRun([program, "restart", container], run);
     },
 
     async remove(container: string): Promise<void> {
@@ -216,7 +222,7 @@ interface InspectRecord {
   Image?: string;
   ImageName?: string;
   Config?: { Image?: string; Labels?: Record<string, string> | null };
-  State?: { Running?: boolean; Status?: string };
+  State?: { Running?: boolean; Status?: string; StartedAt?: string };
 }
 
 /** Parse `<runtime> container inspect NAME` (a JSON array of one object; podman or docker). */
@@ -230,5 +236,6 @@ export function parseInspect(stdout: string, container: string): ContainerInfo |
     running: record.State?.Running === true,
     status: record.State?.Status ?? "unknown",
     labels: { ...(record.Config?.Labels ?? {}) },
+    startedAt: record.State?.StartedAt ?? "",
   };
 }
