@@ -74,4 +74,13 @@ export const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (apply_id, seq)
   ) STRICT;
   `,
+  // 2: the outbox (DESIGN.md §19): every report waits here until the broker acknowledged it.
+  `
+  CREATE TABLE outbox (
+    seq     INTEGER PRIMARY KEY AUTOINCREMENT, -- never reused: part of the message id
+    body    TEXT NOT NULL,                     -- the report, JSON
+    at      TEXT NOT NULL,                     -- when it was made (ISO)
+    dropped INTEGER                            -- older reports the bounds dropped before it
+  ) STRICT;
+  `,
 ];
