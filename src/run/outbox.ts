@@ -1,7 +1,7 @@
 /**
  * Delivering the outbox (DESIGN.md §19): reports wait in the store
  * (src/store/outbox.ts) and go out one at a time, oldest first, while the link
- * is up. Each carries a message id (`<node>.<epoch>.<seq>`, also in the body as
+ * is up. Each carries a message id (`<node>.<seq>.<random>`, also in the body as
  * `id`) so the broker's stream keeps it once however often it is sent, and is
  * removed only after the broker acknowledged it. A report the bounds dropped is
  * counted in the next one delivered (`dropped`).
@@ -12,9 +12,13 @@ import type { Log } from "../log.ts";
 import type { OutboxBounds, OutboxEntry } from "../store/outbox.ts";
 import type { Store } from "../store/store.ts";
 
-/** A report's message id: unique per node and store, never reused. */
-export function messageId(node: string, epoch: string, seq: number): string {
-  return `${node}.${epoch}.${seq}`;
+/**
+ * A report's message id: the node, the report's place in the outbox and a random
+ * part, so that a sequence number given out again (a commit lost in a power cut,
+ * a store restored from a copy) never makes a new report look like an old one.
+ */
+export function messageId(node: string, entry: OutboxEntry): string {
+  return `${node}.${entry.key}`;
 }
 
 /** The report as it is delivered: the stored one with its id and the dropped count. */
@@ -110,14 +114,15 @@ export class OutboxSender {
     const node = this.#node;
     if (!link || !node) return;
     const outbox = this.#o.store.outbox;
-    const epoch = outbox.epoch();
     let sent = 0;
+    let held = 0;
     while (!this.#stopped && this.#up()) {
       const entry = outbox.head(this.#o.bounds);
       if (!entry) break;
-      const id = messageId(node, epoch, entry.seq);
+      const id = messageId(node, entry);
       try {
-        await link.deliver("report", outgoing(entry, id), id, this.#o.ackTimeoutMs);
+        const ack = await link.deliver("report", outgoing(entry, id), id, this.#o.ackTimeoutMs);
+        if (ack.duplicate) held++;
       } catch (error) {
         const problem = describeError(error);
         if (problem !== this.#lastProblem) {
@@ -136,6 +141,11 @@ export class OutboxSender {
       this.#lastProblem = "";
       sent++;
     }
-    if (sent > 1) this.#o.log(`outbox: delivered ${sent} kept reports`);
+    if (sent > 1 || held > 0) {
+      this.#o.log(
+        `outbox: delivered ${sent} kept report(s)` +
+          (held > 0 ? ` (${held} already held by the broker: counted once)` : ""),
+      );
+    }
   }
 }

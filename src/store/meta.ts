@@ -22,8 +22,6 @@ export const META = {
   digest: "link_digest",
   /** A JSON status record the run process keeps up to date (see src/run/run_status.ts). */
   runStatus: "run_status",
-  /** Random, made once per store: message ids of the outbox's reports include it. */
-  outboxEpoch: "outbox_epoch",
   /** Reports the outbox's bounds dropped that no delivered report has told of yet. */
   outboxDropped: "outbox_dropped",
   /** Digest of the last inventory the broker acknowledged. */

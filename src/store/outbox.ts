@@ -17,8 +17,10 @@ export interface OutboxBounds {
 
 /** A report waiting for the broker. */
 export interface OutboxEntry {
-  /** Its place in the outbox, never reused (the message id is made from it). */
+  /** Its place in the outbox (order). */
   seq: number;
+  /** `<seq>.<random>`: unique even when a lost commit gives the same seq out again. */
+  key: string;
   /** The report, JSON. */
   body: string;
   /** When it was made (ISO). */
@@ -38,7 +40,7 @@ export class OutboxTable {
     this.#transaction = transaction;
     const s = (sql: string) => db.prepare(sql);
     this.#stmt = {
-      push: s(`INSERT INTO outbox (body, at) VALUES (?, ?) RETURNING seq`),
+      push: s(`INSERT INTO outbox (nonce, body, at) VALUES (?, ?, ?) RETURNING seq`),
       head: s(`SELECT * FROM outbox ORDER BY seq LIMIT 1`),
       all: s(`SELECT * FROM outbox ORDER BY seq`),
       count: s(`SELECT count(*) AS n FROM outbox`),
@@ -58,28 +60,13 @@ export class OutboxTable {
     };
   }
 
-  /**
-   * This store's outbox epoch: random, made once, so message ids stay unique when
-   * a machine starts again from an empty store (its sequence numbers restart).
-   */
-  epoch(): string {
-    return this.#transaction(() => {
-      const known = this.#meta(META.outboxEpoch);
-      if (known) return known;
-      const bytes = crypto.getRandomValues(new Uint8Array(8));
-      const made = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-      this.#stmt.setMeta.run(META.outboxEpoch, made);
-      return made;
-    });
-  }
-
   /** Keep a report (JSON) made at `at`; returns its seq and how many the bounds dropped now. */
   push(body: string, bounds: OutboxBounds, at: Date = new Date()): {
     seq: number;
     dropped: number;
   } {
     return this.#transaction(() => {
-      const seq = Number((this.#stmt.push.get(body, at.toISOString()) as Row).seq);
+      const seq = Number((this.#stmt.push.get(nonce(), body, at.toISOString()) as Row).seq);
       return { seq, dropped: this.#enforce(bounds, at) };
     });
   }
@@ -101,7 +88,7 @@ export class OutboxTable {
         this.#stmt.setDropped.run(dropped, seq);
         this.#stmt.setMeta.run(META.outboxDropped, "0");
       }
-      return { seq, body: row.body as string, at: row.at as string, dropped };
+      return { ...entry(row), dropped };
     });
   }
 
@@ -117,12 +104,7 @@ export class OutboxTable {
 
   /** Every waiting report, oldest first (status, tests). */
   list(): OutboxEntry[] {
-    return (this.#stmt.all.all() as Row[]).map((row) => ({
-      seq: Number(row.seq),
-      body: row.body as string,
-      at: row.at as string,
-      dropped: row.dropped === null ? 0 : Number(row.dropped),
-    }));
+    return (this.#stmt.all.all() as Row[]).map(entry);
   }
 
   /** Reports dropped by the bounds that no delivered report has told of yet. */
@@ -148,4 +130,19 @@ export class OutboxTable {
   #meta(key: string): string | undefined {
     return (this.#stmt.meta.get(key) as Row | undefined)?.value as string | undefined;
   }
+}
+
+function entry(row: Row): OutboxEntry {
+  return {
+    seq: Number(row.seq),
+    key: `${row.seq}.${row.nonce}`,
+    body: row.body as string,
+    at: row.at as string,
+    dropped: row.dropped === null ? 0 : Number(row.dropped),
+  };
+}
+
+function nonce(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(6));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
 }
