@@ -13,7 +13,8 @@
  *                                          control plane's key (--unsigned: no signature)
  *   nodes   --dir D [--json]               admitted nodes, their last heartbeat and inventory
  *   last    --dir D NODE                   NODE's stored declaration and MESH_DECL's size (JSON)
- *   reports --dir D NODE                   NODE's reports kept by the broker (JSON array)
+ *   reports --dir D NODE [--records]       NODE's reports kept by the broker (JSON array;
+ *                                          --records: {seq, msgId, body} each)
  *   heartbeat --dir D NODE                 NODE's last heartbeat (JSON, or null)
  *   watch   --dir D [NODE]                 print reports and heartbeats as they arrive
  *   revoke  --dir D NODE                   stop admitting NODE's key
@@ -41,6 +42,7 @@ const { values, positionals } = parseArgs({
     ttl: { type: "string" },
     serial: { type: "string" },
     "as-is": { type: "boolean" },
+    records: { type: "boolean" },
     unsigned: { type: "boolean" },
     json: { type: "boolean" },
     once: { type: "boolean" },
@@ -136,7 +138,12 @@ switch (command) {
     const [node] = args;
     if (!node) fail("reports NODE");
     await using control = await ControlPlane.open(dir);
-    console.log(JSON.stringify(await control.reports(node)));
+    // --records: each with its stream sequence and message id (Nats-Msg-Id).
+    console.log(
+      JSON.stringify(
+        values.records ? await control.reportRecords(node) : await control.reports(node),
+      ),
+    );
     break;
   }
   case "heartbeat": {
