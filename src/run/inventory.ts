@@ -140,11 +140,5 @@ export class InventoryReporter {
     this.#lastProblem = "";
     this.#o.store.setMeta(META.inventoryDigest, message.digest);
     this.#o.store.setMeta(META.inventorySentAt, message.at);
-    this.#o.log(
-      `inventory: sent (${new TextEncoder().encode(body).length} bytes, ${
-        message.digest.slice(0, 19)
-      }…)`,
-      "debug",
-    );
   }
 }
