@@ -294,10 +294,14 @@ export function assertHostExited(machine: string, code: number): Step {
   };
 }
 
-/** Asserts the host's journal on a machine contains `text`. */
-export function assertJournal(machine: string, text: string): Step {
+/**
+ * Asserts the host's journal on a machine contains `text` (after the last line
+ * that contains `after`, when given).
+ */
+export function assertJournal(machine: string, text: string, after?: string): Step {
   return {
-    title: `assert the journal of nox-mesh-host on ${machine} says "${text}"`,
+    title: `assert the journal of nox-mesh-host on ${machine} says "${text}"` +
+      (after ? ` after "${after}"` : ""),
     async run(ctx) {
       const r = await ctx.machine(machine).exec([
         "journalctl",
@@ -307,7 +311,11 @@ export function assertJournal(machine: string, text: string): Step {
         "-o",
         "cat",
       ]);
-      if (!r.stdout.includes(text)) fail(`"${text}" in the journal`, r.stdout.slice(-800));
+      const from = after === undefined ? 0 : r.stdout.lastIndexOf(after);
+      if (from < 0) fail(`"${after}" in the journal`, r.stdout.slice(-800));
+      if (!r.stdout.slice(from).includes(text)) {
+        fail(`"${text}" in the journal`, r.stdout.slice(-800));
+      }
     },
   };
 }
