@@ -20,6 +20,8 @@ export interface HostConfig {
   bundlePath: string;
   driftIntervalSeconds: number;
   heartbeatIntervalSeconds: number;
+  /** How many reports, and how old, the outbox keeps while the link is down. */
+  outbox: { maxReports: number; maxAgeSeconds: number };
   /**
    * The package manager to use when it is not the OS's own (e.g. pacman on a
    * Debian-based machine). Unset: only the OS's own package manager is used.
@@ -38,6 +40,7 @@ export const DEFAULTS = {
   managedRoots: ["/etc", "/srv", "/opt", "/var/lib", "/var/log", "/usr/local", "/home"],
   driftIntervalSeconds: 600,
   heartbeatIntervalSeconds: 30,
+  outbox: { maxReports: 1000, maxAgeSeconds: 7 * 24 * 3600 },
 } as const;
 
 /** Environment variables the host reads. */
@@ -72,6 +75,14 @@ const FileSchema = v.strictObject({
   heartbeatIntervalSeconds: v.optional(
     v.pipe(v.number(), v.safeInteger(), v.minValue(5, "at least 5 seconds")),
   ),
+  outbox: v.optional(v.strictObject({
+    maxReports: v.optional(
+      v.pipe(v.number(), v.safeInteger(), v.minValue(1), v.maxValue(100_000)),
+    ),
+    maxAgeSeconds: v.optional(
+      v.pipe(v.number(), v.safeInteger(), v.minValue(60, "at least 60 seconds")),
+    ),
+  })),
   limits: v.optional(v.strictObject({
     maxBytes: v.optional(v.pipe(v.number(), v.safeInteger(), v.minValue(1))),
     maxResources: v.optional(v.pipe(v.number(), v.safeInteger(), v.minValue(1))),
@@ -119,6 +130,7 @@ export async function loadConfig(flags: ConfigFlags = {}): Promise<HostConfig> {
     bundlePath,
     driftIntervalSeconds: file.driftIntervalSeconds ?? DEFAULTS.driftIntervalSeconds,
     heartbeatIntervalSeconds: file.heartbeatIntervalSeconds ?? DEFAULTS.heartbeatIntervalSeconds,
+    outbox: { ...DEFAULTS.outbox, ...file.outbox },
     ...(file.packageManager ? { packageManager: file.packageManager } : {}),
     limits: { ...DEFAULT_LIMITS, ...file.limits },
     own: {

@@ -32,13 +32,19 @@ import { type Work, WorkQueue } from "./queue.ts";
 import { type RunStatus, type ServicePhase, writeRunStatus } from "./run_status.ts";
 import { DriftTimer, every } from "./timers.ts";
 import { ProgramWatch } from "./upgrade_watch.ts";
+import type { Log } from "../log.ts";
+import type { Profile } from "../profile.ts";
+import { OutboxSender } from "./outbox.ts";
+import { InventoryReporter } from "./inventory.ts";
 
 /** How to run the service. */
 export interface RunOptions {
   /** Aborted on SIGTERM/SIGINT: stop taking work, abort the apply between steps, close the link. */
   signal?: AbortSignal;
-  /** One line per event (the service's log). */
-  log: (line: string) => void;
+  /** One line per event (the service's log), with its level (src/log.ts). */
+  log: Log;
+  /** Detects this machine's profile for the inventory (the command line passes the OS's). */
+  profile?: () => Promise<Profile>;
   /** Override the configured drift interval (seconds). */
   driftIntervalSeconds?: number;
   /** Override the configured heartbeat interval (seconds). */
@@ -79,7 +85,9 @@ export function runService(host: Engine, options: RunOptions): Promise<RunResult
 class RunLoop {
   readonly #host: Engine;
   readonly #opt: RunOptions;
-  readonly #log: (line: string) => void;
+  readonly #log: Log;
+  readonly #outbox: OutboxSender;
+  readonly #inventory: InventoryReporter;
   readonly #drift: DriftTimer;
   readonly #heartbeatMs: number;
   readonly #heartbeats: Heartbeats;
@@ -114,6 +122,14 @@ class RunLoop {
       (options.heartbeatIntervalSeconds ?? host.config.heartbeatIntervalSeconds);
     this.#heartbeats = new Heartbeats(host.store);
     this.#launcher = new LauncherContract(host.config.stateDir, VERSION, options.log);
+    const { store, config } = host;
+    this.#outbox = new OutboxSender({ store, bounds: config.outbox, log: options.log });
+    this.#inventory = new InventoryReporter({
+      store,
+      stateDir: config.stateDir,
+      profile: options.profile,
+      log: options.log,
+    });
   }
 
   async run(): Promise<RunResult> {
@@ -157,6 +173,7 @@ class RunLoop {
       } catch (error) {
         this.#log(
           `run: ${work.kind} (${work.trigger}) failed unexpectedly: ${describeError(error)}`,
+          "error",
         );
       } finally {
         this.#busy = false;
@@ -174,7 +191,7 @@ class RunLoop {
       seed = await readSeed(identity);
     } catch (error) {
       this.#linkProblem = describeError(error);
-      this.#log(`link: cannot start: ${this.#linkProblem}`);
+      this.#log(`link: cannot start: ${this.#linkProblem}`, "error");
       this.#writeStatus();
       return "down";
     }
@@ -188,6 +205,8 @@ class RunLoop {
         this.#startDone = true;
         settle("up");
         this.#heartbeat(true);
+        this.#outbox.kick();
+        this.#inventory.linked();
         this.#enqueue(
           catchUp
             ? { kind: "declaration", data: catchUp.data, signature: catchUp.signature, trigger }
@@ -200,6 +219,8 @@ class RunLoop {
       },
       log: this.#log,
     }, this.#opt.link);
+    this.#outbox.attach(this.#link, identity.node);
+    this.#inventory.attach(this.#link, identity);
     this.#link.start();
     let timer: ReturnType<typeof setTimeout> | undefined;
     const outcome = await Promise.race([
@@ -230,6 +251,7 @@ class RunLoop {
 
   #tick(): void {
     this.#heartbeat(false);
+    this.#inventory.tick();
     if (!this.#busy) this.#checkUpgrade().catch(() => {});
     this.#writeStatus();
   }
@@ -349,7 +371,7 @@ class RunLoop {
       if (!(error instanceof DeclarationRefused)) throw error;
       // Refused: nothing was applied, so this version has not shown it converges;
       // it did run a reconcile to its end, though (no crash to count).
-      this.#log(`apply (${trigger}): ${error.message}`);
+      this.#log(`apply (${trigger}): ${error.message}`, "warning");
       await this.#launcher.completed();
       if (source === "link") this.#refuse(undefined, "invalid", error.message, error.problems);
       this.#armDrift();
@@ -379,6 +401,7 @@ class RunLoop {
         this.#log(
           `apply (${trigger}): another apply holds the lock; trying again in 15 s` +
             (pending ? " (the declaration just accepted stays pending until then)" : ""),
+          "warning",
         );
         setTimeout(() => this.#enqueue({ kind: "reconcile", trigger }), 15_000);
         return;
@@ -394,14 +417,17 @@ class RunLoop {
       }): ` +
         `${report.outcome}: ${c.changed} changed, ${c.unchanged} unchanged, ${c.removed} removed, ` +
         `${c.failed} failed in ${report.durationMs} ms${report.error ? `: ${report.error}` : ""}`,
+      report.outcome === "failed" ? "error" : report.outcome === "converged" ? "info" : "warning",
     );
     // Only a converged apply shows this version works here (never a failed one); any
     // apply that ran to its end shows the program starts and runs (no crash to count).
     if (report.outcome === "converged") await this.#launcher.converged();
     else if (report.outcome === "failed") await this.#launcher.completed();
-    if (this.#identity && this.#link) {
-      this.#link.publish("report", applyMessage(this.#identity.node, report, trigger));
+    // Into the outbox first (delivered in order, removed once the broker acknowledged it).
+    if (this.#identity) {
+      this.#outbox.keep(applyMessage(this.#identity.node, report, trigger));
       this.#heartbeat(false);
+      if (c.changed + c.removed > 0) this.#inventory.changed();
     }
     this.#armDrift();
     this.#writeStatus();
@@ -413,12 +439,9 @@ class RunLoop {
     message: string,
     problems: RefusalMessage["problems"],
   ): void {
-    this.#log(`link: ${message.replace(/:\n\s*/, ": ").replace(/\n\s*/g, "; ")}`);
-    if (this.#identity && this.#link) {
-      this.#link.publish(
-        "report",
-        refusalMessage(this.#identity.node, serial, reason, message, problems),
-      );
+    this.#log(`link: ${message.replace(/:\n\s*/, ": ").replace(/\n\s*/g, "; ")}`, "warning");
+    if (this.#identity) {
+      this.#outbox.keep(refusalMessage(this.#identity.node, serial, reason, message, problems));
     }
   }
 
@@ -445,6 +468,11 @@ class RunLoop {
     this.#drift.clear();
     this.#stopTicking?.();
     this.#stopEnrolWatch?.();
+    // What the outbox holds goes out first when the link is up (bounded); the rest waits
+    // in the store for the next process.
+    await this.#outbox.settle(5000);
+    await this.#outbox.stop();
+    await this.#inventory.settled();
     if (this.#link) {
       await this.#link.flush();
       await this.#link.close();
@@ -473,7 +501,7 @@ class RunLoop {
     try {
       writeRunStatus(this.#host.store, status);
     } catch (error) {
-      this.#log(`run: cannot write the status record: ${describeError(error)}`);
+      this.#log(`run: cannot write the status record: ${describeError(error)}`, "warning");
     }
   }
 }

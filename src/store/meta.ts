@@ -22,4 +22,10 @@ export const META = {
   digest: "link_digest",
   /** A JSON status record the run process keeps up to date (see src/run/run_status.ts). */
   runStatus: "run_status",
+  /** Reports the outbox's bounds dropped that no delivered report has told of yet. */
+  outboxDropped: "outbox_dropped",
+  /** Digest of the last inventory the broker acknowledged. */
+  inventoryDigest: "inventory_digest",
+  /** When that inventory was acknowledged (ISO). */
+  inventorySentAt: "inventory_sent_at",
 } as const;
