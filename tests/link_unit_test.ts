@@ -10,7 +10,7 @@ import { decodeToken, encodeToken, type EnrolmentToken } from "../src/link/token
 import { unbase64url } from "../src/link/_base64url.ts";
 import { createSigningKey } from "../src/link/signature.ts";
 import { confirmGood } from "../src/launcher_files.ts";
-import { locateProgram, ProgramWatch } from "../src/run/program.ts";
+import { locateProgram, ProgramWatch } from "../src/run/upgrade_watch.ts";
 import { applyText } from "../src/engine/mod.ts";
 import { hostOn, scratch } from "./_helpers.ts";
 import { fileResource } from "./_mesh.ts";

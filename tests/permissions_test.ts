@@ -113,7 +113,11 @@ for (const os of TARGET_OSES) {
       );
     }
     assert.deepEqual(set.denyNet, ["0.0.0.0", "[::]"], "no listening on wildcard addresses");
-    assert.deepEqual(set.allowEnv, ["NOX_MESH_HOST_STATE_DIR", "NOX_MESH_HOST_CONFIG"]);
+    assert.deepEqual(set.allowEnv, [
+      "NOX_MESH_HOST_STATE_DIR",
+      "NOX_MESH_HOST_CONFIG",
+      "JOURNAL_STREAM",
+    ]);
   });
 }
 

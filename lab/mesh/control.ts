@@ -17,28 +17,45 @@ import { createUser, fromPublic, type KeyPair } from "@nats-io/nkeys";
 import { SIGNATURE_HEADER, signDeclaration, signingKeyFromSeed } from "../../src/link/signature.ts";
 import { pinnedTls } from "../../src/link/connection.ts";
 import { type EnrolRequest, enrolStatement } from "../../src/link/enrol.ts";
-import { DECLARATION_STREAM, subjectsOf } from "../../src/link/subjects.ts";
+import { DECLARATION_STREAM, MESSAGE_ID_HEADER, subjectsOf } from "../../src/link/subjects.ts";
 import { encodeToken } from "../../src/link/token.ts";
 import { unbase64url } from "../../src/link/_base64url.ts";
 import { type MeshState, readState, withState } from "./state.ts";
 
+const DAY_NS = 24 * 3600 * 1e9;
+
 /**
  * Streams the stand-in keeps: the last declaration per node, reports, the last
- * heartbeat per node. The two streams fed by nodes never acknowledge
- * (`no_ack`): a stream import carries the publisher's reply subject into
- * CONTROL, and an acknowledgement sent there to `$JS.API.STREAM.PURGE.MESH_DECL`
- * would be a purge made by JetStream itself (measured on nats-server 2.9.10).
+ * heartbeat and the last inventory per node. Reports and inventories are
+ * acknowledged (the node keeps a report in its outbox until then) and
+ * deduplicated by their `Nats-Msg-Id` within a day: nodes reach them through a
+ * service import, whose reply subject is the broker's own mapping of the node's
+ * inbox. The heartbeat stream never acknowledges (`no_ack`): it is fed by a
+ * stream import, which carries the publisher's reply subject into CONTROL, and
+ * an acknowledgement sent there to `$JS.API.STREAM.PURGE.MESH_DECL` would be a
+ * purge made by JetStream itself (measured on nats-server 2.9.10).
  */
 export const STREAMS = {
   [DECLARATION_STREAM]: { subjects: ["mesh.decl.*"], max_msgs_per_subject: 1, no_ack: false },
-  MESH_REPORT: { subjects: ["mesh.node.*.report"], max_msgs_per_subject: 1000, no_ack: true },
+  MESH_REPORT: {
+    subjects: ["mesh.node.*.report"],
+    max_msgs_per_subject: 1000,
+    no_ack: false,
+    duplicate_window: DAY_NS,
+  },
   MESH_BEAT: { subjects: ["mesh.node.*.heartbeat"], max_msgs_per_subject: 1, no_ack: true },
+  MESH_INV: {
+    subjects: ["mesh.node.*.inventory"],
+    max_msgs_per_subject: 1,
+    no_ack: false,
+    duplicate_window: DAY_NS,
+  },
 } as const;
 
 /** A message the node sent, as the control plane reads it. */
 export interface NodeMessage {
   node: string;
-  kind: "report" | "heartbeat";
+  kind: "report" | "heartbeat" | "inventory";
   seq?: number;
   body: Record<string, unknown>;
 }
@@ -74,9 +91,11 @@ export class ControlPlane implements AsyncDisposable {
   async #ensureStreams(): Promise<void> {
     for (const [name, config] of Object.entries(STREAMS)) {
       const info = await this.#api(`$JS.API.STREAM.INFO.${name}`, "");
-      if (!info.error) continue;
+      // An existing stream is brought to this configuration (a mesh made by an
+      // older stand-in had unacknowledged, undeduplicated reports).
+      const verb = info.error ? "CREATE" : "UPDATE";
       const made = await this.#api(
-        `$JS.API.STREAM.CREATE.${name}`,
+        `$JS.API.STREAM.${verb}.${name}`,
         JSON.stringify({
           name,
           ...config,
@@ -86,7 +105,9 @@ export class ControlPlane implements AsyncDisposable {
         }),
       );
       if (made.error) {
-        throw new Error(`cannot create stream ${name}: ${JSON.stringify(made.error)}`);
+        throw new Error(
+          `cannot ${verb.toLowerCase()} stream ${name}: ${JSON.stringify(made.error)}`,
+        );
       }
     }
   }
@@ -275,7 +296,17 @@ export class ControlPlane implements AsyncDisposable {
 
   /** Every report `node` sent (kept by the broker), oldest first. */
   async reports(node: string): Promise<Record<string, unknown>[]> {
-    const out: Record<string, unknown>[] = [];
+    return (await this.reportRecords(node)).map((r) => r.body);
+  }
+
+  /**
+   * Every report `node` sent as the broker keeps it: the stream sequence, the
+   * message id the node gave it (`Nats-Msg-Id`, null without one) and the body.
+   */
+  async reportRecords(
+    node: string,
+  ): Promise<{ seq: number; msgId: string | null; body: Record<string, unknown> }[]> {
+    const out: { seq: number; msgId: string | null; body: Record<string, unknown> }[] = [];
     let seq = 1;
     for (;;) {
       const reply = await this.nc.request(
@@ -284,9 +315,24 @@ export class ControlPlane implements AsyncDisposable {
         { timeout: 10_000 },
       );
       if (reply.headers?.code && reply.headers.code !== 200) return out;
-      out.push(JSON.parse(reply.string()));
-      seq = Number(reply.headers?.get("Nats-Sequence")) + 1;
+      const at = Number(reply.headers?.get("Nats-Sequence"));
+      const msgId = reply.headers?.has(MESSAGE_ID_HEADER)
+        ? reply.headers.get(MESSAGE_ID_HEADER)
+        : null;
+      out.push({ seq: at, msgId, body: JSON.parse(reply.string()) });
+      seq = at + 1;
     }
+  }
+
+  /** The last inventory of `node` (JSON), or undefined. */
+  async lastInventory(node: string): Promise<Record<string, unknown> | undefined> {
+    const reply = await this.nc.request(
+      `$JS.API.DIRECT.GET.MESH_INV.${subjectsOf(node).inventory}`,
+      new Uint8Array(0),
+      { timeout: 10_000 },
+    );
+    if (reply.headers?.code && reply.headers.code !== 200) return undefined;
+    return JSON.parse(reply.string());
   }
 
   /** Wait until `node` has sent a report that `match` accepts; returns it. */

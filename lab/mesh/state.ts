@@ -119,10 +119,11 @@ export function nodeAccount(node: string): string {
 /**
  * The broker's accounts block (DESIGN.md §18). The streams live in CONTROL.
  * Each admitted node has an account of its own that imports only its
- * declaration (stream) and the direct get of it (service), and exports only its
- * report and heartbeat subjects to CONTROL. A reply subject a node chooses is
- * therefore a subject of its own account: a response can never land in another
- * node's subject or in the JetStream API. Join keys live in JOIN, which imports
+ * declaration (stream), the direct get of it, its report and its inventory
+ * subjects (services), and exports only its heartbeat subject to CONTROL. A
+ * reply subject a node chooses is therefore a subject of its own account (a
+ * service import answers through the broker's own mapping of it): a response
+ * can never land in another node's subject or in the JetStream API. Join keys live in JOIN, which imports
  * only the enrolment service. Per-user permissions stay as well.
  */
 export function renderAuth(state: MeshState, now: Date = new Date()): string {
@@ -141,12 +142,18 @@ export function renderAuth(state: MeshState, now: Date = new Date()): string {
     const users = record.revoked ? [] : [user(record.publicKey, nodePermissions(node))];
     const s = subjectsOf(node);
     const account = nodeAccount(node);
+    // Reports and the inventory are services CONTROL exports to the node: the
+    // broker maps the node's reply subject to one of its own (`_R_.…`) in CONTROL,
+    // so JetStream's acknowledgement finds its way back to the node's inbox and
+    // can never be steered into a subject of CONTROL (the JetStream API) or of
+    // another node. The heartbeat stays a stream the node exports (never answered).
     controlExports.push(
       `{ service: ${q(s.directGet)}, accounts: [${q(account)}] }`,
       `{ stream: ${q(s.declaration)}, accounts: [${q(account)}] }`,
+      `{ service: ${q(s.report)}, accounts: [${q(account)}] }`,
+      `{ service: ${q(s.inventory)}, accounts: [${q(account)}] }`,
     );
     controlImports.push(
-      `{ stream: { account: ${q(account)}, subject: ${q(s.report)} } }`,
       `{ stream: { account: ${q(account)}, subject: ${q(s.heartbeat)} } }`,
     );
     accounts.push(`  ${q(account)} {
@@ -155,11 +162,12 @@ export function renderAuth(state: MeshState, now: Date = new Date()): string {
       list([
         `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.directGet)} } }`,
         `{ stream: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.declaration)} } }`,
+        `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.report)} } }`,
+        `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.inventory)} } }`,
       ], "    ")
     }
     exports: ${
       list([
-        `{ stream: ${q(s.report)}, accounts: [${CONTROL_ACCOUNT}] }`,
         `{ stream: ${q(s.heartbeat)}, accounts: [${CONTROL_ACCOUNT}] }`,
       ], "    ")
     }

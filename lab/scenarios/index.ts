@@ -18,6 +18,9 @@ import { scenario as tarballFloor } from "./tarball_floor.ts";
 import { scenario as tarballRollback } from "./tarball_rollback.ts";
 import { scenario as conntrack } from "./conntrack.ts";
 import { scenario as firewall } from "./firewall.ts";
+import { scenario as overlay } from "./overlay.ts";
+import { scenario as restartOnChange } from "./restart_on_change.ts";
+import { scenario as outbox } from "./outbox.ts";
 
 /** All scenarios. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -39,4 +42,7 @@ export const SCENARIOS: readonly Scenario[] = [
   tarballRollback,
   conntrack,
   firewall,
+  overlay,
+  restartOnChange,
+  outbox,
 ];

@@ -1,6 +1,6 @@
 /** The link and service part of `status`: identity, service, link state, next drift check. */
 import { readIdentity } from "../link/identity.ts";
-import { isCurrent, readRunStatus } from "../run/status.ts";
+import { isCurrent, readRunStatus } from "../run/run_status.ts";
 import type { Store } from "../store/store.ts";
 
 /** What `status --json` adds about the link and the service. */

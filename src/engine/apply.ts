@@ -56,7 +56,8 @@ export async function applyDeclaration(
   const last = store.lastApply();
   const unchangedSince = last?.outcome === "converged" && last.digest === digest;
   const applyId = store.beginApply(options.source, options.origin, declaration.serial, digest);
-  const kctx = kindContext(ctx);
+  const changedIds = new Set<string>();
+  const kctx = kindContext(ctx, changedIds);
   const held = store.heldIndex();
   const results: ResourceResult[] = [];
   const counts: Counts = { changed: 0, unchanged: 0, removed: 0, failed: 0 };
@@ -106,6 +107,8 @@ export async function applyDeclaration(
     try {
       const outcome = await applyOne(ctx, kctx, resource, position, held.get(key), unchangedSince);
       const result: ResourceResult = { ...base, ...outcome.result };
+      // Later resources' restartOn is answered from this set (KindContext.changedIds).
+      if (result.outcome === "changed") changedIds.add(resource.id);
       record(result, (seq) => outcome.save(applyId, seq, result));
     } catch (cause) {
       error = `${resource.type} "${resource.id}" failed: ${describeError(cause)}`;
@@ -238,11 +241,15 @@ function skipped(resource: Resource, detail: string): ResourceResult {
   };
 }
 
-/** What the kinds get for one apply or plan pass: providers, roots, notes kept in the store. */
-export function kindContext(ctx: EngineContext): KindContext {
+/**
+ * What the kinds get for one apply or plan pass: providers, roots, notes kept in the
+ * store, and `changedIds`, which the pass fills as it goes.
+ */
+export function kindContext(ctx: EngineContext, changedIds: Set<string>): KindContext {
   return newKindContext(ctx.providers, ctx.config.managedRoots, ctx.rolledBackFrom, {
     notes: storeNotes(ctx),
     stateDir: ctx.stateDir,
+    changedIds,
   });
 }
 

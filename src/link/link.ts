@@ -6,13 +6,19 @@
  * closes for any reason, it rebuilds the connection and the subscription after
  * an exponential backoff with jitter, re-resolving the broker's name each time.
  */
-import type { MsgHdrs, NatsConnection, Subscription } from "@nats-io/transport-node";
+import {
+  headers,
+  type MsgHdrs,
+  type NatsConnection,
+  type Subscription,
+} from "@nats-io/transport-node";
 import { BACKOFF, type Backoff, backoffDelay } from "./backoff.ts";
 import { CONNECTION_TIMING, type ConnectionTiming, openConnection } from "./connection.ts";
 import { classifyLinkError, LinkError } from "./errors.ts";
 import type { Identity } from "./identity.ts";
+import type { LogLevel } from "../log.ts";
 import { SIGNATURE_HEADER } from "./signature.ts";
-import { subjectsOf } from "./subjects.ts";
+import { MESSAGE_ID_HEADER, subjectsOf } from "./subjects.ts";
 
 /** Where the link is. */
 export type LinkPhase = "connecting" | "up" | "down" | "stopped";
@@ -47,7 +53,7 @@ export interface LinkHandlers {
   onUp(event: { reconnect: boolean; catchUp?: Pushed }): void;
   /** The link's state changed. */
   onState?(state: LinkState): void;
-  log?(line: string): void;
+  log?(line: string, level?: LogLevel): void;
 }
 
 /** Tunables (tests shorten them). */
@@ -116,6 +122,47 @@ export class Link {
     }
   }
 
+  /**
+   * Deliver `body` (JSON text) on the node's report or inventory subject with
+   * message id `id`, and wait for the broker's stream to acknowledge it. The
+   * acknowledgement arrives on the node's own inbox (`_INBOX.<node>.…`): the
+   * broker imports these subjects as a service, so the reply subject JetStream
+   * answers is the broker's own mapping of that inbox, never one the node named.
+   * Resolves when stored (or already stored under that id); rejects with a
+   * LinkError otherwise (link down, no stream, timeout, stream error).
+   */
+  async deliver(
+    kind: "report" | "inventory",
+    body: string,
+    id: string,
+    timeoutMs = 10_000,
+  ): Promise<{ stream: string; seq: number; duplicate: boolean }> {
+    const nc = this.#nc;
+    if (!nc || this.#state.phase !== "up") {
+      throw new LinkError("closed", "node", "the link is not up");
+    }
+    const h = headers();
+    h.set(MESSAGE_ID_HEADER, id);
+    const subject = subjectsOf(this.#identity.node)[kind];
+    let answer: { stream?: string; seq?: number; duplicate?: boolean; error?: unknown };
+    try {
+      const reply = await nc.request(subject, body, { timeout: timeoutMs, headers: h });
+      answer = JSON.parse(reply.string());
+    } catch (error) {
+      throw classifyLinkError(error, this.#identity);
+    }
+    if (answer.error !== undefined || typeof answer.seq !== "number") {
+      throw new LinkError(
+        "protocol",
+        "broker",
+        `the broker did not store the ${kind} on ${subject}: ${
+          JSON.stringify(answer.error ?? answer).slice(0, 300)
+        }`,
+      );
+    }
+    return { stream: String(answer.stream), seq: answer.seq, duplicate: answer.duplicate === true };
+  }
+
   /** Wait until what was published has reached the broker (bounded). */
   async flush(timeoutMs = 5000): Promise<void> {
     const nc = this.#nc;
@@ -159,6 +206,7 @@ export class Link {
             `link: cannot connect (attempt ${attempt}): ${failure.message}; retrying in ${
               (delay / 1000).toFixed(1)
             } s`,
+            "warning",
           );
           lastLogged = failure.message;
         }
@@ -184,6 +232,7 @@ export class Link {
         `link: down${ended ? `: ${ended.message}` : ""}; reconnecting in ${
           (delay / 1000).toFixed(1)
         } s`,
+        "warning",
       );
       lastLogged = ended?.message ?? "";
       await this.#sleep(delay);
@@ -209,7 +258,7 @@ export class Link {
           nc.close().catch(() => {});
         } else if (status.type === "error") {
           const error = classifyLinkError(status.error, this.#identity);
-          this.#handlers.log?.(`link: ${error.message}`);
+          this.#handlers.log?.(`link: ${error.message}`, "warning");
           this.#note(error);
         }
       }
@@ -252,6 +301,7 @@ export class Link {
       const failed = classifyLinkError(error, this.#identity);
       this.#handlers.log?.(
         `link: cannot fetch the declaration published while away: ${failed.message}`,
+        "warning",
       );
       this.#note(failed);
     }

@@ -20,6 +20,12 @@ export const META = {
   serial: "link_serial",
   /** The digest of that declaration (the same one arriving again is not a replay). */
   digest: "link_digest",
-  /** A JSON status record the run process keeps up to date (see src/run/status.ts). */
+  /** A JSON status record the run process keeps up to date (see src/run/run_status.ts). */
   runStatus: "run_status",
+  /** Reports the outbox's bounds dropped that no delivered report has told of yet. */
+  outboxDropped: "outbox_dropped",
+  /** Digest of the last inventory the broker acknowledged. */
+  inventoryDigest: "inventory_digest",
+  /** When that inventory was acknowledged (ISO). */
+  inventorySentAt: "inventory_sent_at",
 } as const;

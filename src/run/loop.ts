@@ -22,22 +22,29 @@ import { Link, type LinkOptions } from "../link/link.ts";
 import { subjectsOf } from "../link/subjects.ts";
 import {
   applyMessage,
-  heartbeatMessage,
-  heldSummary,
   type RefusalMessage,
   refusalMessage,
   type Trigger,
 } from "../link/messages.ts";
-import { clearFailures, confirmGood } from "../launcher_files.ts";
-import { ProgramWatch } from "./program.ts";
-import { type RunStatus, type ServicePhase, writeRunStatus } from "./status.ts";
+import { LauncherContract } from "../launcher_files.ts";
+import { Heartbeats } from "./heartbeat.ts";
+import { type Work, WorkQueue } from "./queue.ts";
+import { type RunStatus, type ServicePhase, writeRunStatus } from "./run_status.ts";
+import { DriftTimer, every } from "./timers.ts";
+import { ProgramWatch } from "./upgrade_watch.ts";
+import type { Log } from "../log.ts";
+import type { Profile } from "../profile.ts";
+import { OutboxSender } from "./outbox.ts";
+import { InventoryReporter } from "./inventory.ts";
 
 /** How to run the service. */
 export interface RunOptions {
   /** Aborted on SIGTERM/SIGINT: stop taking work, abort the apply between steps, close the link. */
   signal?: AbortSignal;
-  /** One line per event (the service's log). */
-  log: (line: string) => void;
+  /** One line per event (the service's log), with its level (src/log.ts). */
+  log: Log;
+  /** Detects this machine's profile for the inventory (the command line passes the OS's). */
+  profile?: () => Promise<Profile>;
   /** Override the configured drift interval (seconds). */
   driftIntervalSeconds?: number;
   /** Override the configured heartbeat interval (seconds). */
@@ -64,26 +71,30 @@ interface Pending {
   origin: string;
 }
 
-type Work =
-  | { kind: "reconcile"; trigger: Trigger }
-  | { kind: "declaration"; data: Uint8Array; signature?: string; trigger: Trigger };
-
 /** Run the service until a signal or a self-upgrade. */
 export function runService(host: Engine, options: RunOptions): Promise<RunResult> {
-  return new Service(host, options).run();
+  return new RunLoop(host, options).run();
 }
 
-class Service {
+/**
+ * The loop: takes work from the queue one at a time (a pushed declaration, or a
+ * reconcile from start, reconnect or the drift timer), admits and applies it
+ * through the engine, reports and heartbeats over the link, keeps the status
+ * record, and stops for a signal or a replaced program file.
+ */
+class RunLoop {
   readonly #host: Engine;
   readonly #opt: RunOptions;
-  readonly #log: (line: string) => void;
-  readonly #driftMs: number;
+  readonly #log: Log;
+  readonly #outbox: OutboxSender;
+  readonly #inventory: InventoryReporter;
+  readonly #drift: DriftTimer;
   readonly #heartbeatMs: number;
+  readonly #heartbeats: Heartbeats;
+  readonly #queue = new WorkQueue();
   readonly #applyAbort = new AbortController();
   readonly #startedAt = performance.now();
   readonly #startedIso = new Date().toISOString();
-  #queue: Work[] = [];
-  #wake: (() => void) | undefined;
   #stop: RunResult | undefined;
   #halted!: () => void;
   readonly #stopped = new Promise<"down">((resolve) => this.#halted = () => resolve("down"));
@@ -92,25 +103,33 @@ class Service {
   #link: Link | undefined;
   #linkProblem: string | undefined;
   #program: ProgramWatch | undefined;
-  #confirmed = false;
-  #failuresCleared = false;
+  readonly #launcher: LauncherContract;
   #pending: Pending | undefined;
   #startDone = false;
-  #driftTimer: ReturnType<typeof setTimeout> | undefined;
-  #nextDriftAt: string | null = null;
-  #heartbeatTimer: ReturnType<typeof setInterval> | undefined;
-  #enrolTimer: ReturnType<typeof setInterval> | undefined;
-  #lastHeartbeatAt: string | null = null;
-  #heldDigestSent: string | undefined;
+  #stopTicking: (() => void) | undefined;
+  #stopEnrolWatch: (() => void) | undefined;
   #phase: ServicePhase = "starting";
 
   constructor(host: Engine, options: RunOptions) {
     this.#host = host;
     this.#opt = options;
     this.#log = options.log;
-    this.#driftMs = 1000 * (options.driftIntervalSeconds ?? host.config.driftIntervalSeconds);
+    this.#drift = new DriftTimer(
+      1000 * (options.driftIntervalSeconds ?? host.config.driftIntervalSeconds),
+      () => this.#enqueue({ kind: "reconcile", trigger: "drift" }),
+    );
     this.#heartbeatMs = 1000 *
       (options.heartbeatIntervalSeconds ?? host.config.heartbeatIntervalSeconds);
+    this.#heartbeats = new Heartbeats(host.store);
+    this.#launcher = new LauncherContract(host.config.stateDir, VERSION, options.log);
+    const { store, config } = host;
+    this.#outbox = new OutboxSender({ store, bounds: config.outbox, log: options.log });
+    this.#inventory = new InventoryReporter({
+      store,
+      stateDir: config.stateDir,
+      profile: options.profile,
+      log: options.log,
+    });
   }
 
   async run(): Promise<RunResult> {
@@ -122,9 +141,7 @@ class Service {
       ? await ProgramWatch.current()
       : this.#opt.program ?? undefined;
     this.#log(
-      `run: ${VERSION} starting; state ${this.#host.config.stateDir}; drift every ${
-        this.#driftMs / 1000
-      } s, ` +
+      `run: ${VERSION} starting; state ${this.#host.config.stateDir}; drift every ${this.#drift.seconds} s, ` +
         `heartbeat every ${this.#heartbeatMs / 1000} s; ${
           this.#program
             ? `watching ${this.#program.path} (${this.#program.form})`
@@ -132,7 +149,7 @@ class Service {
         }`,
     );
     this.#writeStatus();
-    this.#heartbeatTimer = setInterval(() => this.#tick(), this.#heartbeatMs);
+    this.#stopTicking = every(this.#heartbeatMs, () => this.#tick());
 
     this.#identity = readIdentity(this.#host.store);
     if (this.#identity) {
@@ -143,19 +160,20 @@ class Service {
         "run: not enrolled: holding the machine to the store (or the bundle) until a token is used",
       );
       this.#enqueue({ kind: "reconcile", trigger: "start" });
-      this.#enrolTimer = setInterval(() => this.#checkEnrolment(), this.#opt.enrolCheckMs ?? 2000);
+      this.#stopEnrolWatch = every(this.#opt.enrolCheckMs ?? 2000, () => this.#checkEnrolment());
     }
     this.#phase = "running";
     this.#armDrift();
     this.#writeStatus();
 
-    for (let work = await this.#next(); work; work = await this.#next()) {
+    for (let work = await this.#queue.next(); work; work = await this.#queue.next()) {
       this.#busy = true;
       try {
         await this.#do(work);
       } catch (error) {
         this.#log(
           `run: ${work.kind} (${work.trigger}) failed unexpectedly: ${describeError(error)}`,
+          "error",
         );
       } finally {
         this.#busy = false;
@@ -173,7 +191,7 @@ class Service {
       seed = await readSeed(identity);
     } catch (error) {
       this.#linkProblem = describeError(error);
-      this.#log(`link: cannot start: ${this.#linkProblem}`);
+      this.#log(`link: cannot start: ${this.#linkProblem}`, "error");
       this.#writeStatus();
       return "down";
     }
@@ -187,6 +205,8 @@ class Service {
         this.#startDone = true;
         settle("up");
         this.#heartbeat(true);
+        this.#outbox.kick();
+        this.#inventory.linked();
         this.#enqueue(
           catchUp
             ? { kind: "declaration", data: catchUp.data, signature: catchUp.signature, trigger }
@@ -199,6 +219,8 @@ class Service {
       },
       log: this.#log,
     }, this.#opt.link);
+    this.#outbox.attach(this.#link, identity.node);
+    this.#inventory.attach(this.#link, identity);
     this.#link.start();
     let timer: ReturnType<typeof setTimeout> | undefined;
     const outcome = await Promise.race([
@@ -216,25 +238,20 @@ class Service {
   #checkEnrolment(): void {
     const identity = readIdentity(this.#host.store);
     if (!identity || this.#stop) return;
-    clearInterval(this.#enrolTimer);
-    this.#enrolTimer = undefined;
+    this.#stopEnrolWatch?.();
+    this.#stopEnrolWatch = undefined;
     this.#identity = identity;
     this.#log(`run: enrolled as ${identity.node}; starting the link`);
     this.#startLink(identity).catch((error) => this.#log(`link: ${describeError(error)}`));
   }
 
   #armDrift(): void {
-    clearTimeout(this.#driftTimer);
-    if (this.#stop) return;
-    this.#nextDriftAt = new Date(Date.now() + this.#driftMs).toISOString();
-    this.#driftTimer = setTimeout(
-      () => this.#enqueue({ kind: "reconcile", trigger: "drift" }),
-      this.#driftMs,
-    );
+    if (!this.#stop) this.#drift.arm();
   }
 
   #tick(): void {
     this.#heartbeat(false);
+    this.#inventory.tick();
     if (!this.#busy) this.#checkUpgrade().catch(() => {});
     this.#writeStatus();
   }
@@ -242,21 +259,7 @@ class Service {
   // ---- the work loop --------------------------------------------------------
 
   #enqueue(work: Work): void {
-    if (this.#stop) return;
-    // Reconciles coalesce: one waiting is as good as many.
-    if (work.kind === "reconcile" && this.#queue.some((w) => w.kind === "reconcile")) return;
-    this.#queue.push(work);
-    this.#wake?.();
-  }
-
-  async #next(): Promise<Work | undefined> {
-    while (!this.#stop) {
-      const work = this.#queue.shift();
-      if (work) return work;
-      await new Promise<void>((resolve) => this.#wake = resolve);
-      this.#wake = undefined;
-    }
-    return undefined;
+    if (!this.#stop) this.#queue.push(work);
   }
 
   #halt(result: RunResult): void {
@@ -267,7 +270,7 @@ class Service {
       this.#log(`run: ${result.detail}: stopping (the current apply stops before its next step)`);
       this.#applyAbort.abort(result.detail);
     }
-    this.#wake?.();
+    this.#queue.close();
   }
 
   async #do(work: Work): Promise<void> {
@@ -346,7 +349,7 @@ class Service {
         this.#log(
           `run: nothing to hold yet: no declaration in the store, and the bundle ${bundlePath} ${why}`,
         );
-        await this.#confirm();
+        await this.#launcher.converged();
         this.#armDrift();
         return;
       }
@@ -368,8 +371,8 @@ class Service {
       if (!(error instanceof DeclarationRefused)) throw error;
       // Refused: nothing was applied, so this version has not shown it converges;
       // it did run a reconcile to its end, though (no crash to count).
-      this.#log(`apply (${trigger}): ${error.message}`);
-      await this.#completed();
+      this.#log(`apply (${trigger}): ${error.message}`, "warning");
+      await this.#launcher.completed();
       if (source === "link") this.#refuse(undefined, "invalid", error.message, error.problems);
       this.#armDrift();
       return;
@@ -398,6 +401,7 @@ class Service {
         this.#log(
           `apply (${trigger}): another apply holds the lock; trying again in 15 s` +
             (pending ? " (the declaration just accepted stays pending until then)" : ""),
+          "warning",
         );
         setTimeout(() => this.#enqueue({ kind: "reconcile", trigger }), 15_000);
         return;
@@ -413,14 +417,17 @@ class Service {
       }): ` +
         `${report.outcome}: ${c.changed} changed, ${c.unchanged} unchanged, ${c.removed} removed, ` +
         `${c.failed} failed in ${report.durationMs} ms${report.error ? `: ${report.error}` : ""}`,
+      report.outcome === "failed" ? "error" : report.outcome === "converged" ? "info" : "warning",
     );
     // Only a converged apply shows this version works here (never a failed one); any
     // apply that ran to its end shows the program starts and runs (no crash to count).
-    if (report.outcome === "converged") await this.#confirm();
-    else if (report.outcome === "failed") await this.#completed();
-    if (this.#identity && this.#link) {
-      this.#link.publish("report", applyMessage(this.#identity.node, report, trigger));
+    if (report.outcome === "converged") await this.#launcher.converged();
+    else if (report.outcome === "failed") await this.#launcher.completed();
+    // Into the outbox first (delivered in order, removed once the broker acknowledged it).
+    if (this.#identity) {
+      this.#outbox.keep(applyMessage(this.#identity.node, report, trigger));
       this.#heartbeat(false);
+      if (c.changed + c.removed > 0) this.#inventory.changed();
     }
     this.#armDrift();
     this.#writeStatus();
@@ -432,60 +439,18 @@ class Service {
     message: string,
     problems: RefusalMessage["problems"],
   ): void {
-    this.#log(`link: ${message.replace(/:\n\s*/, ": ").replace(/\n\s*/g, "; ")}`);
-    if (this.#identity && this.#link) {
-      this.#link.publish(
-        "report",
-        refusalMessage(this.#identity.node, serial, reason, message, problems),
-      );
-    }
-  }
-
-  /** After the first completed (not converged) reconcile of this process: failures cleared. */
-  async #completed(): Promise<void> {
-    if (this.#failuresCleared || this.#confirmed) return;
-    this.#failuresCleared = true;
-    try {
-      await clearFailures(this.#host.config.stateDir);
-    } catch (error) {
-      this.#log(`run: cannot clear the launcher's failure counter: ${describeError(error)}`);
-    }
-  }
-
-  /** After the first converged reconcile of this process: known-good, failures cleared. */
-  async #confirm(): Promise<void> {
-    if (this.#confirmed) return;
-    this.#confirmed = true;
-    try {
-      await confirmGood(this.#host.config.stateDir, VERSION);
-      this.#log(`run: ${VERSION} completed a reconcile: recorded as known-good`);
-    } catch (error) {
-      this.#log(`run: cannot record ${VERSION} as known-good: ${describeError(error)}`);
+    this.#log(`link: ${message.replace(/:\n\s*/, ": ").replace(/\n\s*/g, "; ")}`, "warning");
+    if (this.#identity) {
+      this.#outbox.keep(refusalMessage(this.#identity.node, serial, reason, message, problems));
     }
   }
 
   // ---- heartbeats, upgrade, status, shutdown --------------------------------
 
   #heartbeat(withList: boolean): void {
-    if (!this.#identity || !this.#link || this.#link.state.phase !== "up") return;
-    const held = heldSummary(this.#host.store);
-    const sendList = withList || held.digest !== this.#heldDigestSent;
-    const serialText = this.#host.store.meta(META.serial);
-    const message = heartbeatMessage(
-      this.#identity.node,
-      this.#host.store,
-      {
-        startedAt: this.#startedAt,
-        serial: serialText === undefined ? null : Number(serialText),
-        nextDriftAt: this.#nextDriftAt,
-      },
-      held,
-      sendList,
-    );
-    if (this.#link.publish("heartbeat", message)) {
-      this.#lastHeartbeatAt = message.at;
-      if (sendList) this.#heldDigestSent = held.digest;
-    }
+    if (!this.#identity || !this.#link) return;
+    const liveness = { startedAt: this.#startedAt, nextDriftAt: this.#drift.nextAt };
+    this.#heartbeats.send(this.#identity, this.#link, liveness, withList);
   }
 
   async #checkUpgrade(): Promise<void> {
@@ -500,10 +465,14 @@ class Service {
   async #shutdown(): Promise<RunResult> {
     const result = this.#stop ?? { reason: "signal", detail: "stopped" };
     this.#phase = result.reason === "upgrade" ? "upgrading" : "stopping";
-    clearTimeout(this.#driftTimer);
-    clearInterval(this.#heartbeatTimer);
-    clearInterval(this.#enrolTimer);
-    this.#nextDriftAt = null;
+    this.#drift.clear();
+    this.#stopTicking?.();
+    this.#stopEnrolWatch?.();
+    // What the outbox holds goes out first when the link is up (bounded); the rest waits
+    // in the store for the next process.
+    await this.#outbox.settle(5000);
+    await this.#outbox.stop();
+    await this.#inventory.settled();
     if (this.#link) {
       await this.#link.flush();
       await this.#link.close();
@@ -523,16 +492,16 @@ class Service {
       phase: this.#phase,
       link: this.#link ? this.#link.state : null,
       ...(this.#linkProblem ? { linkProblem: this.#linkProblem } : {}),
-      nextDriftAt: this.#nextDriftAt,
-      lastHeartbeatAt: this.#lastHeartbeatAt,
+      nextDriftAt: this.#drift.nextAt,
+      lastHeartbeatAt: this.#heartbeats.lastAt,
       heartbeatIntervalSeconds: this.#heartbeatMs / 1000,
-      driftIntervalSeconds: this.#driftMs / 1000,
+      driftIntervalSeconds: this.#drift.seconds,
       program: this.#program ? { path: this.#program.path, form: this.#program.form } : null,
     };
     try {
       writeRunStatus(this.#host.store, status);
     } catch (error) {
-      this.#log(`run: cannot write the status record: ${describeError(error)}`);
+      this.#log(`run: cannot write the status record: ${describeError(error)}`, "warning");
     }
   }
 }

@@ -1,0 +1,43 @@
+/** The run loop's clocks: the drift timer (re-armed after every apply) and the tick. */
+
+/** A one-shot timer re-armed after every apply: the drift reconcile. */
+export class DriftTimer {
+  readonly #ms: number;
+  readonly #fire: () => void;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #nextAt: string | null = null;
+
+  constructor(ms: number, fire: () => void) {
+    this.#ms = ms;
+    this.#fire = fire;
+  }
+
+  /** Start (again) from now. */
+  arm(): void {
+    clearTimeout(this.#timer);
+    this.#nextAt = new Date(Date.now() + this.#ms).toISOString();
+    this.#timer = setTimeout(this.#fire, this.#ms);
+  }
+
+  /** Stop it; nothing is due. */
+  clear(): void {
+    clearTimeout(this.#timer);
+    this.#nextAt = null;
+  }
+
+  /** When it fires next (ISO time), or `null` when stopped. */
+  get nextAt(): string | null {
+    return this.#nextAt;
+  }
+
+  /** Its interval in seconds. */
+  get seconds(): number {
+    return this.#ms / 1000;
+  }
+}
+
+/** Call `tick` every `ms` until the returned function is called. */
+export function every(ms: number, tick: () => void): () => void {
+  const timer = setInterval(tick, ms);
+  return () => clearInterval(timer);
+}
