@@ -102,6 +102,11 @@ export interface ConfigFlags {
    * running program are added to them.
    */
   ownPaths?: readonly string[];
+  /**
+   * The installation's bundle, when not DEFAULTS.bundlePath (the entry point passes the
+   * one its build carries); the configuration file's `bundle` still wins.
+   */
+  bundlePath?: string;
 }
 
 /**
@@ -122,7 +127,7 @@ export async function loadConfig(flags: ConfigFlags = {}): Promise<HostConfig> {
     const problem = pathProblem(path);
     if (problem) throw new ConfigError("config.path", `the ${what} ${problem}`);
   }
-  const bundlePath = file.bundle ?? DEFAULTS.bundlePath;
+  const bundlePath = file.bundle ?? flags.bundlePath ?? DEFAULTS.bundlePath;
   return {
     stateDir,
     configPath,

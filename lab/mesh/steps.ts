@@ -7,7 +7,7 @@
 import { join } from "node:path";
 import type { Lab } from "../lib/lab.ts";
 import { bundle, CHECKOUT } from "../lib/bundle.ts";
-import { HOST_INSTALLS, HOST_PATH, hostCommand } from "../lib/host.ts";
+import { HOST_INSTALLS, HOST_PATH, hostCommand, hostInstall } from "../lib/host.ts";
 import { MACHINE_DENO } from "../lib/machine.ts";
 import { fail, type Step, type StepContext } from "../lib/scenario.ts";
 import { includeAuth, initState } from "./broker.ts";
@@ -389,7 +389,7 @@ export function replaceHostProgram(machine: string): Step {
     title: `replace the host's bundle on ${machine} (a new file renamed over it)`,
     async run(ctx) {
       const m = ctx.machine(machine);
-      const file = HOST_INSTALLS[m.flavour].bundle;
+      const file = hostInstall(m).bundle;
       const r = await m.exec([
         "sh",
         "-c",

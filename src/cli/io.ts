@@ -21,6 +21,11 @@ export interface CliIo {
    * passes the list its build carries: packaging/<os>/own_paths.ts).
    */
   ownPaths?: readonly string[];
+  /**
+   * The installation's bundle (where its package put substrate.lock), when it is not
+   * the default /usr/share/nox-mesh-host/substrate.lock (the tarball's lies in /usr/local).
+   */
+  bundlePath?: string;
 }
 
 /** Exit codes (documented in the README). */
