@@ -19,12 +19,15 @@ async function sampleToken(): Promise<EnrolmentToken> {
   const dir = await Deno.makeTempDir({ prefix: "noxln-certs-" });
   try {
     const certs = await makeCertificates(dir);
+    const second = await makeCertificates(dir, { server: "second" });
     return {
-      v: 2,
+      v: 3,
       node: "node-7",
-      url: "tls://broker.example:4222",
+      brokers: [
+        { url: "tls://broker.example:4222", pin: certs.fingerprint256 },
+        { url: "tls://broker-2.example:4222", pin: second.fingerprint256 },
+      ],
       ca: certs.caPem,
-      pin: certs.fingerprint256,
       join: new TextDecoder().decode(createUser().getSeed()),
       signer: createSigningKey().getPublicKey(),
       expires: new Date(Date.now() + 3600_000).toISOString(),
@@ -46,12 +49,17 @@ function refusal(text: string, code: string): void {
   });
 }
 
-Deno.test("a token round-trips: base64url JSON, version 2, pin normalised", async () => {
+Deno.test("a token round-trips: base64url JSON, version 3, several brokers, pins normalised", async () => {
   const token = await sampleToken();
-  const text = encodeToken({ ...token, pin: token.pin.replace(/:/g, "").toLowerCase() });
+  assert.notEqual(token.brokers[0].pin, token.brokers[1].pin, "each server has its own pin");
+  const text = encodeToken({
+    ...token,
+    brokers: token.brokers.map((b) => ({ ...b, pin: b.pin.replace(/:/g, "").toLowerCase() })),
+  });
   assert.match(text, /^[A-Za-z0-9_-]+$/);
   const json = JSON.parse(new TextDecoder().decode(unbase64url(text)));
-  assert.equal(json.v, 2);
+  assert.equal(json.v, 3);
+  assert.equal(json.brokers.length, 2);
   assert.equal(json.signer, token.signer);
   assert.deepEqual(decodeToken(text), token);
   assert.deepEqual(decodeToken(`  ${text}\n`), token, "surrounding whitespace is ignored");
@@ -61,13 +69,37 @@ Deno.test("a token is refused when it is not one, of another version, malformed 
   const token = await sampleToken();
   refusal("not a token!", "token.format");
   refusal(b64url([1, 2]), "token.version");
-  refusal(b64url({ ...token, v: 3 }), "token.version");
+  refusal(b64url({ ...token, v: 4 }), "token.version");
+  // Version 2 named one broker: refused with what to do, not parsed as half a token.
+  const { brokers, ...rest } = token;
+  const v2 = { ...rest, v: 2, url: brokers[0].url, pin: brokers[0].pin };
+  assert.throws(() => decodeToken(b64url(v2)), (error: unknown) => {
+    assert.ok(error instanceof TokenError);
+    assert.equal(error.code, "token.version");
+    assert.match(error.message, /version 2, which names a single broker/);
+    assert.match(error.hint ?? "", /version 3/);
+    return true;
+  });
+  refusal(b64url({ ...token, brokers: [] }), "token.invalid");
+  refusal(b64url({ ...token, brokers: [brokers[0], brokers[0]] }), "token.invalid");
+  refusal(
+    b64url({
+      ...token,
+      brokers: Array(17).fill(0).map((_, i) => ({ url: `tls://b${i}:1`, pin: brokers[0].pin })),
+    }),
+    "token.invalid",
+  );
+  refusal(b64url({ ...token, brokers: [{ ...brokers[0], extra: 1 }] }), "token.invalid");
+  refusal(b64url({ ...token, url: brokers[0].url }), "token.invalid");
   refusal(b64url({ ...token, signer: createUser().getPublicKey() }), "token.invalid");
   const { signer: _, ...withoutSigner } = token;
   refusal(b64url(withoutSigner), "token.invalid");
   refusal(b64url({ ...token, extra: true }), "token.invalid");
-  refusal(b64url({ ...token, url: "nats://broker:4222" }), "token.invalid");
-  refusal(b64url({ ...token, pin: "AB:CD" }), "token.invalid");
+  refusal(
+    b64url({ ...token, brokers: [brokers[0], { url: "nats://broker:4222", pin: brokers[1].pin }] }),
+    "token.invalid",
+  );
+  refusal(b64url({ ...token, brokers: [{ ...brokers[0], pin: "AB:CD" }] }), "token.invalid");
   refusal(
     b64url({ ...token, ca: "-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----" }),
     "token.invalid",
@@ -79,8 +111,15 @@ Deno.test("a token is refused when it is not one, of another version, malformed 
     "token.expired",
   );
   assert.throws(
-    () => decodeToken(b64url({ ...token, url: "nats://broker:4222", extra: 1 })),
-    /url: .*must use tls:\/\/[^]*extra: is not a token field|extra: is not a token field[^]*url: .*must use tls:\/\//,
+    () =>
+      decodeToken(
+        b64url({
+          ...token,
+          brokers: [{ url: "nats://broker:4222", pin: brokers[0].pin }],
+          extra: 1,
+        }),
+      ),
+    /brokers\.0\.url: .*must use tls:\/\/[^]*extra: is not a token field|extra: is not a token field[^]*url: .*must use tls:\/\//,
   );
 });
 
