@@ -21,6 +21,11 @@ export interface HostConfig {
   driftIntervalSeconds: number;
   heartbeatIntervalSeconds: number;
   /**
+   * Above this resident memory (MiB) the running service finishes its apply,
+   * reports why, and exits for a restart the launcher does not count.
+   */
+  memoryCeilingMiB: number;
+  /**
    * The package manager to use when it is not the OS's own (e.g. pacman on a
    * Debian-based machine). Unset: only the OS's own package manager is used.
    */
@@ -38,6 +43,7 @@ export const DEFAULTS = {
   managedRoots: ["/etc", "/srv", "/opt", "/var/lib", "/var/log", "/usr/local", "/home"],
   driftIntervalSeconds: 600,
   heartbeatIntervalSeconds: 30,
+  memoryCeilingMiB: 256,
 } as const;
 
 /** Environment variables the host reads. */
@@ -71,6 +77,9 @@ const FileSchema = v.strictObject({
   ),
   heartbeatIntervalSeconds: v.optional(
     v.pipe(v.number(), v.safeInteger(), v.minValue(5, "at least 5 seconds")),
+  ),
+  memoryCeilingMiB: v.optional(
+    v.pipe(v.number(), v.safeInteger(), v.minValue(32, "at least 32 MiB")),
   ),
   limits: v.optional(v.strictObject({
     maxBytes: v.optional(v.pipe(v.number(), v.safeInteger(), v.minValue(1))),
@@ -119,6 +128,7 @@ export async function loadConfig(flags: ConfigFlags = {}): Promise<HostConfig> {
     bundlePath,
     driftIntervalSeconds: file.driftIntervalSeconds ?? DEFAULTS.driftIntervalSeconds,
     heartbeatIntervalSeconds: file.heartbeatIntervalSeconds ?? DEFAULTS.heartbeatIntervalSeconds,
+    memoryCeilingMiB: file.memoryCeilingMiB ?? DEFAULTS.memoryCeilingMiB,
     ...(file.packageManager ? { packageManager: file.packageManager } : {}),
     limits: { ...DEFAULT_LIMITS, ...file.limits },
     own: {

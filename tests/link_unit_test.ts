@@ -8,6 +8,10 @@ import { classifyLinkError, LinkError, PinMismatch, TokenError } from "../src/li
 import { heartbeatMessage, heldSummary } from "../src/link/messages.ts";
 import { decodeToken, encodeToken, type EnrolmentToken } from "../src/link/token.ts";
 import { unbase64url } from "../src/link/_base64url.ts";
+import { readIdentity, writeIdentity } from "../src/link/identity.ts";
+import { META } from "../src/store/meta.ts";
+import { jitteredDelay } from "../src/run/timers.ts";
+import { MemoryCeiling } from "../src/run/memory_ceiling.ts";
 import { createSigningKey } from "../src/link/signature.ts";
 import { confirmGood } from "../src/launcher_files.ts";
 import { locateProgram, ProgramWatch } from "../src/run/upgrade_watch.ts";
@@ -144,6 +148,48 @@ Deno.test("backoff doubles from 0.5 s to a 30 s cap, with jitter between half an
   }
   const spread = new Set(Array.from({ length: 50 }, () => backoffDelay(5)));
   assert.ok(spread.size > 10, "jitter spreads the delays");
+});
+
+Deno.test("heartbeat ticks are jittered: 80 % to 120 % of the interval, spread", () => {
+  assert.equal(jitteredDelay(30_000, 0.2, () => 0), 24_000);
+  assert.equal(jitteredDelay(30_000, 0.2, () => 1), 36_000);
+  const delays = Array.from({ length: 200 }, () => jitteredDelay(30_000));
+  assert.ok(delays.every((d) => d >= 24_000 && d <= 36_000));
+  assert.ok(new Set(delays.map((d) => Math.floor(d / 1000))).size > 8, "spread over the window");
+});
+
+Deno.test("the memory ceiling: only above it, only after the minimum uptime, with the numbers", () => {
+  let rss = 300 * 1024 * 1024;
+  const ceiling = new MemoryCeiling(256, 60_000, () => rss);
+  assert.equal(ceiling.exceeded(59_999), undefined, "too young to restart");
+  const over = ceiling.exceeded(60_000);
+  assert.equal(over?.rssBytes, rss);
+  assert.match(over!.message, /resident memory 300 MiB is above the ceiling of 256 MiB/);
+  rss = 256 * 1024 * 1024;
+  assert.equal(ceiling.exceeded(120_000), undefined, "at the ceiling is not above it");
+  const m = ceiling.message("n1", 1, "why");
+  assert.deepEqual([m.kind, m.reason, m.ceilingBytes], ["restart", "memory", 256 * 1024 * 1024]);
+});
+
+Deno.test("an identity enrolled before token version 3 (one url and pin) reads as one broker", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  host.store.setMeta(META.url, "tls://old.example:4222");
+  host.store.setMeta(META.pin, "AB:CD");
+  host.store.setMeta(META.ca, "PEM");
+  host.store.setMeta(META.seedFile, "/x/node.nk");
+  host.store.setMeta(META.publicKey, "UABC");
+  host.store.setMeta(META.node, "n1");
+  assert.deepEqual(readIdentity(host.store)?.brokers, [
+    { url: "tls://old.example:4222", pin: "AB:CD" },
+  ]);
+  const identity = readIdentity(host.store)!;
+  writeIdentity(host.store, {
+    ...identity,
+    brokers: [{ url: "tls://a:1", pin: "P1" }, { url: "tls://b:2", pin: "P2" }],
+  });
+  assert.equal(host.store.meta(META.url), undefined);
+  assert.deepEqual(readIdentity(host.store)?.brokers.map((b) => b.url), ["tls://a:1", "tls://b:2"]);
 });
 
 Deno.test("link failures name the side and the reason", () => {

@@ -63,7 +63,13 @@ export function linkStatus(store: Store, now: Date = new Date()): LinkStatus {
       running,
       pid: run.pid,
       version: run.version,
-      phase: running ? run.phase : run.phase === "upgrading" ? "exited for an upgrade" : "stopped",
+      phase: running
+        ? run.phase
+        : run.phase === "upgrading"
+        ? "exited for an upgrade"
+        : run.phase === "restarting"
+        ? "exited for a restart (memory ceiling)"
+        : "stopped",
       startedAt: run.startedAt,
       updatedAt: run.updatedAt,
       nextDriftAt: running ? run.nextDriftAt : null,
@@ -98,12 +104,8 @@ export function linkRows(s: LinkStatus): [string, string][] {
       ? `running (pid ${s.service.pid}, ${s.service.version}, since ${s.service.startedAt})`
       : `${s.service.phase} (last seen ${s.service.updatedAt}, pid ${s.service.pid})`,
   ]);
-  rows.push([
-    "link",
-    `${s.link.state}${s.link.server ? ` (${s.link.server})` : ""}${
-      s.link.since ? ` since ${s.link.since}` : ""
-    }`,
-  ]);
+  rows.push(["link", `${s.link.state}${s.link.since ? ` since ${s.link.since}` : ""}`]);
+  if (s.link.server) rows.push(["broker", s.link.server]);
   if (s.link.lastMove) {
     const m = s.link.lastMove;
     rows.push(["link moved", `from ${m.from} to ${m.to} at ${m.at}: ${m.why}`]);

@@ -18,12 +18,15 @@ the bundle when the store is empty. Logs one line per event on stderr.
 
 Stops with exit 0 on SIGTERM/SIGINT (the current apply stops before its next
 step), and with exit 0 after an apply when its own program file was replaced
-(the supervisor then starts the new version).
+(the supervisor then starts the new version). Above the memory ceiling
+(host.json memoryCeilingMiB, default 256) it finishes its apply, reports why
+and exits 10, which the launcher restarts without counting a failure.
 
 Options:
   --drift-interval SECS      override driftIntervalSeconds (default 600)
   --heartbeat-interval SECS  override heartbeatIntervalSeconds (default 30)
-Exit codes: 0 stopped by a signal or for a self-upgrade, 70 the host cannot work
+Exit codes: 0 stopped by a signal or for a self-upgrade, 10 restart wanted (memory
+  ceiling), 70 the host cannot work
   (store), 78 configuration.
 `,
   options: {
@@ -63,12 +66,13 @@ Exit codes: 0 stopped by a signal or for a self-upgrade, 70 the host cannot work
     }
     using _runLock = runLock;
     const { runService } = await import("../run/loop.ts");
-    await runService(host, {
+    const result = await runService(host, {
       signal: ctx.io.signal,
       log: (line) => ctx.io.stderr(`${line}\n`),
       driftIntervalSeconds,
       heartbeatIntervalSeconds,
     });
-    return EXIT.ok;
+    // Not a failure, not an upgrade: the launcher starts it again without counting.
+    return result.reason === "memory" ? EXIT.restart : EXIT.ok;
   },
 };

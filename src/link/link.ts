@@ -189,8 +189,9 @@ export class Link {
         index = (index + 1) % brokers.length;
         if (failure.message !== lastLogged || failures % 20 === 0) {
           this.#handlers.log?.(
-            `link: cannot connect to ${broker.url} (attempt ${failures}): ${failure.message}; ` +
-              `trying ${brokers[index].url} in ${(delay / 1000).toFixed(1)} s`,
+            `link: cannot connect (attempt ${failures}): ${failure.message}; retrying${
+              brokers.length > 1 ? ` with ${brokers[index].url}` : ""
+            } in ${(delay / 1000).toFixed(1)} s`,
           );
           lastLogged = failure.message;
         }
@@ -227,9 +228,9 @@ export class Link {
       index = (index + 1) % brokers.length;
       const delay = backoffDelay(0, this.#options.backoff, this.#options.random);
       this.#handlers.log?.(
-        `link: down${ended ? `: ${ended.message}` : ""}; reconnecting to ${brokers[index].url} in ${
-          (delay / 1000).toFixed(1)
-        } s`,
+        `link: down${ended ? `: ${ended.message}` : ""}; reconnecting${
+          brokers.length > 1 ? ` to ${brokers[index].url}` : ""
+        } in ${(delay / 1000).toFixed(1)} s`,
       );
       lastLogged = ended?.message ?? "";
       await this.#sleep(delay);
