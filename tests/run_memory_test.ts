@@ -12,6 +12,9 @@ import { fileResource, spawnHost, startMesh, until } from "./_mesh.ts";
 Deno.test("above the memory ceiling the service reports why and exits 10 for an uncounted restart", async () => {
   await using mesh = await startMesh();
   const pkg = await Deno.makeTempDir({ prefix: "noxln-pkg-" });
+  await using _pkg = {
+    [Symbol.asyncDispose]: () => Deno.remove(pkg, { recursive: true }).catch(() => {}),
+  };
   // 32 MiB is below what any Deno process holds: the ceiling is crossed at once.
   await using s = await scratch({
     bundle: posix.join(pkg, "substrate.lock"),
@@ -46,11 +49,13 @@ Deno.test("above the memory ceiling the service reports why and exits 10 for an 
   assert.ok(await Deno.stat(posix.join(s.stateDir, "known-good")));
   const status = await runHost(["status", "--json"], { env: s.env });
   assert.equal(JSON.parse(status.stdout).service.phase, "exited for a restart (memory ceiling)");
-  await Deno.remove(pkg, { recursive: true });
 });
 
 Deno.test("below the memory ceiling the service keeps running", async () => {
   const pkg = await Deno.makeTempDir({ prefix: "noxln-pkg-" });
+  await using _pkg = {
+    [Symbol.asyncDispose]: () => Deno.remove(pkg, { recursive: true }).catch(() => {}),
+  };
   await using s = await scratch({
     bundle: posix.join(pkg, "substrate.lock"),
     memoryCeilingMiB: 4096,
@@ -60,5 +65,4 @@ Deno.test("below the memory ceiling the service keeps running", async () => {
   await new Promise((resolve) => setTimeout(resolve, 4000));
   assert.doesNotMatch(host.log(), /ceiling/);
   assert.equal(await host.stop(), 0);
-  await Deno.remove(pkg, { recursive: true });
 });
