@@ -23,6 +23,11 @@ export interface HostConfig {
   /** How many reports, and how old, the outbox keeps while the link is down. */
   outbox: { maxReports: number; maxAgeSeconds: number };
   /**
+   * Above this resident memory (MiB) the running service finishes its apply,
+   * reports why, and exits for a restart the launcher does not count.
+   */
+  memoryCeilingMiB: number;
+  /**
    * The package manager to use when it is not the OS's own (e.g. pacman on a
    * Debian-based machine). Unset: only the OS's own package manager is used.
    */
@@ -41,6 +46,7 @@ export const DEFAULTS = {
   driftIntervalSeconds: 600,
   heartbeatIntervalSeconds: 30,
   outbox: { maxReports: 1000, maxAgeSeconds: 7 * 24 * 3600 },
+  memoryCeilingMiB: 256,
 } as const;
 
 /** Environment variables the host reads. */
@@ -83,6 +89,9 @@ const FileSchema = v.strictObject({
       v.pipe(v.number(), v.safeInteger(), v.minValue(60, "at least 60 seconds")),
     ),
   })),
+  memoryCeilingMiB: v.optional(
+    v.pipe(v.number(), v.safeInteger(), v.minValue(32, "at least 32 MiB")),
+  ),
   limits: v.optional(v.strictObject({
     maxBytes: v.optional(v.pipe(v.number(), v.safeInteger(), v.minValue(1))),
     maxResources: v.optional(v.pipe(v.number(), v.safeInteger(), v.minValue(1))),
@@ -136,6 +145,7 @@ export async function loadConfig(flags: ConfigFlags = {}): Promise<HostConfig> {
     driftIntervalSeconds: file.driftIntervalSeconds ?? DEFAULTS.driftIntervalSeconds,
     heartbeatIntervalSeconds: file.heartbeatIntervalSeconds ?? DEFAULTS.heartbeatIntervalSeconds,
     outbox: { ...DEFAULTS.outbox, ...file.outbox },
+    memoryCeilingMiB: file.memoryCeilingMiB ?? DEFAULTS.memoryCeilingMiB,
     ...(file.packageManager ? { packageManager: file.packageManager } : {}),
     limits: { ...DEFAULT_LIMITS, ...file.limits },
     own: {

@@ -52,6 +52,20 @@ Deno.test("launcher: three clean exits in a row do not count and do not roll bac
   await cleanup(w);
 });
 
+Deno.test("launcher: exit 10 (a restart the host asked for) is not counted and does not roll back", async () => {
+  const w = await makeWorld({ steps: ["exit 10", "exit 10", "exit 10", "exit 10", "wait"] });
+  await Deno.writeTextFile(join(w.state, "known-good"), "1.0\n");
+  await Deno.writeTextFile(join(w.state, "failures"), "1\n");
+  const r = await runUntilReady(w);
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(await starts(w), ["1.0", "1.0", "1.0", "1.0", "1.0"]);
+  assert.equal(await stateFile(w, "failures"), "1", "a restart request neither counts nor clears");
+  assert.equal(await stateFile(w, "rolled-back"), undefined);
+  assert.equal(count(r.stderr, "rolling back"), 0);
+  assert.equal(count(r.stderr, "asked for a restart"), 4);
+  await cleanup(w);
+});
+
 Deno.test("launcher: the counter is cleared only by the host", async (t) => {
   await t.step("crashes count, the host's confirm clears", async () => {
     const w = await makeWorld({ steps: ["exit 1", "kill", "confirm wait"] });

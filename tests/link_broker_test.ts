@@ -67,15 +67,20 @@ Deno.test("enrol refuses a broker whose certificate is not the pinned one, befor
   await using mesh = await startMesh();
   await using s = await scratch();
   const token = decodeToken(await mesh.control.mintToken("node-a"));
-  const wrongPin = token.pin.replace(/^../, token.pin.startsWith("00") ? "11" : "00");
-  const run = await runHost(["enrol", "--token", encodeToken({ ...token, pin: wrongPin })], {
+  const pin = token.brokers[0].pin;
+  const wrongPin = pin.replace(/^../, pin.startsWith("00") ? "11" : "00");
+  const broker = (p: Partial<{ url: string; pin: string }>) => ({
+    ...token,
+    brokers: [{ ...token.brokers[0], ...p }],
+  });
+  const run = await runHost(["enrol", "--token", encodeToken(broker({ pin: wrongPin }))], {
     env: s.env,
   });
   assert.equal(run.code, 69, run.stderr);
   assert.match(
     run.stderr,
     new RegExp(
-      `TLS: the broker at 127\\.0\\.0\\.1:\\d+ presented a certificate with SHA-256 fingerprint ${token.pin}, but this node pins ${wrongPin}; refused before sending any credential`,
+      `TLS: the broker at 127\\.0\\.0\\.1:\\d+ presented a certificate with SHA-256 fingerprint ${pin}, but this node pins ${wrongPin}; refused before sending any credential`,
     ),
   );
   // The broker never saw an authentication attempt from it.
@@ -92,6 +97,10 @@ Deno.test("enrol failures say which side and why: wrong CA, DNS, TCP", async () 
   await using mesh = await startMesh();
   await using s = await scratch();
   const token = decodeToken(await mesh.control.mintToken("node-a"));
+  const broker = (p: Partial<{ url: string; pin: string }>) => ({
+    ...token,
+    brokers: [{ ...token.brokers[0], ...p }],
+  });
   const otherCa = await Deno.makeTempDir({ prefix: "noxln-ca-" });
   try {
     const { makeCertificates } = await import("../lab/lib/certs.ts");
@@ -111,7 +120,7 @@ Deno.test("enrol failures say which side and why: wrong CA, DNS, TCP", async () 
     await Deno.remove(otherCa, { recursive: true });
   }
   const dns = await runHost(
-    ["enrol", "--token", encodeToken({ ...token, url: "tls://no-such-broker.invalid:4222" })],
+    ["enrol", "--token", encodeToken(broker({ url: "tls://no-such-broker.invalid:4222" }))],
     { env: s.env },
   );
   assert.equal(dns.code, 69);
@@ -123,7 +132,7 @@ Deno.test("enrol failures say which side and why: wrong CA, DNS, TCP", async () 
   const closedPort = (listener.addr as Deno.NetAddr).port;
   listener.close();
   const tcp = await runHost(
-    ["enrol", "--token", encodeToken({ ...token, url: `tls://127.0.0.1:${closedPort}` })],
+    ["enrol", "--token", encodeToken(broker({ url: `tls://127.0.0.1:${closedPort}` }))],
     { env: s.env },
   );
   assert.equal(tcp.code, 69);
@@ -367,10 +376,10 @@ Deno.test("a join key has its own inbox: it cannot listen to the node's inbox", 
   const token = decodeToken(await mesh.control.mintToken("node-a"));
   const join = fromSeed(new TextEncoder().encode(token.join));
   const nc = await connect({
-    servers: token.url,
+    servers: token.brokers[0].url,
     authenticator: nkeyAuthenticator(join.getSeed()),
     inboxPrefix: joinInboxPrefix(join.getPublicKey()),
-    tls: pinnedTls(token),
+    tls: pinnedTls({ ...token.brokers[0], ca: token.ca }),
     reconnect: false,
   });
   try {

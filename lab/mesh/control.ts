@@ -12,7 +12,9 @@ import {
   type NatsConnection,
   nkeyAuthenticator,
   type Subscription,
+  type TlsOptions,
 } from "@nats-io/transport-node";
+import type { PeerCertificate } from "node:tls";
 import { createUser, fromPublic, type KeyPair } from "@nats-io/nkeys";
 import { SIGNATURE_HEADER, signDeclaration, signingKeyFromSeed } from "../../src/link/signature.ts";
 import { pinnedTls } from "../../src/link/connection.ts";
@@ -20,7 +22,7 @@ import { type EnrolRequest, enrolStatement } from "../../src/link/enrol.ts";
 import { DECLARATION_STREAM, MESSAGE_ID_HEADER, subjectsOf } from "../../src/link/subjects.ts";
 import { encodeToken } from "../../src/link/token.ts";
 import { unbase64url } from "../../src/link/_base64url.ts";
-import { type MeshState, readState, withState } from "./state.ts";
+import { type MeshState, readState, tokenBrokers, withState } from "./state.ts";
 
 const DAY_NS = 24 * 3600 * 1e9;
 
@@ -52,6 +54,17 @@ export const STREAMS = {
   },
 } as const;
 
+/** TLS for the control plane's own connection to a cluster: the CA, and any of the servers' pins. */
+function clusterTls(ca: string, pins: string[]): TlsOptions {
+  return {
+    ca,
+    checkServerIdentity: (_host: string, cert: PeerCertificate) =>
+      pins.includes(cert.fingerprint256)
+        ? undefined
+        : new Error(`certificate ${cert.fingerprint256} is none of the cluster's pins`),
+  } as TlsOptions;
+}
+
 /** A message the node sent, as the control plane reads it. */
 export interface NodeMessage {
   node: string;
@@ -75,20 +88,37 @@ export class ControlPlane implements AsyncDisposable {
   static async open(dir: string): Promise<ControlPlane> {
     const state = await readState(dir);
     const nc = await connect({
-      servers: state.controlUrl,
+      servers: state.controlUrls ?? state.controlUrl,
       name: "nox-mesh stand-in control plane",
       authenticator: nkeyAuthenticator(new TextEncoder().encode(state.control.seed)),
-      tls: pinnedTls({ url: state.controlUrl, ca: state.caPem, pin: state.pin }),
+      tls: state.cluster
+        ? clusterTls(state.caPem, state.cluster.map((s) => s.pin))
+        : pinnedTls({ url: state.controlUrl, ca: state.caPem, pin: state.pin }),
+      ignoreClusterUpdates: state.cluster !== undefined,
       maxReconnectAttempts: -1,
       reconnectTimeWait: 250,
       pingInterval: 5000,
     });
     const control = new ControlPlane(dir, nc);
-    await control.#ensureStreams();
+    // A cluster keeps every stream on three servers: losing one loses nothing.
+    const replicas = state.cluster ? Math.min(3, state.cluster.length) : 1;
+    // A cluster that just started may still be electing its JetStream leader.
+    for (let tries = 0;; tries++) {
+      try {
+        await control.#ensureStreams(replicas);
+        break;
+      } catch (error) {
+        if (!state.cluster || tries >= 60) {
+          await nc.close().catch(() => {});
+          throw error;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    }
     return control;
   }
 
-  async #ensureStreams(): Promise<void> {
+  async #ensureStreams(replicas: number): Promise<void> {
     for (const [name, config] of Object.entries(STREAMS)) {
       const info = await this.#api(`$JS.API.STREAM.INFO.${name}`, "");
       // An existing stream is brought to this configuration (a mesh made by an
@@ -100,6 +130,7 @@ export class ControlPlane implements AsyncDisposable {
           name,
           ...config,
           storage: "file",
+          num_replicas: replicas,
           allow_direct: true,
           max_age: 7 * 24 * 3600 * 1e9,
         }),
@@ -129,11 +160,10 @@ export class ControlPlane implements AsyncDisposable {
       return s;
     }, { reload: true });
     return encodeToken({
-      v: 2,
+      v: 3,
       node,
-      url: state.url,
+      brokers: tokenBrokers(state),
       ca: state.caPem,
-      pin: state.pin,
       join: new TextDecoder().decode(join.getSeed()),
       signer: state.signer.publicKey,
       expires,
@@ -250,10 +280,24 @@ export class ControlPlane implements AsyncDisposable {
       : signWith;
     const value = signature ?? (key ? signDeclaration(key, body) : undefined);
     if (value !== undefined) h.set(SIGNATURE_HEADER, value);
-    const ack = await this.nc.request(subjectsOf(node).declaration, body, {
-      timeout: 10_000,
-      headers: h,
-    });
+    // A cluster electing a stream leader (just started, or a server lost) has no
+    // responder for a moment: try again for up to 30 s. Storing the same bytes twice
+    // is harmless (last per subject; the node holds that serial already).
+    const deadline = Date.now() + 30_000;
+    let ack;
+    for (;;) {
+      try {
+        ack = await this.nc.request(subjectsOf(node).declaration, body, {
+          timeout: 10_000,
+          headers: h,
+        });
+        break;
+      } catch (error) {
+        const text = `${(error as Error).message} ${(error as Error).cause}`;
+        if (!/no responders|timeout/i.test(text) || Date.now() > deadline) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    }
     const answer = JSON.parse(ack.string());
     if (answer.error) {
       throw new Error(`the broker did not store the declaration: ${JSON.stringify(answer.error)}`);

@@ -52,8 +52,30 @@ export interface MeshState {
   /** nats-server's pid file and log, for reloads. */
   pidFile: string;
   logFile: string;
+  /**
+   * A cluster: every server (its URL for nodes, its certificate's pin, and its
+   * pid file and log for reloads). Tokens then name every server; absent, the
+   * one broker above.
+   */
+  cluster?: ClusterServer[];
+  /** The URLs the control plane itself uses for a cluster (may differ inside a lab namespace). */
+  controlUrls?: string[];
   nodes: Record<string, NodeRecord>;
   tokens: Record<string, TokenRecord>;
+}
+
+/** One server of a cluster, as the stand-in knows it. */
+export interface ClusterServer {
+  url: string;
+  pin: string;
+  pidFile: string;
+  logFile: string;
+}
+
+/** The brokers a token names: every server of the cluster, or the one broker. */
+export function tokenBrokers(state: MeshState): { url: string; pin: string }[] {
+  return state.cluster?.map(({ url, pin }) => ({ url, pin })) ??
+    [{ url: state.url, pin: state.pin }];
 }
 
 /** The state file, the auth block and the lock of a mesh directory. */
@@ -207,9 +229,25 @@ function user(nkey: string, p: Permissions): string {
  * to say it reloaded (or why it did not).
  */
 export async function reloadBroker(state: MeshState, timeoutMs = 10_000): Promise<void> {
+  if (!state.cluster) return await reloadOne(state, timeoutMs);
+  // A server that is down (killed by a scenario) reads the file when it starts again.
+  await Promise.all(state.cluster.map((server) => reloadOne(server, timeoutMs, true)));
+}
+
+async function reloadOne(
+  state: { pidFile: string; logFile: string },
+  timeoutMs: number,
+  skipDown = false,
+): Promise<void> {
   const before = count(await readLog(state.logFile));
-  const pid = Number((await Deno.readTextFile(state.pidFile)).trim());
-  Deno.kill(pid, "SIGHUP");
+  let pid: number;
+  try {
+    pid = Number((await Deno.readTextFile(state.pidFile)).trim());
+    Deno.kill(pid, "SIGHUP");
+  } catch (error) {
+    if (skipDown) return;
+    throw error;
+  }
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     const log = await readLog(state.logFile);

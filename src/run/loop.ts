@@ -10,6 +10,8 @@
  * the first converged reconcile (never a failed or refused one): known-good
  * written, launcher failures cleared.
  * When the program file was replaced: finish the apply, report, exit 0.
+ * Above the memory ceiling: finish the apply, say why, exit for a restart the
+ * launcher does not count (memory_ceiling.ts).
  */
 import { BusyError, describeError } from "../errors.ts";
 import { type Declaration, DeclarationRefused } from "../declaration/envelope.ts";
@@ -30,7 +32,8 @@ import { LauncherContract } from "../launcher_files.ts";
 import { Heartbeats } from "./heartbeat.ts";
 import { type Work, WorkQueue } from "./queue.ts";
 import { type RunStatus, type ServicePhase, writeRunStatus } from "./run_status.ts";
-import { DriftTimer, every } from "./timers.ts";
+import { DriftTimer, every, everyJittered } from "./timers.ts";
+import { MemoryCeiling } from "./memory_ceiling.ts";
 import { ProgramWatch } from "./upgrade_watch.ts";
 import type { Log } from "../log.ts";
 import type { Profile } from "../profile.ts";
@@ -58,9 +61,9 @@ export interface RunOptions {
   enrolCheckMs?: number;
 }
 
-/** Why the service ended (both exit 0). */
+/** Why the service ended (signal, upgrade: exit 0; memory: EXIT.restart). */
 export interface RunResult {
-  reason: "signal" | "upgrade";
+  reason: "signal" | "upgrade" | "memory";
   detail: string;
 }
 
@@ -91,6 +94,8 @@ class RunLoop {
   readonly #drift: DriftTimer;
   readonly #heartbeatMs: number;
   readonly #heartbeats: Heartbeats;
+  readonly #memory: MemoryCeiling;
+  #worked = false;
   readonly #queue = new WorkQueue();
   readonly #applyAbort = new AbortController();
   readonly #startedAt = performance.now();
@@ -121,6 +126,7 @@ class RunLoop {
     this.#heartbeatMs = 1000 *
       (options.heartbeatIntervalSeconds ?? host.config.heartbeatIntervalSeconds);
     this.#heartbeats = new Heartbeats(host.store);
+    this.#memory = new MemoryCeiling(host.config.memoryCeilingMiB, 2 * this.#heartbeatMs);
     this.#launcher = new LauncherContract(host.config.stateDir, VERSION, options.log);
     const { store, config } = host;
     this.#outbox = new OutboxSender({ store, bounds: config.outbox, log: options.log });
@@ -149,7 +155,8 @@ class RunLoop {
         }`,
     );
     this.#writeStatus();
-    this.#stopTicking = every(this.#heartbeatMs, () => this.#tick());
+    // Jittered, so a fleet started (or reconnected) together does not beat in step.
+    this.#stopTicking = everyJittered(this.#heartbeatMs, () => this.#tick());
 
     this.#identity = readIdentity(this.#host.store);
     if (this.#identity) {
@@ -177,7 +184,9 @@ class RunLoop {
         );
       } finally {
         this.#busy = false;
+        this.#worked = true;
       }
+      this.#checkMemory();
       if (!this.#stop) await this.#checkUpgrade();
     }
     return await this.#shutdown();
@@ -252,6 +261,7 @@ class RunLoop {
   #tick(): void {
     this.#heartbeat(false);
     this.#inventory.tick();
+    if (!this.#busy) this.#checkMemory();
     if (!this.#busy) this.#checkUpgrade().catch(() => {});
     this.#writeStatus();
   }
@@ -453,6 +463,23 @@ class RunLoop {
     this.#heartbeats.send(this.#identity, this.#link, liveness, withList);
   }
 
+  /** Above the memory ceiling, after a completed piece of work: say why and stop for a restart. */
+  #checkMemory(): void {
+    if (this.#stop || !this.#worked) return;
+    const over = this.#memory.exceeded(performance.now() - this.#startedAt);
+    if (!over) return;
+    this.#log(
+      `run: ${over.message}; exiting 10 so the launcher starts it again (not counted as a failure)`,
+    );
+    if (this.#identity && this.#link) {
+      this.#link.publish(
+        "report",
+        this.#memory.message(this.#identity.node, over.rssBytes, over.message),
+      );
+    }
+    this.#halt({ reason: "memory", detail: over.message });
+  }
+
   async #checkUpgrade(): Promise<void> {
     if (!this.#program || this.#stop) return;
     const why = await this.#program.changed();
@@ -464,7 +491,11 @@ class RunLoop {
 
   async #shutdown(): Promise<RunResult> {
     const result = this.#stop ?? { reason: "signal", detail: "stopped" };
-    this.#phase = result.reason === "upgrade" ? "upgrading" : "stopping";
+    this.#phase = result.reason === "upgrade"
+      ? "upgrading"
+      : result.reason === "memory"
+      ? "restarting"
+      : "stopping";
     this.#drift.clear();
     this.#stopTicking?.();
     this.#stopEnrolWatch?.();
@@ -477,7 +508,11 @@ class RunLoop {
       await this.#link.flush();
       await this.#link.close();
     }
-    this.#phase = result.reason === "upgrade" ? "upgrading" : "stopped";
+    this.#phase = result.reason === "upgrade"
+      ? "upgrading"
+      : result.reason === "memory"
+      ? "restarting"
+      : "stopped";
     this.#writeStatus();
     this.#log(`run: stopped (${result.reason}: ${result.detail})`);
     return result;

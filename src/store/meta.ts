@@ -8,9 +8,12 @@
 export const META = {
   /** This node's id (the engine refuses a declaration addressed to another node). */
   node: "node_id",
+  /** The brokers (JSON `[{url, pin}]`, token version 3). */
+  brokers: "link_brokers",
+  /** One broker's URL and pin: written by hosts before token version 3, still read. */
   url: "link_url",
-  ca: "link_ca",
   pin: "link_pin",
+  ca: "link_ca",
   seedFile: "link_seed_file",
   publicKey: "link_public_key",
   enrolledAt: "link_enrolled_at",
