@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import { ensureBase, type Flavour } from "./base.ts";
 import { Broker, type BrokerOptions } from "./broker.ts";
+import { BrokerCluster, type ClusterOptions } from "./cluster.ts";
 import { LabError } from "./errors.ts";
 import { DENO_BINARY, Machine, MACHINE_DENO, type PlacedFile } from "./machine.ts";
 import { installHost } from "./host.ts";
@@ -98,6 +99,7 @@ export class Lab implements AsyncDisposable {
   readonly net: LabSwitch;
   readonly machines: Map<string, Machine> = new Map();
   private brokerInstance: Broker | undefined;
+  private clusterInstance: BrokerCluster | undefined;
   private probeBundled: Promise<void> | undefined;
   private repoCopied: Promise<void> | undefined;
   private tarballCopied: Promise<void> | undefined;
@@ -294,6 +296,24 @@ export class Lab implements AsyncDisposable {
     return done;
   }
 
+  /**
+   * Starts the lab's NATS cluster (once; later calls return the same cluster): three
+   * servers, each in its own namespace on the lab switch, routes between them, JetStream
+   * clustered. The lab CA goes to /lab/broker-ca.pem as for the single broker.
+   */
+  async cluster(options: ClusterOptions = {}): Promise<BrokerCluster> {
+    if (!this.clusterInstance) {
+      this.clusterInstance = await BrokerCluster.start(this, options);
+      await Deno.writeTextFile(join(this.shareDir, "broker-ca.pem"), this.clusterInstance.caPem);
+    }
+    return this.clusterInstance;
+  }
+
+  /** The cluster if it was started. */
+  get runningCluster(): BrokerCluster | undefined {
+    return this.clusterInstance;
+  }
+
   /** The broker if it was started. */
   get runningBroker(): Broker | undefined {
     return this.brokerInstance;
@@ -350,6 +370,11 @@ export class Lab implements AsyncDisposable {
       if (this.brokerInstance) {
         this.log(`  broker: nsenter --net=/run/netns/${this.brokerInstance.netns} …`);
       }
+      for (
+        const s of [...this.clusterInstance?.servers ?? [], ...this.clusterInstance?.leaves ?? []]
+      ) {
+        this.log(`  ${s.name}: nsenter --net=/run/netns/${s.netns} … (log ${s.logFile})`);
+      }
       this.log("remove it all with: deno task lab --clean");
       return;
     }
@@ -360,6 +385,7 @@ export class Lab implements AsyncDisposable {
     await Promise.all([...this.machines.values()].map((m) => m.stop().catch(note)));
     this.machines.clear();
     await this.brokerInstance?.stop().catch(note);
+    await this.clusterInstance?.stop().catch(note);
     await this.net.destroy().catch(note);
     await Deno.remove(this.dir, { recursive: true }).catch(note);
     if (problems.length) {

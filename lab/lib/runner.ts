@@ -130,6 +130,11 @@ async function keepLogs(lab: Lab, scenario: string, root: string): Promise<strin
       await Deno.mkdir(dir, { recursive: true });
       await Deno.writeTextFile(join(dir, "broker-nats.log"), await broker.logText());
     }
+    const cluster = lab.runningCluster;
+    for (const s of [...cluster?.servers ?? [], ...cluster?.leaves ?? []]) {
+      await Deno.mkdir(dir, { recursive: true });
+      await Deno.writeTextFile(join(dir, `${s.name}-nats.log`), await s.logText());
+    }
     return (await Deno.stat(dir).catch(() => undefined)) ? dir : undefined;
   } catch {
     return undefined;

@@ -21,6 +21,7 @@ import { scenario as firewall } from "./firewall.ts";
 import { scenario as overlay } from "./overlay.ts";
 import { scenario as restartOnChange } from "./restart_on_change.ts";
 import { scenario as outbox } from "./outbox.ts";
+import { scenario as brokerFailover } from "./broker_failover.ts";
 
 /** All scenarios. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -45,4 +46,5 @@ export const SCENARIOS: readonly Scenario[] = [
   overlay,
   restartOnChange,
   outbox,
+  brokerFailover,
 ];
