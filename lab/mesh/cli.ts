@@ -20,7 +20,7 @@
  *   revoke  --dir D NODE                   stop admitting NODE's key
  *   tokens  --dir D NODE...                one-time tokens for several nodes (JSON: node → token)
  *   serve   --dir D --count N [--timeout S] answer N enrolments, then exit
- *   rollout --dir D FILE --serial N NODE... [--timeout S]
+ *   rollout --dir D FILE --serial N NODE... [--timeout S] [--pause-after K --pause-ms MS]
  *                                          publish FILE ({{node}} replaced) to each node, wait
  *                                          for each apply report of serial N (JSON rows)
  *   tally   --dir D NODE...                each node's apply reports (serials, duplicate ids)
@@ -55,6 +55,8 @@ const { values, positionals } = parseArgs({
     json: { type: "boolean" },
     once: { type: "boolean" },
     count: { type: "string" },
+    "pause-after": { type: "string" },
+    "pause-ms": { type: "string" },
     timeout: { type: "string" },
   },
 });
@@ -271,6 +273,9 @@ switch (command) {
       Number(values.serial),
       Number(values.timeout ?? 120) * 1000,
       (line) => console.error(line),
+      values["pause-after"] === undefined
+        ? undefined
+        : { after: Number(values["pause-after"]), ms: Number(values["pause-ms"] ?? 2000) },
     );
     console.log(JSON.stringify(rows));
     break;

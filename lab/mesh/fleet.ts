@@ -22,6 +22,7 @@ export interface RolloutRow {
  * Publishes `template` (a declaration's JSON text; every `{{node}}` replaced by the
  * node's name) to each node with serial `serial`, then waits (≤ `timeoutMs`) until
  * each node's apply report of that serial is kept by the broker. Returns a row per node.
+ * `pause`: after that many publications, say so and wait (a scenario acts meanwhile).
  */
 export async function rollout(
   control: ControlPlane,
@@ -30,9 +31,15 @@ export async function rollout(
   serial: number,
   timeoutMs: number,
   log: (line: string) => void = () => {},
+  pause?: { after: number; ms: number },
 ): Promise<RolloutRow[]> {
   const rows: RolloutRow[] = [];
   for (const node of nodes) {
+    if (pause && rows.length === pause.after) {
+      // A scenario acts here (kills a server) while half the fleet has its declaration.
+      log(`paused after ${rows.length} of ${nodes.length}`);
+      await new Promise((resolve) => setTimeout(resolve, pause.ms));
+    }
     const declaration = JSON.parse(template.replaceAll("{{node}}", node));
     const publishedAt = Date.now();
     await control.declare(node, declaration, { serial });

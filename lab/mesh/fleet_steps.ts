@@ -195,13 +195,14 @@ export function latencyLine(rows: RolloutRow[]): string {
 
 /**
  * The control plane publishes serial `serial` to every node (one declaration each)
- * and waits until every node reported it applied and converged. `during` runs while
- * the rollout is under way (after `afterMs`): e.g. a server is killed.
+ * and waits until every node reported it applied and converged. `during` runs when
+ * half the fleet has its declaration (the rest follows 1.5 s later): e.g. a server
+ * is killed.
  */
 export function rolloutFleet(
   nodes: string[],
   serial: number,
-  during?: { title: string; afterMs: number; run: (ctx: StepContext) => Promise<void> },
+  during?: { title: string; run: (ctx: StepContext) => Promise<void> },
 ): Step {
   return {
     title: `roll serial ${serial} out to ${nodes.length} nodes; every node reports it applied` +
@@ -210,28 +211,71 @@ export function rolloutFleet(
     async run(ctx) {
       const file = join(ctx.lab.dir, "mesh", `fleet-${serial}.json`);
       await Deno.writeTextFile(file, fleetDeclaration(serial));
-      const rolling = mesh(
-        ctx,
-        ["rollout", file, "--serial", String(serial), "--timeout", "180", ...nodes],
-        230_000,
-      );
-      if (during) {
-        await new Promise((resolve) => setTimeout(resolve, during.afterMs));
-        await during.run(ctx);
+      const args = ["rollout", file, "--serial", String(serial), "--timeout", "180", ...nodes];
+      if (!during) {
+        const rows = JSON.parse(await mesh(ctx, args, 230_000)) as RolloutRow[];
+        return report(ctx, serial, rows);
       }
-      const rows = JSON.parse(await rolling) as RolloutRow[];
-      figures.rollouts.push({ serial, rows });
-      ctx.lab.log(`serial ${serial}: ${latencyLine(rows)}`);
-      const missing = rows.filter((r) => r.appliedAt === undefined).map((r) => r.node);
-      if (missing.length) fail("every node's apply report", `none from ${missing.join(", ")}`);
-      const bad = rows.filter((r) => r.outcome !== "converged");
-      if (bad.length) {
-        fail("every apply converged", bad.map((r) => `${r.node}: ${r.outcome}`).join(", "));
+      // Half the fleet gets its declaration, then the action, then the other half.
+      const half = Math.floor(nodes.length / 2);
+      const child = new Deno.Command("nsenter", {
+        args: [
+          `--net=/run/netns/${controlNetns(ctx.lab)}`,
+          "--",
+          "deno",
+          "run",
+          ...MESH_FLAGS,
+          "lab/mesh/cli.ts",
+          ...args,
+          "--pause-after",
+          String(half),
+          "--pause-ms",
+          "1500",
+          "--dir",
+          join(ctx.lab.dir, "mesh"),
+        ],
+        cwd: CHECKOUT,
+        stdin: "null",
+        stdout: "piped",
+        stderr: "piped",
+      }).spawn();
+      const stdout = new Response(child.stdout).text();
+      const reader = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
+      let seen = "";
+      while (!seen.includes("paused after")) {
+        const { value, done } = await reader.read();
+        if (done) fail("the rollout to pause half-way", seen.slice(-600));
+        seen += value;
       }
+      await during.run(ctx);
+      const rest = (async () => {
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) return seen;
+          seen += value;
+        }
+      })();
+      const status = await child.status;
+      const out = await stdout;
+      await rest;
+      if (!status.success) {
+        fail("the rollout to finish", `exit ${status.code}: ${seen.slice(-600)}`);
+      }
+      return report(ctx, serial, JSON.parse(out) as RolloutRow[]);
     },
   };
 }
 
+function report(ctx: StepContext, serial: number, rows: RolloutRow[]): void {
+  figures.rollouts.push({ serial, rows });
+  ctx.lab.log(`serial ${serial}: ${latencyLine(rows)}`);
+  const missing = rows.filter((r) => r.appliedAt === undefined).map((r) => r.node);
+  if (missing.length) fail("every node's apply report", `none from ${missing.join(", ")}`);
+  const bad = rows.filter((r) => r.outcome !== "converged");
+  if (bad.length) {
+    fail("every apply converged", bad.map((r) => `${r.node}: ${r.outcome}`).join(", "));
+  }
+}
 /** Every node's /srv/fleet holds its serial's content (the machine, not the report). */
 export function assertFleetFiles(nodes: string[], serial: number): Step {
   return {

@@ -35,7 +35,6 @@ export const scenario: Scenario = {
     rolloutFleet(nodes, 1),
     rolloutFleet(nodes, 2, {
       title: "the leader of MESH_REPORT killed",
-      afterMs: 300,
       run: killReportLeader,
     }),
     assertFleetFiles(nodes, 2),

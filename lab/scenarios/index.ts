@@ -22,6 +22,7 @@ import { scenario as overlay } from "./overlay.ts";
 import { scenario as restartOnChange } from "./restart_on_change.ts";
 import { scenario as outbox } from "./outbox.ts";
 import { scenario as brokerFailover } from "./broker_failover.ts";
+import { scenario as fleet } from "./fleet.ts";
 
 /** All scenarios. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -47,4 +48,5 @@ export const SCENARIOS: readonly Scenario[] = [
   restartOnChange,
   outbox,
   brokerFailover,
+  fleet,
 ];
