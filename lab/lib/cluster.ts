@@ -25,6 +25,8 @@ export const LEAF_PORT = 7422;
 export const HTTP_PORT = 8222;
 /** The name of the lab's cluster. */
 export const CLUSTER_NAME = "noxlab";
+/** The cluster's JetStream domain (a site's leaf reaches its API as `$JS.noxlab.API.…`). */
+export const JS_DOMAIN = "noxlab";
 
 /** What a cluster needs from its lab. */
 export interface ClusterHost {
@@ -197,6 +199,7 @@ export class BrokerCluster {
   readonly leaves: NatsServer[] = [];
   private readonly host: ClusterHost;
   private extra = "";
+  private leafPassword = "";
 
   private constructor(host: ClusterHost, servers: NatsServer[], caPem: string, dir: string) {
     this.host = host;
@@ -235,17 +238,25 @@ export class BrokerCluster {
       });
     }
     const extra = options.prepare ? await options.prepare(facts) : "";
+    const leafPassword = crypto.randomUUID().replaceAll("-", "");
     const servers: NatsServer[] = [];
     for (const f of facts) {
       await Deno.writeTextFile(
         f.configFile,
-        memberConfig(f, dir, facts.filter((o) => o !== f).map((o) => o.address), extra),
+        memberConfig(
+          f,
+          dir,
+          facts.filter((o) => o !== f).map((o) => o.address),
+          extra,
+          leafPassword,
+        ),
       );
       const netns = `${host.id}-${f.name}`;
       servers.push(new NatsServer(f, netns, await host.net.attach(netns, f.address)));
     }
     const cluster = new BrokerCluster(host, servers, caPem, dir);
     cluster.extra = extra;
+    cluster.leafPassword = leafPassword;
     try {
       // The servers wait for each other's routes: start all, then wait for all.
       await Promise.all(servers.map((s) => s.start()));
@@ -262,17 +273,19 @@ export class BrokerCluster {
   }
 
   /**
-   * Starts a leaf-node server for a site: its namespace has an uplink on the lab
-   * switch and a link on `site` (a second switch) at `siteAddress`. It connects to
-   * every cluster server's leaf port once per account in `remoteAccounts`, as that
-   * account's `remoteUsers` credentials (the seed file per account), and listens
-   * for the site's clients with its own certificate under the lab CA.
+   * Starts a leaf-node server for a site: its namespace has an uplink (eth0) on the
+   * lab switch and a link (site0) on `site` (a second switch) at `siteAddress`. It
+   * holds the same accounts as the cluster (`extra`, the control plane's include), runs
+   * no JetStream, and binds its CONTROL to the cluster's CONTROL over one leaf
+   * connection (to any server of the cluster). It listens for the site's clients with
+   * its own certificate under the lab CA. `prepare` runs before it starts (the control
+   * plane records it, for reloads and site tokens).
    */
   async startLeaf(
     site: LabSwitch,
     siteAddress: string,
-    remotes: ReadonlyArray<{ account: string; credentials: string }>,
     extra: string,
+    prepare?: (leaf: ServerFacts) => Promise<void>,
   ): Promise<NatsServer> {
     const name = `leaf${this.leaves.length + 1}`;
     const dir = join(this.dir, name);
@@ -299,8 +312,9 @@ export class BrokerCluster {
     };
     await Deno.writeTextFile(
       facts.configFile,
-      leafConfig(facts, this.dir, this.servers.map((s) => s.address), remotes, extra),
+      leafConfig(facts, this.dir, this.servers.map((s) => s.address), this.leafPassword, extra),
     );
+    await prepare?.(facts);
     const leaf = new NatsServer(facts, netns, port);
     this.leaves.push(leaf);
     await leaf.start();
@@ -330,6 +344,7 @@ function common(f: ServerFacts, certDir: string, extra: string, jetstream = true
   // A leaf runs no JetStream: the cluster's answers every $JS.API request of CONTROL.
   const js = jetstream
     ? `jetstream {
+  domain: ${JS_DOMAIN}
   store_dir: "${join(f.dir, "jetstream")}"
   max_memory_store: 64MB
   max_file_store: 256MB
@@ -349,7 +364,16 @@ ${extra}
 `;
 }
 
-function memberConfig(f: ServerFacts, certDir: string, others: string[], extra: string): string {
+/** The user a site's leaf server logs in as on the cluster's leaf port (bound to CONTROL). */
+export const LEAF_USER = "site-leaf";
+
+function memberConfig(
+  f: ServerFacts,
+  certDir: string,
+  others: string[],
+  extra: string,
+  leafPassword: string,
+): string {
   return `# nox-mesh-host lab: one server of the cluster (generated)
 ${common(f, certDir, extra)}
 cluster {
@@ -366,6 +390,11 @@ leafnodes {
     key_file: "${join(certDir, `${f.name}.key`)}"
     timeout: 5
   }
+  # Only a site's leaf server logs in here, into CONTROL: the nodes' and join keys'
+  # accounts live on the leaf too and reach CONTROL there, by their own imports.
+  authorization {
+    users: [ { user: "${LEAF_USER}", password: "${leafPassword}", account: "CONTROL" } ]
+  }
 }
 `;
 }
@@ -374,22 +403,24 @@ function leafConfig(
   f: ServerFacts,
   certDir: string,
   hub: string[],
-  remotes: ReadonlyArray<{ account: string; credentials: string }>,
+  password: string,
   extra: string,
 ): string {
-  const urls = hub.map((a) => `"tls://${a}:${LEAF_PORT}"`).join(", ");
+  // nats-server 2.9 takes no nkey for a remote: the user and password go in the URL.
+  const urls = hub.map((a) => `"nats-leaf://${LEAF_USER}:${password}@${a}:${LEAF_PORT}"`);
   return `# nox-mesh-host lab: a site's leaf-node server (generated)
 ${common(f, certDir, extra, false)}
+# A cut uplink is noticed within seconds (the default pings every 2 minutes).
+ping_interval: "2s"
+ping_max: 2
 leafnodes {
   reconnect: 1
   remotes: [
-${
-    remotes.map((r) =>
-      `    { urls: [${urls}], account: ${JSON.stringify(r.account)}, nkey: ${
-        JSON.stringify(r.credentials)
-      }, tls: { ca_file: "${join(certDir, "ca.pem")}" } }`
-    ).join("\n")
-  }
+    {
+      urls: [${urls.join(", ")}]
+      account: "CONTROL"
+      tls: { ca_file: "${join(certDir, "ca.pem")}" }
+    }
   ]
 }
 `;

@@ -3,6 +3,8 @@ import { run } from "./_run.ts";
 
 /** The lab subnet. It exists only inside the lab's own network namespaces. */
 export const SUBNET_PREFIX = "10.250.0";
+/** The site network (scenario site): machines there reach the lab only through a leaf server. */
+export const SITE_PREFIX = "10.251.0";
 /** The broker's address on the lab switch. */
 export const BROKER_ADDRESS = `${SUBNET_PREFIX}.2`;
 

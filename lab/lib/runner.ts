@@ -63,6 +63,7 @@ export async function runScenario(s: Scenario, options: RunOptions): Promise<Sce
           containers: spec.containers,
           hostFrom: spec.hostFrom,
           deno: spec.deno,
+          site: spec.site,
         });
         result.raises.push({ machine: name, flavour: spec.flavour, ms: m.raiseMs });
         out(`  raised ${name} (${spec.flavour}) in ${seconds(m.raiseMs)}`);

@@ -18,7 +18,8 @@
  *   heartbeat --dir D NODE                 NODE's last heartbeat (JSON, or null)
  *   watch   --dir D [NODE]                 print reports and heartbeats as they arrive
  *   revoke  --dir D NODE                   stop admitting NODE's key
- *   tokens  --dir D NODE...                one-time tokens for several nodes (JSON: node → token)
+ *   tokens  --dir D NODE... [--via LEAF]   one-time tokens for several nodes (JSON: node → token);
+ *                                          --via: the tokens name that site's leaf server
  *   serve   --dir D --count N [--timeout S] answer N enrolments, then exit
  *   rollout --dir D FILE --serial N NODE... [--timeout S] [--pause-after K --pause-ms MS]
  *                                          publish FILE ({{node}} replaced) to each node, wait
@@ -55,6 +56,7 @@ const { values, positionals } = parseArgs({
     json: { type: "boolean" },
     once: { type: "boolean" },
     count: { type: "string" },
+    via: { type: "string" },
     "pause-after": { type: "string" },
     "pause-ms": { type: "string" },
     timeout: { type: "string" },
@@ -256,7 +258,9 @@ switch (command) {
     if (args.length === 0) fail("tokens NODE...");
     await using control = await ControlPlane.open(dir);
     const out: Record<string, string> = {};
-    for (const node of args) out[node] = await control.mintToken(node, Number(values.ttl ?? 3600));
+    for (const node of args) {
+      out[node] = await control.mintToken(node, Number(values.ttl ?? 3600), values.via);
+    }
     console.log(JSON.stringify(out));
     break;
   }

@@ -15,6 +15,10 @@ import { controlNetns, mesh, MESH_FLAGS } from "./steps.ts";
 import { CHECKOUT } from "../lib/bundle.ts";
 import type { RolloutRow, StreamPlacement } from "./fleet.ts";
 import type { NatsServer } from "../lib/cluster.ts";
+import { SITE_PREFIX } from "../lib/net.ts";
+import { run, until } from "../lib/_run.ts";
+import { withState } from "./state.ts";
+import { includeAuth } from "./broker.ts";
 
 /** Where a light node's host writes its output. */
 export const PLAIN_HOST_LOG = "/var/log/nox-mesh-host.log";
@@ -54,12 +58,13 @@ export const figures: FleetFigures = { rollouts: [] };
  * Each machine (named as its node) enrols with a one-time token listing every
  * server of the cluster, a few at a time, while one enrolment service answers all.
  */
-export function enrolFleet(nodes: string[]): Step {
+export function enrolFleet(nodes: string[], via?: string): Step {
   return {
-    title: `${nodes.length} nodes enrol (tokens list every server)`,
+    title: `${nodes.length} nodes enrol (tokens list ${via ? `the leaf ${via}` : "every server"})`,
     timeoutS: 120 + nodes.length * 10,
     async run(ctx) {
-      const tokens = JSON.parse(await mesh(ctx, ["tokens", ...nodes], 300_000)) as Record<
+      const args = ["tokens", ...(via ? ["--via", via] : []), ...nodes];
+      const tokens = JSON.parse(await mesh(ctx, args, 300_000)) as Record<
         string,
         string
       >;
@@ -113,14 +118,19 @@ export function enrolFleet(nodes: string[]): Step {
 }
 
 /** Starts the packaged host on a light machine (no init): in the background, its own session. */
-export async function startPlainHost(m: Machine, heartbeatS: number): Promise<void> {
+export async function startPlainHost(
+  m: Machine,
+  heartbeatS: number,
+  driftS = 600,
+): Promise<void> {
   const r = await m.exec([
     "/bin/sh",
     "-c",
-    `setsid "$1" run --heartbeat-interval "$2" >>"$3" 2>&1 </dev/null &`,
+    `setsid "$1" run --heartbeat-interval "$2" --drift-interval "$3" >>"$4" 2>&1 </dev/null &`,
     "start-host",
     hostCommand(m),
     String(heartbeatS),
+    String(driftS),
     PLAIN_HOST_LOG,
   ], { env: { PATH: HOST_PATH } });
   if (r.code !== 0) fail(`the host started on ${m.name}`, `exit ${r.code}: ${r.stderr.trim()}`);
@@ -137,12 +147,12 @@ export async function hostStatus(m: Machine): Promise<Record<string, unknown>> {
 }
 
 /** Starts each node's host (light machines) and waits until every link is up. */
-export function startFleet(nodes: string[], heartbeatS = 5): Step {
+export function startFleet(nodes: string[], heartbeatS = 5, driftS = 600): Step {
   return {
     title: `start the packaged host on ${nodes.length} light machines; every link comes up`,
     timeoutS: 120 + nodes.length * 4,
     async run(ctx) {
-      await eachLimited(nodes, 8, (n) => startPlainHost(ctx.machine(n), heartbeatS));
+      await eachLimited(nodes, 8, (n) => startPlainHost(ctx.machine(n), heartbeatS, driftS));
       const deadline = Date.now() + (60 + nodes.length * 3) * 1000;
       const pending = new Set(nodes);
       while (pending.size) {
@@ -276,6 +286,150 @@ function report(ctx: StepContext, serial: number, rows: RolloutRow[]): void {
     fail("every apply converged", bad.map((r) => `${r.node}: ${r.outcome}`).join(", "));
   }
 }
+/** The control plane publishes serial `serial` to every node and does not wait for reports. */
+export function publishFleet(nodes: string[], serial: number): Step {
+  return {
+    title: `the control plane publishes serial ${serial} to ${nodes.length} nodes`,
+    async run(ctx) {
+      const file = join(ctx.lab.dir, "mesh", `fleet-${serial}.json`);
+      await Deno.writeTextFile(file, fleetDeclaration(serial));
+      await mesh(ctx, ["rollout", file, "--serial", String(serial), "--timeout", "0", ...nodes]);
+    },
+  };
+}
+
+/**
+ * A site's leaf server comes up: its own namespace with an uplink on the lab switch
+ * and a link on the site's switch (10.251.0.2); the same accounts as the cluster;
+ * its CONTROL bound to the cluster's over one leaf connection. The control plane
+ * records it (reloads reach it; `tokens --via NAME` name it).
+ */
+export function siteLeafUp(): Step {
+  return {
+    title: "a site's leaf server comes up (uplink to the cluster, the same accounts, no JetStream)",
+    timeoutS: 60,
+    async run(ctx) {
+      const cluster = clusterOf(ctx.lab);
+      const dir = join(ctx.lab.dir, "mesh");
+      const leaf = await cluster.startLeaf(
+        await ctx.lab.site(),
+        `${SITE_PREFIX}.2`,
+        // The leaf's configuration lies beside the servers': the same depth.
+        includeAuth(cluster.servers[0].configFile, dir, true),
+        async (facts) => {
+          await withState(dir, (s) => {
+            s.leaves = {
+              ...s.leaves,
+              [facts.name]: {
+                url: facts.url,
+                pin: facts.pin,
+                pidFile: facts.pidFile,
+                logFile: facts.logFile,
+              },
+            };
+          });
+        },
+      );
+      await until("the leaf's connection to the cluster", 30_000, async () => {
+        const leafz = await leaf.monitor("leafz").catch(() => undefined);
+        return Number(leafz?.leafnodes ?? 0) >= 1 ? true : undefined;
+      });
+    },
+  };
+}
+
+function leafOf(lab: Lab): NatsServer {
+  const leaf = clusterOf(lab).leaves[0];
+  if (!leaf) fail("a site's leaf server", "none (siteLeafUp first)");
+  return leaf;
+}
+
+/** Pulls the leaf's uplink: its eth0 goes down inside its namespace. */
+export function cutLeafUplink(): Step {
+  return {
+    title: "cut the leaf's uplink (ip link set eth0 down in its namespace)",
+    async run(ctx) {
+      const r = await run([
+        "/usr/sbin/ip",
+        "-n",
+        leafOf(ctx.lab).netns,
+        "link",
+        "set",
+        "eth0",
+        "down",
+      ], {
+        check: false,
+      });
+      if (r.code !== 0) fail("the uplink down", r.stderr.trim());
+    },
+  };
+}
+
+/** Plugs the leaf's uplink back in (its address and route come back with the link). */
+export function restoreLeafUplink(): Step {
+  return {
+    title: "restore the leaf's uplink",
+    async run(ctx) {
+      const leaf = leafOf(ctx.lab);
+      const r = await run(["/usr/sbin/ip", "-n", leaf.netns, "link", "set", "eth0", "up"], {
+        check: false,
+      });
+      if (r.code !== 0) fail("the uplink up", r.stderr.trim());
+    },
+  };
+}
+
+/** The leaf reports its connection to the cluster (`/leafz`), or none. */
+export function assertLeafConnected(connected: boolean): Step {
+  return {
+    title: `assert the leaf ${connected ? "is" : "is not"} connected to the cluster`,
+    async run(ctx) {
+      const leafz = await leafOf(ctx.lab).monitor("leafz");
+      const n = Number(leafz.leafnodes ?? 0);
+      if ((n > 0) !== connected) fail(connected ? "a leaf connection" : "none", `${n}`);
+    },
+  };
+}
+
+/** A site machine has no route to any server of the cluster (only to its leaf). */
+export function assertOnlyThroughLeaf(machine: string): Step {
+  return {
+    title: `assert ${machine} has no route to the cluster's servers, only to the leaf`,
+    async run(ctx) {
+      const m = ctx.machine(machine);
+      for (const s of clusterOf(ctx.lab).servers) {
+        const r = await m.exec(["ip", "route", "get", s.address]);
+        if (r.code === 0) fail(`no route to ${s.address}`, r.stdout.trim());
+      }
+      const r = await m.exec(["ip", "route", "get", leafOf(ctx.lab).address]);
+      if (r.code !== 0) fail(`a route to the leaf`, r.stderr.trim());
+    },
+  };
+}
+
+/**
+ * On each node a person overwrites /srv/fleet; the host's drift reconcile puts serial
+ * `serial`'s content back from its store (no broker needed).
+ */
+export function driftRepairsOn(nodes: string[], serial: number): Step {
+  return {
+    title: `edit /srv/fleet on ${nodes.join(", ")}; each host repairs it from its store ` +
+      `(serial ${serial})`,
+    timeoutS: 90,
+    async run(ctx) {
+      await eachLimited(nodes, 8, async (n) => {
+        const m = ctx.machine(n);
+        await m.writeFile("/srv/fleet", "edited by a person\n");
+        const want = `${n} serial ${serial}\n`;
+        await until(`${n}'s drift repair`, 60_000, async () => {
+          const r = await m.exec(["cat", "/srv/fleet"]);
+          return r.stdout === want ? true : undefined;
+        }, 500);
+      });
+    },
+  };
+}
+
 /** Every node's /srv/fleet holds its serial's content (the machine, not the report). */
 export function assertFleetFiles(nodes: string[], serial: number): Step {
   return {

@@ -12,6 +12,7 @@ import { MACHINE_DENO } from "../lib/machine.ts";
 import { fail, type Step, type StepContext } from "../lib/scenario.ts";
 import { includeAuth, initState } from "./broker.ts";
 import { writeState } from "./state.ts";
+import { JS_DOMAIN } from "../lib/cluster.ts";
 import { run } from "../lib/_run.ts";
 import { fingerprintOf } from "../lib/certs.ts";
 
@@ -141,6 +142,7 @@ export function meshUpCluster(): Step {
             logFile,
           }));
           state.controlUrls = servers.map((s) => s.url);
+          state.domain = JS_DOMAIN;
           await writeState(dir, state);
           // Every server's configuration lies at the same depth: one relative include.
           return includeAuth(servers[0].configFile, dir);

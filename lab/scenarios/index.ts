@@ -23,6 +23,7 @@ import { scenario as restartOnChange } from "./restart_on_change.ts";
 import { scenario as outbox } from "./outbox.ts";
 import { scenario as brokerFailover } from "./broker_failover.ts";
 import { scenario as fleet } from "./fleet.ts";
+import { scenario as site } from "./site.ts";
 
 /** All scenarios. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -49,4 +50,5 @@ export const SCENARIOS: readonly Scenario[] = [
   outbox,
   brokerFailover,
   fleet,
+  site,
 ];
