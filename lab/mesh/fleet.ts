@@ -72,6 +72,8 @@ export interface ReportTally {
   duplicateIds: number;
   /** Reports without a message id. */
   withoutId: number;
+  /** Whether MESH_BEAT holds a heartbeat of the node. */
+  heartbeat: boolean;
 }
 
 /** Tallies each node's apply reports as the broker keeps them. */
@@ -89,6 +91,7 @@ export async function tallyReports(control: ControlPlane, nodes: string[]): Prom
       })),
       duplicateIds: ids.length - new Set(ids).size,
       withoutId: records.length - ids.length,
+      heartbeat: (await control.lastHeartbeat(node)) !== undefined,
     });
   }
   return out;

@@ -451,7 +451,9 @@ export function assertFleetFiles(nodes: string[], serial: number): Step {
  */
 export function assertReportsOnce(nodes: string[], serials: number[]): Step {
   return {
-    title: `assert the broker keeps every node's reports once (serials ${serials.join(", ")})`,
+    title: `assert the broker keeps every node's reports once (serials ${
+      serials.join(", ")
+    }) and a heartbeat of each`,
     timeoutS: 60 + nodes.length * 2,
     async run(ctx) {
       const tallies = JSON.parse(await mesh(ctx, ["tally", ...nodes], 120_000)) as {
@@ -459,11 +461,13 @@ export function assertReportsOnce(nodes: string[], serials: number[]): Step {
         applies: { serial: number | null; trigger: string }[];
         duplicateIds: number;
         withoutId: number;
+        heartbeat: boolean;
       }[];
       const problems: string[] = [];
       for (const t of tallies) {
         if (t.duplicateIds) problems.push(`${t.node}: ${t.duplicateIds} ids twice`);
         if (t.withoutId) problems.push(`${t.node}: ${t.withoutId} without an id`);
+        if (!t.heartbeat) problems.push(`${t.node}: no heartbeat in MESH_BEAT`);
         for (const serial of serials) {
           const n = t.applies.filter((a) => a.serial === serial && a.trigger === "declaration")
             .length;

@@ -165,8 +165,8 @@ export function nodeAccount(node: string): string {
 /**
  * The broker's accounts block (DESIGN.md §18). The streams live in CONTROL.
  * Each admitted node has an account of its own that imports only its
- * declaration (stream), the direct get of it, its report and its inventory
- * subjects (services), and exports only its heartbeat subject to CONTROL. A
+ * declaration (stream), the direct get of it, its report, inventory and heartbeat
+ * subjects (services), and exports nothing. A
  * reply subject a node chooses is therefore a subject of its own account (a
  * service import answers through the broker's own mapping of it): a response
  * can never land in another node's subject or in the JetStream API. Join keys live in JOIN, which imports
@@ -197,15 +197,16 @@ export function renderAuth(state: MeshState, now: Date = new Date(), jetstream =
     // broker maps the node's reply subject to one of its own (`_R_.…`) in CONTROL,
     // so JetStream's acknowledgement finds its way back to the node's inbox and
     // can never be steered into a subject of CONTROL (the JetStream API) or of
-    // another node. The heartbeat stays a stream the node exports (never answered).
+    // another node. The heartbeat too: it was a stream the node exported to CONTROL,
+    // and with nats-server 2.9.10 in a cluster a newly admitted node's heartbeats then
+    // sometimes never reached MESH_BEAT (a stream import added by a reload, its
+    // interest from another server), while its reports, a service, always did.
     controlExports.push(
       `{ service: ${q(directGet)}, accounts: [${q(account)}] }`,
       `{ stream: ${q(s.declaration)}, accounts: [${q(account)}] }`,
       `{ service: ${q(s.report)}, accounts: [${q(account)}] }`,
       `{ service: ${q(s.inventory)}, accounts: [${q(account)}] }`,
-    );
-    controlImports.push(
-      `{ stream: { account: ${q(account)}, subject: ${q(s.heartbeat)} } }`,
+      `{ service: ${q(s.heartbeat)}, accounts: [${q(account)}] }`,
     );
     accounts.push(`  ${q(account)} {
     users: ${list(users, "    ")}
@@ -219,11 +220,7 @@ export function renderAuth(state: MeshState, now: Date = new Date(), jetstream =
         `{ stream: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.declaration)} } }`,
         `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.report)} } }`,
         `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.inventory)} } }`,
-      ], "    ")
-    }
-    exports: ${
-      list([
-        `{ stream: ${q(s.heartbeat)}, accounts: [${CONTROL_ACCOUNT}] }`,
+        `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.heartbeat)} } }`,
       ], "    ")
     }
   }`);
