@@ -89,29 +89,36 @@ export function enrolFleet(nodes: string[], via?: string): Step {
         stdout: "piped",
         stderr: "piped",
       }).spawn();
-      const output = serve.output();
+      const reader = serve.stdout.pipeThrough(new TextDecoderStream()).getReader();
+      const stderr = new Response(serve.stderr).text();
       try {
-        await eachLimited(nodes, 4, async (node) => {
+        let seen = "";
+        while (!seen.includes("answering enrolments")) {
+          const { value, done } = await reader.read();
+          if (done) fail("the enrolment service to start", seen + (await stderr));
+          seen += value;
+        }
+        // One at a time: each admission reloads every server twice.
+        await eachLimited(nodes, 1, async (node) => {
           const m = ctx.machine(node);
-          for (let attempt = 1;; attempt++) {
-            const r = await m.exec([hostCommand(m), "enrol", "--token", "-"], {
-              input: tokens[node],
-            });
-            if (r.code === 0) return;
-            // The service may still be connecting: the first attempt can find no responder.
-            if (attempt >= 3) fail(`${node} enrolled`, `exit ${r.code}: ${r.stderr.trim()}`);
-            await new Promise((resolve) => setTimeout(resolve, 2000));
-          }
+          const r = await m.exec([hostCommand(m), "enrol", "--token", "-"], {
+            input: tokens[node],
+          });
+          if (r.code !== 0) fail(`${node} enrolled`, `exit ${r.code}: ${r.stderr.trim()}`);
         });
-        const done = await output;
-        if (done.code !== 0) {
-          fail("the enrolment service to answer every node", new TextDecoder().decode(done.stderr));
+        for (;;) {
+          const { done } = await reader.read();
+          if (done) break;
+        }
+        const status = await serve.status;
+        if (!status.success) {
+          fail("the enrolment service to answer every node", await stderr);
         }
       } finally {
         try {
           serve.kill("SIGTERM");
         } catch { /* finished */ }
-        await output.catch(() => {});
+        await serve.status;
       }
     },
   };
