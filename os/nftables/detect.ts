@@ -4,8 +4,8 @@
  * deleted).
  */
 import type { Capability } from "../../src/profile.ts";
-import { runProgram } from "../_run.ts";
 import {
+  attempt,
   installed,
   type ProbeOptions,
   query,
@@ -18,19 +18,6 @@ import {
 export interface NftablesProbeOptions extends ProbeOptions {
   /** An argv prefix that runs the probes elsewhere (a test's network namespace). */
   via?: readonly string[];
-}
-
-async function attempt(argv: string[], options: NftablesProbeOptions): Promise<RunOrError> {
-  try {
-    return await runProgram(argv, {
-      env: options.env,
-      via: options.via,
-      timeoutMs: options.timeoutMs ?? 20_000,
-    });
-  } catch (error) {
-    if (error instanceof Error) return error as RunOrError;
-    throw error;
-  }
 }
 
 /** Detect nftables by making (and deleting) a scratch table. */
