@@ -18,6 +18,7 @@ import { scenario as conntrack } from "./conntrack.ts";
 import { scenario as firewall } from "./firewall.ts";
 import { scenario as overlay } from "./overlay.ts";
 import { scenario as restartOnChange } from "./restart_on_change.ts";
+import { scenario as substrate } from "./substrate.ts";
 
 /** All scenarios. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -39,4 +40,5 @@ export const SCENARIOS: readonly Scenario[] = [
   firewall,
   overlay,
   restartOnChange,
+  substrate,
 ];
