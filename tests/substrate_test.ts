@@ -8,7 +8,11 @@ import { IMAGE_DIR, IMAGE_FILE, IMAGE_NAME, pauseElf, pauseImage } from "../pack
 import { actionPrograms, loadPermissionSet } from "../packaging/permissions.ts";
 import { containerSpec } from "../src/resources/container.ts";
 import type { ContainerResource } from "../src/resources/container.ts";
-import { privatePodman } from "./os/_podman.ts";
+import { privatePodman, SERVE } from "./os/_podman.ts";
+import { pacmanRoot, TEST_PACKAGE } from "./os/_pacman_root.ts";
+import { applyText, openEngine } from "../src/engine/mod.ts";
+import { posixFileSystem } from "../os/posix-fs/mod.ts";
+import { scratch } from "./_helpers.ts";
 
 const repo = (p: string): string => new URL(`../${p}`, import.meta.url).pathname;
 
@@ -132,4 +136,56 @@ Deno.test("substrate bundles: the action's verify fails, its run loads the carri
     "0",
     "stopped by its SIGTERM handler, not killed (137)",
   );
+});
+
+Deno.test("substrate: a container after the package that brings its runtime: the apply detects the adapters again and runs it (a fresh machine without podman)", async () => {
+  await using s = await scratch();
+  await using r = await pacmanRoot();
+  await r.pacman.upgradeAll(); // a machine whose sync database is current
+  await using pm = await privatePodman();
+  // The machine's own detection: the runtime is there once the package is installed
+  // (the test package stands in for podman; the private podman is the runtime it brings).
+  let detections = 0;
+  using host = await openEngine({
+    stateDir: s.stateDir,
+    configPath: s.configPath,
+    providers: async (scope) => {
+      if (scope === "files") return { fs: posixFileSystem() };
+      detections++;
+      const installed = await r.pacman.installed(TEST_PACKAGE.name);
+      return {
+        fs: posixFileSystem(),
+        packages: r.pacman,
+        ...(installed ? { containers: pm.runtime } : {}),
+      };
+    },
+  });
+  const declaration = JSON.stringify({
+    version: 1,
+    resources: [
+      { type: "package", id: "runtime", name: TEST_PACKAGE.name },
+      {
+        type: "container",
+        id: "c",
+        name: "noxsub-after-package",
+        image: pm.image,
+        args: SERVE,
+        env: {},
+        mounts: [],
+        restart: "no",
+      },
+    ],
+  });
+  const report = await applyText(host, declaration, { source: "bundle", origin: "test" });
+  assert.equal(report.outcome, "converged", report.error);
+  assert.deepEqual(report.results.map((x) => `${x.id}:${x.outcome}`), [
+    "runtime:changed",
+    "c:changed",
+  ]);
+  assert.equal(detections, 2, "detected once at the start, once after the package");
+  assert.equal((await pm.runtime.inspect("noxsub-after-package"))?.running, true);
+  // Nothing installed this time: no second detection, nothing changed.
+  const again = await applyText(host, declaration, { source: "bundle", origin: "test" });
+  assert.equal(again.counts.changed, 0, again.error);
+  assert.equal(detections, 2);
 });
