@@ -10,6 +10,7 @@
  * increments it.
  */
 import { posix } from "node:path";
+import type { Log } from "./log.ts";
 
 /** The version that last completed a reconcile (one line). */
 export const KNOWN_GOOD_FILE = "known-good";
@@ -79,11 +80,11 @@ export async function readRolledBackFrom(stateDir: string): Promise<Set<string>>
 export class LauncherContract {
   readonly #stateDir: string;
   readonly #version: string;
-  readonly #log: (line: string) => void;
+  readonly #log: Log;
   #confirmed = false;
   #failuresCleared = false;
 
-  constructor(stateDir: string, version: string, log: (line: string) => void) {
+  constructor(stateDir: string, version: string, log: Log) {
     this.#stateDir = stateDir;
     this.#version = version;
     this.#log = log;
@@ -97,7 +98,7 @@ export class LauncherContract {
       await confirmGood(this.#stateDir, this.#version);
       this.#log(`run: ${this.#version} completed a reconcile: recorded as known-good`);
     } catch (error) {
-      this.#log(`run: cannot record ${this.#version} as known-good: ${describe(error)}`);
+      this.#log(`run: cannot record ${this.#version} as known-good: ${describe(error)}`, "error");
     }
   }
 
@@ -108,7 +109,7 @@ export class LauncherContract {
     try {
       await clearFailures(this.#stateDir);
     } catch (error) {
-      this.#log(`run: cannot clear the launcher's failure counter: ${describe(error)}`);
+      this.#log(`run: cannot clear the launcher's failure counter: ${describe(error)}`, "error");
     }
   }
 }

@@ -375,6 +375,33 @@ Deno.test("each OS refuses its own paths: Arch's list has no OpenRC files, Alpin
   await refused(openrc, "resources[0].path", /belongs to the host itself/, withOs("alpine"));
   await refused(systemd, "resources[0].path", /belongs to the host itself/, withOs("arch"));
   await accepted(systemd, withOs("alpine"));
+  // The tarball's own files in /usr/local, both ways: a path inside them, and a directory
+  // or mount source above them.
+  for (
+    const path of [
+      "/usr/local/lib/nox-mesh-host/deno",
+      "/usr/local/lib/nox-mesh-host/nox-mesh-host.js",
+      "/usr/local/share/nox-mesh-host/substrate.lock",
+      "/usr/local/bin/nox-mesh-host-install-init",
+    ]
+  ) {
+    await refused(doc([file({ path })]), "resources[0].path", /belongs to the host itself/, {
+      ...withOs("tarball"),
+    });
+  }
+  await refused(
+    doc([directory({ path: "/usr/local/share" })]),
+    "resources[0].path",
+    /contains the host's own/,
+    withOs("tarball"),
+  );
+  await refused(
+    mountDoc("/usr/local/share"),
+    "resources[0].mounts[0].source",
+    /contains the host's own/,
+    withOs("tarball"),
+  );
+  await accepted(doc([directory({ path: "/usr/local/share/x" })]), withOs("tarball"));
   for (const os of ["arch", "alpine", "tarball"] as const) {
     await refused(
       doc([file({ path: "/usr/local/bin/nox-mesh-host" })]),

@@ -84,7 +84,7 @@ Deno.test("substrate bundles: Arch and Alpine pass the trusted parse, raise podm
     ]);
     assert.equal(r[3].image, pinned);
   }
-  // The tarball carries no bundle: its build keeps the empty one.
+  // The tarball (either init) ships the empty one.
   assert.equal(await defaultBundle("tarball"), repo("packaging/substrate.lock"));
 });
 

@@ -124,6 +124,7 @@ export async function main(args: string[], io: CliIo): Promise<number> {
         stateDir: values["state-dir"] as string | undefined,
         configPath: values.config as string | undefined,
         ownPaths: io.ownPaths,
+        bundlePath: io.bundlePath,
       },
     });
   } catch (error) {

@@ -10,6 +10,8 @@
  * the first converged reconcile (never a failed or refused one): known-good
  * written, launcher failures cleared.
  * When the program file was replaced: finish the apply, report, exit 0.
+ * Above the memory ceiling: finish the apply, say why, exit for a restart the
+ * launcher does not count (memory_ceiling.ts).
  */
 import { BusyError, describeError } from "../errors.ts";
 import { type Declaration, DeclarationRefused } from "../declaration/envelope.ts";
@@ -30,15 +32,22 @@ import { LauncherContract } from "../launcher_files.ts";
 import { Heartbeats } from "./heartbeat.ts";
 import { type Work, WorkQueue } from "./queue.ts";
 import { type RunStatus, type ServicePhase, writeRunStatus } from "./run_status.ts";
-import { DriftTimer, every } from "./timers.ts";
+import { DriftTimer, every, everyJittered } from "./timers.ts";
+import { MemoryCeiling } from "./memory_ceiling.ts";
 import { ProgramWatch } from "./upgrade_watch.ts";
+import type { Log } from "../log.ts";
+import type { Profile } from "../profile.ts";
+import { OutboxSender } from "./outbox.ts";
+import { InventoryReporter } from "./inventory.ts";
 
 /** How to run the service. */
 export interface RunOptions {
   /** Aborted on SIGTERM/SIGINT: stop taking work, abort the apply between steps, close the link. */
   signal?: AbortSignal;
-  /** One line per event (the service's log). */
-  log: (line: string) => void;
+  /** One line per event (the service's log), with its level (src/log.ts). */
+  log: Log;
+  /** Detects this machine's profile for the inventory (the command line passes the OS's). */
+  profile?: () => Promise<Profile>;
   /** Override the configured drift interval (seconds). */
   driftIntervalSeconds?: number;
   /** Override the configured heartbeat interval (seconds). */
@@ -52,9 +61,9 @@ export interface RunOptions {
   enrolCheckMs?: number;
 }
 
-/** Why the service ended (both exit 0). */
+/** Why the service ended (signal, upgrade: exit 0; memory: EXIT.restart). */
 export interface RunResult {
-  reason: "signal" | "upgrade";
+  reason: "signal" | "upgrade" | "memory";
   detail: string;
 }
 
@@ -79,10 +88,14 @@ export function runService(host: Engine, options: RunOptions): Promise<RunResult
 class RunLoop {
   readonly #host: Engine;
   readonly #opt: RunOptions;
-  readonly #log: (line: string) => void;
+  readonly #log: Log;
+  readonly #outbox: OutboxSender;
+  readonly #inventory: InventoryReporter;
   readonly #drift: DriftTimer;
   readonly #heartbeatMs: number;
   readonly #heartbeats: Heartbeats;
+  readonly #memory: MemoryCeiling;
+  #worked = false;
   readonly #queue = new WorkQueue();
   readonly #applyAbort = new AbortController();
   readonly #startedAt = performance.now();
@@ -113,7 +126,16 @@ class RunLoop {
     this.#heartbeatMs = 1000 *
       (options.heartbeatIntervalSeconds ?? host.config.heartbeatIntervalSeconds);
     this.#heartbeats = new Heartbeats(host.store);
+    this.#memory = new MemoryCeiling(host.config.memoryCeilingMiB, 2 * this.#heartbeatMs);
     this.#launcher = new LauncherContract(host.config.stateDir, VERSION, options.log);
+    const { store, config } = host;
+    this.#outbox = new OutboxSender({ store, bounds: config.outbox, log: options.log });
+    this.#inventory = new InventoryReporter({
+      store,
+      stateDir: config.stateDir,
+      profile: options.profile,
+      log: options.log,
+    });
   }
 
   async run(): Promise<RunResult> {
@@ -133,7 +155,8 @@ class RunLoop {
         }`,
     );
     this.#writeStatus();
-    this.#stopTicking = every(this.#heartbeatMs, () => this.#tick());
+    // Jittered, so a fleet started (or reconnected) together does not beat in step.
+    this.#stopTicking = everyJittered(this.#heartbeatMs, () => this.#tick());
 
     this.#identity = readIdentity(this.#host.store);
     if (this.#identity) {
@@ -157,10 +180,13 @@ class RunLoop {
       } catch (error) {
         this.#log(
           `run: ${work.kind} (${work.trigger}) failed unexpectedly: ${describeError(error)}`,
+          "error",
         );
       } finally {
         this.#busy = false;
+        this.#worked = true;
       }
+      this.#checkMemory();
       if (!this.#stop) await this.#checkUpgrade();
     }
     return await this.#shutdown();
@@ -174,7 +200,7 @@ class RunLoop {
       seed = await readSeed(identity);
     } catch (error) {
       this.#linkProblem = describeError(error);
-      this.#log(`link: cannot start: ${this.#linkProblem}`);
+      this.#log(`link: cannot start: ${this.#linkProblem}`, "error");
       this.#writeStatus();
       return "down";
     }
@@ -188,6 +214,8 @@ class RunLoop {
         this.#startDone = true;
         settle("up");
         this.#heartbeat(true);
+        this.#outbox.kick();
+        this.#inventory.linked();
         this.#enqueue(
           catchUp
             ? { kind: "declaration", data: catchUp.data, signature: catchUp.signature, trigger }
@@ -200,6 +228,8 @@ class RunLoop {
       },
       log: this.#log,
     }, this.#opt.link);
+    this.#outbox.attach(this.#link, identity.node);
+    this.#inventory.attach(this.#link, identity);
     this.#link.start();
     let timer: ReturnType<typeof setTimeout> | undefined;
     const outcome = await Promise.race([
@@ -230,6 +260,8 @@ class RunLoop {
 
   #tick(): void {
     this.#heartbeat(false);
+    this.#inventory.tick();
+    if (!this.#busy) this.#checkMemory();
     if (!this.#busy) this.#checkUpgrade().catch(() => {});
     this.#writeStatus();
   }
@@ -349,7 +381,7 @@ class RunLoop {
       if (!(error instanceof DeclarationRefused)) throw error;
       // Refused: nothing was applied, so this version has not shown it converges;
       // it did run a reconcile to its end, though (no crash to count).
-      this.#log(`apply (${trigger}): ${error.message}`);
+      this.#log(`apply (${trigger}): ${error.message}`, "warning");
       await this.#launcher.completed();
       if (source === "link") this.#refuse(undefined, "invalid", error.message, error.problems);
       this.#armDrift();
@@ -379,6 +411,7 @@ class RunLoop {
         this.#log(
           `apply (${trigger}): another apply holds the lock; trying again in 15 s` +
             (pending ? " (the declaration just accepted stays pending until then)" : ""),
+          "warning",
         );
         setTimeout(() => this.#enqueue({ kind: "reconcile", trigger }), 15_000);
         return;
@@ -394,14 +427,17 @@ class RunLoop {
       }): ` +
         `${report.outcome}: ${c.changed} changed, ${c.unchanged} unchanged, ${c.removed} removed, ` +
         `${c.failed} failed in ${report.durationMs} ms${report.error ? `: ${report.error}` : ""}`,
+      report.outcome === "failed" ? "error" : report.outcome === "converged" ? "info" : "warning",
     );
     // Only a converged apply shows this version works here (never a failed one); any
     // apply that ran to its end shows the program starts and runs (no crash to count).
     if (report.outcome === "converged") await this.#launcher.converged();
     else if (report.outcome === "failed") await this.#launcher.completed();
-    if (this.#identity && this.#link) {
-      this.#link.publish("report", applyMessage(this.#identity.node, report, trigger));
+    // Into the outbox first (delivered in order, removed once the broker acknowledged it).
+    if (this.#identity) {
+      this.#outbox.keep(applyMessage(this.#identity.node, report, trigger));
       this.#heartbeat(false);
+      if (c.changed + c.removed > 0) this.#inventory.changed();
     }
     this.#armDrift();
     this.#writeStatus();
@@ -413,12 +449,9 @@ class RunLoop {
     message: string,
     problems: RefusalMessage["problems"],
   ): void {
-    this.#log(`link: ${message.replace(/:\n\s*/, ": ").replace(/\n\s*/g, "; ")}`);
-    if (this.#identity && this.#link) {
-      this.#link.publish(
-        "report",
-        refusalMessage(this.#identity.node, serial, reason, message, problems),
-      );
+    this.#log(`link: ${message.replace(/:\n\s*/, ": ").replace(/\n\s*/g, "; ")}`, "warning");
+    if (this.#identity) {
+      this.#outbox.keep(refusalMessage(this.#identity.node, serial, reason, message, problems));
     }
   }
 
@@ -428,6 +461,23 @@ class RunLoop {
     if (!this.#identity || !this.#link) return;
     const liveness = { startedAt: this.#startedAt, nextDriftAt: this.#drift.nextAt };
     this.#heartbeats.send(this.#identity, this.#link, liveness, withList);
+  }
+
+  /** Above the memory ceiling, after a completed piece of work: say why and stop for a restart. */
+  #checkMemory(): void {
+    if (this.#stop || !this.#worked) return;
+    const over = this.#memory.exceeded(performance.now() - this.#startedAt);
+    if (!over) return;
+    this.#log(
+      `run: ${over.message}; exiting 10 so the launcher starts it again (not counted as a failure)`,
+    );
+    if (this.#identity && this.#link) {
+      this.#link.publish(
+        "report",
+        this.#memory.message(this.#identity.node, over.rssBytes, over.message),
+      );
+    }
+    this.#halt({ reason: "memory", detail: over.message });
   }
 
   async #checkUpgrade(): Promise<void> {
@@ -441,15 +491,28 @@ class RunLoop {
 
   async #shutdown(): Promise<RunResult> {
     const result = this.#stop ?? { reason: "signal", detail: "stopped" };
-    this.#phase = result.reason === "upgrade" ? "upgrading" : "stopping";
+    this.#phase = result.reason === "upgrade"
+      ? "upgrading"
+      : result.reason === "memory"
+      ? "restarting"
+      : "stopping";
     this.#drift.clear();
     this.#stopTicking?.();
     this.#stopEnrolWatch?.();
+    // What the outbox holds goes out first when the link is up (bounded); the rest waits
+    // in the store for the next process.
+    await this.#outbox.settle(5000);
+    await this.#outbox.stop();
+    await this.#inventory.settled();
     if (this.#link) {
       await this.#link.flush();
       await this.#link.close();
     }
-    this.#phase = result.reason === "upgrade" ? "upgrading" : "stopped";
+    this.#phase = result.reason === "upgrade"
+      ? "upgrading"
+      : result.reason === "memory"
+      ? "restarting"
+      : "stopped";
     this.#writeStatus();
     this.#log(`run: stopped (${result.reason}: ${result.detail})`);
     return result;
@@ -473,7 +536,7 @@ class RunLoop {
     try {
       writeRunStatus(this.#host.store, status);
     } catch (error) {
-      this.#log(`run: cannot write the status record: ${describeError(error)}`);
+      this.#log(`run: cannot write the status record: ${describeError(error)}`, "warning");
     }
   }
 }
