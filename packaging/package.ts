@@ -15,6 +15,7 @@ import { HostError } from "../src/errors.ts";
 import { build, type BuildResult } from "./build.ts";
 import { TARGET_OSES, type TargetOs } from "./permissions.ts";
 import { SHELLS } from "../src/cli/completions.ts";
+import { IMAGE_FILE } from "./image.ts";
 import { tarballConfd, tarballInitd, tarballUnit } from "./tarball/init.ts";
 
 const repo = (p: string): string => new URL(`../${p}`, import.meta.url).pathname;
@@ -167,6 +168,7 @@ export async function packageArch(
     ...hostFiles(b),
     ...docFiles(b),
     "substrate.lock": "substrate.lock",
+    "pause-image.oci": `images/${IMAGE_FILE}`,
     "nox-mesh-host-launch": repo("launcher/nox-mesh-host-launch"),
     "nox-mesh-host.service": repo("packaging/arch/nox-mesh-host.service"),
   });
@@ -328,6 +330,7 @@ export async function stageAlpine(b: BuildResult): Promise<string> {
     "nox-mesh-host.initd": repo("packaging/alpine/nox-mesh-host.initd"),
     "nox-mesh-host.confd": repo("packaging/alpine/nox-mesh-host.confd"),
     "substrate.lock": "substrate.lock",
+    "pause-image.oci": `images/${IMAGE_FILE}`,
     ...docFiles(b),
   };
   await stage(b, dir, sources);

@@ -20,6 +20,7 @@ import { scenario as conntrack } from "./conntrack.ts";
 import { scenario as firewall } from "./firewall.ts";
 import { scenario as overlay } from "./overlay.ts";
 import { scenario as restartOnChange } from "./restart_on_change.ts";
+import { scenario as substrate } from "./substrate.ts";
 import { scenario as outbox } from "./outbox.ts";
 
 /** All scenarios. */
@@ -44,5 +45,6 @@ export const SCENARIOS: readonly Scenario[] = [
   firewall,
   overlay,
   restartOnChange,
+  substrate,
   outbox,
 ];

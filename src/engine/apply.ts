@@ -12,7 +12,8 @@ import {
   newKindContext,
   ResourceError,
 } from "../resources/kind.ts";
-import { kindOf, type Resource, resourceKey } from "../resources/mod.ts";
+import { kindOf, KINDS, type Resource, resourceKey } from "../resources/mod.ts";
+import type { Providers } from "../providers.ts";
 import { describeError } from "../errors.ts";
 import { releaseUndeclared } from "./release.ts";
 import type {
@@ -95,6 +96,7 @@ export async function applyDeclaration(
   };
 
   const resources = declaration.resources;
+  let packageInstalled = false;
   for (let position = 0; position < resources.length; position++) {
     const resource = resources[position];
     if (options.signal?.aborted) {
@@ -105,10 +107,16 @@ export async function applyDeclaration(
     const key = resourceKey(resource);
     const base = { id: resource.id, type: resource.type, key };
     try {
+      if (packageInstalled && ctx.redetect && !providerFor(kctx.providers, resource.type)) {
+        // A package installed in this apply may have brought the adapter (podman, nft …).
+        packageInstalled = false;
+        ctx.providers = kctx.providers = await ctx.redetect();
+      }
       const outcome = await applyOne(ctx, kctx, resource, position, held.get(key), unchangedSince);
       const result: ResourceResult = { ...base, ...outcome.result };
       // Later resources' restartOn is answered from this set (KindContext.changedIds).
       if (result.outcome === "changed") changedIds.add(resource.id);
+      if (result.outcome === "changed" && resource.type === "package") packageInstalled = true;
       record(result, (seq) => outcome.save(applyId, seq, result));
     } catch (cause) {
       error = `${resource.type} "${resource.id}" failed: ${describeError(cause)}`;
@@ -259,4 +267,10 @@ function storeNotes({ store }: EngineContext): KindNotes {
     get: (key) => store.meta(`note:${key}`),
     set: (key, value) => store.setMeta(`note:${key}`, value),
   };
+}
+
+/** Whether the adapter a resource's kind needs is among `providers`. */
+function providerFor(providers: Providers, type: string): boolean {
+  const needs = KINDS.get(type)?.needs;
+  return needs === undefined || providers[needs] !== undefined;
 }

@@ -75,6 +75,12 @@ export interface EngineContext {
   rolledBackFrom?: ReadonlySet<string>;
   /** The state directory (the overlay's key lives there), when known. */
   stateDir?: string;
+  /**
+   * Detect the machine's adapters again. The apply calls it when a resource needs an
+   * adapter that was not there and a package was installed earlier in the same apply
+   * (a bundle installs podman, then runs a container from it).
+   */
+  redetect?: () => Promise<Providers>;
 }
 
 /** How to run one apply. */
