@@ -4,15 +4,7 @@
  * deleted).
  */
 import type { Capability } from "../../src/profile.ts";
-import {
-  attempt,
-  installed,
-  type ProbeOptions,
-  query,
-  ran,
-  type RunOrError,
-  whyNot,
-} from "../detect/_probe.ts";
+import { attempt, installed, type ProbeOptions, query, ran, whyNot } from "../detect/_probe.ts";
 
 /** Options of {@link detectNftables}. */
 export interface NftablesProbeOptions extends ProbeOptions {
