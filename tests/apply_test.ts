@@ -161,30 +161,45 @@ Deno.test("the host never writes below a symlinked directory", async () => {
 
 Deno.test("a parent swapped for a symlink between two resources is refused", async () => {
   await using s = await scratch();
-  using host = await hostOn(s);
   await Deno.mkdir(`${s.dir}/attacker`);
+  const real = posixFileSystem();
+  // As soon as the first file is written, replace d/ by a symlink to somewhere else (the
+  // files are written together, so this is before the second one's commit).
+  const racing: FileSystem = {
+    ...real,
+    writeFileAtomic: async (path, data, attributes, beforeRename) => {
+      await real.writeFileAtomic(path, data, attributes, beforeRename);
+      if (path.endsWith("/first")) {
+        Deno.renameSync(`${s.root}/d`, `${s.root}/d-moved`);
+        Deno.symlinkSync(`${s.dir}/attacker`, `${s.root}/d`);
+      }
+    },
+  };
+  using host = await openEngine({
+    stateDir: s.stateDir,
+    configPath: s.configPath,
+    providers: () => Promise.resolve({ fs: racing }),
+  });
   const resources = [
     directory("d", `${s.root}/d`),
     file("first", `${s.root}/d/first`, "1"),
     file("second", `${s.root}/d/second`, "2"),
   ];
-  // As soon as the first file is written, replace d/ by a symlink to somewhere else.
-  const report = await applyText(host, JSON.stringify({ version: 1, resources }), {
-    source: "file",
-    origin: "test",
-    onResult: (result) => {
-      if (result.id === "first") {
-        Deno.renameSync(`${s.root}/d`, `${s.root}/d-moved`);
-        Deno.symlinkSync(`${s.dir}/attacker`, `${s.root}/d`);
-      }
-    },
-  });
+  const report = await apply(host, resources);
   assert.equal(report.outcome, "failed");
-  assert.deepEqual(report.results.map((r) => [r.id, r.outcome]), [["d", "changed"], [
-    "first",
-    "changed",
-  ], ["second", "failed"]]);
-  assert.match(report.results[2].detail!, /is a symlink/);
+  // The first file's read-back (after both commits) finds its path behind a symlink now.
+  assert.deepEqual(report.results.map((r) => [r.id, r.outcome]), [
+    ["d", "changed"],
+    ["first", "failed"],
+    ["second", "skipped"],
+  ]);
+  assert.match(report.results[1].detail!, /is a symlink/);
+  // The second file's temporary file stays in the directory it was written in: removing
+  // it by name would go through the symlink.
+  assert.deepEqual(
+    [...Deno.readDirSync(`${s.root}/d-moved`)].map((e) => e.name).sort(),
+    [".second.nox-new", "first"],
+  );
   assert.deepEqual(
     [...Deno.readDirSync(`${s.dir}/attacker`)],
     [],
@@ -293,19 +308,83 @@ Deno.test("a file in the way of a directory (and the reverse) is refused, not re
 
 Deno.test("an aborted apply stops between steps and is recorded as interrupted", async () => {
   await using s = await scratch();
-  using host = await hostOn(s);
   const aborter = new AbortController();
+  const real = posixFileSystem();
+  // Aborted once the first file is written: the second, written with it, is not committed.
+  const aborting: FileSystem = {
+    ...real,
+    writeFileAtomic: async (path, data, attributes, beforeRename) => {
+      await real.writeFileAtomic(path, data, attributes, beforeRename);
+      aborter.abort();
+    },
+  };
+  using host = await openEngine({
+    stateDir: s.stateDir,
+    configPath: s.configPath,
+    providers: () => Promise.resolve({ fs: aborting }),
+  });
   const report = await applyText(
     host,
     JSON.stringify({
       version: 1,
-      resources: [file("a", `${s.root}/a`, "1"), file("b", `${s.root}/b`, "2")],
+      resources: [
+        file("a", `${s.root}/a`, "1"),
+        file("b", `${s.root}/b`, "2"),
+        directory("c", `${s.root}/c`),
+      ],
     }),
-    { source: "file", origin: "test", signal: aborter.signal, onResult: () => aborter.abort() },
+    { source: "file", origin: "test", signal: aborter.signal },
   );
   assert.equal(report.outcome, "interrupted");
-  assert.deepEqual(report.results.map((r) => r.outcome), ["changed", "skipped"]);
+  assert.deepEqual(report.results.map((r) => r.outcome), ["changed", "skipped", "skipped"]);
+  assert.equal(await exists(`${s.root}/b`), false, "the second file was not committed");
+  assert.deepEqual([...Deno.readDirSync(s.root)].map((e) => e.name), ["a"], "no temporary file");
   assert.equal(host.store.lastApply()?.outcome, "interrupted");
+  // Between two resources applied one at a time, too.
+  const between = new AbortController();
+  const report2 = await applyText(
+    host,
+    JSON.stringify({
+      version: 1,
+      resources: [directory("x", `${s.root}/x`), directory("y", `${s.root}/y`)],
+    }),
+    { source: "file", origin: "test", signal: between.signal, onResult: () => between.abort() },
+  );
+  assert.equal(report2.outcome, "interrupted");
+  assert.deepEqual(report2.results.map((r) => r.outcome), ["changed", "skipped"]);
+});
+
+Deno.test("files written together commit in declared order: nothing after a failed one is committed", async () => {
+  await using s = await scratch();
+  const real = posixFileSystem();
+  const failing: FileSystem = {
+    ...real,
+    writeFileAtomic: (path, data, attributes, beforeRename) =>
+      real.writeFileAtomic(path, data, attributes, async () => {
+        await beforeRename?.();
+        if (path.endsWith("/b")) throw new Error("refused for the test");
+      }),
+  };
+  using host = await openEngine({
+    stateDir: s.stateDir,
+    configPath: s.configPath,
+    providers: () => Promise.resolve({ fs: failing }),
+  });
+  const report = await apply(host, [
+    file("a", `${s.root}/a`, "1"),
+    file("b", `${s.root}/b`, "2"),
+    file("c", `${s.root}/c`, "3"),
+  ]);
+  assert.equal(report.outcome, "failed");
+  assert.deepEqual(report.results.map((r) => [r.id, r.outcome]), [
+    ["a", "changed"],
+    ["b", "failed"],
+    ["c", "skipped"],
+  ]);
+  assert.match(report.error!, /file "b" failed: refused for the test/);
+  assert.deepEqual([...Deno.readDirSync(s.root)].map((e) => e.name), ["a"]);
+  assert.deepEqual(host.store.heldIndex().size, 1, "only what was committed is held");
+  assert.deepEqual(host.store.intents(), [], "no intent is left for what was not made");
 });
 
 Deno.test("no temporary files are left behind by writes", async () => {

@@ -285,18 +285,24 @@ Deno.test("a FIFO at a managed directory's path fails fast, also when swapped in
   }
   await Deno.remove(dir);
 
-  // The directory replaced by a FIFO once its file is written, before the host syncs it.
+  // The directory replaced by a FIFO once its file is written, before the host syncs it
+  // (and before the file is recorded: its name is not durable yet).
   const release = releaseLater(dir);
   try {
-    using host = await hostWith(s, posixFileSystem());
-    const report = await applyText(host, text(resources), {
-      source: "file",
-      origin: "test",
-      onResult: (result) => {
-        if (result.id === "conf") swapForFifo(dir);
+    const real = posixFileSystem();
+    using host = await hostWith(s, {
+      ...real,
+      writeFileAtomic: async (path, data, attributes, beforeRename) => {
+        await real.writeFileAtomic(path, data, attributes, beforeRename);
+        swapForFifo(dir);
       },
     });
+    const report = await applyText(host, text(resources), { source: "file", origin: "test" });
     assert.equal(report.outcome, "failed");
+    assert.deepEqual(report.results.map((r) => [r.id, r.outcome]), [
+      ["app", "changed"],
+      ["conf", "failed"],
+    ]);
     assert.match(
       report.error!,
       /syncing .*\/home\/app to disk failed: .*\/home\/app is not a directory: it is a special file/,

@@ -97,6 +97,7 @@ export const fileKind: ResourceKind<FileResource, FileChange> = {
   type: "file",
   schema: FileSchema,
   needs: "fs",
+  concurrentApply: true,
 
   key: (resource) => `path:${resource.path}`,
 
@@ -139,7 +140,10 @@ export const fileKind: ResourceKind<FileResource, FileChange> = {
     // rename replaces the path itself, so nothing is ever done through a symlink
     // at the path (the check refused one); the guard makes sure no directory above
     // it was swapped for a symlink since.
-    const guard = () => checkAncestors(ctx, resource.path).then(() => {});
+    const guard = async () => {
+      await ctx.beforeCommit?.();
+      await checkAncestors(ctx, resource.path);
+    };
     try {
       // The check the engine just made saw real directories; the guard looks again,
       // fresh, at the last moment before the rename.

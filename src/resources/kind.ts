@@ -124,6 +124,13 @@ export interface KindContext {
   notes: KindNotes;
   /** The host's state directory (the overlay's private key lives there), when known. */
   stateDir?: string;
+  /**
+   * Set by the engine for a kind with `concurrentApply`: its apply awaits this right
+   * before the one step that makes the change visible (a rename); it resolves in
+   * declared order, once every apply of the window has done its slow part, and
+   * throws when an earlier one failed (then the apply abandons its change).
+   */
+  beforeCommit?: () => Promise<void>;
 }
 
 /** A fresh context for one apply or plan pass. */
@@ -157,6 +164,13 @@ export interface ResourceKind<
   readonly trustedOnly?: boolean;
   /** The provider its resources need; "fs" alone never waits for detecting the others. */
   readonly needs: ProviderNeed;
+  /**
+   * Applies of consecutive resources of this kind may run together (the engine calls
+   * them at once and orders their commits through `ctx.beforeCommit`): their slow
+   * part, e.g. an fsync, overlaps. Only for kinds whose resources never depend on
+   * each other.
+   */
+  readonly concurrentApply?: boolean;
   /** What two resources may not both manage ("path:/etc/x", "package:vim" …). */
   key(resource: R): string;
   /** Rules against this host (managed roots, own paths, limits); problems go to `scope`. */
