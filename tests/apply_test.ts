@@ -387,6 +387,37 @@ Deno.test("files written together commit in declared order: nothing after a fail
   assert.deepEqual(host.store.intents(), [], "no intent is left for what was not made");
 });
 
+Deno.test("a check pass looks at each ancestor directory once, not once per file below it", async () => {
+  await using s = await scratch();
+  const real = posixFileSystem();
+  const looks = new Map<string, number>();
+  const counting: FileSystem = {
+    ...real,
+    lstat: (path) => {
+      looks.set(path, (looks.get(path) ?? 0) + 1);
+      return real.lstat(path);
+    },
+  };
+  using host = await openEngine({
+    stateDir: s.stateDir,
+    configPath: s.configPath,
+    providers: () => Promise.resolve({ fs: counting }),
+  });
+  const resources = [
+    directory("d", `${s.root}/d`),
+    ...Array.from({ length: 20 }, (_, i) => file(`f${i}`, `${s.root}/d/f${i}`, `${i}`)),
+  ];
+  assert.equal((await apply(host, resources)).outcome, "converged");
+  looks.clear();
+  const again = await apply(host, resources);
+  assert.equal(again.counts.unchanged, 21);
+  // The directory's own check, and once as the files' ancestor.
+  assert.ok(
+    (looks.get(`${s.root}/d`) ?? 0) <= 2,
+    `d was looked at ${looks.get(`${s.root}/d`)} times`,
+  );
+});
+
 Deno.test("no temporary files are left behind by writes", async () => {
   await using s = await scratch();
   using host = await hostOn(s);

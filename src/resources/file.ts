@@ -13,6 +13,7 @@ import {
   type RuleScope,
 } from "./kind.ts";
 import { checkManagedPath } from "./_rules.ts";
+import type { FileRead } from "../providers.ts";
 import {
   type AttributeChange,
   attributeChanges,
@@ -117,14 +118,20 @@ export const fileKind: ResourceKind<FileResource, FileChange> = {
     if (await checkAncestors(ctx, resource.path, ctx.realDirectories) !== undefined) {
       return CREATE;
     }
-    const info = await fs.lstat(resource.path);
-    if (info === null) return CREATE;
-    expectKind(resource.path, info, "file");
     const want = fileContent(resource);
-    // One descriptor for what is compared: a symlink or a FIFO swapped in after the
-    // lstat is refused there (never followed, never waited on), and size, mode and
+    // One descriptor for what is compared, and no lstat before it: a symlink or a FIFO
+    // is refused at the open (never followed, never waited on), and size, mode and
     // owner are those of the file whose bytes were read.
-    const read = await fs.readFile(resource.path, want.length);
+    let read: FileRead;
+    try {
+      read = await fs.readFile(resource.path, want.length);
+    } catch (error) {
+      if (error instanceof Deno.errors.NotFound) return CREATE;
+      // Not a regular file: say what it is, as for every kind.
+      const info = await fs.lstat(resource.path).catch(() => null);
+      if (info !== null) expectKind(resource.path, info, "file");
+      throw error;
+    }
     const changes: FileChange[] = [];
     if (read.data === null || !equalBytes(read.data, want)) changes.push(change("content"));
     changes.push(
