@@ -17,6 +17,13 @@ import {
 import { kindOf, type Resource, resourceKey } from "../resources/mod.ts";
 import { describeError } from "../errors.ts";
 import { releaseUndeclared } from "./release.ts";
+import { posix } from "node:path";
+import {
+  blobDirectory,
+  ContentCache,
+  contentResolver,
+  type ContentSource,
+} from "../store/content.ts";
 import type {
   ApplyOptions,
   ApplyReport,
@@ -58,7 +65,7 @@ export async function applyDeclaration(
   const last = store.lastApply();
   const unchangedSince = last?.outcome === "converged" && last.digest === digest;
   const applyId = store.beginApply(options.source, options.origin, declaration.serial, digest);
-  const kctx = kindContext(ctx);
+  const kctx = kindContext(ctx, options);
   const held = store.heldIndex();
   const results: ResourceResult[] = [];
   const counts: Counts = { changed: 0, unchanged: 0, removed: 0, failed: 0 };
@@ -197,6 +204,7 @@ export async function applyDeclaration(
 
   flush();
   const outcome = interrupted ? "interrupted" : error === undefined ? "converged" : "failed";
+  if (outcome === "converged") await pruneContent(ctx);
   if (interrupted) error = "interrupted before the apply finished";
   store.finishApply(applyId, outcome, counts, error);
   return {
@@ -455,11 +463,41 @@ function skipped(resource: Resource, detail: string): ResourceResult {
 }
 
 /** What the kinds get for one apply or plan pass: providers, roots, notes kept in the store. */
-export function kindContext(ctx: EngineContext): KindContext {
-  return newKindContext(ctx.providers, ctx.config.managedRoots, ctx.rolledBackFrom, {
+export function kindContext(ctx: EngineContext, options?: ApplyOptions): KindContext {
+  const kctx = newKindContext(ctx.providers, ctx.config.managedRoots, ctx.rolledBackFrom, {
     notes: storeNotes(ctx),
     stateDir: ctx.stateDir,
   });
+  if (ctx.stateDir !== undefined && options !== undefined) {
+    kctx.content = contentResolver(new ContentCache(ctx.stateDir), contentSources(options));
+  }
+  return kctx;
+}
+
+/**
+ * Where content declared by reference comes from: the caller's sources, else, for a
+ * declaration read from a file (the bundle included), the blobs/ directory beside it.
+ */
+function contentSources(options: ApplyOptions): ContentSource[] {
+  if (options.contentSources) return [...options.contentSources];
+  if ((options.source === "file" || options.source === "bundle") && options.origin !== "stdin") {
+    const dir = posix.join(posix.dirname(options.origin), "blobs");
+    return [blobDirectory(dir, `blobs/ beside ${options.origin}`)];
+  }
+  return [];
+}
+
+/** Drop cached content that nothing held names any more (after an apply that converged). */
+async function pruneContent(ctx: EngineContext): Promise<void> {
+  if (ctx.stateDir === undefined) return;
+  const cache = new ContentCache(ctx.stateDir);
+  if ((await cache.digests()).length === 0) return;
+  const keep = new Set<string>();
+  for (const held of ctx.store.held()) {
+    const sha256 = (held.spec as { contentSha256?: unknown }).contentSha256;
+    if (typeof sha256 === "string") keep.add(sha256);
+  }
+  await cache.prune(keep);
 }
 
 /** Kinds' notes, kept in the store's meta table under "note:". */

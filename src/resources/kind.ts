@@ -131,6 +131,12 @@ export interface KindContext {
    * throws when an earlier one failed (then the apply abandons its change).
    */
   beforeCommit?: () => Promise<void>;
+  /**
+   * The bytes of content declared by reference (DESIGN.md §19): from the cache or a
+   * content source, verified against `sha256` and `size`; throws naming `forPath` when
+   * no source holds them or what one holds is not them.
+   */
+  content?: (sha256: string, size: number, forPath: string) => Promise<Uint8Array>;
 }
 
 /** A fresh context for one apply or plan pass. */
