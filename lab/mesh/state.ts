@@ -8,6 +8,7 @@
  */
 import { join } from "node:path";
 import {
+  CONTENT_SUBJECTS,
   joinPermissions,
   nodePermissions,
   type Permissions,
@@ -133,6 +134,7 @@ export function renderAuth(state: MeshState, now: Date = new Date()): string {
     `{ service: "mesh.enrol.*", accounts: [${JOIN_ACCOUNT}] }`,
   ];
   const controlImports: string[] = [];
+  const contentReaders: string[] = [];
   const accounts: string[] = [];
   for (const [node, record] of Object.entries(state.nodes)) {
     // A revoked node keeps its account (only its user goes): with nats-server 2.9.10,
@@ -145,6 +147,7 @@ export function renderAuth(state: MeshState, now: Date = new Date()): string {
       `{ service: ${q(s.directGet)}, accounts: [${q(account)}] }`,
       `{ stream: ${q(s.declaration)}, accounts: [${q(account)}] }`,
     );
+    contentReaders.push(q(account));
     controlImports.push(
       `{ stream: { account: ${q(account)}, subject: ${q(s.report)} } }`,
       `{ stream: { account: ${q(account)}, subject: ${q(s.heartbeat)} } }`,
@@ -155,6 +158,8 @@ export function renderAuth(state: MeshState, now: Date = new Date()): string {
       list([
         `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.directGet)} } }`,
         `{ stream: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.declaration)} } }`,
+        `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(CONTENT_SUBJECTS.directGet)} } }`,
+        `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(CONTENT_SUBJECTS.metaGet)} } }`,
       ], "    ")
     }
     exports: ${
@@ -164,6 +169,12 @@ export function renderAuth(state: MeshState, now: Date = new Date()): string {
       ], "    ")
     }
   }`);
+  }
+  // The mesh's object store: read by direct get, by every admitted node's account.
+  if (contentReaders.length > 0) {
+    for (const subject of [CONTENT_SUBJECTS.directGet, CONTENT_SUBJECTS.metaGet]) {
+      controlExports.push(`{ service: ${q(subject)}, accounts: [${contentReaders.join(", ")}] }`);
+    }
   }
   const joins: string[] = [];
   for (const [key, token] of Object.entries(state.tokens)) {

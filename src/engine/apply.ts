@@ -475,16 +475,17 @@ export function kindContext(ctx: EngineContext, options?: ApplyOptions): KindCon
 }
 
 /**
- * Where content declared by reference comes from: the caller's sources, else, for a
- * declaration read from a file (the bundle included), the blobs/ directory beside it.
+ * Where content declared by reference comes from: for a declaration read from a file
+ * (the bundle included), the blobs/ directory beside it; then the caller's sources
+ * (the run loop's link: the mesh's object store).
  */
 function contentSources(options: ApplyOptions): ContentSource[] {
-  if (options.contentSources) return [...options.contentSources];
+  const sources = [...options.contentSources ?? []];
   if ((options.source === "file" || options.source === "bundle") && options.origin !== "stdin") {
     const dir = posix.join(posix.dirname(options.origin), "blobs");
-    return [blobDirectory(dir, `blobs/ beside ${options.origin}`)];
+    sources.unshift(blobDirectory(dir, `blobs/ beside ${options.origin}`));
   }
-  return [];
+  return sources;
 }
 
 /** Drop cached content that nothing held names any more (after an apply that converged). */

@@ -81,8 +81,8 @@ export interface EngineContext {
 /** How to run one apply. */
 export interface ApplyOptions {
   /**
-   * Where content declared by reference comes from (DESIGN.md §19); by default, for a
-   * declaration read from a file, the blobs/ directory beside it.
+   * Where content declared by reference comes from (DESIGN.md §19), after the blobs/
+   * directory beside a declaration read from a file.
    */
   contentSources?: readonly ContentSource[];
   source: Source;

@@ -391,6 +391,7 @@ class Service {
         origin,
         signal: this.#applyAbort.signal,
         lockWaitMs: 10_000,
+        ...(this.#link ? { contentSources: [this.#link.contentSource()] } : {}),
       });
     } catch (error) {
       if (error instanceof BusyError) {
