@@ -16,6 +16,7 @@ import { scenario as archRollback } from "./arch_rollback.ts";
 import { scenario as openrcInstall } from "./openrc_install.ts";
 import { scenario as conntrack } from "./conntrack.ts";
 import { scenario as firewall } from "./firewall.ts";
+import { scenario as contentRef } from "./content_ref.ts";
 
 /** All scenarios. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -35,4 +36,5 @@ export const SCENARIOS: readonly Scenario[] = [
   openrcInstall,
   conntrack,
   firewall,
+  contentRef,
 ];
