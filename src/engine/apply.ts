@@ -242,7 +242,7 @@ async function syncDirectories(ctx: EngineContext, kctx: KindContext): Promise<s
 class Interrupted extends Error {}
 
 /** At most this many writes run together (each holds two descriptors meanwhile). */
-const WINDOW = 256;
+const WINDOW = 64;
 
 /** One resource checked: what it is, what differs, and how it would be held. */
 interface Checked {
