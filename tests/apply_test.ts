@@ -1,6 +1,6 @@
 /** The apply engine with files and directories, on a real file system. */
 import assert from "node:assert/strict";
-import { applyText, openEngine, planText } from "../src/engine/mod.ts";
+import { admit, applyText, openEngine, planText } from "../src/engine/mod.ts";
 import { posixFileSystem } from "../os/posix-fs/mod.ts";
 import type { FileSystem } from "../src/providers.ts";
 import { directory, exists, file, hostOn, modeOf, scratch } from "./_helpers.ts";
@@ -416,6 +416,27 @@ Deno.test("a check pass looks at each ancestor directory once, not once per file
     (looks.get(`${s.root}/d`) ?? 0) <= 2,
     `d was looked at ${looks.get(`${s.root}/d`)} times`,
   );
+});
+
+Deno.test("the same text from the same place is parsed once per engine (the drift timer's re-admission)", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  const text = JSON.stringify({ version: 1, resources: [file("a", `${s.root}/a`, "1")] });
+  const from = { source: "file", origin: "test" } as const;
+  const first = await admit(host, text, from);
+  assert.equal(await admit(host, text.slice(0), from), first, "an equal string: the same value");
+  assert.notEqual(await admit(host, text, { ...from, origin: "other" }), first);
+  const changed = text.replace('"1"', '"2"');
+  const second = await admit(host, changed, from);
+  assert.notEqual(second, first);
+  assert.equal((second.resources[0] as { content?: string }).content, "2");
+  // Bytes (the link's, a file's) are parsed every time.
+  const bytes = new TextEncoder().encode(text);
+  assert.notEqual(await admit(host, bytes, from), await admit(host, bytes, from));
+  // A refused text is refused again.
+  const bad = JSON.stringify({ version: 1, resources: [file("x", "/outside/x", "1")] });
+  await assert.rejects(admit(host, bad, from));
+  await assert.rejects(admit(host, bad, from));
 });
 
 Deno.test("no temporary files are left behind by writes", async () => {
