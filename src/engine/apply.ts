@@ -204,7 +204,10 @@ export async function applyDeclaration(
 
   flush();
   const outcome = interrupted ? "interrupted" : error === undefined ? "converged" : "failed";
-  if (outcome === "converged") await pruneContent(ctx);
+  // What is held changes only with another declaration or a change on the machine.
+  if (outcome === "converged" && (!unchangedSince || counts.changed + counts.removed > 0)) {
+    await pruneContent(ctx);
+  }
   if (interrupted) error = "interrupted before the apply finished";
   store.finishApply(applyId, outcome, counts, error);
   return {
