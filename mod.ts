@@ -6,7 +6,7 @@ import { main } from "./src/cli/main.ts";
 import type { CliIo } from "./src/cli/io.ts";
 import { detectProfile, detectProviders } from "./os/mod.ts";
 import { posixFileSystem } from "./os/posix-fs/mod.ts";
-import { OWN_PATHS } from "./packaging/program_own_paths.ts";
+import { BUNDLE_PATH, OWN_PATHS } from "./packaging/program_own_paths.ts";
 
 export { main } from "./src/cli/main.ts";
 export { EXIT } from "./src/cli/io.ts";
@@ -61,6 +61,7 @@ export function processIo(): CliIo {
     profile: () => detectProfile(),
     signal: aborter.signal,
     ownPaths: OWN_PATHS,
+    bundlePath: BUNDLE_PATH,
   };
 }
 

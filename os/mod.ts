@@ -4,6 +4,7 @@
  * that answered, an init that answered, a runtime that answered). A per-OS
  * build narrows the choice to its own adapters.
  */
+import { HostError } from "../src/errors.ts";
 import type { Profile } from "../src/profile.ts";
 import type { Providers } from "../src/providers.ts";
 import { ADAPTERS } from "./adapters.ts";
@@ -14,7 +15,7 @@ import { detectContainers } from "./detect/containers.ts";
 import { detectInit } from "./detect/init.ts";
 import { detectOs } from "./detect/os_release.ts";
 import { detectPackages, isNative } from "./detect/packages.ts";
-import type { DetectOptions } from "./profile.ts";
+import type { DetectOptions } from "./detect/mod.ts";
 import type { AdapterRegistry } from "./registry.ts";
 import { nftables } from "./nftables/mod.ts";
 import { detectNftables } from "./nftables/detect.ts";
@@ -45,7 +46,7 @@ export interface ProviderOptions extends DetectOptions {
    * `packageManager`). Without it, only the OS's own manager is used: pacman
    * that happens to be installed on a Debian machine does not manage its packages.
    */
-  packageManager?: "pacman" | "apk";
+  packageManager?: string;
   /** The host's state directory: the container runtime's env files go in a private directory there. */
   stateDir?: string;
 }
@@ -93,6 +94,14 @@ export function providersFor(profile: Profile, options: ProviderOptions = {}): P
     cap.state === "working" && allowed.includes(cap.provider as T) ? cap.provider as T : undefined;
   const providers: Providers = { fs: posixFileSystem(), commands: commandRunner() };
   const chosen = options.packageManager;
+  if (chosen !== undefined && !CARRIED.packages.includes(chosen as "pacman")) {
+    throw new HostError(
+      "config.package-manager",
+      `the configured packageManager "${chosen}" is not one this build carries ` +
+        `(${CARRIED.packages.join(", ") || "none"})`,
+      { hint: "remove packageManager from host.json, or install the build for that OS" },
+    );
+  }
   const pm = chosen
     ? usable(caps.packages, set.packages.filter((m) => m === chosen))
     : isNative(caps.packages.provider ?? "", profile.os)
@@ -166,4 +175,4 @@ export async function detectProviders(options: ProviderOptions = {}): Promise<Pr
   return providersFor(profile, options);
 }
 
-export { detectProfile } from "./profile.ts";
+export { detectProfile } from "./detect/mod.ts";

@@ -22,6 +22,11 @@ export interface Installation {
   inits: readonly ("systemd" | "openrc")[];
   /** Root's PATH on this OS, in lookup order (its /etc/profile). */
   rootPath: readonly string[];
+  /**
+   * Directories holding the installation's other files, beyond the common ones
+   * (`/usr/lib/<name>`, `/usr/share/<name>`): the tarball's runtime, bundle and init files.
+   */
+  dirs?: readonly string[];
 }
 
 /**
@@ -125,6 +130,7 @@ export function commonOwnPaths(name: string = PROGRAM): string[] {
 export function ownPathsOf(install: Installation): string[] {
   const paths = [
     ...commonOwnPaths(),
+    ...(install.dirs ?? []),
     ...shellOwnPaths(install),
     ...(install.inits.includes("systemd") ? systemdOwnPaths() : []),
     ...(install.inits.includes("openrc") ? openrcOwnPaths() : []),

@@ -4,8 +4,9 @@
  * licence, the man pages (scdoc, at package time) and the shell completions:
  * - arch: makepkg (as `nobody`) into dist/arch/repo/, a local pacman repository; with
  *   --sign KEY the package and the database are signed with that gpg key;
- * - tarball: dist/tarball/nox-mesh-host-<version>-<arch>.tar.gz + SHA256SUMS; with
- *   --minisign-key FILE also SHA256SUMS.minisig;
+ * - tarball: dist/tarball/nox-mesh-host-<version>-<arch>.tar.gz (unpacked with
+ *   `tar -xz -C /usr/local`; reproducible) + SHA256SUMS; with --minisign-key FILE also
+ *   SHA256SUMS.minisig;
  * - alpine: stages dist/alpine/apkbuild/ for abuild (no apk/abuild here; abuild signs).
  */
 import { parseArgs } from "node:util";
@@ -14,6 +15,7 @@ import { HostError } from "../src/errors.ts";
 import { build, type BuildResult } from "./build.ts";
 import { TARGET_OSES, type TargetOs } from "./permissions.ts";
 import { SHELLS } from "../src/cli/completions.ts";
+import { tarballConfd, tarballInitd, tarballUnit } from "./tarball/init.ts";
 
 const repo = (p: string): string => new URL(`../${p}`, import.meta.url).pathname;
 
@@ -188,9 +190,72 @@ export async function packageArch(
   return join(dest, file);
 }
 
+/** Where the tarball unpacks (`tar -xz -C TARBALL_PREFIX`); its entries are relative to it. */
+export const TARBALL_PREFIX = "/usr/local";
+
 /**
- * The tarball `tar -xz -C /usr/local/bin` unpacks, and its SHA256SUMS; returns the tarball.
- * With a minisign signer, SHA256SUMS.minisig (and minisign.pub) lie beside them.
+ * What the tarball holds: its entry (relative to /usr/local) → [source, mode]. Files only,
+ * no directory entries, so unpacking never changes /usr/local/bin or any other directory
+ * it lands in (tar creates a missing one).
+ */
+export async function tarballEntries(b: BuildResult): Promise<Record<string, [string, number]>> {
+  const init = (file: string) => Deno.readTextFile(repo(file));
+  const dir = join(b.dir, "init");
+  await Deno.mkdir(dir, { recursive: true });
+  const derived: Record<string, string> = {
+    "nox-mesh-host.service": tarballUnit(await init("packaging/arch/nox-mesh-host.service")),
+    "nox-mesh-host.initd": tarballInitd(await init("packaging/alpine/nox-mesh-host.initd")),
+    "nox-mesh-host.confd": tarballConfd(await init("packaging/alpine/nox-mesh-host.confd")),
+  };
+  for (const [name, text] of Object.entries(derived)) {
+    await Deno.writeTextFile(join(dir, name), text);
+  }
+  const lib = "lib/nox-mesh-host";
+  const entries: Record<string, [string, number]> = {
+    "bin/nox-mesh-host": [join(b.dir, "nox-mesh-host"), 0o755],
+    "bin/nox-mesh-host-launch": [repo("launcher/nox-mesh-host-launch"), 0o755],
+    "bin/nox-mesh-host-install-init": [
+      repo("packaging/tarball/nox-mesh-host-install-init"),
+      0o755,
+    ],
+    [`${lib}/init/nox-mesh-host.service`]: [join(dir, "nox-mesh-host.service"), 0o644],
+    [`${lib}/init/nox-mesh-host.initd`]: [join(dir, "nox-mesh-host.initd"), 0o755],
+    [`${lib}/init/nox-mesh-host.confd`]: [join(dir, "nox-mesh-host.confd"), 0o644],
+    "share/nox-mesh-host/substrate.lock": [join(b.dir, "substrate.lock"), 0o644],
+    "share/nox-mesh-host/LICENSE": [repo("LICENSE"), 0o644],
+  };
+  if (b.form === "bundled") {
+    if (!b.runtime) {
+      throw new PackageError(
+        `the bundled build in ${b.dir} carries no Deno runtime`,
+        "build it with packaging/build.ts for os tarball",
+      );
+    }
+    entries[`${lib}/nox-mesh-host.js`] = [join(b.dir, "nox-mesh-host.js"), 0o644];
+    entries[`${lib}/deno`] = [join(b.dir, "deno"), 0o755];
+    entries[`${lib}/deno.LICENSE`] = [join(b.dir, "deno.LICENSE"), 0o644];
+  }
+  return entries;
+}
+
+/** The time every entry of the tarball carries: SOURCE_DATE_EPOCH, else the commit's. */
+async function tarballTime(): Promise<number> {
+  const fixed = Deno.env.get("SOURCE_DATE_EPOCH");
+  if (fixed && /^[0-9]+$/.test(fixed)) return Number(fixed);
+  const out = await new Deno.Command("git", {
+    args: ["-C", repo(""), "show", "-s", "--format=%ct", "HEAD"],
+    stdin: "null",
+    stderr: "null",
+  }).output().catch(() => undefined);
+  const t = out?.success ? Number(new TextDecoder().decode(out.stdout).trim()) : NaN;
+  return Number.isSafeInteger(t) ? t : 0;
+}
+
+/**
+ * The tarball `tar -xz -C /usr/local` unpacks (tarballEntries), and its SHA256SUMS; returns
+ * the tarball. Reproducible: the same build gives the same bytes (entries sorted, owner
+ * 0:0, modes and times fixed, gzip without name or time). With a minisign signer,
+ * SHA256SUMS.minisig (and minisign.pub) lie beside them.
  */
 export async function packageTarball(
   b: BuildResult,
@@ -198,29 +263,41 @@ export async function packageTarball(
   { minisign }: { minisign?: MinisignSigner } = {},
 ): Promise<string> {
   const dir = join(b.dir, "tar");
-  const files = {
-    ...hostFiles(b),
-    "nox-mesh-host-launch": repo("launcher/nox-mesh-host-launch"),
-    // It lands in /usr/local/bin: named for the program, not a bare LICENSE there.
-    "nox-mesh-host.LICENSE": repo("LICENSE"),
-  };
-  await stage(b, dir, files);
-  for (const name of Object.keys(files)) {
-    await Deno.chmod(join(dir, name), /\.(js|LICENSE)$/.test(name) ? 0o644 : 0o755);
+  await Deno.remove(dir, { recursive: true }).catch(() => {});
+  const entries = await tarballEntries(b);
+  const names = Object.keys(entries).sort();
+  for (const name of names) {
+    const [from, mode] = entries[name];
+    await Deno.mkdir(join(dir, name, ".."), { recursive: true });
+    await Deno.copyFile(from, join(dir, name));
+    await Deno.chmod(join(dir, name), mode);
   }
   const name = `nox-mesh-host-${b.version}-${arch}.tar.gz`;
   const tarball = join(b.dir, name);
-  // Only files, no "." entry: unpacking must not touch /usr/local/bin itself.
+  const tar = join(b.dir, `${name}.tar`);
   await run("tar", [
-    "-czf",
-    tarball,
+    "--create",
+    "--file",
+    tar,
+    "--format=gnu",
+    "--no-recursion",
     "--owner=0",
     "--group=0",
     "--numeric-owner",
+    `--mtime=@${await tarballTime()}`,
     "-C",
     dir,
-    ...Object.keys(files),
+    "--",
+    ...names,
   ]);
+  const gzip = await new Deno.Command("sh", {
+    args: ["-c", 'gzip -n -c -- "$1" > "$2"', "gzip", tar, tarball],
+    stdin: "null",
+  }).output();
+  if (!gzip.success) {
+    throw new PackageError(`gzip ${tar} failed: ${new TextDecoder().decode(gzip.stderr)}`, "");
+  }
+  await Deno.remove(tar);
   await Deno.writeTextFile(
     join(b.dir, "SHA256SUMS"),
     `${await digest(tarball, "SHA-256")}  ${name}\n`,
@@ -299,7 +376,13 @@ if (import.meta.main) {
       console.log(`built ${await packageArch(b, Number(values.pkgrel), { sign })}`);
     }
     if (os === "tarball") {
-      console.log(`built ${await packageTarball(b, undefined, { minisign })} and SHA256SUMS`);
+      const tarball = await packageTarball(b, undefined, { minisign });
+      const mib = ((await Deno.stat(tarball)).size / 2 ** 20).toFixed(1);
+      console.log(
+        `built ${tarball} (${mib} MiB, ${b.form}${
+          b.runtime ? ` with Deno ${b.runtime}` : ""
+        }) and SHA256SUMS${minisign ? " (signed)" : ""}`,
+      );
     }
     if (os === "alpine") {
       console.log(

@@ -26,6 +26,8 @@ export interface PermissionSet {
   bundle: string;
   /** The deno the shim runs (bundled form). */
   deno: string;
+  /** Where the build installs the bundle substrate.lock (the program's default bundle). */
+  substrate: string;
   allowRead: string[];
   allowWrite: string[];
   denyWrite: string[];
@@ -56,7 +58,7 @@ const LISTS = {
   "allow-sys": "allowSys",
   "deny-net": "denyNet",
 } as const;
-const PLACES = ["binary", "bundle", "deno"] as const;
+const PLACES = ["binary", "bundle", "deno", "substrate"] as const;
 const PATH_KINDS = new Set(["allow-read", "allow-write", "deny-write", "allow-run", ...PLACES]);
 
 /** Reads packaging/<os>/permissions of this repository. */
@@ -80,6 +82,7 @@ export function parsePermissionFile(text: string, os: TargetOs, source: string):
     binary: "",
     bundle: "",
     deno: "",
+    substrate: "",
     allowRead: [],
     allowWrite: [],
     denyWrite: [],

@@ -20,11 +20,18 @@ export interface HostConfig {
   bundlePath: string;
   driftIntervalSeconds: number;
   heartbeatIntervalSeconds: number;
+  /** How many reports, and how old, the outbox keeps while the link is down. */
+  outbox: { maxReports: number; maxAgeSeconds: number };
+  /**
+   * Above this resident memory (MiB) the running service finishes its apply,
+   * reports why, and exits for a restart the launcher does not count.
+   */
+  memoryCeilingMiB: number;
   /**
    * The package manager to use when it is not the OS's own (e.g. pacman on a
    * Debian-based machine). Unset: only the OS's own package manager is used.
    */
-  packageManager?: "pacman" | "apk";
+  packageManager?: string;
   limits: Limits;
   /** The host's own files and service, never manageable by a declaration. */
   own: OwnResources;
@@ -38,6 +45,8 @@ export const DEFAULTS = {
   managedRoots: ["/etc", "/srv", "/opt", "/var/lib", "/var/log", "/usr/local", "/home"],
   driftIntervalSeconds: 600,
   heartbeatIntervalSeconds: 30,
+  outbox: { maxReports: 1000, maxAgeSeconds: 7 * 24 * 3600 },
+  memoryCeilingMiB: 256,
 } as const;
 
 /** Environment variables the host reads. */
@@ -60,12 +69,28 @@ const FileSchema = v.strictObject({
     v.pipe(v.array(absolute), v.minLength(1, "name at least one managed root")),
   ),
   bundle: v.optional(absolute),
-  packageManager: v.optional(v.picklist(["pacman", "apk"])),
+  packageManager: v.optional(
+    v.pipe(
+      v.string(),
+      v.regex(/^[a-z][a-z0-9-]{0,31}$/, "a package manager's name, such as pacman or apk"),
+    ),
+  ),
   driftIntervalSeconds: v.optional(
     v.pipe(v.number(), v.safeInteger(), v.minValue(10, "at least 10 seconds")),
   ),
   heartbeatIntervalSeconds: v.optional(
     v.pipe(v.number(), v.safeInteger(), v.minValue(5, "at least 5 seconds")),
+  ),
+  outbox: v.optional(v.strictObject({
+    maxReports: v.optional(
+      v.pipe(v.number(), v.safeInteger(), v.minValue(1), v.maxValue(100_000)),
+    ),
+    maxAgeSeconds: v.optional(
+      v.pipe(v.number(), v.safeInteger(), v.minValue(60, "at least 60 seconds")),
+    ),
+  })),
+  memoryCeilingMiB: v.optional(
+    v.pipe(v.number(), v.safeInteger(), v.minValue(32, "at least 32 MiB")),
   ),
   limits: v.optional(v.strictObject({
     maxBytes: v.optional(v.pipe(v.number(), v.safeInteger(), v.minValue(1))),
@@ -87,6 +112,11 @@ export interface ConfigFlags {
    * running program are added to them.
    */
   ownPaths?: readonly string[];
+  /**
+   * The installation's bundle, when not DEFAULTS.bundlePath (the entry point passes the
+   * one its build carries); the configuration file's `bundle` still wins.
+   */
+  bundlePath?: string;
 }
 
 /**
@@ -107,7 +137,7 @@ export async function loadConfig(flags: ConfigFlags = {}): Promise<HostConfig> {
     const problem = pathProblem(path);
     if (problem) throw new ConfigError("config.path", `the ${what} ${problem}`);
   }
-  const bundlePath = file.bundle ?? DEFAULTS.bundlePath;
+  const bundlePath = file.bundle ?? flags.bundlePath ?? DEFAULTS.bundlePath;
   return {
     stateDir,
     configPath,
@@ -115,6 +145,8 @@ export async function loadConfig(flags: ConfigFlags = {}): Promise<HostConfig> {
     bundlePath,
     driftIntervalSeconds: file.driftIntervalSeconds ?? DEFAULTS.driftIntervalSeconds,
     heartbeatIntervalSeconds: file.heartbeatIntervalSeconds ?? DEFAULTS.heartbeatIntervalSeconds,
+    outbox: { ...DEFAULTS.outbox, ...file.outbox },
+    memoryCeilingMiB: file.memoryCeilingMiB ?? DEFAULTS.memoryCeilingMiB,
     ...(file.packageManager ? { packageManager: file.packageManager } : {}),
     limits: { ...DEFAULT_LIMITS, ...file.limits },
     own: {

@@ -10,6 +10,7 @@
  * increments it.
  */
 import { posix } from "node:path";
+import type { Log } from "./log.ts";
 
 /** The version that last completed a reconcile (one line). */
 export const KNOWN_GOOD_FILE = "known-good";
@@ -69,4 +70,50 @@ export async function readRolledBackFrom(stateDir: string): Promise<Set<string>>
     throw error;
   }
   return new Set(text.split("\n").map((line) => line.trim()).filter((line) => line !== ""));
+}
+
+/**
+ * The contract as one run process keeps it: once per process, after its first
+ * converged reconcile known-good is written and the counter cleared; after its
+ * first completed (failed or refused) one, only the counter is cleared.
+ */
+export class LauncherContract {
+  readonly #stateDir: string;
+  readonly #version: string;
+  readonly #log: Log;
+  #confirmed = false;
+  #failuresCleared = false;
+
+  constructor(stateDir: string, version: string, log: Log) {
+    this.#stateDir = stateDir;
+    this.#version = version;
+    this.#log = log;
+  }
+
+  /** A reconcile converged: this version works here. */
+  async converged(): Promise<void> {
+    if (this.#confirmed) return;
+    this.#confirmed = true;
+    try {
+      await confirmGood(this.#stateDir, this.#version);
+      this.#log(`run: ${this.#version} completed a reconcile: recorded as known-good`);
+    } catch (error) {
+      this.#log(`run: cannot record ${this.#version} as known-good: ${describe(error)}`, "error");
+    }
+  }
+
+  /** A reconcile ran to its end without converging: the program runs, no crash to count. */
+  async completed(): Promise<void> {
+    if (this.#failuresCleared || this.#confirmed) return;
+    this.#failuresCleared = true;
+    try {
+      await clearFailures(this.#stateDir);
+    } catch (error) {
+      this.#log(`run: cannot clear the launcher's failure counter: ${describe(error)}`, "error");
+    }
+  }
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }

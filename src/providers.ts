@@ -124,6 +124,12 @@ export interface PackageManager {
    * opts into before it is installed.
    */
   upgradeAll(): Promise<void>;
+  /**
+   * A version without this package manager's release suffix, as the launcher
+   * records the host's own versions: "0.2.0-1" (pacman's pkgrel) or "0.2.0-r1"
+   * (apk's -rN) → "0.2.0".
+   */
+  upstreamVersion(version: string): string;
 }
 
 /** No repository (or package file) offers the package, or not at that version. */
@@ -141,6 +147,12 @@ export interface ServiceState {
   running: boolean;
   /** The service manager holds an older definition than the one on disk (systemd). */
   reloadNeeded: boolean;
+  /**
+   * Which running instance this is, so a restart can be proven: systemd's
+   * InvocationID, OpenRC's "pid N" of the supervised or pidfile'd daemon. `null`
+   * when not running, or when the manager offers no identity for it.
+   */
+  process: string | null;
   /** The manager's own words for the state, for messages (e.g. "disabled, inactive"). */
   detail: string;
 }
@@ -158,6 +170,10 @@ export interface ServiceManager {
   stop(name: string): Promise<void>;
   /** Make the manager read definitions changed on disk (systemd daemon-reload; else nothing). */
   reload(name: string): Promise<void>;
+  /** Stop and start the running service: a new process (read back with `state().process`). */
+  restart(name: string): Promise<void>;
+  /** Ask the running service to re-read its configuration, keeping its process. */
+  reloadService(name: string): Promise<void>;
 }
 
 /** What the runtime reports about one container. */
@@ -169,6 +185,8 @@ export interface ContainerInfo {
   /** The runtime's own word for its state ("running", "exited", "created" …). */
   status: string;
   labels: Record<string, string>;
+  /** When its current run started, as the runtime reports it ("" when never started). */
+  startedAt: string;
 }
 
 /** What the host asks the runtime to create. */
@@ -191,6 +209,8 @@ export interface ContainerRuntime {
   create(spec: ContainerSpec): Promise<void>;
   /** Start an existing, stopped container. */
   start(name: string): Promise<void>;
+  /** Stop and start a running container (a new run: read back with `inspect().startedAt`). */
+  restart(name: string): Promise<void>;
   /** Stop and remove (forcefully). */
   remove(name: string): Promise<void>;
 }

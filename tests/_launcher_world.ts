@@ -39,10 +39,13 @@ export async function makeWorld(
     state: join(dir, "state"),
     plan: join(dir, "plan"),
     prefix: join(dir, "prefix"),
-    bin: join(dir, "prefix", "nox-mesh-host"),
+    // As the tarball lays it out: PREFIX/bin/nox-mesh-host (tar -xz -C PREFIX).
+    bin: join(dir, "prefix", "bin", "nox-mesh-host"),
     env: {},
   };
-  for (const d of [w.state, w.plan, w.prefix, join(dir, "bin")]) await Deno.mkdir(d);
+  for (const d of [w.state, w.plan, w.prefix, join(w.prefix, "bin"), join(dir, "bin")]) {
+    await Deno.mkdir(d);
+  }
   await Deno.writeTextFile(join(w.plan, "steps"), steps.map((s) => s + "\n").join(""));
   await writeStandIn(w.bin, version);
   w.env = {

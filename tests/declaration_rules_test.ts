@@ -9,6 +9,7 @@ import { parseDeclaration } from "../src/engine/parse.ts";
 import { applyText } from "../src/engine/mod.ts";
 import { ALL_OWN_PATHS, OWN_PATHS_BY_OS } from "../packaging/own_paths_by_os.ts";
 import { hostOn, modeOf, runHost, scratch } from "./_helpers.ts";
+import { container, directory, file } from "./_declarations.ts";
 
 const options: ParseOptions = {
   managedRoots: ["/etc", "/srv", "/opt", "/var/lib", "/var/log", "/usr/local", "/home"],
@@ -19,42 +20,12 @@ const options: ParseOptions = {
   origin: "test.json",
 };
 
-const file = (extra: Record<string, unknown> = {}) => ({
-  type: "file",
-  id: "f",
-  path: "/etc/example.conf",
-  content: "x\n",
-  mode: "0644",
-  owner: "root",
-  group: "root",
-  ...extra,
-});
-const directory = (extra: Record<string, unknown> = {}) => ({
-  type: "directory",
-  id: "d",
-  path: "/srv/data",
-  mode: "0755",
-  owner: "root",
-  group: "root",
-  ...extra,
-});
 const service = (name: string) => ({
   type: "service",
   id: "s",
   name,
   enabled: true,
   running: true,
-});
-const container = (extra: Record<string, unknown> = {}) => ({
-  type: "container",
-  id: "c",
-  name: "registry",
-  image: `localhost/registry@sha256:${"a".repeat(64)}`,
-  args: [],
-  env: {},
-  mounts: [],
-  restart: "always",
-  ...extra,
 });
 const mount = (source: string, target = "/data") => container({ mounts: [{ source, target }] });
 const doc = (resources: unknown[]) => JSON.stringify({ version: 1, resources });
@@ -404,6 +375,33 @@ Deno.test("each OS refuses its own paths: Arch's list has no OpenRC files, Alpin
   await refused(openrc, "resources[0].path", /belongs to the host itself/, withOs("alpine"));
   await refused(systemd, "resources[0].path", /belongs to the host itself/, withOs("arch"));
   await accepted(systemd, withOs("alpine"));
+  // The tarball's own files in /usr/local, both ways: a path inside them, and a directory
+  // or mount source above them.
+  for (
+    const path of [
+      "/usr/local/lib/nox-mesh-host/deno",
+      "/usr/local/lib/nox-mesh-host/nox-mesh-host.js",
+      "/usr/local/share/nox-mesh-host/substrate.lock",
+      "/usr/local/bin/nox-mesh-host-install-init",
+    ]
+  ) {
+    await refused(doc([file({ path })]), "resources[0].path", /belongs to the host itself/, {
+      ...withOs("tarball"),
+    });
+  }
+  await refused(
+    doc([directory({ path: "/usr/local/share" })]),
+    "resources[0].path",
+    /contains the host's own/,
+    withOs("tarball"),
+  );
+  await refused(
+    mountDoc("/usr/local/share"),
+    "resources[0].mounts[0].source",
+    /contains the host's own/,
+    withOs("tarball"),
+  );
+  await accepted(doc([directory({ path: "/usr/local/share/x" })]), withOs("tarball"));
   for (const os of ["arch", "alpine", "tarball"] as const) {
     await refused(
       doc([file({ path: "/usr/local/bin/nox-mesh-host" })]),
@@ -423,4 +421,46 @@ Deno.test("the program run from the checkout refuses every OS's own paths (mod.t
     run.stderr,
     /resources\[0\]\.path: \/usr\/local\/sbin\/nox-mesh-host belongs to the host itself/,
   );
+});
+
+Deno.test("restartOn names resources declared before it: unknown, later, itself and twice are refused", async () => {
+  const svc = (extra: Record<string, unknown>) => ({ ...service("noxlab-hello"), ...extra });
+  // Accepted: the file comes first; the container names the file it mounts.
+  const ok = await accepted(doc([
+    file(),
+    svc({ restartOn: ["f"], reload: true }),
+    container({ restartOn: ["f", "s"] }),
+  ]));
+  assert.deepEqual(ok.resources.map((r) => "restartOn" in r ? r.restartOn : undefined), [
+    undefined,
+    ["f"],
+    ["f", "s"],
+  ]);
+  await refused(
+    doc([file(), svc({ restartOn: ["f", "nope"] })]),
+    "resources[1].restartOn[1]",
+    /names no resource of this declaration \("nope"\)/,
+  );
+  await refused(
+    doc([svc({ restartOn: ["f"] }), file()]),
+    "resources[0].restartOn[0]",
+    /"f" \(resources\[1\]\), declared after this one; .*declare that resource first/,
+  );
+  await refused(doc([svc({ restartOn: ["s"] })]), "resources[0].restartOn[0]", /itself/);
+  await refused(
+    doc([file(), svc({ restartOn: ["f", "f"] })]),
+    "resources[1].restartOn[1]",
+    /twice/,
+  );
+  await refused(
+    doc([file(), svc({ restartOn: ["bad id"] })]),
+    "resources[1].restartOn[0]",
+    /an id/,
+  );
+  await refused(
+    doc([file(), container({ restartOn: ["later"] }), directory({ id: "later" })]),
+    "resources[1].restartOn[0]",
+    /declared after this one/,
+  );
+  await refused(doc([file(), svc({ reload: "yes" })]), "resources[1].reload", /boolean/);
 });

@@ -4,6 +4,7 @@ import { loadConfig } from "../src/config.ts";
 import { ALL_OWN_PATHS } from "../packaging/own_paths_by_os.ts";
 import { DeclarationRefused, type ParseOptions } from "../src/declaration/envelope.ts";
 import { parseDeclaration, parseTrustedDeclaration } from "../src/engine/parse.ts";
+import { container, directory, file } from "./_declarations.ts";
 
 const dir = await Deno.makeTempDir({ prefix: "nox-decl-" });
 await Deno.writeTextFile(`${dir}/host.json`, "{}");
@@ -19,36 +20,6 @@ const options: ParseOptions = {
 };
 await Deno.remove(dir, { recursive: true });
 
-const file = (extra: Record<string, unknown> = {}) => ({
-  type: "file",
-  id: "f",
-  path: "/etc/example.conf",
-  content: "x\n",
-  mode: "0644",
-  owner: "root",
-  group: "root",
-  ...extra,
-});
-const directory = (extra: Record<string, unknown> = {}) => ({
-  type: "directory",
-  id: "d",
-  path: "/srv/data",
-  mode: "0755",
-  owner: "root",
-  group: "root",
-  ...extra,
-});
-const container = (extra: Record<string, unknown> = {}) => ({
-  type: "container",
-  id: "c",
-  name: "registry",
-  image: `localhost/registry@sha256:${"a".repeat(64)}`,
-  args: [],
-  env: {},
-  mounts: [],
-  restart: "always",
-  ...extra,
-});
 const action = {
   type: "action",
   id: "a",

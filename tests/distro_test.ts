@@ -392,7 +392,9 @@ Deno.test("tarball: carries the licence; SHA256SUMS is signed with minisign, and
       minisign: { secretKey: key, publicKey: pub },
     });
     const listing = await run("tar", ["-tzf", tarball]);
-    assert.ok(listing.split("\n").includes("nox-mesh-host.LICENSE"), listing);
+    const entries = listing.split("\n");
+    assert.ok(entries.includes("share/nox-mesh-host/LICENSE"), listing);
+    assert.ok(entries.includes("lib/nox-mesh-host/deno.LICENSE"), "the runtime's licence");
     const verify = () => sh("minisign", ["-Vm", "SHA256SUMS", "-p", pub], { cwd: b.dir });
     assert.equal((await verify()).code, 0);
     assert.equal(

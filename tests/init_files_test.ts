@@ -98,3 +98,80 @@ Deno.test("init files: the OpenRC script needs net, runs the launcher, and conf.
     assert.ok(script.includes(`: "\${${key}:=${value}}"`), `conf.d documents ${key}=${value}`);
   }
 });
+
+/** The tarball's init files, derived from the packages' (packaging/tarball/init.ts). */
+async function tarballInitFiles(dir: string) {
+  const { tarballConfd, tarballInitd, tarballUnit } = await import("../packaging/tarball/init.ts");
+  const files = {
+    unit: join(dir, "nox-mesh-host.service"),
+    initd: join(dir, "nox-mesh-host.initd"),
+    confd: join(dir, "nox-mesh-host.confd"),
+  };
+  await Deno.writeTextFile(files.unit, tarballUnit(await Deno.readTextFile(UNIT)));
+  await Deno.writeTextFile(files.initd, tarballInitd(await Deno.readTextFile(OPENRC)));
+  await Deno.writeTextFile(files.confd, tarballConfd(await Deno.readTextFile(CONFD)));
+  return files;
+}
+
+Deno.test("init files (tarball): derived from the packages' for /usr/local/bin and the tarball kind; the unit verifies, the script and conf.d are shellcheck clean and agree", async () => {
+  const root = await Deno.makeTempDir({ prefix: "noxpk-unit-" });
+  try {
+    const t = await tarballInitFiles(root);
+    const unit = await Deno.readTextFile(t.unit);
+    assert.match(unit, /^ExecStart=\/usr\/local\/bin\/nox-mesh-host-launch run$/m);
+    assert.match(unit, /^Environment=NOX_MESH_HOST_PKG=tarball$/m);
+    assert.match(unit, /^Environment=NOX_MESH_HOST_BIN=\/usr\/local\/bin\/nox-mesh-host$/m);
+    assert.ok(!unit.includes("/usr/bin/nox-mesh-host"), "no package path left");
+    // Everything else is the Arch unit's, line for line.
+    const archLines = (await Deno.readTextFile(UNIT)).split("\n").filter((l) => !l.startsWith("#"));
+    const tarLines = unit.split("\n").filter((l) => !l.startsWith("#"));
+    assert.deepEqual(
+      tarLines.filter((l, i) => l !== archLines[i]),
+      [
+        "Environment=NOX_MESH_HOST_PKG=tarball",
+        "Environment=NOX_MESH_HOST_BIN=/usr/local/bin/nox-mesh-host",
+        "ExecStart=/usr/local/bin/nox-mesh-host-launch run",
+      ],
+    );
+    const units = join(root, "usr/lib/systemd/system");
+    await Deno.mkdir(join(root, "usr/local/bin"), { recursive: true });
+    await Deno.mkdir(units, { recursive: true });
+    const cp = await output("cp", ["-a", "/usr/lib/systemd/system/.", units + "/"]);
+    assert.equal(cp.code, 0, cp.text);
+    await Deno.mkdir(join(root, "etc/systemd/system"), { recursive: true });
+    await Deno.copyFile(t.unit, join(root, "etc/systemd/system/nox-mesh-host.service"));
+    const launcher = join(root, "usr/local/bin/nox-mesh-host-launch");
+    await Deno.copyFile(repo("launcher/nox-mesh-host-launch"), launcher);
+    await Deno.chmod(launcher, 0o755);
+    const r = await output("systemd-analyze", [
+      "verify",
+      `--root=${root}`,
+      "nox-mesh-host.service",
+    ]);
+    assert.equal(r.code, 0, r.text);
+    assert.equal(r.text, "");
+    const sc = await output("shellcheck", ["--shell=sh", t.initd, t.confd]);
+    assert.equal(sc.code, 0, sc.text);
+    const script = await Deno.readTextFile(t.initd);
+    const probe = await output("sh", [
+      "-c",
+      `. '${t.initd}'; printf '%s|%s|%s' "$command" "$command_args" "$supervise_daemon_args"`,
+    ]);
+    assert.match(probe.text, /^\/usr\/local\/bin\/nox-mesh-host-launch\|run\|/);
+    assert.match(
+      probe.text,
+      /NOX_MESH_HOST_PKG=tarball --env NOX_MESH_HOST_BIN=\/usr\/local\/bin\/nox-mesh-host /,
+    );
+    for (const [, key, value] of (await Deno.readTextFile(t.confd)).matchAll(/^#(\w+)=(.*)$/gm)) {
+      assert.ok(script.includes(`: "\${${key}:=${value}}"`), `conf.d documents ${key}=${value}`);
+    }
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+});
+
+Deno.test("init files (tarball): a package init file without the text the derivation replaces fails the build", async () => {
+  const { tarballUnit, InitDerivationError } = await import("../packaging/tarball/init.ts");
+  const unit = (await Deno.readTextFile(UNIT)).replace("NOX_MESH_HOST_PKG=pacman", "X=1");
+  assert.throws(() => tarballUnit(unit), InitDerivationError);
+});

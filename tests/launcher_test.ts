@@ -52,6 +52,20 @@ Deno.test("launcher: three clean exits in a row do not count and do not roll bac
   await cleanup(w);
 });
 
+Deno.test("launcher: exit 10 (a restart the host asked for) is not counted and does not roll back", async () => {
+  const w = await makeWorld({ steps: ["exit 10", "exit 10", "exit 10", "exit 10", "wait"] });
+  await Deno.writeTextFile(join(w.state, "known-good"), "1.0\n");
+  await Deno.writeTextFile(join(w.state, "failures"), "1\n");
+  const r = await runUntilReady(w);
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(await starts(w), ["1.0", "1.0", "1.0", "1.0", "1.0"]);
+  assert.equal(await stateFile(w, "failures"), "1", "a restart request neither counts nor clears");
+  assert.equal(await stateFile(w, "rolled-back"), undefined);
+  assert.equal(count(r.stderr, "rolling back"), 0);
+  assert.equal(count(r.stderr, "asked for a restart"), 4);
+  await cleanup(w);
+});
+
 Deno.test("launcher: the counter is cleared only by the host", async (t) => {
   await t.step("crashes count, the host's confirm clears", async () => {
     const w = await makeWorld({ steps: ["exit 1", "kill", "confirm wait"] });
@@ -172,6 +186,58 @@ Deno.test("launcher: tarball rollback unpacks the kept copy of known-good", asyn
   assert.equal(count(r.stderr, "rolling back to known-good"), 1);
   assert.deepEqual([...Deno.readDirSync(join(w.state, "rollback"))].map((e) => e.name), ["1.0"]);
   assert.match(await Deno.readTextFile(w.bin), /^version=1\.0$/m);
+  await cleanup(w);
+});
+
+Deno.test("launcher: tarball rollback restores the whole installation in the prefix (program, runtime, bundle, substrate.lock), not only the program", async () => {
+  const w = await makeWorld({
+    steps: ["confirm run UPGRADE exit 0", "exit 1", "exit 1", "exit 1", "wait"],
+  });
+  // The tarball's layout under the prefix (/usr/local): what version 1.0 laid there.
+  const files = {
+    "lib/nox-mesh-host/deno": "runtime 1.0\n",
+    "lib/nox-mesh-host/nox-mesh-host.js": "bundle 1.0\n",
+    "lib/nox-mesh-host/init/nox-mesh-host.service": "unit 1.0\n",
+    "share/nox-mesh-host/substrate.lock": "substrate 1.0\n",
+  };
+  for (const [path, text] of Object.entries(files)) {
+    await Deno.mkdir(join(w.prefix, path, ".."), { recursive: true });
+    await Deno.writeTextFile(join(w.prefix, path), text);
+  }
+  // The upgrade unpacks version 2.0 over it, as `tar -xz -C PREFIX` of the next tarball does.
+  const upgrade = join(w.dir, "upgrade");
+  await Deno.writeTextFile(
+    upgrade,
+    `#!/bin/sh
+set -eu
+cd '${w.prefix}'
+sed 's/^version=.*/version=2.0/' bin/nox-mesh-host > bin/nox-mesh-host.new
+chmod 755 bin/nox-mesh-host.new && mv bin/nox-mesh-host.new bin/nox-mesh-host
+for f in ${
+      Object.keys(files).join(" ")
+    }; do sed 's/1\.0/2.0/' "$f" > "$f.new" && mv "$f.new" "$f"; done
+`,
+    { mode: 0o755 },
+  );
+  await Deno.writeTextFile(
+    join(w.plan, "steps"),
+    (await Deno.readTextFile(join(w.plan, "steps"))).replace("UPGRADE", upgrade),
+  );
+  const r = await runUntilReady(w);
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(await starts(w), ["1.0", "2.0", "2.0", "2.0", "1.0"]);
+  assert.equal(count(r.stderr, "rolling back to known-good 1.0"), 1, r.stderr);
+  for (const [path, text] of Object.entries(files)) {
+    assert.equal(await Deno.readTextFile(join(w.prefix, path)), text, `${path} rolled back`);
+  }
+  // The kept copy holds exactly the installation's files, relative to the prefix.
+  const kept = join(w.state, "rollback", "1.0", "nox-mesh-host-1.0.tar.gz");
+  const list = await new Deno.Command("tar", { args: ["-tzf", kept] }).output();
+  assert.deepEqual(
+    new TextDecoder().decode(list.stdout).trim().split("\n").filter((e) => !e.endsWith("/"))
+      .sort(),
+    ["bin/nox-mesh-host", ...Object.keys(files)].sort(),
+  );
   await cleanup(w);
 });
 

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { posix } from "node:path";
-import { connect, nkeyAuthenticator } from "@nats-io/transport-node";
+import { connect, headers, nkeyAuthenticator } from "@nats-io/transport-node";
 import { pinnedTls } from "../src/link/connection.ts";
 import { decodeToken, encodeToken } from "../src/link/token.ts";
 import { fromSeed } from "@nats-io/nkeys";
@@ -67,15 +67,20 @@ Deno.test("enrol refuses a broker whose certificate is not the pinned one, befor
   await using mesh = await startMesh();
   await using s = await scratch();
   const token = decodeToken(await mesh.control.mintToken("node-a"));
-  const wrongPin = token.pin.replace(/^../, token.pin.startsWith("00") ? "11" : "00");
-  const run = await runHost(["enrol", "--token", encodeToken({ ...token, pin: wrongPin })], {
+  const pin = token.brokers[0].pin;
+  const wrongPin = pin.replace(/^../, pin.startsWith("00") ? "11" : "00");
+  const broker = (p: Partial<{ url: string; pin: string }>) => ({
+    ...token,
+    brokers: [{ ...token.brokers[0], ...p }],
+  });
+  const run = await runHost(["enrol", "--token", encodeToken(broker({ pin: wrongPin }))], {
     env: s.env,
   });
   assert.equal(run.code, 69, run.stderr);
   assert.match(
     run.stderr,
     new RegExp(
-      `TLS: the broker at 127\\.0\\.0\\.1:\\d+ presented a certificate with SHA-256 fingerprint ${token.pin}, but this node pins ${wrongPin}; refused before sending any credential`,
+      `TLS: the broker at 127\\.0\\.0\\.1:\\d+ presented a certificate with SHA-256 fingerprint ${pin}, but this node pins ${wrongPin}; refused before sending any credential`,
     ),
   );
   // The broker never saw an authentication attempt from it.
@@ -92,6 +97,10 @@ Deno.test("enrol failures say which side and why: wrong CA, DNS, TCP", async () 
   await using mesh = await startMesh();
   await using s = await scratch();
   const token = decodeToken(await mesh.control.mintToken("node-a"));
+  const broker = (p: Partial<{ url: string; pin: string }>) => ({
+    ...token,
+    brokers: [{ ...token.brokers[0], ...p }],
+  });
   const otherCa = await Deno.makeTempDir({ prefix: "noxln-ca-" });
   try {
     const { makeCertificates } = await import("../lab/lib/certs.ts");
@@ -111,7 +120,7 @@ Deno.test("enrol failures say which side and why: wrong CA, DNS, TCP", async () 
     await Deno.remove(otherCa, { recursive: true });
   }
   const dns = await runHost(
-    ["enrol", "--token", encodeToken({ ...token, url: "tls://no-such-broker.invalid:4222" })],
+    ["enrol", "--token", encodeToken(broker({ url: "tls://no-such-broker.invalid:4222" }))],
     { env: s.env },
   );
   assert.equal(dns.code, 69);
@@ -123,7 +132,7 @@ Deno.test("enrol failures say which side and why: wrong CA, DNS, TCP", async () 
   const closedPort = (listener.addr as Deno.NetAddr).port;
   listener.close();
   const tcp = await runHost(
-    ["enrol", "--token", encodeToken({ ...token, url: `tls://127.0.0.1:${closedPort}` })],
+    ["enrol", "--token", encodeToken(broker({ url: `tls://127.0.0.1:${closedPort}` }))],
     { env: s.env },
   );
   assert.equal(tcp.code, 69);
@@ -188,6 +197,7 @@ Deno.test("the broker confines a node: A cannot read B's declarations nor report
     // Reporting as B: refused, and B's report stream stays empty.
     nc.publish(subjectsOf("node-b").report, JSON.stringify({ kind: "apply", forged: true }));
     nc.publish(subjectsOf("node-b").heartbeat, JSON.stringify({ kind: "heartbeat", forged: true }));
+    nc.publish(subjectsOf("node-b").inventory, JSON.stringify({ kind: "inventory", forged: true }));
     await nc.flush();
     await until(
       "the broker's refusal of the forged report",
@@ -201,10 +211,23 @@ Deno.test("the broker confines a node: A cannot read B's declarations nor report
     );
     assert.deepEqual(await mesh.control.reports("node-b"), []);
     assert.equal(await mesh.control.lastHeartbeat("node-b"), undefined);
-    // Its own report is accepted.
-    nc.publish(subjectsOf("node-a").report, JSON.stringify({ kind: "apply", mine: true }));
-    await nc.flush();
+    assert.equal(await mesh.control.lastInventory("node-b"), undefined);
+    // Its own report is accepted, and JetStream's acknowledgement reaches its own inbox;
+    // the same message id again is acknowledged as a duplicate and stored once.
+    const h = headers();
+    h.set("Nats-Msg-Id", "node-a.1.abc");
+    for (const duplicate of [false, true]) {
+      const ack = await nc.request(
+        subjectsOf("node-a").report,
+        JSON.stringify({ kind: "apply", mine: true }),
+        { timeout: 5000, headers: h },
+      );
+      const answer = JSON.parse(ack.string());
+      assert.equal(answer.stream, "MESH_REPORT");
+      assert.equal(answer.duplicate ?? false, duplicate);
+    }
     await mesh.control.waitReport("node-a", (r) => r.mine === true, 10_000);
+    assert.equal((await mesh.control.reports("node-a")).length, 1);
   } finally {
     await nc.close();
   }
@@ -319,11 +342,14 @@ Deno.test("broker accounts: a reply subject cannot reach another node's subject 
     na.publish(subjectsOf("node-a").directGet, new Uint8Array(0), {
       reply: subjectsOf("node-b").declaration,
     });
-    // Reports and heartbeats (and its direct get) with a JetStream API reply subject.
-    for (const subject of [subjectsOf("node-a").report, subjectsOf("node-a").heartbeat]) {
-      na.publish(subject, JSON.stringify({ kind: "apply", abuse: true }), {
-        reply: "$JS.API.STREAM.PURGE.MESH_DECL",
-      });
+    // Reports, inventories and heartbeats (and its direct get) with a JetStream API reply
+    // subject; reports and inventories are acknowledged by JetStream (the outbox needs it),
+    // so their reply subjects are also aimed at B's declaration subject.
+    const own = subjectsOf("node-a");
+    for (const subject of [own.report, own.inventory, own.heartbeat]) {
+      for (const reply of ["$JS.API.STREAM.PURGE.MESH_DECL", subjectsOf("node-b").declaration]) {
+        na.publish(subject, JSON.stringify({ kind: "apply", abuse: true }), { reply });
+      }
     }
     na.publish(subjectsOf("node-a").directGet, new Uint8Array(0), {
       reply: "$JS.API.STREAM.PURGE.MESH_DECL",
@@ -350,10 +376,10 @@ Deno.test("a join key has its own inbox: it cannot listen to the node's inbox", 
   const token = decodeToken(await mesh.control.mintToken("node-a"));
   const join = fromSeed(new TextEncoder().encode(token.join));
   const nc = await connect({
-    servers: token.url,
+    servers: token.brokers[0].url,
     authenticator: nkeyAuthenticator(join.getSeed()),
     inboxPrefix: joinInboxPrefix(join.getPublicKey()),
-    tls: pinnedTls(token),
+    tls: pinnedTls({ ...token.brokers[0], ca: token.ca }),
     reconnect: false,
   });
   try {

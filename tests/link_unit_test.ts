@@ -8,9 +8,13 @@ import { classifyLinkError, LinkError, PinMismatch, TokenError } from "../src/li
 import { heartbeatMessage, heldSummary } from "../src/link/messages.ts";
 import { decodeToken, encodeToken, type EnrolmentToken } from "../src/link/token.ts";
 import { unbase64url } from "../src/link/_base64url.ts";
+import { readIdentity, writeIdentity } from "../src/link/identity.ts";
+import { META } from "../src/store/meta.ts";
+import { jitteredDelay } from "../src/run/timers.ts";
+import { MemoryCeiling } from "../src/run/memory_ceiling.ts";
 import { createSigningKey } from "../src/link/signature.ts";
 import { confirmGood } from "../src/launcher_files.ts";
-import { locateProgram, ProgramWatch } from "../src/run/program.ts";
+import { locateProgram, ProgramWatch } from "../src/run/upgrade_watch.ts";
 import { applyText } from "../src/engine/mod.ts";
 import { hostOn, scratch } from "./_helpers.ts";
 import { fileResource } from "./_mesh.ts";
@@ -19,12 +23,15 @@ async function sampleToken(): Promise<EnrolmentToken> {
   const dir = await Deno.makeTempDir({ prefix: "noxln-certs-" });
   try {
     const certs = await makeCertificates(dir);
+    const second = await makeCertificates(dir, { server: "second" });
     return {
-      v: 2,
+      v: 3,
       node: "node-7",
-      url: "tls://broker.example:4222",
+      brokers: [
+        { url: "tls://broker.example:4222", pin: certs.fingerprint256 },
+        { url: "tls://broker-2.example:4222", pin: second.fingerprint256 },
+      ],
       ca: certs.caPem,
-      pin: certs.fingerprint256,
       join: new TextDecoder().decode(createUser().getSeed()),
       signer: createSigningKey().getPublicKey(),
       expires: new Date(Date.now() + 3600_000).toISOString(),
@@ -46,12 +53,17 @@ function refusal(text: string, code: string): void {
   });
 }
 
-Deno.test("a token round-trips: base64url JSON, version 2, pin normalised", async () => {
+Deno.test("a token round-trips: base64url JSON, version 3, several brokers, pins normalised", async () => {
   const token = await sampleToken();
-  const text = encodeToken({ ...token, pin: token.pin.replace(/:/g, "").toLowerCase() });
+  assert.notEqual(token.brokers[0].pin, token.brokers[1].pin, "each server has its own pin");
+  const text = encodeToken({
+    ...token,
+    brokers: token.brokers.map((b) => ({ ...b, pin: b.pin.replace(/:/g, "").toLowerCase() })),
+  });
   assert.match(text, /^[A-Za-z0-9_-]+$/);
   const json = JSON.parse(new TextDecoder().decode(unbase64url(text)));
-  assert.equal(json.v, 2);
+  assert.equal(json.v, 3);
+  assert.equal(json.brokers.length, 2);
   assert.equal(json.signer, token.signer);
   assert.deepEqual(decodeToken(text), token);
   assert.deepEqual(decodeToken(`  ${text}\n`), token, "surrounding whitespace is ignored");
@@ -61,13 +73,37 @@ Deno.test("a token is refused when it is not one, of another version, malformed 
   const token = await sampleToken();
   refusal("not a token!", "token.format");
   refusal(b64url([1, 2]), "token.version");
-  refusal(b64url({ ...token, v: 3 }), "token.version");
+  refusal(b64url({ ...token, v: 4 }), "token.version");
+  // Version 2 named one broker: refused with what to do, not parsed as half a token.
+  const { brokers, ...rest } = token;
+  const v2 = { ...rest, v: 2, url: brokers[0].url, pin: brokers[0].pin };
+  assert.throws(() => decodeToken(b64url(v2)), (error: unknown) => {
+    assert.ok(error instanceof TokenError);
+    assert.equal(error.code, "token.version");
+    assert.match(error.message, /version 2, which names a single broker/);
+    assert.match(error.hint ?? "", /version 3/);
+    return true;
+  });
+  refusal(b64url({ ...token, brokers: [] }), "token.invalid");
+  refusal(b64url({ ...token, brokers: [brokers[0], brokers[0]] }), "token.invalid");
+  refusal(
+    b64url({
+      ...token,
+      brokers: Array(17).fill(0).map((_, i) => ({ url: `tls://b${i}:1`, pin: brokers[0].pin })),
+    }),
+    "token.invalid",
+  );
+  refusal(b64url({ ...token, brokers: [{ ...brokers[0], extra: 1 }] }), "token.invalid");
+  refusal(b64url({ ...token, url: brokers[0].url }), "token.invalid");
   refusal(b64url({ ...token, signer: createUser().getPublicKey() }), "token.invalid");
   const { signer: _, ...withoutSigner } = token;
   refusal(b64url(withoutSigner), "token.invalid");
   refusal(b64url({ ...token, extra: true }), "token.invalid");
-  refusal(b64url({ ...token, url: "nats://broker:4222" }), "token.invalid");
-  refusal(b64url({ ...token, pin: "AB:CD" }), "token.invalid");
+  refusal(
+    b64url({ ...token, brokers: [brokers[0], { url: "nats://broker:4222", pin: brokers[1].pin }] }),
+    "token.invalid",
+  );
+  refusal(b64url({ ...token, brokers: [{ ...brokers[0], pin: "AB:CD" }] }), "token.invalid");
   refusal(
     b64url({ ...token, ca: "-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----" }),
     "token.invalid",
@@ -79,8 +115,15 @@ Deno.test("a token is refused when it is not one, of another version, malformed 
     "token.expired",
   );
   assert.throws(
-    () => decodeToken(b64url({ ...token, url: "nats://broker:4222", extra: 1 })),
-    /url: .*must use tls:\/\/[^]*extra: is not a token field|extra: is not a token field[^]*url: .*must use tls:\/\//,
+    () =>
+      decodeToken(
+        b64url({
+          ...token,
+          brokers: [{ url: "nats://broker:4222", pin: brokers[0].pin }],
+          extra: 1,
+        }),
+      ),
+    /brokers\.0\.url: .*must use tls:\/\/[^]*extra: is not a token field|extra: is not a token field[^]*url: .*must use tls:\/\//,
   );
 });
 
@@ -105,6 +148,48 @@ Deno.test("backoff doubles from 0.5 s to a 30 s cap, with jitter between half an
   }
   const spread = new Set(Array.from({ length: 50 }, () => backoffDelay(5)));
   assert.ok(spread.size > 10, "jitter spreads the delays");
+});
+
+Deno.test("heartbeat ticks are jittered: 80 % to 120 % of the interval, spread", () => {
+  assert.equal(jitteredDelay(30_000, 0.2, () => 0), 24_000);
+  assert.equal(jitteredDelay(30_000, 0.2, () => 1), 36_000);
+  const delays = Array.from({ length: 200 }, () => jitteredDelay(30_000));
+  assert.ok(delays.every((d) => d >= 24_000 && d <= 36_000));
+  assert.ok(new Set(delays.map((d) => Math.floor(d / 1000))).size > 8, "spread over the window");
+});
+
+Deno.test("the memory ceiling: only above it, only after the minimum uptime, with the numbers", () => {
+  let rss = 300 * 1024 * 1024;
+  const ceiling = new MemoryCeiling(256, 60_000, () => rss);
+  assert.equal(ceiling.exceeded(59_999), undefined, "too young to restart");
+  const over = ceiling.exceeded(60_000);
+  assert.equal(over?.rssBytes, rss);
+  assert.match(over!.message, /resident memory 300 MiB is above the ceiling of 256 MiB/);
+  rss = 256 * 1024 * 1024;
+  assert.equal(ceiling.exceeded(120_000), undefined, "at the ceiling is not above it");
+  const m = ceiling.message("n1", 1, "why");
+  assert.deepEqual([m.kind, m.reason, m.ceilingBytes], ["restart", "memory", 256 * 1024 * 1024]);
+});
+
+Deno.test("an identity enrolled before token version 3 (one url and pin) reads as one broker", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  host.store.setMeta(META.url, "tls://old.example:4222");
+  host.store.setMeta(META.pin, "AB:CD");
+  host.store.setMeta(META.ca, "PEM");
+  host.store.setMeta(META.seedFile, "/x/node.nk");
+  host.store.setMeta(META.publicKey, "UABC");
+  host.store.setMeta(META.node, "n1");
+  assert.deepEqual(readIdentity(host.store)?.brokers, [
+    { url: "tls://old.example:4222", pin: "AB:CD" },
+  ]);
+  const identity = readIdentity(host.store)!;
+  writeIdentity(host.store, {
+    ...identity,
+    brokers: [{ url: "tls://a:1", pin: "P1" }, { url: "tls://b:2", pin: "P2" }],
+  });
+  assert.equal(host.store.meta(META.url), undefined);
+  assert.deepEqual(readIdentity(host.store)?.brokers.map((b) => b.url), ["tls://a:1", "tls://b:2"]);
 });
 
 Deno.test("link failures name the side and the reason", () => {

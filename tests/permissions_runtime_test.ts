@@ -2,7 +2,7 @@
 // their real paths inside a sandbox (private mount namespace, overlay layers):
 // the Deno runtime itself refuses what the set does not allow.
 import assert from "node:assert/strict";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { build } from "../packaging/build.ts";
 import { loadPermissionSet, type PermissionSet, type TargetOs } from "../packaging/permissions.ts";
 import { makeSandbox, place, removeSandbox, runInSandbox, type Sandbox } from "./_sandbox.ts";
@@ -17,6 +17,11 @@ async function install(s: Sandbox, os: TargetOs, entry: string): Promise<Permiss
   const set = await loadPermissionSet(os);
   await place(s, set.binary, await Deno.readFile(join(out, "nox-mesh-host")), 0o755);
   await place(s, set.bundle, await Deno.readFile(join(out, "nox-mesh-host.js")));
+  if (os === "tarball") {
+    // The tarball's shim runs the runtime it carries, beside the bundle (a hard link: 95 MB).
+    await Deno.mkdir(s.upper(dirname(set.deno)), { recursive: true });
+    await Deno.link(join(out, "deno"), s.upper(set.deno));
+  }
   return set;
 }
 
@@ -73,8 +78,12 @@ const CASES: Record<TargetOs, { refused: string[]; allowed: string[] }> = {
   tarball: {
     refused: [
       "write:/usr/local/bin/nox-mesh-host",
-      "write:/usr/local/bin/nox-mesh-host.js",
       "write:/usr/local/bin/nox-mesh-host-launch",
+      "write:/usr/local/bin/nox-mesh-host-install-init",
+      "write:/usr/local/lib/nox-mesh-host/deno",
+      "write:/usr/local/lib/nox-mesh-host/nox-mesh-host.js",
+      "write:/usr/local/lib/nox-mesh-host/init/nox-mesh-host.service",
+      "write:/usr/local/share/nox-mesh-host/substrate.lock",
       "write:/etc/systemd/system/nox-mesh-host.service",
       "write:/etc/init.d/nox-mesh-host",
     ],
@@ -99,6 +108,8 @@ for (const os of ["arch", "alpine", "tarball"] as const) {
           "/etc/systemd/system/nox-mesh-host.service.d",
           "/etc/conf.d",
           "/etc/init.d",
+          "/usr/local/lib/nox-mesh-host/init",
+          "/usr/local/share/nox-mesh-host",
         ]
       ) {
         await place(s, `${dir}/.keep`, "");

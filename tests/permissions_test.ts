@@ -94,7 +94,10 @@ for (const os of TARGET_OSES) {
     assert.deepEqual(set.allowRun, PROGRAMS[os], "exactly the adapter tools and profile queries");
     assert.deepEqual(set.allowWrite, [...DEFAULTS.managedRoots], "writes only the managed roots");
     const launcher = set.binary + "-launch";
-    for (const own of [set.binary, set.bundle, launcher, ...OWN_INIT_FILES[os], "/etc/mesh-host"]) {
+    // The tarball carries its runtime and the script that installs its init files, too.
+    const carried = os === "tarball" ? [set.deno, set.binary + "-install-init"] : [];
+    const ownFiles = [set.binary, set.bundle, set.substrate, launcher, ...carried];
+    for (const own of [...ownFiles, ...OWN_INIT_FILES[os], "/etc/mesh-host"]) {
       assert.ok(
         set.denyWrite.some((d) => own === d || own.startsWith(d + "/")),
         `deny-write covers ${own}`,
@@ -110,7 +113,11 @@ for (const os of TARGET_OSES) {
       );
     }
     assert.deepEqual(set.denyNet, ["0.0.0.0", "[::]"], "no listening on wildcard addresses");
-    assert.deepEqual(set.allowEnv, ["NOX_MESH_HOST_STATE_DIR", "NOX_MESH_HOST_CONFIG"]);
+    assert.deepEqual(set.allowEnv, [
+      "NOX_MESH_HOST_STATE_DIR",
+      "NOX_MESH_HOST_CONFIG",
+      "JOURNAL_STREAM",
+    ]);
   });
 }
 
@@ -215,10 +222,16 @@ Deno.test("permissions: both build forms get identical permission flags", async 
       const set = await loadPermissionSet(os);
       const r = await build({ os, form: "bundled", out: join(out, os), bundleFile: lock });
       assert.equal(r.form, "bundled");
-      // The shim's argv, as sh itself splits it.
+      // The shim's argv, as sh itself splits it (the tarball's finds its runtime beside it,
+      // tests/tarball_test.ts; here it is told that lies where the set says).
       const shim = await Deno.readTextFile(join(out, os, "nox-mesh-host"));
       const words = new Deno.Command("sh", {
-        args: ["-c", shim.replace(/^exec /m, "printf '%s\\n' ").replace('"$@"', ""), "shim"],
+        args: [
+          "-c",
+          shim.replace(/^exec /m, "printf '%s\\n' ").replace('"$@"', "")
+            .replace(/^lib=.*\n(.*\n)*?fi\n/m, `lib='${dirname(set.deno)}'\n`),
+          "shim",
+        ],
       }).outputSync();
       const argv = new TextDecoder().decode(words.stdout).trim().split("\n");
       assert.deepEqual(argv.slice(0, 3), [set.deno, "run", "--no-config"]);

@@ -85,6 +85,8 @@ export const RECIPES: Readonly<Record<Flavour, BaseRecipe>> = {
       "nftables",
       "procps",
       "busybox",
+      // The README's tarball install line fetches with curl (scenario tarball-floor).
+      "curl",
     ],
     customize: [
       ...COMMON,
@@ -107,7 +109,7 @@ export const RECIPES: Readonly<Record<Flavour, BaseRecipe>> = {
     suite: "bookworm",
     mirror: MIRROR,
     variant: "minbase",
-    include: ["openrc", "iproute2", "procps", "minisign"],
+    include: ["openrc", "iproute2", "procps", "minisign", "curl"],
     customize: [
       ...COMMON,
       // rc_sys="docker": never touch the host's cgroups, skip hardware set-up.

@@ -15,22 +15,38 @@ export interface BrokerCertificates {
   fingerprint256: string;
 }
 
-/** Make (or reuse, when present) a CA and a server certificate for `names` and `ips` in `dir`. */
+/**
+ * Make (or reuse, when present) a CA and a server certificate for `names` and
+ * `ips` in `dir`. Several servers of one cluster share the CA: give each its
+ * own `server` (the file names' stem, default "server").
+ */
 export async function makeCertificates(
   dir: string,
-  { names = ["localhost"], ips = ["127.0.0.1"], cn = names[0], caName = "nox-mesh stand-in CA" }: {
+  {
+    names = ["localhost"],
+    ips = ["127.0.0.1"],
+    cn = names[0],
+    caName = "nox-mesh stand-in CA",
+    server = "server",
+  }: {
     names?: string[];
     ips?: string[];
     cn?: string;
     /** The CA certificate's common name. */
     caName?: string;
+    /** The stem of the server's files (`<server>.pem`, `<server>.key`). */
+    server?: string;
   } = {},
 ): Promise<BrokerCertificates> {
   const p = (name: string) => join(dir, name);
-  const files = { caFile: p("ca.pem"), certFile: p("server.pem"), keyFile: p("server.key") };
-  if (!(await exists(files.certFile))) {
+  const files = {
+    caFile: p("ca.pem"),
+    certFile: p(`${server}.pem`),
+    keyFile: p(`${server}.key`),
+  };
+  const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+  if (!(await exists(files.caFile))) {
     await Deno.mkdir(dir, { recursive: true });
-    const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
     await openssl([
       "req",
       "-x509",
@@ -48,26 +64,28 @@ export async function makeCertificates(
       "-addext",
       "keyUsage=critical,keyCertSign,cRLSign",
     ]);
+  }
+  if (!(await exists(files.certFile))) {
     await openssl([
       "req",
       ...ec,
       "-keyout",
       files.keyFile,
       "-out",
-      p("server.csr"),
+      p(`${server}.csr`),
       "-subj",
       `/CN=${cn}`,
     ]);
     const san = [...names.map((n) => `DNS:${n}`), ...ips.map((i) => `IP:${i}`)].join(",");
     await Deno.writeTextFile(
-      p("server.ext"),
+      p(`${server}.ext`),
       `subjectAltName=${san}\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature\n`,
     );
     await openssl([
       "x509",
       "-req",
       "-in",
-      p("server.csr"),
+      p(`${server}.csr`),
       "-CA",
       files.caFile,
       "-CAkey",
@@ -78,7 +96,7 @@ export async function makeCertificates(
       "-days",
       "30",
       "-extfile",
-      p("server.ext"),
+      p(`${server}.ext`),
     ]);
   }
   const caPem = await Deno.readTextFile(files.caFile);

@@ -5,9 +5,9 @@ import { CHECKOUT } from "./bundle.ts";
 import { LabError } from "./errors.ts";
 import type { Machine } from "./machine.ts";
 
-/** How the host is installed on one flavour of machine, and where it then lives. */
+/** How the host is installed on a machine, and where it then lives. */
 export interface HostInstall {
-  /** pacman from the lab repository, or the tarball unpacked into /usr/local/bin. */
+  /** pacman from the lab repository, or the tarball unpacked into /usr/local. */
   how: "pacman" | "tarball";
   /** The permission set (packaging/<os>/permissions) the installed host runs under. */
   os: TargetOs;
@@ -15,25 +15,50 @@ export interface HostInstall {
   command: string;
   /** The bundle the shim runs (the file a self-upgrade replaces). */
   bundle: string;
+  /** The deno the shim runs: the system's (Arch package) or the tarball's own. */
+  deno: string;
 }
 
 const ARCH = await loadPermissionSet("arch");
 const TARBALL = await loadPermissionSet("tarball");
 
-/**
- * The host as each flavour gets it: systemd machines (Debian with pacman, standing in
- * for Arch) from the Arch package, OpenRC and plain machines from the tarball.
- * The paths are the permission files' own.
- */
-export const HOST_INSTALLS: Readonly<Record<Flavour, HostInstall>> = {
-  systemd: { how: "pacman", os: "arch", command: ARCH.binary, bundle: ARCH.bundle },
-  openrc: { how: "tarball", os: "tarball", command: TARBALL.binary, bundle: TARBALL.bundle },
-  plain: { how: "tarball", os: "tarball", command: TARBALL.binary, bundle: TARBALL.bundle },
+/** The host from the Arch package (systemd machines, Debian with pacman standing in for Arch). */
+export const PACKAGE_INSTALL: HostInstall = {
+  how: "pacman",
+  os: "arch",
+  command: ARCH.binary,
+  bundle: ARCH.bundle,
+  deno: ARCH.deno,
 };
 
-/** The host's program on a machine (as installed for its flavour). */
+/** The host from the tarball (any flavour), at the tarball permission file's paths. */
+export const TARBALL_INSTALL: HostInstall = {
+  how: "tarball",
+  os: "tarball",
+  command: TARBALL.binary,
+  bundle: TARBALL.bundle,
+  deno: TARBALL.deno,
+};
+
+/**
+ * The host as each flavour gets it by default: systemd machines from the Arch package,
+ * OpenRC and plain machines from the tarball (a machine raised with `hostFrom: "tarball"`
+ * gets the tarball whatever its flavour: {@link hostInstall}).
+ */
+export const HOST_INSTALLS: Readonly<Record<Flavour, HostInstall>> = {
+  systemd: PACKAGE_INSTALL,
+  openrc: TARBALL_INSTALL,
+  plain: TARBALL_INSTALL,
+};
+
+/** How the host is installed on this machine. */
+export function hostInstall(machine: Machine): HostInstall {
+  return machine.hostFrom === "tarball" ? TARBALL_INSTALL : HOST_INSTALLS[machine.flavour];
+}
+
+/** The host's program on a machine (as installed there). */
 export function hostCommand(machine: Machine): string {
-  return HOST_INSTALLS[machine.flavour].command;
+  return hostInstall(machine).command;
 }
 
 /** The PATH the host's init files give it (launcher/), which its permission set is written for. */
@@ -42,12 +67,13 @@ export const HOST_PATH = "/usr/bin:/usr/sbin:/bin:/sbin";
 /**
  * Installs the host from its real package: on systemd machines `pacman -S
  * nox-mesh-host` from the lab repository (/lab/repo, which pulls the `deno`
- * package), plus the host.json of the Arch-like flavour; on the others the
- * tarball in /lab/tarball, checked against its SHA256SUMS and unpacked into
- * /usr/local/bin (/usr/bin/deno is bound in by the lab). Nothing is started.
+ * package), plus the host.json of the Arch-like flavour; on the others (and
+ * machines raised with `hostFrom: "tarball"`) the tarball in /lab/tarball, checked
+ * against its SHA256SUMS and unpacked into /usr/local (it carries its own Deno
+ * runtime). Nothing is started.
  */
 export async function installHost(machine: Machine): Promise<void> {
-  const install = HOST_INSTALLS[machine.flavour];
+  const install = hostInstall(machine);
   if (install.how === "pacman") {
     await machine.exec(
       ["pacman", "-Sy", "--noconfirm", "--noprogressbar", "nox-mesh-host"],
@@ -73,7 +99,7 @@ export async function installHost(machine: Machine): Promise<void> {
 const INSTALL_TARBALL = `set -eu
 cd /lab/tarball
 sha256sum -c --quiet SHA256SUMS
-for f in nox-mesh-host-*.tar.gz; do tar -xz -C /usr/local/bin < "$f"; done
+for f in nox-mesh-host-*.tar.gz; do tar -xz -C /usr/local < "$f"; done
 `;
 
 /** The host configuration of the lab's Arch-like (systemd + pacman) machines. */

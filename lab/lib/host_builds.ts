@@ -118,12 +118,22 @@ export function hostPackage(which: HostBuild, log: (line: string) => void): Prom
 }
 
 /**
- * The tarball of the current build; SHA256SUMS, its minisign signature SHA256SUMS.minisig
- * (the lab release key) and that key's minisign.pub lie beside it.
+ * The tarball of a build (the current one by default); SHA256SUMS, its minisign signature
+ * SHA256SUMS.minisig (the lab release key) and that key's minisign.pub lie beside it.
  */
-export function hostTarball(log: (line: string) => void): Promise<string> {
-  return cached("tarball-current", async (dir) => {
-    const b = await build({ os: "tarball", form: "bundled", out: join(dir, "build") });
+export function hostTarball(
+  log: (line: string) => void,
+  which: HostBuild = "current",
+): Promise<string> {
+  return cached(`tarball-${which}`, async (dir) => {
+    const b = await build({
+      os: "tarball",
+      form: "bundled",
+      out: join(dir, "build"),
+      version: HOST_VERSIONS[which],
+      runtimeCache: join(CACHE_DIR, "runtime"),
+      ...(which === "broken" ? { entry: join(CHECKOUT, BROKEN_ENTRY) } : {}),
+    });
     return await packageTarball(b, undefined, { minisign: labMinisign(await labKeys(log)) });
   }, log);
 }

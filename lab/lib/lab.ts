@@ -25,6 +25,17 @@ export interface MachineSpec {
    * so podman (runc) can create containers inside; v1 controllers are read-only in nspawn.
    */
   containers?: boolean;
+  /**
+   * How the host comes onto this machine (lab.installHost, the scenarios' steps): from its
+   * package (systemd: the Arch package from /lab/repo) or from the tarball in /lab/tarball.
+   * Default: the package on systemd machines, the tarball on the others.
+   */
+  hostFrom?: "package" | "tarball";
+  /**
+   * Bind this host's deno in at /usr/local/bin/deno for the lab's own clients (probes;
+   * default true). false: the machine has no deno anywhere (the tarball floor).
+   */
+  deno?: boolean;
 }
 
 /** Verdict of {@link Lab.probeBroker}. */
@@ -152,12 +163,13 @@ export class Lab implements AsyncDisposable {
     }
     const base = await ensureBase(spec.flavour, this.log);
     if (base.built) this.log(`base ${base.key} built in ${(base.buildMs / 1000).toFixed(1)} s`);
+    const hostFrom = spec.hostFrom ?? (spec.flavour === "systemd" ? "package" : "tarball");
     if (spec.flavour === "systemd") {
       this.repoCopied ??= this.copyRepo();
       await this.repoCopied;
-    } else {
-      this.tarballCopied ??= this.copyTarball();
-      await this.tarballCopied;
+    }
+    if (hostFrom === "tarball") {
+      await this.publishTarball("current");
     }
     const netns = `${this.id}-${spec.name}`;
     const address = `${SUBNET_PREFIX}.${this.nextAddress++}`;
@@ -179,13 +191,12 @@ export class Lab implements AsyncDisposable {
         port,
         dir: join(this.dir, "machines", spec.name),
         lower: base.rootfs,
+        // The tarball carries its own runtime; the Arch package pulls the repository's deno.
         binds: [
-          [DENO_BINARY, MACHINE_DENO],
+          ...(spec.deno === false ? [] : [[DENO_BINARY, MACHINE_DENO] as const]),
           [this.shareDir, "/lab"],
-          // The tarball's bundled form runs on /usr/bin/deno: these machines have deno
-          // installed by hand (systemd machines get it from the lab repository's package).
-          ...(spec.flavour === "systemd" ? [] : [[DENO_BINARY, "/usr/bin/deno"] as const]),
         ],
+        hostFrom,
         preload: [
           ["/etc/hostname", `${spec.name}\n`],
           ["/etc/hosts", hosts],
@@ -375,10 +386,25 @@ export class Lab implements AsyncDisposable {
     await change;
   }
 
-  /** The host's tarball, SHA256SUMS, its minisign signature and public key, at /lab/tarball. */
-  private async copyTarball(): Promise<void> {
-    const tarball = await hostTarball(this.log);
-    const dir = join(this.shareDir, "tarball");
+  /**
+   * Puts a build's tarball (with SHA256SUMS, its signature and the release key) into the
+   * lab share: the current one at /lab/tarball (every tarball machine gets it), another
+   * at /lab/tarball-<build>. Returns that directory as machines see it.
+   */
+  async publishTarball(which: HostBuild): Promise<string> {
+    if (which === "current") {
+      this.tarballCopied ??= this.copyTarball();
+      await this.tarballCopied;
+      return "/lab/tarball";
+    }
+    await this.copyTarball(which);
+    return `/lab/tarball-${which}`;
+  }
+
+  /** A build's tarball, SHA256SUMS, its minisign signature and public key, into the share. */
+  private async copyTarball(which: HostBuild = "current"): Promise<void> {
+    const tarball = await hostTarball(this.log, which);
+    const dir = join(this.shareDir, which === "current" ? "tarball" : `tarball-${which}`);
     await Deno.mkdir(dir, { recursive: true });
     const from = tarball.slice(0, tarball.lastIndexOf("/"));
     const names = [tarball.split("/").pop()!, "SHA256SUMS", "SHA256SUMS.minisig", "minisign.pub"];

@@ -38,6 +38,8 @@ export interface MachinePlan {
   bootTimeoutMs: number;
   /** systemd: a cgroup2-only hierarchy inside (for podman); see MachineSpec.containers. */
   unifiedCgroup?: boolean;
+  /** How the host comes onto it (see MachineSpec.hostFrom). */
+  hostFrom: "package" | "tarball";
 }
 
 /** Where the deno binary of this host lives; bound read-only into every machine. */
@@ -73,6 +75,8 @@ const EXEC_PATH: Readonly<Record<Flavour, string>> = {
 export class Machine {
   readonly name: string;
   readonly flavour: Flavour;
+  /** How the host comes onto it: its package (systemd: Arch's) or the tarball. */
+  readonly hostFrom: "package" | "tarball";
   /** Address on the lab switch (undefined without network). */
   readonly address: string | undefined;
   /** Network namespace name (in /run/netns). */
@@ -94,6 +98,7 @@ export class Machine {
   private constructor(plan: MachinePlan, cgroups: CgroupSet, child: Deno.ChildProcess) {
     this.name = plan.name;
     this.flavour = plan.flavour;
+    this.hostFrom = plan.hostFrom;
     this.address = plan.port?.address;
     this.netns = plan.netns;
     this.port = plan.port;

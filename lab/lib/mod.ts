@@ -5,7 +5,16 @@ export { type ExecOptions, Machine, MACHINE_DENO, type PlacedFile } from "./mach
 export { Broker, BROKER_NAME, BROKER_PORT, type BrokerOptions } from "./broker.ts";
 export { ensureBase, type Flavour, RECIPES } from "./base.ts";
 export { LabError, type LabErrorCode } from "./errors.ts";
-export { HOST_INSTALLS, HOST_PATH, hostCommand, hostFlags, type HostInstall } from "./host.ts";
+export {
+  HOST_INSTALLS,
+  HOST_PATH,
+  hostCommand,
+  hostFlags,
+  type HostInstall,
+  hostInstall,
+  PACKAGE_INSTALL,
+  TARBALL_INSTALL,
+} from "./host.ts";
 export { HOST_VERSIONS, type HostBuild, pacmanVersion } from "./host_builds.ts";
 export { TEST_PACKAGE } from "./repo.ts";
 export { cleanStale, isClean, type Leftovers, leftovers } from "./clean.ts";

@@ -61,6 +61,8 @@ export async function runScenario(s: Scenario, options: RunOptions): Promise<Sce
           flavour: spec.flavour,
           files: spec.files,
           containers: spec.containers,
+          hostFrom: spec.hostFrom,
+          deno: spec.deno,
         });
         result.raises.push({ machine: name, flavour: spec.flavour, ms: m.raiseMs });
         out(`  raised ${name} (${spec.flavour}) in ${seconds(m.raiseMs)}`);

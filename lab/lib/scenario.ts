@@ -7,12 +7,16 @@ import { sleep } from "./_run.ts";
 /** A machine a scenario raises. */
 export interface ScenarioMachine {
   flavour: Flavour;
-  /** Install the host from this checkout as /usr/local/bin/nox-mesh-host. */
+  /** Install the host from its real package (lab/lib/host.ts) before the first step. */
   host?: boolean;
   /** Files placed before the machine boots: path → text, {content, mode} or {symlink}. */
   files?: Record<string, PlacedFile>;
   /** systemd: boot so that podman can run containers inside (see MachineSpec.containers). */
   containers?: boolean;
+  /** How the host comes onto it (see MachineSpec.hostFrom). */
+  hostFrom?: "package" | "tarball";
+  /** false: no deno anywhere on the machine (see MachineSpec.deno). */
+  deno?: boolean;
 }
 
 /** A scenario: machines, what is placed on them, then named steps. */

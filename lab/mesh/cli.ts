@@ -14,9 +14,10 @@
  *   put     --dir D FILE [--as SHA256]     put FILE into the mesh's object store, named by its
  *                                          SHA-256, which it prints (--as: under another
  *                                          name, to put a tampered object in a test)
- *   nodes   --dir D [--json]               admitted nodes and their last heartbeat
+ *   nodes   --dir D [--json]               admitted nodes, their last heartbeat and inventory
  *   last    --dir D NODE                   NODE's stored declaration and MESH_DECL's size (JSON)
- *   reports --dir D NODE                   NODE's reports kept by the broker (JSON array)
+ *   reports --dir D NODE [--records]       NODE's reports kept by the broker (JSON array;
+ *                                          --records: {seq, msgId, body} each)
  *   heartbeat --dir D NODE                 NODE's last heartbeat (JSON, or null)
  *   watch   --dir D [NODE]                 print reports and heartbeats as they arrive
  *   revoke  --dir D NODE                   stop admitting NODE's key
@@ -44,6 +45,7 @@ const { values, positionals } = parseArgs({
     ttl: { type: "string" },
     serial: { type: "string" },
     "as-is": { type: "boolean" },
+    records: { type: "boolean" },
     unsigned: { type: "boolean" },
     json: { type: "boolean" },
     once: { type: "boolean" },
@@ -140,7 +142,12 @@ switch (command) {
     const [node] = args;
     if (!node) fail("reports NODE");
     await using control = await ControlPlane.open(dir);
-    console.log(JSON.stringify(await control.reports(node)));
+    // --records: each with its stream sequence and message id (Nats-Msg-Id).
+    console.log(
+      JSON.stringify(
+        values.records ? await control.reportRecords(node) : await control.reports(node),
+      ),
+    );
     break;
   }
   case "heartbeat": {
@@ -187,7 +194,12 @@ switch (command) {
     const state = await readState(dir);
     const rows = [];
     for (const [node, record] of Object.entries(state.nodes)) {
-      rows.push({ node, ...record, heartbeat: await control.lastHeartbeat(node) ?? null });
+      rows.push({
+        node,
+        ...record,
+        heartbeat: await control.lastHeartbeat(node) ?? null,
+        inventory: await control.lastInventory(node) ?? null,
+      });
     }
     if (values.json) console.log(JSON.stringify(rows));
     else {
@@ -201,6 +213,18 @@ switch (command) {
               }`
               : "never heard from"),
         );
+        const inv = r.inventory as Record<string, unknown> | null;
+        if (inv) {
+          const p = inv.profile as { os?: { id?: string }; architecture?: string } | undefined;
+          console.log(
+            `${"".padEnd(20)} inventory ${inv.at}: ${p?.os?.id ?? "?"} ${
+              p?.architecture ?? "?"
+            }, ` +
+              `held ${(inv.held as unknown[] | undefined)?.length ?? 0}, overlay key ${
+                inv.overlayKey ?? "none"
+              }`,
+          );
+        }
       }
     }
     break;

@@ -12,7 +12,9 @@ import {
   type NatsConnection,
   nkeyAuthenticator,
   type Subscription,
+  type TlsOptions,
 } from "@nats-io/transport-node";
+import type { PeerCertificate } from "node:tls";
 import { createUser, fromPublic, type KeyPair } from "@nats-io/nkeys";
 import { SIGNATURE_HEADER, signDeclaration, signingKeyFromSeed } from "../../src/link/signature.ts";
 import { pinnedTls } from "../../src/link/connection.ts";
@@ -22,29 +24,58 @@ import {
   CONTENT_STREAM,
   CONTENT_SUBJECTS,
   DECLARATION_STREAM,
+  MESSAGE_ID_HEADER,
   subjectsOf,
 } from "../../src/link/subjects.ts";
 import { encodeToken } from "../../src/link/token.ts";
 import { unbase64url } from "../../src/link/_base64url.ts";
-import { type MeshState, readState, withState } from "./state.ts";
+import { type MeshState, readState, tokenBrokers, withState } from "./state.ts";
+
+const DAY_NS = 24 * 3600 * 1e9;
 
 /**
  * Streams the stand-in keeps: the last declaration per node, reports, the last
- * heartbeat per node. The two streams fed by nodes never acknowledge
- * (`no_ack`): a stream import carries the publisher's reply subject into
- * CONTROL, and an acknowledgement sent there to `$JS.API.STREAM.PURGE.MESH_DECL`
- * would be a purge made by JetStream itself (measured on nats-server 2.9.10).
+ * heartbeat and the last inventory per node. Reports and inventories are
+ * acknowledged (the node keeps a report in its outbox until then) and
+ * deduplicated by their `Nats-Msg-Id` within a day: nodes reach them through a
+ * service import, whose reply subject is the broker's own mapping of the node's
+ * inbox. The heartbeat stream never acknowledges (`no_ack`): it is fed by a
+ * stream import, which carries the publisher's reply subject into CONTROL, and
+ * an acknowledgement sent there to `$JS.API.STREAM.PURGE.MESH_DECL` would be a
+ * purge made by JetStream itself (measured on nats-server 2.9.10).
  */
 export const STREAMS = {
   [DECLARATION_STREAM]: { subjects: ["mesh.decl.*"], max_msgs_per_subject: 1, no_ack: false },
-  MESH_REPORT: { subjects: ["mesh.node.*.report"], max_msgs_per_subject: 1000, no_ack: true },
+  MESH_REPORT: {
+    subjects: ["mesh.node.*.report"],
+    max_msgs_per_subject: 1000,
+    no_ack: false,
+    duplicate_window: DAY_NS,
+  },
   MESH_BEAT: { subjects: ["mesh.node.*.heartbeat"], max_msgs_per_subject: 1, no_ack: true },
+  MESH_INV: {
+    subjects: ["mesh.node.*.inventory"],
+    max_msgs_per_subject: 1,
+    no_ack: false,
+    duplicate_window: DAY_NS,
+  },
 } as const;
+
+/** TLS for the control plane's own connection to a cluster: the CA, and any of the servers' pins. */
+function clusterTls(ca: string, pins: string[]): TlsOptions {
+  return {
+    ca,
+    checkServerIdentity: (_host: string, cert: PeerCertificate) =>
+      pins.includes(cert.fingerprint256)
+        ? undefined
+        : new Error(`certificate ${cert.fingerprint256} is none of the cluster's pins`),
+  } as TlsOptions;
+}
 
 /** A message the node sent, as the control plane reads it. */
 export interface NodeMessage {
   node: string;
-  kind: "report" | "heartbeat";
+  kind: "report" | "heartbeat" | "inventory";
   seq?: number;
   body: Record<string, unknown>;
 }
@@ -64,35 +95,57 @@ export class ControlPlane implements AsyncDisposable {
   static async open(dir: string): Promise<ControlPlane> {
     const state = await readState(dir);
     const nc = await connect({
-      servers: state.controlUrl,
+      servers: state.controlUrls ?? state.controlUrl,
       name: "nox-mesh stand-in control plane",
       authenticator: nkeyAuthenticator(new TextEncoder().encode(state.control.seed)),
-      tls: pinnedTls({ url: state.controlUrl, ca: state.caPem, pin: state.pin }),
+      tls: state.cluster
+        ? clusterTls(state.caPem, state.cluster.map((s) => s.pin))
+        : pinnedTls({ url: state.controlUrl, ca: state.caPem, pin: state.pin }),
+      ignoreClusterUpdates: state.cluster !== undefined,
       maxReconnectAttempts: -1,
       reconnectTimeWait: 250,
       pingInterval: 5000,
     });
     const control = new ControlPlane(dir, nc);
-    await control.#ensureStreams();
+    // A cluster keeps every stream on three servers: losing one loses nothing.
+    const replicas = state.cluster ? Math.min(3, state.cluster.length) : 1;
+    // A cluster that just started may still be electing its JetStream leader.
+    for (let tries = 0;; tries++) {
+      try {
+        await control.#ensureStreams(replicas);
+        break;
+      } catch (error) {
+        if (!state.cluster || tries >= 60) {
+          await nc.close().catch(() => {});
+          throw error;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    }
     return control;
   }
 
-  async #ensureStreams(): Promise<void> {
+  async #ensureStreams(replicas: number): Promise<void> {
     for (const [name, config] of Object.entries(STREAMS)) {
       const info = await this.#api(`$JS.API.STREAM.INFO.${name}`, "");
-      if (!info.error) continue;
+      // An existing stream is brought to this configuration (a mesh made by an
+      // older stand-in had unacknowledged, undeduplicated reports).
+      const verb = info.error ? "CREATE" : "UPDATE";
       const made = await this.#api(
-        `$JS.API.STREAM.CREATE.${name}`,
+        `$JS.API.STREAM.${verb}.${name}`,
         JSON.stringify({
           name,
           ...config,
           storage: "file",
+          num_replicas: replicas,
           allow_direct: true,
           max_age: 7 * 24 * 3600 * 1e9,
         }),
       );
       if (made.error) {
-        throw new Error(`cannot create stream ${name}: ${JSON.stringify(made.error)}`);
+        throw new Error(
+          `cannot ${verb.toLowerCase()} stream ${name}: ${JSON.stringify(made.error)}`,
+        );
       }
     }
   }
@@ -174,11 +227,10 @@ export class ControlPlane implements AsyncDisposable {
       return s;
     }, { reload: true });
     return encodeToken({
-      v: 2,
+      v: 3,
       node,
-      url: state.url,
+      brokers: tokenBrokers(state),
       ca: state.caPem,
-      pin: state.pin,
       join: new TextDecoder().decode(join.getSeed()),
       signer: state.signer.publicKey,
       expires,
@@ -295,10 +347,24 @@ export class ControlPlane implements AsyncDisposable {
       : signWith;
     const value = signature ?? (key ? signDeclaration(key, body) : undefined);
     if (value !== undefined) h.set(SIGNATURE_HEADER, value);
-    const ack = await this.nc.request(subjectsOf(node).declaration, body, {
-      timeout: 10_000,
-      headers: h,
-    });
+    // A cluster electing a stream leader (just started, or a server lost) has no
+    // responder for a moment: try again for up to 30 s. Storing the same bytes twice
+    // is harmless (last per subject; the node holds that serial already).
+    const deadline = Date.now() + 30_000;
+    let ack;
+    for (;;) {
+      try {
+        ack = await this.nc.request(subjectsOf(node).declaration, body, {
+          timeout: 10_000,
+          headers: h,
+        });
+        break;
+      } catch (error) {
+        const text = `${(error as Error).message} ${(error as Error).cause}`;
+        if (!/no responders|timeout/i.test(text) || Date.now() > deadline) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    }
     const answer = JSON.parse(ack.string());
     if (answer.error) {
       throw new Error(`the broker did not store the declaration: ${JSON.stringify(answer.error)}`);
@@ -341,7 +407,17 @@ export class ControlPlane implements AsyncDisposable {
 
   /** Every report `node` sent (kept by the broker), oldest first. */
   async reports(node: string): Promise<Record<string, unknown>[]> {
-    const out: Record<string, unknown>[] = [];
+    return (await this.reportRecords(node)).map((r) => r.body);
+  }
+
+  /**
+   * Every report `node` sent as the broker keeps it: the stream sequence, the
+   * message id the node gave it (`Nats-Msg-Id`, null without one) and the body.
+   */
+  async reportRecords(
+    node: string,
+  ): Promise<{ seq: number; msgId: string | null; body: Record<string, unknown> }[]> {
+    const out: { seq: number; msgId: string | null; body: Record<string, unknown> }[] = [];
     let seq = 1;
     for (;;) {
       const reply = await this.nc.request(
@@ -350,9 +426,24 @@ export class ControlPlane implements AsyncDisposable {
         { timeout: 10_000 },
       );
       if (reply.headers?.code && reply.headers.code !== 200) return out;
-      out.push(JSON.parse(reply.string()));
-      seq = Number(reply.headers?.get("Nats-Sequence")) + 1;
+      const at = Number(reply.headers?.get("Nats-Sequence"));
+      const msgId = reply.headers?.has(MESSAGE_ID_HEADER)
+        ? reply.headers.get(MESSAGE_ID_HEADER)
+        : null;
+      out.push({ seq: at, msgId, body: JSON.parse(reply.string()) });
+      seq = at + 1;
     }
+  }
+
+  /** The last inventory of `node` (JSON), or undefined. */
+  async lastInventory(node: string): Promise<Record<string, unknown> | undefined> {
+    const reply = await this.nc.request(
+      `$JS.API.DIRECT.GET.MESH_INV.${subjectsOf(node).inventory}`,
+      new Uint8Array(0),
+      { timeout: 10_000 },
+    );
+    if (reply.headers?.code && reply.headers.code !== 200) return undefined;
+    return JSON.parse(reply.string());
   }
 
   /** Wait until `node` has sent a report that `match` accepts; returns it. */

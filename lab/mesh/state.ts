@@ -53,8 +53,30 @@ export interface MeshState {
   /** nats-server's pid file and log, for reloads. */
   pidFile: string;
   logFile: string;
+  /**
+   * A cluster: every server (its URL for nodes, its certificate's pin, and its
+   * pid file and log for reloads). Tokens then name every server; absent, the
+   * one broker above.
+   */
+  cluster?: ClusterServer[];
+  /** The URLs the control plane itself uses for a cluster (may differ inside a lab namespace). */
+  controlUrls?: string[];
   nodes: Record<string, NodeRecord>;
   tokens: Record<string, TokenRecord>;
+}
+
+/** One server of a cluster, as the stand-in knows it. */
+export interface ClusterServer {
+  url: string;
+  pin: string;
+  pidFile: string;
+  logFile: string;
+}
+
+/** The brokers a token names: every server of the cluster, or the one broker. */
+export function tokenBrokers(state: MeshState): { url: string; pin: string }[] {
+  return state.cluster?.map(({ url, pin }) => ({ url, pin })) ??
+    [{ url: state.url, pin: state.pin }];
 }
 
 /** The state file, the auth block and the lock of a mesh directory. */
@@ -120,10 +142,11 @@ export function nodeAccount(node: string): string {
 /**
  * The broker's accounts block (DESIGN.md §18). The streams live in CONTROL.
  * Each admitted node has an account of its own that imports only its
- * declaration (stream) and the direct get of it (service), and exports only its
- * report and heartbeat subjects to CONTROL. A reply subject a node chooses is
- * therefore a subject of its own account: a response can never land in another
- * node's subject or in the JetStream API. Join keys live in JOIN, which imports
+ * declaration (stream), the direct get of it, its report and its inventory
+ * subjects (services), and exports only its heartbeat subject to CONTROL. A
+ * reply subject a node chooses is therefore a subject of its own account (a
+ * service import answers through the broker's own mapping of it): a response
+ * can never land in another node's subject or in the JetStream API. Join keys live in JOIN, which imports
  * only the enrolment service. Per-user permissions stay as well.
  */
 export function renderAuth(state: MeshState, now: Date = new Date()): string {
@@ -143,13 +166,19 @@ export function renderAuth(state: MeshState, now: Date = new Date()): string {
     const users = record.revoked ? [] : [user(record.publicKey, nodePermissions(node))];
     const s = subjectsOf(node);
     const account = nodeAccount(node);
+    // Reports and the inventory are services CONTROL exports to the node: the
+    // broker maps the node's reply subject to one of its own (`_R_.…`) in CONTROL,
+    // so JetStream's acknowledgement finds its way back to the node's inbox and
+    // can never be steered into a subject of CONTROL (the JetStream API) or of
+    // another node. The heartbeat stays a stream the node exports (never answered).
     controlExports.push(
       `{ service: ${q(s.directGet)}, accounts: [${q(account)}] }`,
       `{ stream: ${q(s.declaration)}, accounts: [${q(account)}] }`,
+      `{ service: ${q(s.report)}, accounts: [${q(account)}] }`,
+      `{ service: ${q(s.inventory)}, accounts: [${q(account)}] }`,
     );
     contentReaders.push(q(account));
     controlImports.push(
-      `{ stream: { account: ${q(account)}, subject: ${q(s.report)} } }`,
       `{ stream: { account: ${q(account)}, subject: ${q(s.heartbeat)} } }`,
     );
     accounts.push(`  ${q(account)} {
@@ -158,13 +187,14 @@ export function renderAuth(state: MeshState, now: Date = new Date()): string {
       list([
         `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.directGet)} } }`,
         `{ stream: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.declaration)} } }`,
+        `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.report)} } }`,
+        `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.inventory)} } }`,
         `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(CONTENT_SUBJECTS.directGet)} } }`,
         `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(CONTENT_SUBJECTS.metaGet)} } }`,
       ], "    ")
     }
     exports: ${
       list([
-        `{ stream: ${q(s.report)}, accounts: [${CONTROL_ACCOUNT}] }`,
         `{ stream: ${q(s.heartbeat)}, accounts: [${CONTROL_ACCOUNT}] }`,
       ], "    ")
     }
@@ -210,9 +240,25 @@ function user(nkey: string, p: Permissions): string {
  * to say it reloaded (or why it did not).
  */
 export async function reloadBroker(state: MeshState, timeoutMs = 10_000): Promise<void> {
+  if (!state.cluster) return await reloadOne(state, timeoutMs);
+  // A server that is down (killed by a scenario) reads the file when it starts again.
+  await Promise.all(state.cluster.map((server) => reloadOne(server, timeoutMs, true)));
+}
+
+async function reloadOne(
+  state: { pidFile: string; logFile: string },
+  timeoutMs: number,
+  skipDown = false,
+): Promise<void> {
   const before = count(await readLog(state.logFile));
-  const pid = Number((await Deno.readTextFile(state.pidFile)).trim());
-  Deno.kill(pid, "SIGHUP");
+  let pid: number;
+  try {
+    pid = Number((await Deno.readTextFile(state.pidFile)).trim());
+    Deno.kill(pid, "SIGHUP");
+  } catch (error) {
+    if (skipDown) return;
+    throw error;
+  }
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     const log = await readLog(state.logFile);

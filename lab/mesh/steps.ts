@@ -7,7 +7,7 @@
 import { join } from "node:path";
 import type { Lab } from "../lib/lab.ts";
 import { bundle, CHECKOUT } from "../lib/bundle.ts";
-import { HOST_INSTALLS, HOST_PATH, hostCommand } from "../lib/host.ts";
+import { HOST_INSTALLS, HOST_PATH, hostCommand, hostInstall } from "../lib/host.ts";
 import { MACHINE_DENO } from "../lib/machine.ts";
 import { fail, type Step, type StepContext } from "../lib/scenario.ts";
 import { includeAuth, initState } from "./broker.ts";
@@ -18,7 +18,7 @@ import { fingerprintOf } from "../lib/certs.ts";
  * override of the package's unit, started by a step); no launcher and Restart=no, so
  * an exit stays visible. The PATH is the packaged unit's.
  */
-export function hostUnit(heartbeatSeconds = 2): string {
+export function hostUnit(heartbeatSeconds = 2, driftSeconds?: number): string {
   return `[Unit]
 Description=nox-mesh-host run (lab; no launcher, so its exit stays visible)
 After=network.target
@@ -26,7 +26,9 @@ After=network.target
 [Service]
 Type=exec
 Environment=PATH=${HOST_PATH}
-ExecStart=${HOST_INSTALLS.systemd.command} run --heartbeat-interval ${heartbeatSeconds}
+ExecStart=${HOST_INSTALLS.systemd.command} run --heartbeat-interval ${heartbeatSeconds}${
+    driftSeconds ? ` --drift-interval ${driftSeconds}` : ""
+  }
 Restart=no
 TimeoutStopSec=60
 `;
@@ -316,10 +318,14 @@ export function assertHostExited(machine: string, code: number): Step {
   };
 }
 
-/** Asserts the host's journal on a machine contains `text`. */
-export function assertJournal(machine: string, text: string): Step {
+/**
+ * Asserts the host's journal on a machine contains `text` (after the last line
+ * that contains `after`, when given).
+ */
+export function assertJournal(machine: string, text: string, after?: string): Step {
   return {
-    title: `assert the journal of nox-mesh-host on ${machine} says "${text}"`,
+    title: `assert the journal of nox-mesh-host on ${machine} says "${text}"` +
+      (after ? ` after "${after}"` : ""),
     async run(ctx) {
       const r = await ctx.machine(machine).exec([
         "journalctl",
@@ -329,7 +335,11 @@ export function assertJournal(machine: string, text: string): Step {
         "-o",
         "cat",
       ]);
-      if (!r.stdout.includes(text)) fail(`"${text}" in the journal`, r.stdout.slice(-800));
+      const from = after === undefined ? 0 : r.stdout.lastIndexOf(after);
+      if (from < 0) fail(`"${after}" in the journal`, r.stdout.slice(-800));
+      if (!r.stdout.slice(from).includes(text)) {
+        fail(`"${text}" in the journal`, r.stdout.slice(-800));
+      }
     },
   };
 }
@@ -403,7 +413,7 @@ export function replaceHostProgram(machine: string): Step {
     title: `replace the host's bundle on ${machine} (a new file renamed over it)`,
     async run(ctx) {
       const m = ctx.machine(machine);
-      const file = HOST_INSTALLS[m.flavour].bundle;
+      const file = hostInstall(m).bundle;
       const r = await m.exec([
         "sh",
         "-c",
@@ -423,6 +433,110 @@ export function mark(keep: (ms: number) => void, title = "note the time"): Step 
     run() {
       keep(Date.now());
       return Promise.resolve();
+    },
+  };
+}
+
+/**
+ * A person edits `path` on `machine` `times` times; after each edit the step waits
+ * until the host's drift reconcile put `content` back (a drift repair each time).
+ */
+export function driftRepairs(machine: string, path: string, content: string, times: number): Step {
+  return {
+    title: `edit ${path} on ${machine} ${times} times, each repaired by the drift reconcile`,
+    timeoutS: 30 + times * 20,
+    async run(ctx) {
+      const m = ctx.machine(machine);
+      for (let i = 1; i <= times; i++) {
+        await m.writeFile(path, `edited ${i}\n`);
+        const deadline = Date.now() + 15_000;
+        for (;;) {
+          const r = await m.exec(["cat", path]);
+          if (r.stdout === content) break;
+          if (Date.now() > deadline) fail(`edit ${i} repaired within 15 s`, r.stdout.slice(0, 80));
+          await new Promise((resolve) => setTimeout(resolve, 200));
+        }
+      }
+    },
+  };
+}
+
+/** The host's apply outcome lines in its journal: [trigger, outcome, changed]. */
+async function journalApplies(ctx: StepContext, machine: string): Promise<string[]> {
+  const r = await ctx.machine(machine).exec(
+    ["journalctl", "-u", "nox-mesh-host", "--no-pager", "-o", "cat"],
+  );
+  return [...r.stdout.matchAll(/^apply \((\w+), [^)]*\): (\w+): (\d+) changed/gm)]
+    .map((m) => `${m[1]}:${m[2]}:${m[3]}`);
+}
+
+/**
+ * Asserts the control plane holds one report per apply the host logged, once
+ * each and in the same order (trigger, outcome, changed count), each under its
+ * own message id; at least `repairs` drift repairs and `failed` failed applies
+ * among them. Run it after the host stopped, so both lists are final.
+ */
+export function assertReportsMatchJournal(
+  machine: string,
+  node: string,
+  { repairs, failed }: { repairs: number; failed: number },
+): Step {
+  return {
+    title: `assert ${node}'s reports are its journal's applies, once each, in order ` +
+      `(≥ ${repairs} drift repairs, ${failed} failed)`,
+    async run(ctx) {
+      const records = JSON.parse(await mesh(ctx, ["reports", node, "--records"])) as {
+        msgId: string | null;
+        body: Record<string, unknown>;
+      }[];
+      const reports = records.filter((r) => r.body.kind === "apply");
+      const got = reports.map((r) =>
+        `${r.body.trigger}:${r.body.outcome}:${(r.body.counts as { changed: number }).changed}`
+      );
+      const want = await journalApplies(ctx, machine);
+      const show = (xs: string[]) => `${xs.length}: ${xs.join(" ").slice(0, 600)}`;
+      if (JSON.stringify(got) !== JSON.stringify(want)) {
+        fail(`the journal's applies ${show(want)}`, `reports ${show(got)}`);
+      }
+      const ids = reports.map((r) => r.msgId);
+      if (reports.some((r) => r.msgId === null || r.msgId !== r.body.id)) {
+        fail("every report under its Nats-Msg-Id (= its id)", JSON.stringify(ids.slice(0, 5)));
+      }
+      if (new Set(ids).size !== ids.length) fail("no message id twice", show(ids as string[]));
+      const seqs = ids.map((id) => Number(String(id).split(".")[1]));
+      if (seqs.some((n, i) => i > 0 && n <= seqs[i - 1])) {
+        fail("ids in outbox order", show(ids as string[]));
+      }
+      const repaired = got.filter((g) => g === "drift:converged:1").length;
+      if (repaired < repairs) fail(`≥ ${repairs} drift repairs`, `${repaired}`);
+      const failures = got.filter((g) => g.includes(":failed:")).length;
+      if (failures < failed) fail(`≥ ${failed} failed applies`, `${failures}`);
+    },
+  };
+}
+
+/**
+ * Asserts `journalctl -u nox-mesh-host -p PRIORITY` on a machine shows `text`
+ * (the host's <N> prefixes reached the journal as priorities).
+ */
+export function assertJournalPriority(machine: string, priority: string, text: string): Step {
+  return {
+    title: `assert journalctl -u nox-mesh-host -p ${priority} on ${machine} shows "${text}"`,
+    async run(ctx) {
+      const r = await ctx.machine(machine).exec([
+        "journalctl",
+        "-u",
+        "nox-mesh-host",
+        "-p",
+        priority,
+        "--no-pager",
+        "-o",
+        "cat",
+      ]);
+      if (!r.stdout.includes(text)) fail(`"${text}" at ${priority} or above`, r.stdout.slice(-600));
+      if (/ starting; state /.test(r.stdout)) {
+        fail("no info lines at this priority", r.stdout.slice(-600));
+      }
     },
   };
 }

@@ -1,7 +1,7 @@
 // Shared steps of the install/upgrade/rollback scenarios (arch-*, openrc-install): the
 // host installed from its real package, started by its init through the launcher.
 import { loadPermissionSet, permissionFlags } from "../../packaging/permissions.ts";
-import { HOST_INSTALLS } from "../lib/host.ts";
+import { hostInstall } from "../lib/host.ts";
 import type { HostBuild } from "../lib/host_builds.ts";
 import { HOST_VERSIONS } from "../lib/host_builds.ts";
 import type { Machine } from "../lib/machine.ts";
@@ -69,8 +69,9 @@ const shown = (p: Process) => `${p.pid}: ${p.argv.join(" ").slice(0, 160)}`;
 
 /**
  * The init runs the launcher (systemd as PID 1, or OpenRC's supervise-daemon), and the
- * launcher's one child is the host's `run` on the system deno with exactly the flags of
- * the machine's permission set (packaging/<os>/permissions).
+ * launcher's one child is the host's `run` on its deno (the system's for the Arch package,
+ * the tarball's own for the tarball) with exactly the flags of the machine's permission
+ * set (packaging/<os>/permissions).
  */
 export function assertLaunched(machine: string): Step {
   return {
@@ -78,7 +79,7 @@ export function assertLaunched(machine: string): Step {
       "(run) as its child, under its OS's permission set",
     async run(ctx) {
       const m = ctx.machine(machine);
-      const install = HOST_INSTALLS[m.flavour];
+      const install = hostInstall(m);
       const all = await processes(m);
       const launchers = all.filter((p) =>
         p.argv[0] === "/bin/sh" && p.argv[1] === install.command + "-launch" && p.argv[2] === "run"
@@ -93,7 +94,7 @@ export function assertLaunched(machine: string): Step {
       if (children.length !== 1) fail("one child of the launcher", children.map(shown).join("; "));
       const host = children[0];
       const flags = permissionFlags(await loadPermissionSet(install.os));
-      const want = ["/usr/bin/deno", "run", "--no-config", ...flags, install.bundle, "run"];
+      const want = [install.deno, "run", "--no-config", ...flags, install.bundle, "run"];
       if (JSON.stringify(host.argv) !== JSON.stringify(want)) {
         fail(`the child to be ${want.slice(0, 3).join(" ")} <${install.os} set> …`, shown(host));
       }

@@ -14,8 +14,13 @@ import { scenario as archInstall } from "./arch_install.ts";
 import { scenario as archUpgrade } from "./arch_upgrade.ts";
 import { scenario as archRollback } from "./arch_rollback.ts";
 import { scenario as openrcInstall } from "./openrc_install.ts";
+import { scenario as tarballFloor } from "./tarball_floor.ts";
+import { scenario as tarballRollback } from "./tarball_rollback.ts";
 import { scenario as conntrack } from "./conntrack.ts";
 import { scenario as firewall } from "./firewall.ts";
+import { scenario as overlay } from "./overlay.ts";
+import { scenario as restartOnChange } from "./restart_on_change.ts";
+import { scenario as outbox } from "./outbox.ts";
 import { scenario as contentRef } from "./content_ref.ts";
 
 /** All scenarios. */
@@ -34,7 +39,12 @@ export const SCENARIOS: readonly Scenario[] = [
   archUpgrade,
   archRollback,
   openrcInstall,
+  tarballFloor,
+  tarballRollback,
   conntrack,
   firewall,
+  overlay,
+  restartOnChange,
+  outbox,
   contentRef,
 ];

@@ -6,12 +6,7 @@ import {
   type Scenario,
   waitFor,
 } from "../lib/scenario.ts";
-import { CHECKOUT } from "../lib/bundle.ts";
 import { assertLaunched, assertNoHostProcess, assertServiceSaid, CURRENT, STATE } from "./_ship.ts";
-
-/** The init script as shipped (packaging/alpine/), and the tarball's conf.d (packaging/tarball/). */
-const INIT_SCRIPT = Deno.readTextFileSync(`${CHECKOUT}/packaging/alpine/nox-mesh-host.initd`);
-const CONF_D = Deno.readTextFileSync(`${CHECKOUT}/packaging/tarball/nox-mesh-host.confd`);
 
 const TARBALL = `nox-mesh-host-${CURRENT}-${Deno.build.arch}.tar.gz`;
 
@@ -24,29 +19,28 @@ function installLine(dir: string): string[] {
     "sh",
     "-c",
     'cd "$1" && minisign -Vm SHA256SUMS -p /lab/tarball/minisign.pub && ' +
-    'sha256sum -c --ignore-missing SHA256SUMS && tar -xz -C /usr/local/bin < "$2"',
+    'sha256sum -c --ignore-missing SHA256SUMS && tar -xz -C /usr/local < "$2"',
     "install",
     dir,
     TARBALL,
   ];
 }
 
-/** The tarball and the OpenRC script on an OpenRC machine: start, run, stop cleanly. */
+/**
+ * The tarball and its OpenRC script on an OpenRC machine: refused when changed, then
+ * checked, unpacked, installed; start, run, stop cleanly. (tarball-floor runs the README's
+ * one-line install on a machine with no deno; this one the signature-checked one.)
+ */
 export const scenario: Scenario = {
   name: "openrc-install",
   summary: "a changed tarball is refused (by its sum; with the sums rewritten too, by the " +
     "minisign signature) and nothing unpacked; the tarball (SHA256SUMS signature and " +
-    "sum checked) unpacked into /usr/local/bin with the " +
-    "OpenRC script and conf.d: rc-service start runs the launcher, which runs the host under " +
-    "the tarball permission set; rc-service stop passes the signal down, no process remains",
+    "sum checked) unpacked into /usr/local, its OpenRC script and conf.d installed by " +
+    "nox-mesh-host-install-init --no-start: rc-service start runs the launcher, which runs the " +
+    "host under the tarball permission set; rc-service stop passes the signal down, no " +
+    "process remains",
   machines: {
-    rc: {
-      flavour: "openrc",
-      files: {
-        "/etc/init.d/nox-mesh-host": { content: INIT_SCRIPT, mode: "0755" },
-        "/etc/conf.d/nox-mesh-host": CONF_D,
-      },
-    },
+    rc: { flavour: "openrc" },
   },
   steps: [
     run("rc", ["sh", "-c", "mkdir /tmp/changed && cp /lab/tarball/* /tmp/changed/"]),
@@ -59,7 +53,12 @@ export const scenario: Scenario = {
     }),
     assertFile("rc", "/usr/local/bin/nox-mesh-host", { absent: true }),
     run("rc", installLine("/lab/tarball")),
-    assertFile("rc", "/usr/local/bin/nox-mesh-host.LICENSE", { type: "file" }),
+    assertFile("rc", "/usr/local/share/nox-mesh-host/LICENSE", { type: "file" }),
+    assertFile("rc", "/usr/local/lib/nox-mesh-host/deno.LICENSE", { type: "file" }),
+    // The tarball's OpenRC script (derived from Alpine's) and conf.d, enabled, not started.
+    run("rc", ["nox-mesh-host-install-init", "--no-start"]),
+    run("rc", ["test", "-L", "/etc/runlevels/default/nox-mesh-host"]),
+    assertUnit("rc", "nox-mesh-host", { running: false }),
     run("rc", ["/usr/local/bin/nox-mesh-host", "version"], {
       stdoutIncludes: `nox-mesh-host ${CURRENT}\n`,
     }),

@@ -148,6 +148,9 @@ export function alpineApk(options: ApkOptions = {}): Apk {
     async upgradeAll(): Promise<void> {
       await mustRun(argv("upgrade", "--update-cache", "--no-progress"), run);
     },
+
+    // apk's version is pkgver-rN; the launcher records pkgver.
+    upstreamVersion: (version) => version.replace(/-r\d+$/, ""),
   };
 }
 

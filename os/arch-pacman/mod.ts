@@ -109,6 +109,9 @@ export function archPacman(options: PacmanOptions = {}): Pacman {
     async upgradeAll(): Promise<void> {
       await mustRun(argv("-Syu", ...QUIET), run);
     },
+
+    // pacman's version is [epoch:]pkgver-pkgrel; the launcher records pkgver.
+    upstreamVersion: (version) => version.replace(/-\d+(\.\d+)?$/, ""),
   };
 }
 

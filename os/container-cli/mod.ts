@@ -1,6 +1,7 @@
 /**
  * One container runtime adapter over the podman or docker command line (they
- * share these verbs): inspect, create (with labels) then start, start, rm -f.
+ * share these verbs): inspect, create (with labels) then start, start, restart,
+ * rm -f. A restart is proven by a new State.StartedAt.
  * The image must be pinned by digest; the adapter refuses anything else.
  */
 import { randomUUID } from "node:crypto";
@@ -75,6 +76,11 @@ export function containerCli(options: ContainerCliOptions): ContainerRuntime {
     async start(container: string): Promise<void> {
       refuseOption("container name", container);
       await mustRun([program, "start", container], run);
+    },
+
+    async restart(container: string): Promise<void> {
+      refuseOption("container name", container);
+      await mustRun([program, "restart", container], run);
     },
 
     async remove(container: string): Promise<void> {
@@ -158,7 +164,11 @@ export function writeEnvFile(dir: string, env: Record<string, string>): string |
   return path;
 }
 
-/** Make `dir` (if missing) and hold it to a directory of this user, mode 0700, never a symlink. */
+/**
+ * Make `dir` (if missing) and hold it to a directory of the state directory's
+ * owner (the host; asking the process's own uid would need --allow-sys=uid),
+ * mode 0700, never a symlink.
+ */
 function privateDirectory(dir: string): void {
   try {
     mkdirSync(dir, { mode: 0o700 });
@@ -180,8 +190,12 @@ function privateDirectory(dir: string): void {
   }
   try {
     const info = fstatSync(fd);
-    if (info.uid !== Deno.uid()) {
-      throw new TypeError(`${dir} belongs to uid ${info.uid}, not this process; it is not private`);
+    const owner = ownerOf(posix.dirname(dir));
+    if (info.uid !== owner) {
+      throw new TypeError(
+        `${dir} belongs to uid ${info.uid}, not to the state directory's owner (${owner}); ` +
+          "it is not private",
+      );
     }
     fchmodSync(fd, 0o700);
   } finally {
@@ -193,12 +207,22 @@ function privateDirectory(dir: string): void {
   }
 }
 
+/** The owner of a directory, asked on a descriptor that never follows a symlink. */
+function ownerOf(dir: string): number {
+  const fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
+  try {
+    return fstatSync(fd).uid;
+  } finally {
+    closeSync(fd);
+  }
+}
+
 interface InspectRecord {
   Name?: string;
   Image?: string;
   ImageName?: string;
   Config?: { Image?: string; Labels?: Record<string, string> | null };
-  State?: { Running?: boolean; Status?: string };
+  State?: { Running?: boolean; Status?: string; StartedAt?: string };
 }
 
 /** Parse `<runtime> container inspect NAME` (a JSON array of one object; podman or docker). */
@@ -212,5 +236,6 @@ export function parseInspect(stdout: string, container: string): ContainerInfo |
     running: record.State?.Running === true,
     status: record.State?.Status ?? "unknown",
     labels: { ...(record.Config?.Labels ?? {}) },
+    startedAt: record.State?.StartedAt ?? "",
   };
 }

@@ -4,7 +4,7 @@ import type { AdapterNeeds } from "../needs.ts";
 /** podman's and docker's programs and paths. */
 export const NEEDS: AdapterNeeds = {
   run: {
-    podman: "containers: container inspect, create, start, rm --force; profile: info",
+    podman: "containers: container inspect, create, start, restart, rm --force; profile: info",
     docker: "the same verbs as podman; profile: version",
   },
   read: {

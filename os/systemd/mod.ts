@@ -1,8 +1,9 @@
 /**
  * systemd: the service verbs on systemctl. State is read with one
  * `systemctl show` (load, active and unit-file state, and whether the unit's
- * file changed since systemd read it); `reload` runs daemon-reload only when
- * systemd says a reload is needed. Refuses the host's own unit.
+ * file changed since systemd read it, and the InvocationID of the running
+ * instance: a restart is proven by a new one); `reload` runs daemon-reload only
+ * when systemd says a reload is needed. Refuses the host's own unit.
  */
 import type { ServiceManager, ServiceState } from "../../src/providers.ts";
 import { OWN_SERVICES, refuseOwn } from "../_own_service.ts";
@@ -20,7 +21,13 @@ export interface SystemdOptions {
 }
 
 /** The properties `state` asks for. */
-export const SHOW_PROPERTIES = ["LoadState", "ActiveState", "UnitFileState", "NeedDaemonReload"];
+export const SHOW_PROPERTIES = [
+  "LoadState",
+  "ActiveState",
+  "UnitFileState",
+  "NeedDaemonReload",
+  "InvocationID",
+];
 
 /** Unit-file states in which `systemctl is-enabled` succeeds: the unit starts at boot. */
 const ENABLED = new Set([
@@ -73,6 +80,14 @@ export function systemd(options: SystemdOptions = {}): ServiceManager {
       guard(name);
       await ctl("stop", "--", name);
     },
+    async restart(name: string): Promise<void> {
+      guard(name);
+      await ctl("restart", "--", name);
+    },
+    async reloadService(name: string): Promise<void> {
+      guard(name);
+      await ctl("reload", "--", name);
+    },
     async reload(name: string): Promise<void> {
       guard(name);
       const r = await ctl("show", "--property=NeedDaemonReload", "--", name);
@@ -91,11 +106,14 @@ export function parseShow(stdout: string): ServiceState {
   const load = props.get("LoadState") ?? "";
   const active = props.get("ActiveState") ?? "";
   const file = props.get("UnitFileState") ?? "";
+  const running = active === "active" || active === "reloading";
+  const invocation = props.get("InvocationID") ?? "";
   return {
     exists: load !== "" && load !== "not-found",
     enabled: ENABLED.has(file),
-    running: active === "active" || active === "reloading",
+    running,
     reloadNeeded: props.get("NeedDaemonReload") === "yes",
+    process: running && invocation !== "" ? `InvocationID ${invocation}` : null,
     detail: [load, file, active].filter(Boolean).join(", "),
   };
 }

@@ -3,6 +3,9 @@ import type { AdapterNeeds } from "../needs.ts";
 
 /** systemd's programs and paths. */
 export const NEEDS: AdapterNeeds = {
-  run: { systemctl: "services: show/enable/disable/start/stop/daemon-reload; profile: show" },
+  run: {
+    systemctl:
+      "services: show/enable/disable/start/stop/restart/reload/daemon-reload; profile: show",
+  },
   read: {},
 };

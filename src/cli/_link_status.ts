@@ -1,12 +1,17 @@
 /** The link and service part of `status`: identity, service, link state, next drift check. */
-import { readIdentity } from "../link/identity.ts";
-import { isCurrent, readRunStatus } from "../run/status.ts";
+import { brokerList, readIdentity } from "../link/identity.ts";
+import { isCurrent, readRunStatus } from "../run/run_status.ts";
 import type { Store } from "../store/store.ts";
 
 /** What `status --json` adds about the link and the service. */
 export interface LinkStatus {
   identity:
-    | { node: string; publicKey: string; url: string; pin: string; enrolledAt: string }
+    | {
+      node: string;
+      publicKey: string;
+      brokers: { url: string; pin: string }[];
+      enrolledAt: string;
+    }
     | null;
   service: {
     running: boolean;
@@ -22,6 +27,10 @@ export interface LinkStatus {
     state: string;
     since: string | null;
     lastError: { code: string; side: string; message: string; at: string } | null;
+    /** The broker in use (or being tried), while the service runs. */
+    server: string | null;
+    /** The last move to another broker: from, to, why it left, when. */
+    lastMove: { from: string; to: string; why: string; at: string } | null;
   };
 }
 
@@ -46,8 +55,7 @@ export function linkStatus(store: Store, now: Date = new Date()): LinkStatus {
       ? {
         node: identity.node,
         publicKey: identity.publicKey,
-        url: identity.url,
-        pin: identity.pin,
+        brokers: identity.brokers,
         enrolledAt: identity.enrolledAt,
       }
       : null,
@@ -55,7 +63,13 @@ export function linkStatus(store: Store, now: Date = new Date()): LinkStatus {
       running,
       pid: run.pid,
       version: run.version,
-      phase: running ? run.phase : run.phase === "upgrading" ? "exited for an upgrade" : "stopped",
+      phase: running
+        ? run.phase
+        : run.phase === "upgrading"
+        ? "exited for an upgrade"
+        : run.phase === "restarting"
+        ? "exited for a restart (memory ceiling)"
+        : "stopped",
       startedAt: run.startedAt,
       updatedAt: run.updatedAt,
       nextDriftAt: running ? run.nextDriftAt : null,
@@ -65,6 +79,8 @@ export function linkStatus(store: Store, now: Date = new Date()): LinkStatus {
       state,
       since: running && run.link ? run.link.since : null,
       lastError,
+      server: running && run.link ? run.link.url : null,
+      lastMove: run?.link?.lastMove ?? null,
     },
   };
 }
@@ -75,7 +91,9 @@ export function linkRows(s: LinkStatus): [string, string][] {
   rows.push([
     "identity",
     s.identity
-      ? `key ${s.identity.publicKey}, broker ${s.identity.url}, pin ${s.identity.pin.slice(0, 11)}…`
+      ? `key ${s.identity.publicKey}, ${s.identity.brokers.length === 1 ? "broker" : "brokers"} ${
+        brokerList(s.identity)
+      }`
       : "none: enrol with a token (enrol --token - < token.txt)",
   ]);
   rows.push([
@@ -87,6 +105,11 @@ export function linkRows(s: LinkStatus): [string, string][] {
       : `${s.service.phase} (last seen ${s.service.updatedAt}, pid ${s.service.pid})`,
   ]);
   rows.push(["link", `${s.link.state}${s.link.since ? ` since ${s.link.since}` : ""}`]);
+  if (s.link.server) rows.push(["broker", s.link.server]);
+  if (s.link.lastMove) {
+    const m = s.link.lastMove;
+    rows.push(["link moved", `from ${m.from} to ${m.to} at ${m.at}: ${m.why}`]);
+  }
   if (s.link.lastError) {
     rows.push([
       "link error",

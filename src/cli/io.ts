@@ -21,6 +21,11 @@ export interface CliIo {
    * passes the list its build carries: packaging/<os>/own_paths.ts).
    */
   ownPaths?: readonly string[];
+  /**
+   * The installation's bundle (where its package put substrate.lock), when it is not
+   * the default /usr/share/nox-mesh-host/substrate.lock (the tarball's lies in /usr/local).
+   */
+  bundlePath?: string;
 }
 
 /** Exit codes (documented in the README). */
@@ -34,4 +39,6 @@ export const EXIT = {
   software: 70,
   busy: 75,
   config: 78,
+  /** `run` asks the launcher for a restart that is not a failure (the memory ceiling). */
+  restart: 10,
 } as const;

@@ -4,13 +4,13 @@ import { ConfigError } from "../config.ts";
 import { DeclarationRefused } from "../declaration/envelope.ts";
 import { BusyError, HostError, UsageError } from "../errors.ts";
 import { COMMIT, FORM, PROGRAM, VERSION } from "../version.ts";
-import { applyCommand, InputError, planCommand } from "./apply.ts";
+import { applyCommand, InputError, planCommand } from "./cmd_apply.ts";
 import { type Command, GLOBAL_HELP, GLOBAL_OPTIONS } from "./command.ts";
 import { type CliIo, EXIT } from "./io.ts";
-import { inventoryCommand, profileCommand } from "./profile.ts";
-import { statusCommand } from "./status.ts";
-import { runCommand } from "./run.ts";
-import { enrolCommand } from "./enrol.ts";
+import { inventoryCommand, profileCommand } from "./cmd_profile.ts";
+import { statusCommand } from "./cmd_status.ts";
+import { runCommand } from "./cmd_run.ts";
+import { enrolCommand } from "./cmd_enrol.ts";
 import { LinkError, TokenError } from "../link/errors.ts";
 
 const versionCommand: Command = {
@@ -124,6 +124,7 @@ export async function main(args: string[], io: CliIo): Promise<number> {
         stateDir: values["state-dir"] as string | undefined,
         configPath: values.config as string | undefined,
         ownPaths: io.ownPaths,
+        bundlePath: io.bundlePath,
       },
     });
   } catch (error) {

@@ -23,6 +23,15 @@ export const resourceId = v.pipe(
   ),
 );
 
+/**
+ * `restartOn`: ids of resources declared before this one whose change in an apply
+ * restarts this one's process (the parse checks that they are declared before it).
+ */
+export const restartOn = v.pipe(
+  v.array(resourceId),
+  v.maxLength(64, "names at most 64 resources"),
+);
+
 /** The one documented form of a mode: four octal digits, the first 0 (special bits are fields). */
 export const MODE_FORM = /^0[0-7]{3}$/;
 

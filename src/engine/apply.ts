@@ -65,7 +65,8 @@ export async function applyDeclaration(
   const last = store.lastApply();
   const unchangedSince = last?.outcome === "converged" && last.digest === digest;
   const applyId = store.beginApply(options.source, options.origin, declaration.serial, digest);
-  const kctx = kindContext(ctx, options);
+  const changedIds = new Set<string>();
+  const kctx = kindContext(ctx, changedIds, options);
   const held = store.heldIndex();
   const results: ResourceResult[] = [];
   const counts: Counts = { changed: 0, unchanged: 0, removed: 0, failed: 0 };
@@ -141,6 +142,8 @@ export async function applyDeclaration(
         return false;
       }
       const result: ResourceResult = { ...item.base, ...outcome.result };
+      // Later resources' restartOn is answered from this set (KindContext.changedIds).
+      if (result.outcome === "changed") changedIds.add(item.resource.id);
       record(result, (seq) => outcome.save(applyId, seq, result));
     }
     return true;
@@ -180,6 +183,8 @@ export async function applyDeclaration(
       const [outcome] = await changeTogether(ctx, kctx, [checked]);
       if ("error" in outcome) throw outcome.error;
       const result: ResourceResult = { ...base, ...outcome.result };
+      // Later resources' restartOn is answered from this set (KindContext.changedIds).
+      if (result.outcome === "changed") changedIds.add(resource.id);
       record(result, (seq) => outcome.save(applyId, seq, result));
     } catch (cause) {
       if (!await flushWindow()) {
@@ -465,11 +470,20 @@ function skipped(resource: Resource, detail: string): ResourceResult {
   };
 }
 
-/** What the kinds get for one apply or plan pass: providers, roots, notes kept in the store. */
-export function kindContext(ctx: EngineContext, options?: ApplyOptions): KindContext {
+/**
+ * What the kinds get for one apply or plan pass: providers, roots, notes kept in the
+ * store, `changedIds`, which the pass fills as it goes, and (for an apply) where
+ * content declared by reference comes from.
+ */
+export function kindContext(
+  ctx: EngineContext,
+  changedIds: Set<string>,
+  options?: ApplyOptions,
+): KindContext {
   const kctx = newKindContext(ctx.providers, ctx.config.managedRoots, ctx.rolledBackFrom, {
     notes: storeNotes(ctx),
     stateDir: ctx.stateDir,
+    changedIds,
   });
   if (ctx.stateDir !== undefined && options !== undefined) {
     kctx.content = contentResolver(new ContentCache(ctx.stateDir), contentSources(options));

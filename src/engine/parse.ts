@@ -185,7 +185,46 @@ function checkTogether(
     } else keys.set(key, index);
 
     kind.rules?.(resource, at, scope);
+    checkRestartOn(kind.restartOn?.(resource) ?? [], resource.id, at, ids, resources, problems);
   }
+}
+
+/**
+ * A resource's `restartOn` names resources declared BEFORE it: the restart happens at
+ * its own position, after all of them (the order is stated, never derived).
+ */
+function checkRestartOn(
+  restartOn: readonly string[],
+  self: string,
+  at: string,
+  earlier: ReadonlyMap<string, number>,
+  resources: readonly [number, Resource][],
+  problems: Problem[],
+) {
+  const seen = new Set<string>();
+  restartOn.forEach((id, i) => {
+    const path = `${at}.restartOn[${i}]`;
+    if (seen.has(id)) {
+      problems.push({ path, message: `names "${id}" twice` });
+      return;
+    }
+    seen.add(id);
+    if (id === self) {
+      problems.push({ path, message: `names this resource itself ("${id}")` });
+      return;
+    }
+    // `earlier` holds the ids declared so far (this one's included, refused above).
+    if (earlier.has(id)) return;
+    const later = resources.find(([, r]) => r.id === id)?.[0];
+    problems.push({
+      path,
+      message: later === undefined
+        ? `names no resource of this declaration ("${id}"); it names the id of a resource ` +
+          "declared before this one"
+        : `names "${id}" (resources[${later}]), declared after this one; a restart happens at ` +
+          "the resource's own position, after what it names: declare that resource first",
+    });
+  });
 }
 
 /** Order problems by resource index, then by path, so messages read top to bottom. */

@@ -14,13 +14,16 @@ export async function planDeclaration(
   ctx: EngineContext,
   declaration: Declaration,
 ): Promise<PlanEntry[]> {
-  const kctx = kindContext(ctx);
+  const changedIds = new Set<string>();
+  const kctx = kindContext(ctx, changedIds);
   const entries: PlanEntry[] = [];
   for (const resource of declaration.resources) {
     const base = { id: resource.id, type: resource.type, key: resourceKey(resource) };
     try {
       const found = await kindOf(resource).check(kctx, resource);
       const status = found.changes.length === 0 ? "in-sync" : found.exists ? "change" : "create";
+      // What would change is what later resources' restartOn sees (as in the apply).
+      if (status !== "in-sync") changedIds.add(resource.id);
       entries.push({ ...base, status, changes: found.exists ? describe(found) : [] });
     } catch (cause) {
       entries.push({ ...base, status: "unknown", changes: [], detail: describeError(cause) });

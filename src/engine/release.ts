@@ -124,7 +124,9 @@ async function heldRecordProblem(
   try {
     // The trusted parse only so that an action's record is judged by the same
     // rules as the rest; releasing an action runs nothing.
-    await parseTrustedDeclaration(JSON.stringify({ version: 1, resources: [item.spec] }), {
+    // A record is judged alone: the ids its restartOn names are other records' business.
+    const { restartOn: _names, ...alone } = item.spec as Resource & { restartOn?: unknown };
+    await parseTrustedDeclaration(JSON.stringify({ version: 1, resources: [alone] }), {
       managedRoots: ctx.config.managedRoots,
       own: ctx.config.own ?? { paths: [], services: [] },
       limits: {

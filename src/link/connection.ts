@@ -13,7 +13,7 @@ import {
 } from "@nats-io/transport-node";
 import type { PeerCertificate } from "node:tls";
 import { PROGRAM, VERSION } from "../version.ts";
-import { classifyLinkError, PinMismatch } from "./errors.ts";
+import { classifyLinkError, LinkError, PinMismatch } from "./errors.ts";
 
 /** Where to connect and whom to trust. */
 export interface BrokerTarget {
@@ -54,6 +54,9 @@ export async function openConnection(
       servers: target.url,
       name: `${PROGRAM} ${VERSION} ${auth.name}`,
       reconnect: false,
+      // One pinned server per connection: never follow the cluster's gossip to
+      // servers the token did not name (link.ts moves between the token's).
+      ignoreClusterUpdates: true,
       timeout: timing.timeoutMs,
       pingInterval: timing.pingIntervalMs,
       maxPingOut: timing.maxPingOut,
@@ -64,6 +67,43 @@ export async function openConnection(
   } catch (error) {
     throw classifyLinkError(error, { url: target.url, publicKey: auth.publicKey });
   }
+}
+
+/**
+ * Open one connection to the first of `brokers` that accepts it, trying them in
+ * order from `first`; throws the last failure when none does (each is passed to
+ * `onFailure`). `stopOn` ends the search at once (e.g. the broker refused the key:
+ * every server of a cluster would say the same).
+ */
+export async function openAny(
+  brokers: { url: string; pin: string }[],
+  ca: string,
+  auth: { seed: Uint8Array; publicKey: string; inboxPrefix: string; name: string },
+  options: {
+    timing?: ConnectionTiming;
+    first?: number;
+    onFailure?: (url: string, error: LinkError) => void;
+    stopOn?: (error: LinkError) => boolean;
+  } = {},
+): Promise<{ nc: NatsConnection; index: number }> {
+  let last: LinkError | undefined;
+  for (let i = 0; i < brokers.length; i++) {
+    const index = ((options.first ?? 0) + i) % brokers.length;
+    const broker = brokers[index];
+    try {
+      const nc = await openConnection(
+        { url: broker.url, pin: broker.pin, ca },
+        auth,
+        options.timing,
+      );
+      return { nc, index };
+    } catch (error) {
+      last = classifyLinkError(error, { url: broker.url, publicKey: auth.publicKey });
+      options.onFailure?.(broker.url, last);
+      if (options.stopOn?.(last)) throw last;
+    }
+  }
+  throw last ?? new LinkError("protocol", "node", "no broker to connect to");
 }
 
 /**

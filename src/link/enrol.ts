@@ -12,9 +12,16 @@
  */
 import { createUser, fromSeed } from "@nats-io/nkeys";
 import type { Engine } from "../engine/mod.ts";
-import { CONNECTION_TIMING, type ConnectionTiming, openConnection } from "./connection.ts";
+import { CONNECTION_TIMING, type ConnectionTiming, openAny } from "./connection.ts";
 import { classifyLinkError, LinkError } from "./errors.ts";
-import { type Identity, readIdentity, seedPath, writeIdentity, writeSeed } from "./identity.ts";
+import {
+  brokerList,
+  type Identity,
+  readIdentity,
+  seedPath,
+  writeIdentity,
+  writeSeed,
+} from "./identity.ts";
 import { joinInboxPrefix, subjectsOf } from "./subjects.ts";
 import { decodeToken } from "./token.ts";
 import { base64url } from "./_base64url.ts";
@@ -60,11 +67,13 @@ export async function enrol(
     throw new LinkError(
       "enrol",
       "node",
-      `this node is already enrolled as "${existing.node}" (key ${existing.publicKey}) with ${existing.url}`,
+      `this node is already enrolled as "${existing.node}" (key ${existing.publicKey}) with ${
+        brokerList(existing)
+      }`,
       { hint: "a token is used once; to enrol again anyway (a new key), add --replace" },
     );
   }
-  const target = { url: token.url, ca: token.ca, pin: token.pin };
+  const brokers = token.brokers;
   const subjects = subjectsOf(token.node);
   const timing = options.timing ?? CONNECTION_TIMING;
   const log = options.log ?? (() => {});
@@ -78,21 +87,31 @@ export async function enrol(
   await writeSeed(pendingSeedFile, seed);
 
   const join = fromSeed(new TextEncoder().encode(token.join));
-  log(`connecting to ${token.url} with the token's one-time key`);
+  log(`connecting to ${brokerList(token)} with the token's one-time key`);
   let nc;
+  let url = brokers[0].url;
   try {
-    nc = await openConnection(target, {
+    const opened = await openAny(brokers, token.ca, {
       seed: join.getSeed(),
       publicKey: join.getPublicKey(),
       inboxPrefix: joinInboxPrefix(join.getPublicKey()),
       name: `${token.node} enrolment`,
-    }, timing);
+    }, {
+      timing,
+      stopOn: (error) => error.reason === "auth",
+      onFailure: (at, error) => {
+        url = at;
+        if (brokers.length > 1) log(`cannot use ${at}: ${error.message}; trying the next broker`);
+      },
+    });
+    nc = opened.nc;
+    url = brokers[opened.index].url;
   } catch (error) {
     if (error instanceof LinkError && error.reason === "auth") {
       throw new LinkError(
         "auth",
         "broker",
-        `the broker at ${token.url} refused the token's one-time key: the token was already used, ` +
+        `the broker at ${url} refused the token's one-time key: the token was already used, ` +
           "has expired, or was revoked",
         { hint: "mint a new token", cause: error },
       );
@@ -121,7 +140,7 @@ export async function enrol(
       throw new LinkError(
         "enrol",
         "broker",
-        `no control plane answered the enrolment request on ${token.url} (${e.message})`,
+        `no control plane answered the enrolment request on ${url} (${e.message})`,
         {
           hint:
             "the broker is up but the control plane's enrolment service is not; try again later",
@@ -129,7 +148,7 @@ export async function enrol(
         },
       );
     }
-    throw classifyLinkError(error, target);
+    throw classifyLinkError(error, { url });
   } finally {
     await nc.close().catch(() => {});
   }
@@ -144,7 +163,8 @@ export async function enrol(
   await Deno.rename(pendingSeedFile, finalSeedFile);
   log(`admitted; checking that the broker accepts this node's own key ${publicKey}`);
   await proveAdmission(
-    target,
+    brokers,
+    token.ca,
     { seed, publicKey, node: token.node },
     options.admitWaitMs ?? 20_000,
     timing,
@@ -152,9 +172,8 @@ export async function enrol(
 
   const identity: Identity = {
     node: token.node,
-    url: token.url,
+    brokers,
     ca: token.ca,
-    pin: token.pin,
     seedFile: finalSeedFile,
     publicKey,
     enrolledAt: new Date().toISOString(),
@@ -166,7 +185,8 @@ export async function enrol(
 
 /** Connect with the node's own key, allowing the broker a moment to load the admission. */
 async function proveAdmission(
-  target: { url: string; ca: string; pin: string },
+  brokers: { url: string; pin: string }[],
+  ca: string,
   key: { seed: Uint8Array; publicKey: string; node: string },
   waitMs: number,
   timing: ConnectionTiming,
@@ -174,12 +194,12 @@ async function proveAdmission(
   const deadline = Date.now() + waitMs;
   for (;;) {
     try {
-      const nc = await openConnection(target, {
+      const { nc } = await openAny(brokers, ca, {
         seed: key.seed,
         publicKey: key.publicKey,
         inboxPrefix: subjectsOf(key.node).inboxPrefix,
         name: key.node,
-      }, timing);
+      }, { timing });
       await nc.close();
       return;
     } catch (error) {

@@ -9,6 +9,7 @@ import { fromSeed } from "@nats-io/nkeys";
 import { META } from "../store/meta.ts";
 import type { Store } from "../store/store.ts";
 import { LinkError } from "./errors.ts";
+import type { BrokerEntry } from "./token.ts";
 
 /** The seed file's name inside the state directory. */
 export const SEED_FILE = "node.nk";
@@ -16,11 +17,10 @@ export const SEED_FILE = "node.nk";
 /** Who this node is and where its link goes. */
 export interface Identity {
   node: string;
-  url: string;
-  /** The broker's CA certificate (PEM). */
+  /** The cluster's servers, each with its certificate's SHA-256 fingerprint ("AB:CD:…"). */
+  brokers: BrokerEntry[];
+  /** The CA certificate (PEM) every broker's certificate must verify against. */
   ca: string;
-  /** SHA-256 fingerprint of the broker's certificate, "AB:CD:…". */
-  pin: string;
   seedFile: string;
   publicKey: string;
   enrolledAt: string;
@@ -31,20 +31,22 @@ export interface Identity {
   signer: string;
 }
 
-/** The identity in the store, or undefined when the node is not enrolled. */
+/**
+ * The identity in the store, or undefined when the node is not enrolled. An
+ * identity written before token version 3 (one `link_url` and `link_pin`) reads
+ * as a list of one broker.
+ */
 export function readIdentity(store: Store): Identity | undefined {
   const node = store.meta(META.node);
-  const url = store.meta(META.url);
+  const brokers = readBrokers(store);
   const ca = store.meta(META.ca);
-  const pin = store.meta(META.pin);
   const seedFile = store.meta(META.seedFile);
   const publicKey = store.meta(META.publicKey);
-  if (!node || !url || !ca || !pin || !seedFile || !publicKey) return undefined;
+  if (!node || !brokers || !ca || !seedFile || !publicKey) return undefined;
   return {
     node,
-    url,
+    brokers,
     ca,
-    pin,
     seedFile,
     publicKey,
     enrolledAt: store.meta(META.enrolledAt) ?? "",
@@ -61,14 +63,38 @@ export function writeIdentity(store: Store, identity: Identity): void {
     store.setMeta(META.serial, undefined);
     store.setMeta(META.digest, undefined);
   }
-  store.setMeta(META.url, identity.url);
+  store.setMeta(META.brokers, JSON.stringify(identity.brokers));
+  store.setMeta(META.url, undefined);
+  store.setMeta(META.pin, undefined);
   store.setMeta(META.ca, identity.ca);
-  store.setMeta(META.pin, identity.pin);
   store.setMeta(META.seedFile, identity.seedFile);
   store.setMeta(META.publicKey, identity.publicKey);
   store.setMeta(META.enrolledAt, identity.enrolledAt);
   store.setMeta(META.signer, identity.signer);
   store.setMeta(META.node, identity.node);
+}
+
+/** The brokers the store names (the list, or the single broker of an older identity). */
+function readBrokers(store: Store): BrokerEntry[] | undefined {
+  const text = store.meta(META.brokers);
+  if (text !== undefined) {
+    try {
+      const list = JSON.parse(text);
+      if (
+        Array.isArray(list) && list.length > 0 &&
+        list.every((b) => typeof b?.url === "string" && typeof b?.pin === "string")
+      ) return list.map((b) => ({ url: b.url, pin: b.pin }));
+    } catch { /* unreadable: no identity */ }
+    return undefined;
+  }
+  const url = store.meta(META.url);
+  const pin = store.meta(META.pin);
+  return url && pin ? [{ url, pin }] : undefined;
+}
+
+/** The brokers as one line for people: "tls://a:4222, tls://b:4222". */
+export function brokerList(identity: Pick<Identity, "brokers">): string {
+  return identity.brokers.map((b) => b.url).join(", ");
 }
 
 /** Where the seed lives for a state directory. */

@@ -5,14 +5,28 @@
  * When the connection drops, or the broker stops answering pings, or the client
  * closes for any reason, it rebuilds the connection and the subscription after
  * an exponential backoff with jitter, re-resolving the broker's name each time.
+ *
+ * With several brokers (the servers of one NATS cluster, each pinned), it starts
+ * at a random one, so a fleet spreads over the cluster, and moves to the next
+ * whenever one refuses or goes away; the backoff grows only when a whole round
+ * of servers failed. Its place is kept by the broker, not by the connection: on
+ * every (re)connect, to whichever server, the direct get fetches the last
+ * declaration of this node, which every server of the cluster answers (the
+ * stream is replicated).
  */
-import type { MsgHdrs, NatsConnection, Subscription } from "@nats-io/transport-node";
+import {
+  headers,
+  type MsgHdrs,
+  type NatsConnection,
+  type Subscription,
+} from "@nats-io/transport-node";
 import { BACKOFF, type Backoff, backoffDelay } from "./backoff.ts";
 import { CONNECTION_TIMING, type ConnectionTiming, openConnection } from "./connection.ts";
 import { classifyLinkError, LinkError } from "./errors.ts";
 import type { Identity } from "./identity.ts";
+import type { LogLevel } from "../log.ts";
 import { SIGNATURE_HEADER } from "./signature.ts";
-import { subjectsOf } from "./subjects.ts";
+import { MESSAGE_ID_HEADER, subjectsOf } from "./subjects.ts";
 import { objectStoreSource } from "./content.ts";
 import type { ContentSource } from "../store/content.ts";
 
@@ -24,7 +38,15 @@ export interface LinkState {
   phase: LinkPhase;
   /** When it entered this phase (ISO). */
   since: string;
+  /** The broker in use (up), or being tried (connecting), or last tried (down). */
   url: string;
+  /** How many brokers the node may use. */
+  servers: number;
+  /**
+   * The last time the link came up on another broker than the one it was up on
+   * before: from where, to where, why it left, when.
+   */
+  lastMove?: { from: string; to: string; why: string; at: string };
   /** How many times it has come up in this process. */
   connects: number;
   /** The last failure, kept after recovery so status can show it. */
@@ -49,7 +71,7 @@ export interface LinkHandlers {
   onUp(event: { reconnect: boolean; catchUp?: Pushed }): void;
   /** The link's state changed. */
   onState?(state: LinkState): void;
-  log?(line: string): void;
+  log?(line: string, level?: LogLevel): void;
 }
 
 /** Tunables (tests shorten them). */
@@ -91,7 +113,8 @@ export class Link {
     this.#state = {
       phase: "connecting",
       since: new Date().toISOString(),
-      url: identity.url,
+      url: identity.brokers[0].url,
+      servers: identity.brokers.length,
       connects: 0,
     };
   }
@@ -132,6 +155,47 @@ export class Link {
     });
   }
 
+  /**
+   * Deliver `body` (JSON text) on the node's report or inventory subject with
+   * message id `id`, and wait for the broker's stream to acknowledge it. The
+   * acknowledgement arrives on the node's own inbox (`_INBOX.<node>.…`): the
+   * broker imports these subjects as a service, so the reply subject JetStream
+   * answers is the broker's own mapping of that inbox, never one the node named.
+   * Resolves when stored (or already stored under that id); rejects with a
+   * LinkError otherwise (link down, no stream, timeout, stream error).
+   */
+  async deliver(
+    kind: "report" | "inventory",
+    body: string,
+    id: string,
+    timeoutMs = 10_000,
+  ): Promise<{ stream: string; seq: number; duplicate: boolean }> {
+    const nc = this.#nc;
+    if (!nc || this.#state.phase !== "up") {
+      throw new LinkError("closed", "node", "the link is not up");
+    }
+    const h = headers();
+    h.set(MESSAGE_ID_HEADER, id);
+    const subject = subjectsOf(this.#identity.node)[kind];
+    let answer: { stream?: string; seq?: number; duplicate?: boolean; error?: unknown };
+    try {
+      const reply = await nc.request(subject, body, { timeout: timeoutMs, headers: h });
+      answer = JSON.parse(reply.string());
+    } catch (error) {
+      throw classifyLinkError(error, this.#target(this.#state.url));
+    }
+    if (answer.error !== undefined || typeof answer.seq !== "number") {
+      throw new LinkError(
+        "protocol",
+        "broker",
+        `the broker did not store the ${kind} on ${subject}: ${
+          JSON.stringify(answer.error ?? answer).slice(0, 300)
+        }`,
+      );
+    }
+    return { stream: String(answer.stream), seq: answer.seq, duplicate: answer.duplicate === true };
+  }
+
   /** Wait until what was published has reached the broker (bounded). */
   async flush(timeoutMs = 5000): Promise<void> {
     const nc = this.#nc;
@@ -150,14 +214,22 @@ export class Link {
   }
 
   async #run(): Promise<void> {
-    let attempt = 0;
+    const brokers = this.#identity.brokers;
+    // Start anywhere: a fleet enrolled with the same token spreads over the cluster.
+    let index = Math.min(brokers.length - 1, Math.floor(this.#options.random() * brokers.length));
+    let failures = 0; // attempts failed in a row, on any broker
     let lastLogged = "";
+    let lastUp: string | undefined; // the broker the link was last up on
+    let leftBecause = ""; // why the link left it (or failed to come back)
     while (!this.#stopped) {
+      const broker = brokers[index];
+      const target = { url: broker.url, pin: broker.pin, ca: this.#identity.ca };
+      this.#state = { ...this.#state, url: broker.url };
       this.#set("connecting");
       let nc: NatsConnection;
       try {
         nc = await openConnection(
-          this.#identity,
+          target,
           {
             seed: this.#seed,
             publicKey: this.#identity.publicKey,
@@ -167,14 +239,23 @@ export class Link {
           this.#options.timing,
         );
       } catch (error) {
-        const failure = classifyLinkError(error, this.#identity);
-        const delay = backoffDelay(attempt++, this.#options.backoff, this.#options.random);
+        const failure = classifyLinkError(error, this.#target(broker.url));
+        // The backoff grows per round of brokers, not per broker: a dead server is
+        // skipped at once while the others are fine.
+        const delay = backoffDelay(
+          Math.floor(failures++ / brokers.length),
+          this.#options.backoff,
+          this.#options.random,
+        );
         this.#fail(failure);
-        if (failure.message !== lastLogged || attempt % 20 === 0) {
+        leftBecause ||= `${broker.url}: ${failure.message}`;
+        index = (index + 1) % brokers.length;
+        if (failure.message !== lastLogged || failures % 20 === 0) {
           this.#handlers.log?.(
-            `link: cannot connect (attempt ${attempt}): ${failure.message}; retrying in ${
-              (delay / 1000).toFixed(1)
-            } s`,
+            `link: cannot connect (attempt ${failures}): ${failure.message}; retrying${
+              brokers.length > 1 ? ` with ${brokers[index].url}` : ""
+            } in ${(delay / 1000).toFixed(1)} s`,
+            "warning",
           );
           lastLogged = failure.message;
         }
@@ -186,24 +267,43 @@ export class Link {
         break;
       }
       this.#nc = nc;
+      failures = 0;
+      if (lastUp !== undefined && lastUp !== broker.url) {
+        this.#state.lastMove = {
+          from: lastUp,
+          to: broker.url,
+          why: leftBecause || "unknown",
+          at: new Date().toISOString(),
+        };
+        this.#handlers.log?.(`link: moved from ${lastUp} to ${broker.url} (${leftBecause})`);
+      }
+      lastUp = broker.url;
+      leftBecause = "";
       const reconnect = this.#state.connects > 0;
       const ended = await this.#session(nc, reconnect).catch((error) =>
-        classifyLinkError(error, this.#identity)
+        classifyLinkError(error, this.#target(broker.url))
       );
       this.#nc = undefined;
       if (this.#stopped) break;
       if (ended) this.#fail(ended);
       else this.#set("down");
-      attempt = 0; // it was up: start the backoff afresh
-      const delay = backoffDelay(attempt++, this.#options.backoff, this.#options.random);
+      leftBecause = `${broker.url}: ${ended?.message ?? "the connection ended"}`;
+      // The server it was on went away: the next one is the likelier to answer.
+      index = (index + 1) % brokers.length;
+      const delay = backoffDelay(0, this.#options.backoff, this.#options.random);
       this.#handlers.log?.(
-        `link: down${ended ? `: ${ended.message}` : ""}; reconnecting in ${
-          (delay / 1000).toFixed(1)
-        } s`,
+        `link: down${ended ? `: ${ended.message}` : ""}; reconnecting${
+          brokers.length > 1 ? ` to ${brokers[index].url}` : ""
+        } in ${(delay / 1000).toFixed(1)} s`,
+        "warning",
       );
       lastLogged = ended?.message ?? "";
       await this.#sleep(delay);
     }
+  }
+
+  #target(url: string): { url: string; publicKey: string } {
+    return { url, publicKey: this.#identity.publicKey };
   }
 
   /** One connection's life: subscribe, catch up, announce, then wait for it to end. */
@@ -224,8 +324,8 @@ export class Link {
           // The client does not always finish closing a stale socket on its own.
           nc.close().catch(() => {});
         } else if (status.type === "error") {
-          const error = classifyLinkError(status.error, this.#identity);
-          this.#handlers.log?.(`link: ${error.message}`);
+          const error = classifyLinkError(status.error, this.#target(this.#state.url));
+          this.#handlers.log?.(`link: ${error.message}`, "warning");
           this.#note(error);
         }
       }
@@ -265,16 +365,17 @@ export class Link {
       }
     } catch (error) {
       // Live declarations still arrive: stay up, but say what is missing.
-      const failed = classifyLinkError(error, this.#identity);
+      const failed = classifyLinkError(error, this.#target(this.#state.url));
       this.#handlers.log?.(
         `link: cannot fetch the declaration published while away: ${failed.message}`,
+        "warning",
       );
       this.#note(failed);
     }
     this.#state.connects++;
     this.#set("up");
     this.#handlers.log?.(
-      `link: up to ${this.#identity.url} as ${this.#identity.node}${
+      `link: up to ${this.#state.url} as ${this.#identity.node}${
         reconnect ? " (reconnected)" : ""
       }`,
     );
@@ -282,7 +383,9 @@ export class Link {
     const closedWith = await nc.closed();
     await race(watch, 5000);
     if (failure) return failure;
-    if (closedWith instanceof Error) return classifyLinkError(closedWith, this.#identity);
+    if (closedWith instanceof Error) {
+      return classifyLinkError(closedWith, this.#target(this.#state.url));
+    }
     return this.#stopped
       ? undefined
       : new LinkError("closed", "broker", "the broker closed the connection");

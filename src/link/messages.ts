@@ -1,6 +1,6 @@
 /**
  * What the node says upward (JSON, version 1): a report per apply, a report per
- * refused declaration, and heartbeats. A heartbeat without the held list stays
+ * refused declaration, heartbeats, and the inventory. A heartbeat without the held list stays
  * well under 1 KiB; the held list rides along only when it changed since the
  * last heartbeat that carried it (and on every link-up).
  */
@@ -12,6 +12,7 @@ import type { RefusalReason } from "../engine/admit.ts";
 import type { Store } from "../store/store.ts";
 import type { ResourceResult } from "../engine/types.ts";
 import { VERSION } from "../version.ts";
+import type { CapabilityState, Profile } from "../profile.ts";
 
 /** What started a reconcile or an apply. */
 export type Trigger = "start" | "declaration" | "reconnect" | "drift";
@@ -35,6 +36,10 @@ export interface ApplyMessage {
   /** Unchanged results left out to keep the message small. */
   omitted?: number;
   error?: string;
+  /** Added on delivery (src/run/outbox.ts): the message id, also sent as `Nats-Msg-Id`. */
+  id?: string;
+  /** Added on delivery: older reports the outbox's bounds dropped before this one. */
+  dropped?: number;
 }
 
 /** Report of a declaration that was refused: nothing was applied. */
@@ -54,6 +59,10 @@ export interface RefusalMessage {
   reason: RefusalReason;
   message: string;
   problems: Problem[];
+  /** Added on delivery, as for an apply report. */
+  id?: string;
+  /** Added on delivery, as for an apply report. */
+  dropped?: number;
 }
 
 /** Heartbeat (subject mesh.node.N.heartbeat). */
@@ -164,4 +173,82 @@ export function heartbeatMessage(
     nextDriftAt: facts.nextDriftAt,
     ...(withList ? { heldList: held.list } : {}),
   };
+}
+
+/** A capability as the inventory carries it: the state and what provides it, no evidence. */
+export interface InventoryCapability {
+  state: CapabilityState;
+  provider?: string;
+  version?: string;
+}
+
+/** The profile as the inventory carries it (the evidence and details stay on the node). */
+export interface InventoryProfile {
+  os: { id: string; versionId?: string };
+  architecture: string;
+  kernel?: string;
+  hostname?: string;
+  capabilities: Record<string, InventoryCapability>;
+}
+
+/**
+ * Inventory (subject mesh.node.N.inventory): what this node is and holds. Sent on
+ * the first link of a process (so on enrolment), when its digest changes, and daily.
+ */
+export interface InventoryMessage {
+  v: 1;
+  kind: "inventory";
+  node: string;
+  /** The node's public NKey (its identity on the link). */
+  publicKey: string;
+  /** The RUNNING version. */
+  version: string;
+  at: string;
+  /** Digest of everything below (not `at`): the control plane can tell "unchanged". */
+  digest: string;
+  /** Null when the process was given no way to detect it. */
+  profile: InventoryProfile | null;
+  /** What the host holds: [key, digest] pairs, in declaration order. */
+  held: [string, string][];
+  /** This node's WireGuard public key (base64), null before the overlay made one. */
+  overlayKey: string | null;
+}
+
+/** The profile without its evidence and details (small, and stable while nothing changes). */
+export function inventoryProfile(profile: Profile): InventoryProfile {
+  const capabilities: Record<string, InventoryCapability> = {};
+  for (const [name, c] of Object.entries(profile.capabilities)) {
+    capabilities[name] = {
+      state: c.state,
+      ...(c.provider ? { provider: c.provider } : {}),
+      ...(c.version ? { version: c.version } : {}),
+    };
+  }
+  return {
+    os: {
+      id: profile.os.id,
+      ...(profile.os.versionId ? { versionId: profile.os.versionId } : {}),
+    },
+    architecture: profile.architecture,
+    ...(profile.kernel ? { kernel: profile.kernel } : {}),
+    ...(profile.hostname ? { hostname: profile.hostname } : {}),
+    capabilities,
+  };
+}
+
+/** Build the inventory; its digest covers everything but the time. */
+export function inventoryMessage(
+  identity: { node: string; publicKey: string },
+  facts: { profile: InventoryProfile | null; held: [string, string][]; overlayKey: string | null },
+): InventoryMessage {
+  const content = {
+    node: identity.node,
+    publicKey: identity.publicKey,
+    version: VERSION,
+    profile: facts.profile,
+    held: facts.held,
+    overlayKey: facts.overlayKey,
+  };
+  const digest = `sha256:${createHash("sha256").update(canonicalJson(content)).digest("hex")}`;
+  return { v: 1, kind: "inventory", ...content, at: new Date().toISOString(), digest };
 }

@@ -28,6 +28,12 @@ export const CONTENT_SUBJECTS = {
   chunks: (nuid: string): string => `$O.${CONTENT_BUCKET}.C.${nuid}`,
 } as const;
 
+/**
+ * The header that names a report's message id: JetStream keeps one message per id
+ * within the stream's duplicate window, so a report delivered twice counts once.
+ */
+export const MESSAGE_ID_HEADER = "Nats-Msg-Id";
+
 /** Every subject one node uses. */
 export interface NodeSubjects {
   /** Declarations to the node (captured by DECLARATION_STREAM, last per subject). */
@@ -36,6 +42,8 @@ export interface NodeSubjects {
   report: string;
   /** Heartbeats from the node. */
   heartbeat: string;
+  /** The node's inventory (identity, profile, held resources, overlay key). */
+  inventory: string;
   /** The node's inbox prefix: replies to its requests arrive below it. */
   inboxPrefix: string;
   /** Direct get of the node's last declaration (subject-in-the-name form, empty body). */
@@ -51,6 +59,7 @@ export function subjectsOf(node: string): NodeSubjects {
     declaration,
     report: `mesh.node.${node}.report`,
     heartbeat: `mesh.node.${node}.heartbeat`,
+    inventory: `mesh.node.${node}.inventory`,
     inboxPrefix: `_INBOX.${node}`,
     directGet: `$JS.API.DIRECT.GET.${DECLARATION_STREAM}.${declaration}`,
     enrol: `mesh.enrol.${node}`,
@@ -64,10 +73,11 @@ export interface Permissions {
 }
 
 /**
- * What the broker grants an enrolled node: publish its own report and heartbeat,
- * the direct get of its own declaration and the direct gets that read the mesh's
- * object store (reads only: no write, no delete); subscribe to its own declaration
- * subject and its own inbox. Nothing else (no `$JS.API.>`, no wildcards across nodes).
+ * What the broker grants an enrolled node: publish its own report, heartbeat and
+ * inventory, the direct get of its own declaration and the direct gets that read the
+ * mesh's object store (reads only: no write, no delete); subscribe to its own
+ * declaration subject and its own inbox (where JetStream's acknowledgements of its
+ * reports and inventory arrive). Nothing else (no `$JS.API.>`, no wildcards across nodes).
  */
 export function nodePermissions(node: string): Permissions {
   const s = subjectsOf(node);
@@ -75,6 +85,7 @@ export function nodePermissions(node: string): Permissions {
     publish: [
       s.report,
       s.heartbeat,
+      s.inventory,
       s.directGet,
       CONTENT_SUBJECTS.directGet,
       CONTENT_SUBJECTS.metaGet,

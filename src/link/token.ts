@@ -1,17 +1,22 @@
 /**
- * The enrolment token (version 2): base64url (no padding) of a JSON object
+ * The enrolment token (version 3): base64url (no padding) of a JSON object
  *
- *   { "v": 2, "node": "laptop-7", "url": "tls://broker.example:4222",
- *     "ca": "-----BEGIN CERTIFICATE-----…", "pin": "AB:CD:…" (SHA-256, 32 bytes),
+ *   { "v": 3, "node": "laptop-7",
+ *     "brokers": [ { "url": "tls://nats-1.example:4222", "pin": "AB:CD:…" }, … ],
+ *     "ca": "-----BEGIN CERTIFICATE-----…" (one CA for every broker),
  *     "join": "SU…" (a one-time NKey user seed), "signer": "O…" (the control
  *     plane's signing public key), "expires": "2026-01-01T00:00:00Z" }
  *
- * `ca` and `pin` are both checked before any credential is sent: the broker's
- * certificate must verify against `ca` AND have fingerprint `pin`. `join` is a
- * key the control plane admitted for exactly one enrolment of `node`; it may
- * only ask to enrol and hear the answer. `signer` is pinned at enrolment: only
- * declarations it signed are applied (signature.ts). Version 1 had no `signer`
- * and is refused. Unknown fields and versions are refused.
+ * `brokers` lists the servers of one NATS cluster (1 to 16), each with the
+ * SHA-256 fingerprint of its own certificate. Before any credential is sent to
+ * a server, its certificate must verify against `ca` AND have that server's
+ * `pin`. The node connects to any of them and moves to the next when one goes
+ * away (link.ts). `join` is a key the control plane admitted for exactly one
+ * enrolment of `node`; it may only ask to enrol and hear the answer. `signer`
+ * is pinned at enrolment: only declarations it signed are applied
+ * (signature.ts). Version 1 had no `signer`, version 2 carried one broker
+ * (`url`, `pin`); both are refused with what to do. Unknown fields and
+ * versions are refused.
  */
 import * as v from "valibot";
 import { X509Certificate } from "node:crypto";
@@ -22,15 +27,27 @@ import { base64url, unbase64url } from "./_base64url.ts";
 import { isSigningKey } from "./signature.ts";
 
 /** The token version this host writes and reads. */
-export const TOKEN_VERSION = 2;
+export const TOKEN_VERSION = 3;
+
+/** At most this many brokers in one token. */
+export const MAX_BROKERS = 16;
+
+/** One broker of the cluster: where it listens and its certificate's fingerprint. */
+export interface BrokerEntry {
+  /** `tls://HOST:PORT`. */
+  url: string;
+  /** SHA-256 fingerprint of this server's certificate, "AB:CD:…". */
+  pin: string;
+}
 
 /** A decoded enrolment token. */
 export interface EnrolmentToken {
-  v: 2;
+  v: 3;
   node: string;
-  url: string;
+  /** The cluster's servers, in the order the control plane listed them. */
+  brokers: BrokerEntry[];
+  /** The CA every broker's certificate must verify against (PEM). */
   ca: string;
-  pin: string;
   join: string;
   /** The control plane's signing public key ("O…"): declarations must carry its signature. */
   signer: string;
@@ -42,15 +59,25 @@ const PIN = /^([0-9A-F]{2}:){31}[0-9A-F]{2}$/;
 const TokenSchema = v.strictObject({
   v: v.literal(TOKEN_VERSION),
   node: v.pipe(v.string(), v.regex(NODE_ID, "a node id is 1–63 lowercase letters, digits and -")),
-  url: v.pipe(
-    v.string(),
-    v.check((u) => brokerUrlProblem(u) === undefined, (i) => `${brokerUrlProblem(i.input)}`),
+  brokers: v.pipe(
+    v.array(v.strictObject({
+      url: v.pipe(
+        v.string(),
+        v.check((u) => brokerUrlProblem(u) === undefined, (i) => `${brokerUrlProblem(i.input)}`),
+      ),
+      pin: v.pipe(v.string(), v.regex(PIN, "a SHA-256 fingerprint: 32 hex bytes as AB:CD:…")),
+    })),
+    v.minLength(1, "name at least one broker"),
+    v.maxLength(MAX_BROKERS, `at most ${MAX_BROKERS} brokers`),
+    v.check(
+      (list) => new Set(list.map((b) => b.url)).size === list.length,
+      "each broker URL once",
+    ),
   ),
   ca: v.pipe(
     v.string(),
     v.check((pem) => caProblem(pem) === undefined, (i) => `${caProblem(i.input)}`),
   ),
-  pin: v.pipe(v.string(), v.regex(PIN, "a SHA-256 fingerprint: 32 hex bytes as AB:CD:…")),
   join: v.pipe(v.string(), v.check(isUserSeed, "a NATS user seed (SU…)")),
   signer: v.pipe(v.string(), v.check(isSigningKey, "an NKey operator public key (O…)")),
   expires: v.pipe(v.string(), v.isoTimestamp("an ISO 8601 time with zone")),
@@ -67,11 +94,15 @@ export function normalisePin(pin: string): string {
  *
  * @example
  * ```ts
- * const text = encodeToken({ v: 2, node: "n1", url: "tls://b:4222", ca, pin, join, signer, expires });
+ * const brokers = [{ url: "tls://b1:4222", pin: pin1 }, { url: "tls://b2:4222", pin: pin2 }];
+ * const text = encodeToken({ v: 3, node: "n1", brokers, ca, join, signer, expires });
  * ```
  */
 export function encodeToken(token: EnrolmentToken): string {
-  const json = JSON.stringify({ ...token, pin: normalisePin(token.pin) });
+  const json = JSON.stringify({
+    ...token,
+    brokers: token.brokers.map((b) => ({ url: b.url, pin: normalisePin(b.pin) })),
+  });
   return base64url(new TextEncoder().encode(json));
 }
 
@@ -101,6 +132,14 @@ export function decodeToken(text: string, now: Date = new Date()): EnrolmentToke
       { hint: "make a new token with a control plane that signs its declarations" },
     );
   }
+  if (version === 2) {
+    throw new TokenError(
+      "token.version",
+      "the enrolment token has version 2, which names a single broker; " +
+        `this host reads version ${TOKEN_VERSION}, a list of brokers (one or more), each with its pin`,
+      { hint: "make a new token with a control plane that writes version 3 tokens" },
+    );
+  }
   if (version !== TOKEN_VERSION) {
     throw new TokenError(
       "token.version",
@@ -110,11 +149,16 @@ export function decodeToken(text: string, now: Date = new Date()): EnrolmentToke
       { hint: "mint a token for this host's version, or upgrade the host" },
     );
   }
+  const brokers = (data as { brokers?: unknown }).brokers;
   const result = v.safeParse(TokenSchema, {
     ...(data as object),
-    pin: typeof (data as { pin?: unknown }).pin === "string"
-      ? normalisePin((data as { pin: string }).pin)
-      : (data as { pin?: unknown }).pin,
+    ...(Array.isArray(brokers)
+      ? {
+        brokers: brokers.map((b) =>
+          typeof b?.pin === "string" ? { ...b, pin: normalisePin(b.pin) } : b
+        ),
+      }
+      : {}),
   }, { abortEarly: false });
   if (!result.success) {
     const lines = result.issues.map((issue) => {

@@ -5,14 +5,20 @@
  * the declaration changed: the container is replaced. A container of that name
  * without the marker is not the host's: it is never touched, the apply fails.
  * No longer declared: removed, if it still carries the marker.
+ *
+ * Restart on change (DESIGN.md §19): a running container whose declaration did
+ * not change is restarted once, at its own position, when a resource its
+ * `restartOn` names (declared before it, e.g. a file it mounts) changed in this
+ * apply; the read-back proves a new run by the runtime's State.StartedAt.
  */
 import * as v from "valibot";
 import { digestOf } from "../declaration/canonical.ts";
-import { absolutePath, lineSafe, resourceId } from "../declaration/fields.ts";
+import { absolutePath, lineSafe, resourceId, restartOn } from "../declaration/fields.ts";
 import type { ContainerInfo, ContainerRuntime, ContainerSpec } from "../providers.ts";
 import {
   type Change,
   change,
+  changedDependencies,
   type Diff,
   type KindContext,
   type Release,
@@ -65,13 +71,15 @@ export const ContainerSchema = v.strictObject({
   ),
   mounts: v.array(mount),
   restart: v.picklist(["no", "always", "on-failure", "unless-stopped"]),
+  /** Ids of resources declared before it (a mounted file …) whose change restarts it. */
+  restartOn: v.optional(restartOn),
 });
 
 /** A container resource. */
 export type ContainerResource = v.InferOutput<typeof ContainerSchema>;
 
 /** What a container check can find: missing, made from another declaration, stopped. */
-type ContainerChange = Change<"create" | "replace" | "start">;
+type ContainerChange = Change<"create" | "replace" | "start" | "restart"> & { before?: string };
 
 /** The labels the host puts on every container it creates. */
 export const CONTAINER_LABELS = {
@@ -133,6 +141,8 @@ export const containerKind: ResourceKind<ContainerResource, ContainerChange> = {
 
   key: (resource) => `container:${resource.name}`,
 
+  restartOn: (resource) => resource.restartOn ?? [],
+
   rules(resource: ContainerResource, at: string, scope: RuleScope): void {
     resource.mounts.forEach((m, i) =>
       checkManagedPath(m.source, `${at}.mounts[${i}].source`, scope)
@@ -152,6 +162,30 @@ export const containerKind: ResourceKind<ContainerResource, ContainerChange> = {
     if (!info.running) {
       return { exists: true, changes: [change("start", `start (it is ${info.status})`)] };
     }
+    const done = ctx.restarted.get(resource.id);
+    if (done !== undefined) {
+      // The read-back of this pass's restart: a new run has a new start time.
+      if (done.how === "restart" && done.before === info.startedAt) {
+        return {
+          exists: true,
+          changes: [{
+            ...change("restart", `restart: still the same run (started ${info.startedAt})`),
+            before: info.startedAt,
+          }],
+        };
+      }
+      return { exists: true, changes: [] };
+    }
+    const changed = changedDependencies(ctx, resource.restartOn);
+    if (changed.length > 0) {
+      return {
+        exists: true,
+        changes: [{
+          ...change("restart", `restart (${changed.join(", ")} changed)`),
+          before: info.startedAt,
+        }],
+      };
+    }
     return { exists: true, changes: [] };
   },
 
@@ -163,6 +197,8 @@ export const containerKind: ResourceKind<ContainerResource, ContainerChange> = {
     const runtime = containers(ctx);
     // Look again right before acting: never remove what is not ours.
     const info = await runtime.inspect(resource.name);
+    // A new run already: the read-back must not restart it for its restartOn.
+    ctx.restarted.set(resource.id, { how: "start", before: null });
     if (info === null) {
       await runtime.create(await containerSpec(resource));
       return;
@@ -173,6 +209,11 @@ export const containerKind: ResourceKind<ContainerResource, ContainerChange> = {
       await runtime.create(await containerSpec(resource));
     } else if (!info.running) {
       await runtime.start(resource.name);
+    } else if (wants(diff, "restart")) {
+      const before = diff.changes.find((c) => c.what === "restart")?.before ?? info.startedAt;
+      // Replaces the "start" mark above: this run must be proven new by its start time.
+      ctx.restarted.set(resource.id, { how: "restart", before });
+      await runtime.restart(resource.name);
     }
   },
 

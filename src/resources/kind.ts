@@ -137,6 +137,37 @@ export interface KindContext {
    * no source holds them or what one holds is not them.
    */
   content?: (sha256: string, size: number, forPath: string) => Promise<Uint8Array>;
+  /**
+   * Ids of the resources this pass changed (or, in a plan, would change), filled by
+   * the engine in declared order as each one is applied or checked: a resource's
+   * `restartOn` is answered from it (only ids declared before it can be here).
+   */
+  changedIds: ReadonlySet<string>;
+  /**
+   * Processes this pass restarted or reloaded, by resource id: the identity the
+   * process had before (systemd InvocationID, OpenRC pid, a container's start
+   * time). The kind's read-back compares against it, so a restart that left the
+   * same process running reads back as not done.
+   */
+  restarted: Map<string, Restarted>;
+}
+
+/**
+ * A start, restart or reload a kind made in this pass (a started process is new
+ * already: the read-back must not restart it again), and the identity before.
+ */
+export interface Restarted {
+  how: "start" | "restart" | "reload";
+  /** The identity before (systemd InvocationID, OpenRC pid, container StartedAt); null if none. */
+  before: string | null;
+}
+
+/** The ids of `restartOn` that this pass changed, in declared order of the list. */
+export function changedDependencies(
+  ctx: KindContext,
+  restartOn: readonly string[] | undefined,
+): string[] {
+  return [...new Set(restartOn ?? [])].filter((id) => ctx.changedIds.has(id));
 }
 
 /** A fresh context for one apply or plan pass. */
@@ -144,10 +175,17 @@ export function newKindContext(
   providers: Providers,
   managedRoots: readonly string[],
   rolledBackFrom: ReadonlySet<string> = new Set(),
-  { notes = memoryNotes(), stateDir }: { notes?: KindNotes; stateDir?: string } = {},
+  { notes = memoryNotes(), stateDir, changedIds = new Set() }: {
+    notes?: KindNotes;
+    stateDir?: string;
+    /** The engine's set, which it fills as the pass goes (see {@link KindContext.changedIds}). */
+    changedIds?: Set<string>;
+  } = {},
 ): KindContext {
   return {
     providers,
+    changedIds,
+    restarted: new Map(),
     touchedDirectories: new Set(),
     realDirectories: new Set(),
     managedRoots,
@@ -179,6 +217,12 @@ export interface ResourceKind<
   readonly concurrentApply?: boolean;
   /** What two resources may not both manage ("path:/etc/x", "package:vim" …). */
   key(resource: R): string;
+  /**
+   * The ids whose change in this apply restarts (or reloads) this resource's process
+   * (its `restartOn`). The parse refuses an id that names no resource declared
+   * before this one: the order is stated, never derived.
+   */
+  restartOn?(resource: R): readonly string[];
   /** Rules against this host (managed roots, own paths, limits); problems go to `scope`. */
   rules?(resource: R, at: string, scope: RuleScope): void;
   /** Is the machine already like this? Changes nothing. */

@@ -54,19 +54,18 @@ export type PackageResource = v.InferOutput<typeof PackageSchema>;
 /** What a package check can find: not installed, or another version. */
 type PackageChange = Change<"install" | "version">;
 
-/** A package version without its release suffix: "1.2-3" (pacman) or "1.2-r3" (apk) → "1.2". */
-export function upstreamVersion(version: string): string {
-  return version.replace(/-r?\d+$/, "");
-}
-
 /**
  * The host's own package at a version the launcher rolled back from here: that
  * version crashed on start on this machine, so installing it again would undo
  * the rollback and loop. The resource fails instead, saying why.
  */
-function refuseRolledBack(ctx: KindContext, resource: PackageResource): void {
+function refuseRolledBack(
+  ctx: KindContext,
+  manager: PackageManager,
+  resource: PackageResource,
+): void {
   if (resource.name !== PROGRAM || resource.version === undefined) return;
-  if (!ctx.rolledBackFrom.has(upstreamVersion(resource.version))) return;
+  if (!ctx.rolledBackFrom.has(manager.upstreamVersion(resource.version))) return;
   throw new ResourceError(
     "resource.rolled-back",
     `${PROGRAM} ${resource.version} failed to start on this machine and the launcher rolled it ` +
@@ -90,8 +89,9 @@ export const packageKind: ResourceKind<PackageResource, PackageChange> = {
   key: (resource) => `package:${resource.name}`,
 
   async check(ctx: KindContext, resource: PackageResource): Promise<Diff<PackageChange>> {
-    const found = await packages(ctx).installed(resource.name);
-    if (found?.version !== resource.version) refuseRolledBack(ctx, resource);
+    const manager = packages(ctx);
+    const found = await manager.installed(resource.name);
+    if (found?.version !== resource.version) refuseRolledBack(ctx, manager, resource);
     if (found === null) {
       return {
         exists: false,

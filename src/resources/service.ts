@@ -3,13 +3,23 @@
  * system's service manager. A service no longer declared is forgotten and left
  * as it is. The host's own service is refused at parse time and again by every
  * service adapter.
+ *
+ * Restart on change (DESIGN.md §19): a running service is restarted once, at its
+ * own position, when any resource its `restartOn` names (all declared before it)
+ * changed in this apply, or when its definition changed on disk (systemd's
+ * NeedDaemonReload: daemon-reload, then restart). With `reload: true` a change of
+ * what `restartOn` names reloads it instead (the same process re-reads its
+ * configuration); a changed definition always restarts. The read-back proves a
+ * restart by a new process identity (systemd InvocationID, OpenRC pid): a restart
+ * that left the same process reads back as not done and fails the apply.
  */
 import * as v from "valibot";
-import { resourceId } from "../declaration/fields.ts";
+import { resourceId, restartOn } from "../declaration/fields.ts";
 import type { ServiceManager } from "../providers.ts";
 import {
   type Change,
   change,
+  changedDependencies,
   type Diff,
   type KindContext,
   type Release,
@@ -18,6 +28,7 @@ import {
   wants,
 } from "./kind.ts";
 import { NoProviderError, ResourceError } from "./kind.ts";
+import { describeError } from "../errors.ts";
 
 /** systemd's unit types: a name ending in one of them names a unit of that type. */
 export const UNIT_TYPES: readonly string[] = [
@@ -62,6 +73,10 @@ export const ServiceSchema = v.strictObject({
   ),
   enabled: v.boolean(),
   running: v.boolean(),
+  /** Ids of resources declared before it whose change restarts it. */
+  restartOn: v.optional(restartOn),
+  /** Reload instead of restart when what `restartOn` names changed (the service supports it). */
+  reload: v.optional(v.boolean()),
 });
 
 /** A service resource. */
@@ -72,8 +87,10 @@ export function serviceBaseName(name: string): string {
   return name.endsWith(".service") ? name.slice(0, -".service".length) : name;
 }
 
-/** What a service check can find. */
-type ServiceChange = Change<"reload" | "enable" | "disable" | "start" | "stop">;
+/** What a service check can find; a restart or reload carries the process identity before it. */
+type ServiceChange =
+  & Change<"reload" | "enable" | "disable" | "start" | "stop" | "restart" | "reload-service">
+  & { before?: string | null };
 
 function services(ctx: KindContext): ServiceManager {
   const manager = ctx.providers.services;
@@ -90,6 +107,8 @@ export const serviceKind: ResourceKind<ServiceResource, ServiceChange> = {
   needs: "services",
 
   key: (resource) => `service:${serviceBaseName(resource.name)}`,
+
+  restartOn: (resource) => resource.restartOn ?? [],
 
   rules(resource: ServiceResource, at: string, scope: RuleScope): void {
     // Every unit of the host's name: its .service, .socket, .timer, .path, instances (@), and
@@ -124,6 +143,9 @@ export const serviceKind: ResourceKind<ServiceResource, ServiceChange> = {
     }
     if (state.running !== resource.running) {
       changes.push(change(resource.running ? "start" : "stop"));
+    } else if (state.running) {
+      const restart = restartChange(ctx, resource, state.reloadNeeded, state.process);
+      if (restart) changes.push(restart);
     }
     return { exists: true, changes };
   },
@@ -138,8 +160,25 @@ export const serviceKind: ResourceKind<ServiceResource, ServiceChange> = {
     if (wants(diff, "reload")) await manager.reload(name);
     if (wants(diff, "enable")) await manager.enable(name);
     if (wants(diff, "disable")) await manager.disable(name);
-    if (wants(diff, "start")) await manager.start(name);
+    if (wants(diff, "start")) {
+      ctx.restarted.set(resource.id, { how: "start", before: null });
+      await manager.start(name);
+    }
     if (wants(diff, "stop")) await manager.stop(name);
+    for (const c of diff.changes) {
+      if (c.what !== "restart" && c.what !== "reload-service") continue;
+      const how = c.what === "restart" ? "restart" : "reload";
+      ctx.restarted.set(resource.id, { how, before: c.before ?? null });
+      try {
+        await (how === "restart" ? manager.restart(name) : manager.reloadService(name));
+      } catch (cause) {
+        throw new ResourceError(
+          "resource.restart-failed",
+          `${how}ing ${manager.name} service "${name}" failed: ${describeError(cause)}`,
+          { hint: `see the service's log; ${c.text}` },
+        );
+      }
+    }
   },
 
   release(): Promise<Release> {
@@ -149,3 +188,40 @@ export const serviceKind: ResourceKind<ServiceResource, ServiceChange> = {
     });
   },
 };
+
+/**
+ * Whether a running service, declared running, is to be restarted (or reloaded) now;
+ * after this pass restarted it, whether the restart read back (a new process).
+ */
+function restartChange(
+  ctx: KindContext,
+  resource: ServiceResource,
+  definitionChanged: boolean,
+  process: string | null,
+): ServiceChange | undefined {
+  if (!resource.running) return undefined;
+  const done = ctx.restarted.get(resource.id);
+  if (done !== undefined) {
+    // The read-back of a restart made in this pass: a new process, or it was not done.
+    // (With no identity before, as an OpenRC daemon without a pidfile, the init's word is all.)
+    if (
+      done.how !== "restart" || done.before === null || (process ?? done.before) !== done.before
+    ) {
+      return undefined;
+    }
+    const text = process === null
+      ? `restart: no process to be seen after the restart (it was ${done.before})`
+      : `restart: still the same process after the restart (${process})`;
+    return { ...change("restart", text), before: process };
+  }
+  const changed = changedDependencies(ctx, resource.restartOn);
+  const because = changed.length ? `${changed.join(", ")} changed` : "";
+  if (definitionChanged) {
+    const why = ["its definition changed on disk", because].filter(Boolean).join("; ");
+    return { ...change("restart", `restart (${why})`), before: process };
+  }
+  if (changed.length === 0) return undefined;
+  return resource.reload
+    ? { ...change("reload-service", `reload (${because})`), before: process }
+    : { ...change("restart", `restart (${because})`), before: process };
+}

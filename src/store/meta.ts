@@ -8,9 +8,12 @@
 export const META = {
   /** This node's id (the engine refuses a declaration addressed to another node). */
   node: "node_id",
+  /** The brokers (JSON `[{url, pin}]`, token version 3). */
+  brokers: "link_brokers",
+  /** One broker's URL and pin: written by hosts before token version 3, still read. */
   url: "link_url",
-  ca: "link_ca",
   pin: "link_pin",
+  ca: "link_ca",
   seedFile: "link_seed_file",
   publicKey: "link_public_key",
   enrolledAt: "link_enrolled_at",
@@ -20,6 +23,12 @@ export const META = {
   serial: "link_serial",
   /** The digest of that declaration (the same one arriving again is not a replay). */
   digest: "link_digest",
-  /** A JSON status record the run process keeps up to date (see src/run/status.ts). */
+  /** A JSON status record the run process keeps up to date (see src/run/run_status.ts). */
   runStatus: "run_status",
+  /** Reports the outbox's bounds dropped that no delivered report has told of yet. */
+  outboxDropped: "outbox_dropped",
+  /** Digest of the last inventory the broker acknowledged. */
+  inventoryDigest: "inventory_digest",
+  /** When that inventory was acknowledged (ISO). */
+  inventorySentAt: "inventory_sent_at",
 } as const;

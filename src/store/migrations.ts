@@ -74,4 +74,15 @@ export const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (apply_id, seq)
   ) STRICT;
   `,
+  // 2: the outbox (DESIGN.md §19): every report waits here until the broker acknowledged it.
+  `
+  CREATE TABLE outbox (
+    seq     INTEGER PRIMARY KEY AUTOINCREMENT, -- order; with nonce, the message id
+    nonce   TEXT NOT NULL,                     -- random: an id stays unique when a crash
+                                               -- (or a restored store) gives a seq again
+    body    TEXT NOT NULL,                     -- the report, JSON
+    at      TEXT NOT NULL,                     -- when it was made (ISO)
+    dropped INTEGER                            -- older reports the bounds dropped before it
+  ) STRICT;
+  `,
 ];

@@ -19,6 +19,7 @@ import type {
   Source,
 } from "../engine/types.ts";
 import { MIGRATIONS } from "./migrations.ts";
+import { OutboxTable } from "./outbox.ts";
 
 /** The declaration the host holds the machine to. */
 export interface StoredDeclaration {
@@ -59,10 +60,13 @@ export class Store {
   readonly path: string;
   #db: DatabaseSync;
   #stmt: Record<string, StatementSync>;
+  /** Reports waiting for the broker's acknowledgement (src/store/outbox.ts). */
+  readonly outbox: OutboxTable;
 
   private constructor(path: string, db: DatabaseSync) {
     this.path = path;
     this.#db = db;
+    this.outbox = new OutboxTable(db, (work) => this.#transaction(work));
     const s = (sql: string) => db.prepare(sql);
     this.#stmt = {
       meta: s(`SELECT value FROM meta WHERE key = ?`),

@@ -171,14 +171,17 @@ async function text(argv: string[]): Promise<string> {
 // The packaged form: the tarball's bundled build, run as its shim runs it.
 const work = await Deno.makeTempDir({ prefix: "nox-bench-" });
 const built = await build({ os: "tarball", form: "bundled", out: `${work}/dist` });
-const host = [...built.command.slice(0, -1), `${built.dir}/nox-mesh-host.js`];
+// The shim's argv without its runtime path and bundle path (they are where an install puts them):
+// this Deno (the version the tarball carries) and the bundle just built.
+const runWith = [Deno.execPath(), ...built.command.slice(1, -1)];
+const host = [...runWith, `${built.dir}/nox-mesh-host.js`];
 const empty = `${work}/empty.js`;
 await Deno.writeTextFile(empty, "");
-const floor = [...built.command.slice(0, -1), empty];
+const floor = [...runWith, empty];
 // What any apply loads before its first step: the file system's descriptor calls and SQLite.
 const builtins = `${work}/builtins.js`;
 await Deno.writeTextFile(builtins, 'import "node:fs";\nimport "node:sqlite";\n');
-const floorBuiltins = [...built.command.slice(0, -1), builtins];
+const floorBuiltins = [...runWith, builtins];
 
 const rows: Rows = {};
 for (let run = 0; run < RUNS; run++) {

@@ -192,3 +192,10 @@ Deno.test({
   ignore: true,
   fn() {},
 });
+
+Deno.test("apk: the upstream version drops -rN (the launcher records versions so)", () => {
+  const apk = alpineApk({});
+  assert.equal(apk.upstreamVersion("0.2.0-r1"), "0.2.0");
+  assert.equal(apk.upstreamVersion("1.36.1-r15"), "1.36.1");
+  assert.equal(apk.upstreamVersion("0.2.0-1"), "0.2.0-1", "pacman's form is not apk's");
+});

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { parsePacmanQuery } from "../../os/arch-pacman/mod.ts";
+import { archPacman, parsePacmanQuery } from "../../os/arch-pacman/mod.ts";
 import { PackageNotFoundError } from "../../src/providers.ts";
 import { pacmanRoot, TEST_PACKAGE } from "./_pacman_root.ts";
 
@@ -79,4 +79,12 @@ Deno.test("parsePacmanQuery reads 'name version' and ignores other names", () =>
   });
   assert.deepEqual(parsePacmanQuery("foo 1:2.0-1\n", "foo"), { name: "foo", version: "1:2.0-1" });
   assert.equal(parsePacmanQuery("bash-completion 2.11-3\n", "bash"), null);
+});
+
+Deno.test("pacman: the upstream version drops pkgrel (the launcher records versions so)", () => {
+  const pacman = archPacman({});
+  assert.equal(pacman.upstreamVersion("0.2.0-1"), "0.2.0");
+  assert.equal(pacman.upstreamVersion("1:2.0.1-12"), "1:2.0.1");
+  assert.equal(pacman.upstreamVersion("0.2.0-1.1"), "0.2.0");
+  assert.equal(pacman.upstreamVersion("0.2.0-r1"), "0.2.0-r1", "apk's form is not pacman's");
 });

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { containerCli, createArgs, parseInspect } from "../../os/container-cli/mod.ts";
+import { posixFileSystem } from "../../os/posix-fs/mod.ts";
+import { outcomes, testEngine } from "../_engine.ts";
 import { privatePodman, SERVE } from "./_podman.ts";
 
 const spec = (image: string, name = "noxad-c1") => ({
@@ -152,7 +154,7 @@ Deno.test("parseInspect reads docker's shape too (Name with a slash, Config.Imag
     Name: "/registry",
     Image: "sha256:1111",
     Config: { Image: "registry@sha256:" + "b".repeat(64), Labels: { a: "b" } },
-    State: { Status: "exited", Running: false },
+    State: { Status: "exited", Running: false, StartedAt: "2026-01-02T03:04:05.6Z" },
   }]);
   assert.deepEqual(parseInspect(docker, "registry"), {
     name: "registry",
@@ -160,5 +162,59 @@ Deno.test("parseInspect reads docker's shape too (Name with a slash, Config.Imag
     running: false,
     status: "exited",
     labels: { a: "b" },
+    startedAt: "2026-01-02T03:04:05.6Z",
   });
+});
+
+Deno.test("restart on change (podman): a container whose mounted file changed is restarted, a new StartedAt; plan says why; unchanged restarts nothing", async () => {
+  await using p = await privatePodman();
+  await using engine = await testEngine({ fs: posixFileSystem(), containers: p.runtime });
+  const dir = await Deno.makeTempDir({ dir: "/tmp", prefix: "noxad-mnt-" });
+  try {
+    const file = (content: string) => ({
+      type: "file",
+      id: "conf",
+      path: `${dir}/app.conf`,
+      content,
+      mode: "0644",
+      owner: "root",
+      group: "root",
+    });
+    const box = {
+      type: "container",
+      id: "box",
+      name: "noxad-box",
+      image: p.image,
+      args: SERVE,
+      env: {},
+      mounts: [{ source: dir, target: "/conf", readOnly: true }],
+      restart: "no",
+      restartOn: ["conf"],
+    };
+    const first = await engine.apply([file("a\n"), box]);
+    assert.equal(first.outcome, "converged", first.error);
+    assert.deepEqual(first.results[1].changes, ["create"], "created, never restarted on top");
+    const started = (await p.runtime.inspect("noxad-box"))?.startedAt ?? "";
+    assert.notEqual(started, "");
+    assert.deepEqual(outcomes(await engine.apply([file("a\n"), box])), [
+      "conf:unchanged",
+      "box:unchanged",
+    ]);
+    assert.equal((await p.runtime.inspect("noxad-box"))?.startedAt, started);
+    const plan = await engine.plan([file("b\n"), box]);
+    assert.deepEqual(plan.map((e) => [e.id, e.status, e.changes]), [
+      ["conf", "change", ["content"]],
+      ["box", "change", ["restart (conf changed)"]],
+    ]);
+    const r = await engine.apply([file("b\n"), box]);
+    assert.equal(r.outcome, "converged", r.error);
+    assert.deepEqual(r.results[1].changes, ["restart (conf changed)"]);
+    const after = await p.runtime.inspect("noxad-box");
+    assert.equal(after?.running, true);
+    assert.notEqual(after?.startedAt, started, "a new run");
+    assert.match(await p.podman("exec", "noxad-box", "/bin/sh", "-c", "cat /conf/app.conf"), /b/);
+  } finally {
+    await p.runtime.remove("noxad-box").catch(() => {});
+    await Deno.remove(dir, { recursive: true });
+  }
 });

@@ -90,3 +90,97 @@ Deno.test({
     assert.equal((await services.state("noxad-svc")).running, true, "left as it was");
   },
 });
+
+/** A script whose stop does nothing and whose start keeps a running daemon: a restart "succeeds". */
+const STUBBORN = `#!/sbin/openrc-run
+description="noxad: a restart that keeps the same process"
+pidfile=/run/noxad-stubborn.pid
+start() {
+	service_set_value pidfile "$pidfile"
+	if [ -e "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then return 0; fi
+	start-stop-daemon --start --background --make-pidfile --pidfile "$pidfile" --exec /bin/sleep -- infinity
+}
+stop() {
+	return 0
+}
+`;
+
+Deno.test({
+  name: machineTest(
+    "restart on change (OpenRC): a new pid read back; a restart that keeps the process fails the apply",
+  ),
+  ignore: !CAN_RAISE,
+  async fn(t) {
+    await using m = await oneMachine("openrc");
+    await m.machine.writeFile("/etc/init.d/noxad-svc", SCRIPT, "0755");
+    await m.machine.writeFile("/etc/init.d/noxad-stubborn", STUBBORN, "0755");
+    const services = openrc({ via: m.via, root: `/proc/${m.machine.leader}/root` });
+    await using engine = await testEngine({ fs: posixFileSystem(), services });
+    const conf = await Deno.makeTempFile({ dir: "/tmp", prefix: "noxad-conf-" });
+    const file = (content: string) => ({
+      type: "file",
+      id: "conf",
+      path: conf,
+      content,
+      mode: "0644",
+      owner: "root",
+      group: "root",
+    });
+    const svc = (name: string, id = "svc") => ({
+      type: "service",
+      id,
+      name,
+      enabled: false,
+      running: true,
+      restartOn: ["conf"],
+    });
+    try {
+      const first = await engine.apply([file("a\n"), svc("noxad-svc")]);
+      assert.equal(first.outcome, "converged", first.error);
+      const before = (await services.state("noxad-svc")).process;
+      const pid = (await m.machine.exec(["cat", "/run/noxad-svc.pid"])).stdout.trim();
+      await t.step("the process identity is the daemon's pid, from OpenRC's pidfile", () => {
+        assert.equal(before, `pid ${pid}`);
+      });
+      await t.step("the config changed: restarted, a new pid", async () => {
+        const r = await engine.apply([file("b\n"), svc("noxad-svc")]);
+        assert.equal(r.outcome, "converged", r.error);
+        assert.deepEqual(r.results[1].changes, ["restart (conf changed)"]);
+        const after = (await services.state("noxad-svc")).process;
+        assert.match(after ?? "", /^pid \d+$/);
+        assert.notEqual(after, before);
+      });
+      await t.step(
+        "reload on a script without reload: fails, saying what OpenRC said",
+        async () => {
+          const r = await engine.apply([file("c\n"), { ...svc("noxad-svc"), reload: true }]);
+          assert.equal(r.outcome, "failed");
+          assert.match(
+            r.error ?? "",
+            /reloading openrc service "noxad-svc" failed: .*rc-service noxad-svc reload` exited/,
+          );
+        },
+      );
+      await t.step(
+        "a restart that leaves the same process fails the apply at the read-back",
+        async () => {
+          const started = await engine.apply([file("c\n"), svc("noxad-stubborn", "stubborn")]);
+          assert.equal(started.outcome, "converged", started.error);
+          const same = (await services.state("noxad-stubborn")).process;
+          assert.match(same ?? "", /^pid \d+$/);
+          const r = await engine.apply([file("d\n"), svc("noxad-stubborn", "stubborn")]);
+          assert.equal(r.outcome, "failed");
+          assert.deepEqual(outcomes(r), ["conf:changed", "stubborn:failed"]);
+          assert.match(
+            r.error ?? "",
+            new RegExp(
+              `read-back after applying still differs: restart: still the same process after the restart \\(${same}\\)`,
+            ),
+          );
+        },
+      );
+    } finally {
+      await Deno.remove(conf).catch(() => {});
+    }
+  },
+});

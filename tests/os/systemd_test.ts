@@ -117,3 +117,104 @@ Deno.test({
     assert.match(missing.error ?? "", /systemd has no service named "noxad-none"/);
   },
 });
+
+Deno.test({
+  name: machineTest(
+    "restart on change (systemd): restartOn restarts once with a new InvocationID; plan says why; " +
+      "a changed unit restarts; nothing changed restarts nothing; a failed restart fails the apply",
+  ),
+  ignore: !CAN_RAISE,
+  async fn(t) {
+    await using m = await oneMachine("systemd");
+    // Its start fails while /run/noxad-block exists (a restart the init refuses).
+    const unit = (description: string) =>
+      `[Unit]\nDescription=${description}\n[Service]\n` +
+      `ExecStartPre=/bin/sh -c '! test -e /run/noxad-block'\nExecStart=/bin/sleep infinity\n` +
+      `[Install]\nWantedBy=multi-user.target\n`;
+    await m.machine.writeFile(UNIT, unit("first"));
+    const services = systemd({ via: m.via });
+    await using engine = await testEngine({ fs: posixFileSystem(), services });
+    const conf = await Deno.makeTempFile({ dir: "/tmp", prefix: "noxad-conf-" });
+    const file = (content: string) => ({
+      type: "file",
+      id: "conf",
+      path: conf,
+      content,
+      mode: "0644",
+      owner: "root",
+      group: "root",
+    });
+    const svc = {
+      type: "service",
+      id: "svc",
+      name: "noxad-svc",
+      enabled: true,
+      running: true,
+      restartOn: ["conf"],
+    };
+    const invocation = async () => (await services.state("noxad-svc")).process;
+    try {
+      const first = await engine.apply([file("a\n"), svc]);
+      assert.equal(first.outcome, "converged", first.error);
+      // Started by this apply: a start, never a second restart on top.
+      assert.deepEqual(first.results[1].changes, ["enable", "start"]);
+      const started = await invocation();
+      assert.match(started ?? "", /^InvocationID [0-9a-f]{32}$/);
+
+      await t.step("nothing changed: nothing restarts (the same InvocationID)", async () => {
+        assert.deepEqual(outcomes(await engine.apply([file("a\n"), svc])), [
+          "conf:unchanged",
+          "svc:unchanged",
+        ]);
+        assert.equal(await invocation(), started);
+      });
+      await t.step("plan says the service would be restarted, and why", async () => {
+        const plan = await engine.plan([file("b\n"), svc]);
+        assert.deepEqual(plan.map((e) => [e.id, e.status, e.changes]), [
+          ["conf", "change", ["content"]],
+          ["svc", "change", ["restart (conf changed)"]],
+        ]);
+        assert.equal(await invocation(), started, "a plan restarts nothing");
+      });
+      let second: string | null = null;
+      await t.step("the config changed: restarted once, a new InvocationID", async () => {
+        const r = await engine.apply([file("b\n"), svc]);
+        assert.equal(r.outcome, "converged", r.error);
+        assert.deepEqual(r.results[1].changes, ["restart (conf changed)"]);
+        second = await invocation();
+        assert.ok(second !== null && second !== started, `${second} is new (was ${started})`);
+      });
+      await t.step(
+        "the unit file changed under a running service: daemon-reload, restart",
+        async () => {
+          await m.machine.writeFile(UNIT, unit("second"));
+          const r = await engine.apply([file("b\n"), svc]);
+          assert.equal(r.outcome, "converged", r.error);
+          assert.deepEqual(r.results[1].changes, [
+            "reload the changed definition",
+            "restart (its definition changed on disk)",
+          ]);
+          const third = await invocation();
+          assert.ok(third !== null && third !== second);
+          const d = await m.machine.exec(["systemctl", "show", "-p", "Description", "noxad-svc"]);
+          assert.equal(d.stdout.trim(), "Description=second");
+        },
+      );
+      await t.step(
+        "a restart systemd refuses fails the apply, naming the service and why",
+        async () => {
+          await m.machine.writeFile("/run/noxad-block", "");
+          const r = await engine.apply([file("c\n"), svc]);
+          assert.equal(r.outcome, "failed");
+          assert.deepEqual(outcomes(r), ["conf:changed", "svc:failed"]);
+          assert.match(
+            r.error ?? "",
+            /service "svc" failed: restarting systemd service "noxad-svc" failed: .*systemctl restart -- noxad-svc` exited 1: Job for noxad-svc.service failed/,
+          );
+        },
+      );
+    } finally {
+      await Deno.remove(conf).catch(() => {});
+    }
+  },
+});

@@ -5,7 +5,7 @@ import { detectRuntime } from "../../os/detect/containers.ts";
 import { detectPackages } from "../../os/detect/packages.ts";
 import { detectOs } from "../../os/detect/os_release.ts";
 import { providersFor } from "../../os/mod.ts";
-import { detectProfile } from "../../os/profile.ts";
+import { detectProfile } from "../../os/detect/mod.ts";
 import { runProgram } from "../../os/_run.ts";
 import { hostFlags } from "../../lab/lib/host.ts";
 import { CAPABILITY_NAMES, type Profile } from "../../src/profile.ts";
@@ -88,6 +88,11 @@ Deno.test("providers follow the profile: only what it proved working is used", (
   assert.equal(providersFor(debian).packages, undefined);
   assert.equal(providersFor(debian, { packageManager: "pacman" }).packages?.name, "pacman");
   assert.equal(providersFor(debian, { packageManager: "apk" }).packages, undefined);
+  // A name this build does not carry is a configuration error, said as such.
+  assert.throws(
+    () => providersFor(debian, { packageManager: "dnf" }),
+    /packageManager "dnf" is not one this build carries \(pacman, apk\)/,
+  );
 });
 
 Deno.test("profile --json under the host's own permission set: every capability, nothing refused", async () => {

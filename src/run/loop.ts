@@ -10,6 +10,8 @@
  * the first converged reconcile (never a failed or refused one): known-good
  * written, launcher failures cleared.
  * When the program file was replaced: finish the apply, report, exit 0.
+ * Above the memory ceiling: finish the apply, say why, exit for a restart the
+ * launcher does not count (memory_ceiling.ts).
  */
 import { BusyError, describeError } from "../errors.ts";
 import { type Declaration, DeclarationRefused } from "../declaration/envelope.ts";
@@ -22,22 +24,30 @@ import { Link, type LinkOptions } from "../link/link.ts";
 import { subjectsOf } from "../link/subjects.ts";
 import {
   applyMessage,
-  heartbeatMessage,
-  heldSummary,
   type RefusalMessage,
   refusalMessage,
   type Trigger,
 } from "../link/messages.ts";
-import { clearFailures, confirmGood } from "../launcher_files.ts";
-import { ProgramWatch } from "./program.ts";
-import { type RunStatus, type ServicePhase, writeRunStatus } from "./status.ts";
+import { LauncherContract } from "../launcher_files.ts";
+import { Heartbeats } from "./heartbeat.ts";
+import { type Work, WorkQueue } from "./queue.ts";
+import { type RunStatus, type ServicePhase, writeRunStatus } from "./run_status.ts";
+import { DriftTimer, every, everyJittered } from "./timers.ts";
+import { MemoryCeiling } from "./memory_ceiling.ts";
+import { ProgramWatch } from "./upgrade_watch.ts";
+import type { Log } from "../log.ts";
+import type { Profile } from "../profile.ts";
+import { OutboxSender } from "./outbox.ts";
+import { InventoryReporter } from "./inventory.ts";
 
 /** How to run the service. */
 export interface RunOptions {
   /** Aborted on SIGTERM/SIGINT: stop taking work, abort the apply between steps, close the link. */
   signal?: AbortSignal;
-  /** One line per event (the service's log). */
-  log: (line: string) => void;
+  /** One line per event (the service's log), with its level (src/log.ts). */
+  log: Log;
+  /** Detects this machine's profile for the inventory (the command line passes the OS's). */
+  profile?: () => Promise<Profile>;
   /** Override the configured drift interval (seconds). */
   driftIntervalSeconds?: number;
   /** Override the configured heartbeat interval (seconds). */
@@ -51,9 +61,9 @@ export interface RunOptions {
   enrolCheckMs?: number;
 }
 
-/** Why the service ended (both exit 0). */
+/** Why the service ended (signal, upgrade: exit 0; memory: EXIT.restart). */
 export interface RunResult {
-  reason: "signal" | "upgrade";
+  reason: "signal" | "upgrade" | "memory";
   detail: string;
 }
 
@@ -64,26 +74,32 @@ interface Pending {
   origin: string;
 }
 
-type Work =
-  | { kind: "reconcile"; trigger: Trigger }
-  | { kind: "declaration"; data: Uint8Array; signature?: string; trigger: Trigger };
-
 /** Run the service until a signal or a self-upgrade. */
 export function runService(host: Engine, options: RunOptions): Promise<RunResult> {
-  return new Service(host, options).run();
+  return new RunLoop(host, options).run();
 }
 
-class Service {
+/**
+ * The loop: takes work from the queue one at a time (a pushed declaration, or a
+ * reconcile from start, reconnect or the drift timer), admits and applies it
+ * through the engine, reports and heartbeats over the link, keeps the status
+ * record, and stops for a signal or a replaced program file.
+ */
+class RunLoop {
   readonly #host: Engine;
   readonly #opt: RunOptions;
-  readonly #log: (line: string) => void;
-  readonly #driftMs: number;
+  readonly #log: Log;
+  readonly #outbox: OutboxSender;
+  readonly #inventory: InventoryReporter;
+  readonly #drift: DriftTimer;
   readonly #heartbeatMs: number;
+  readonly #heartbeats: Heartbeats;
+  readonly #memory: MemoryCeiling;
+  #worked = false;
+  readonly #queue = new WorkQueue();
   readonly #applyAbort = new AbortController();
   readonly #startedAt = performance.now();
   readonly #startedIso = new Date().toISOString();
-  #queue: Work[] = [];
-  #wake: (() => void) | undefined;
   #stop: RunResult | undefined;
   #halted!: () => void;
   readonly #stopped = new Promise<"down">((resolve) => this.#halted = () => resolve("down"));
@@ -92,25 +108,34 @@ class Service {
   #link: Link | undefined;
   #linkProblem: string | undefined;
   #program: ProgramWatch | undefined;
-  #confirmed = false;
-  #failuresCleared = false;
+  readonly #launcher: LauncherContract;
   #pending: Pending | undefined;
   #startDone = false;
-  #driftTimer: ReturnType<typeof setTimeout> | undefined;
-  #nextDriftAt: string | null = null;
-  #heartbeatTimer: ReturnType<typeof setInterval> | undefined;
-  #enrolTimer: ReturnType<typeof setInterval> | undefined;
-  #lastHeartbeatAt: string | null = null;
-  #heldDigestSent: string | undefined;
+  #stopTicking: (() => void) | undefined;
+  #stopEnrolWatch: (() => void) | undefined;
   #phase: ServicePhase = "starting";
 
   constructor(host: Engine, options: RunOptions) {
     this.#host = host;
     this.#opt = options;
     this.#log = options.log;
-    this.#driftMs = 1000 * (options.driftIntervalSeconds ?? host.config.driftIntervalSeconds);
+    this.#drift = new DriftTimer(
+      1000 * (options.driftIntervalSeconds ?? host.config.driftIntervalSeconds),
+      () => this.#enqueue({ kind: "reconcile", trigger: "drift" }),
+    );
     this.#heartbeatMs = 1000 *
       (options.heartbeatIntervalSeconds ?? host.config.heartbeatIntervalSeconds);
+    this.#heartbeats = new Heartbeats(host.store);
+    this.#memory = new MemoryCeiling(host.config.memoryCeilingMiB, 2 * this.#heartbeatMs);
+    this.#launcher = new LauncherContract(host.config.stateDir, VERSION, options.log);
+    const { store, config } = host;
+    this.#outbox = new OutboxSender({ store, bounds: config.outbox, log: options.log });
+    this.#inventory = new InventoryReporter({
+      store,
+      stateDir: config.stateDir,
+      profile: options.profile,
+      log: options.log,
+    });
   }
 
   async run(): Promise<RunResult> {
@@ -122,9 +147,7 @@ class Service {
       ? await ProgramWatch.current()
       : this.#opt.program ?? undefined;
     this.#log(
-      `run: ${VERSION} starting; state ${this.#host.config.stateDir}; drift every ${
-        this.#driftMs / 1000
-      } s, ` +
+      `run: ${VERSION} starting; state ${this.#host.config.stateDir}; drift every ${this.#drift.seconds} s, ` +
         `heartbeat every ${this.#heartbeatMs / 1000} s; ${
           this.#program
             ? `watching ${this.#program.path} (${this.#program.form})`
@@ -132,7 +155,8 @@ class Service {
         }`,
     );
     this.#writeStatus();
-    this.#heartbeatTimer = setInterval(() => this.#tick(), this.#heartbeatMs);
+    // Jittered, so a fleet started (or reconnected) together does not beat in step.
+    this.#stopTicking = everyJittered(this.#heartbeatMs, () => this.#tick());
 
     this.#identity = readIdentity(this.#host.store);
     if (this.#identity) {
@@ -143,23 +167,26 @@ class Service {
         "run: not enrolled: holding the machine to the store (or the bundle) until a token is used",
       );
       this.#enqueue({ kind: "reconcile", trigger: "start" });
-      this.#enrolTimer = setInterval(() => this.#checkEnrolment(), this.#opt.enrolCheckMs ?? 2000);
+      this.#stopEnrolWatch = every(this.#opt.enrolCheckMs ?? 2000, () => this.#checkEnrolment());
     }
     this.#phase = "running";
     this.#armDrift();
     this.#writeStatus();
 
-    for (let work = await this.#next(); work; work = await this.#next()) {
+    for (let work = await this.#queue.next(); work; work = await this.#queue.next()) {
       this.#busy = true;
       try {
         await this.#do(work);
       } catch (error) {
         this.#log(
           `run: ${work.kind} (${work.trigger}) failed unexpectedly: ${describeError(error)}`,
+          "error",
         );
       } finally {
         this.#busy = false;
+        this.#worked = true;
       }
+      this.#checkMemory();
       if (!this.#stop) await this.#checkUpgrade();
     }
     return await this.#shutdown();
@@ -173,7 +200,7 @@ class Service {
       seed = await readSeed(identity);
     } catch (error) {
       this.#linkProblem = describeError(error);
-      this.#log(`link: cannot start: ${this.#linkProblem}`);
+      this.#log(`link: cannot start: ${this.#linkProblem}`, "error");
       this.#writeStatus();
       return "down";
     }
@@ -187,6 +214,8 @@ class Service {
         this.#startDone = true;
         settle("up");
         this.#heartbeat(true);
+        this.#outbox.kick();
+        this.#inventory.linked();
         this.#enqueue(
           catchUp
             ? { kind: "declaration", data: catchUp.data, signature: catchUp.signature, trigger }
@@ -199,6 +228,8 @@ class Service {
       },
       log: this.#log,
     }, this.#opt.link);
+    this.#outbox.attach(this.#link, identity.node);
+    this.#inventory.attach(this.#link, identity);
     this.#link.start();
     let timer: ReturnType<typeof setTimeout> | undefined;
     const outcome = await Promise.race([
@@ -216,25 +247,21 @@ class Service {
   #checkEnrolment(): void {
     const identity = readIdentity(this.#host.store);
     if (!identity || this.#stop) return;
-    clearInterval(this.#enrolTimer);
-    this.#enrolTimer = undefined;
+    this.#stopEnrolWatch?.();
+    this.#stopEnrolWatch = undefined;
     this.#identity = identity;
     this.#log(`run: enrolled as ${identity.node}; starting the link`);
     this.#startLink(identity).catch((error) => this.#log(`link: ${describeError(error)}`));
   }
 
   #armDrift(): void {
-    clearTimeout(this.#driftTimer);
-    if (this.#stop) return;
-    this.#nextDriftAt = new Date(Date.now() + this.#driftMs).toISOString();
-    this.#driftTimer = setTimeout(
-      () => this.#enqueue({ kind: "reconcile", trigger: "drift" }),
-      this.#driftMs,
-    );
+    if (!this.#stop) this.#drift.arm();
   }
 
   #tick(): void {
     this.#heartbeat(false);
+    this.#inventory.tick();
+    if (!this.#busy) this.#checkMemory();
     if (!this.#busy) this.#checkUpgrade().catch(() => {});
     this.#writeStatus();
   }
@@ -242,21 +269,7 @@ class Service {
   // ---- the work loop --------------------------------------------------------
 
   #enqueue(work: Work): void {
-    if (this.#stop) return;
-    // Reconciles coalesce: one waiting is as good as many.
-    if (work.kind === "reconcile" && this.#queue.some((w) => w.kind === "reconcile")) return;
-    this.#queue.push(work);
-    this.#wake?.();
-  }
-
-  async #next(): Promise<Work | undefined> {
-    while (!this.#stop) {
-      const work = this.#queue.shift();
-      if (work) return work;
-      await new Promise<void>((resolve) => this.#wake = resolve);
-      this.#wake = undefined;
-    }
-    return undefined;
+    if (!this.#stop) this.#queue.push(work);
   }
 
   #halt(result: RunResult): void {
@@ -267,7 +280,7 @@ class Service {
       this.#log(`run: ${result.detail}: stopping (the current apply stops before its next step)`);
       this.#applyAbort.abort(result.detail);
     }
-    this.#wake?.();
+    this.#queue.close();
   }
 
   async #do(work: Work): Promise<void> {
@@ -346,7 +359,7 @@ class Service {
         this.#log(
           `run: nothing to hold yet: no declaration in the store, and the bundle ${bundlePath} ${why}`,
         );
-        await this.#confirm();
+        await this.#launcher.converged();
         this.#armDrift();
         return;
       }
@@ -368,8 +381,8 @@ class Service {
       if (!(error instanceof DeclarationRefused)) throw error;
       // Refused: nothing was applied, so this version has not shown it converges;
       // it did run a reconcile to its end, though (no crash to count).
-      this.#log(`apply (${trigger}): ${error.message}`);
-      await this.#completed();
+      this.#log(`apply (${trigger}): ${error.message}`, "warning");
+      await this.#launcher.completed();
       if (source === "link") this.#refuse(undefined, "invalid", error.message, error.problems);
       this.#armDrift();
       return;
@@ -399,6 +412,7 @@ class Service {
         this.#log(
           `apply (${trigger}): another apply holds the lock; trying again in 15 s` +
             (pending ? " (the declaration just accepted stays pending until then)" : ""),
+          "warning",
         );
         setTimeout(() => this.#enqueue({ kind: "reconcile", trigger }), 15_000);
         return;
@@ -414,14 +428,17 @@ class Service {
       }): ` +
         `${report.outcome}: ${c.changed} changed, ${c.unchanged} unchanged, ${c.removed} removed, ` +
         `${c.failed} failed in ${report.durationMs} ms${report.error ? `: ${report.error}` : ""}`,
+      report.outcome === "failed" ? "error" : report.outcome === "converged" ? "info" : "warning",
     );
     // Only a converged apply shows this version works here (never a failed one); any
     // apply that ran to its end shows the program starts and runs (no crash to count).
-    if (report.outcome === "converged") await this.#confirm();
-    else if (report.outcome === "failed") await this.#completed();
-    if (this.#identity && this.#link) {
-      this.#link.publish("report", applyMessage(this.#identity.node, report, trigger));
+    if (report.outcome === "converged") await this.#launcher.converged();
+    else if (report.outcome === "failed") await this.#launcher.completed();
+    // Into the outbox first (delivered in order, removed once the broker acknowledged it).
+    if (this.#identity) {
+      this.#outbox.keep(applyMessage(this.#identity.node, report, trigger));
       this.#heartbeat(false);
+      if (c.changed + c.removed > 0) this.#inventory.changed();
     }
     this.#armDrift();
     this.#writeStatus();
@@ -433,60 +450,35 @@ class Service {
     message: string,
     problems: RefusalMessage["problems"],
   ): void {
-    this.#log(`link: ${message.replace(/:\n\s*/, ": ").replace(/\n\s*/g, "; ")}`);
-    if (this.#identity && this.#link) {
-      this.#link.publish(
-        "report",
-        refusalMessage(this.#identity.node, serial, reason, message, problems),
-      );
-    }
-  }
-
-  /** After the first completed (not converged) reconcile of this process: failures cleared. */
-  async #completed(): Promise<void> {
-    if (this.#failuresCleared || this.#confirmed) return;
-    this.#failuresCleared = true;
-    try {
-      await clearFailures(this.#host.config.stateDir);
-    } catch (error) {
-      this.#log(`run: cannot clear the launcher's failure counter: ${describeError(error)}`);
-    }
-  }
-
-  /** After the first converged reconcile of this process: known-good, failures cleared. */
-  async #confirm(): Promise<void> {
-    if (this.#confirmed) return;
-    this.#confirmed = true;
-    try {
-      await confirmGood(this.#host.config.stateDir, VERSION);
-      this.#log(`run: ${VERSION} completed a reconcile: recorded as known-good`);
-    } catch (error) {
-      this.#log(`run: cannot record ${VERSION} as known-good: ${describeError(error)}`);
+    this.#log(`link: ${message.replace(/:\n\s*/, ": ").replace(/\n\s*/g, "; ")}`, "warning");
+    if (this.#identity) {
+      this.#outbox.keep(refusalMessage(this.#identity.node, serial, reason, message, problems));
     }
   }
 
   // ---- heartbeats, upgrade, status, shutdown --------------------------------
 
   #heartbeat(withList: boolean): void {
-    if (!this.#identity || !this.#link || this.#link.state.phase !== "up") return;
-    const held = heldSummary(this.#host.store);
-    const sendList = withList || held.digest !== this.#heldDigestSent;
-    const serialText = this.#host.store.meta(META.serial);
-    const message = heartbeatMessage(
-      this.#identity.node,
-      this.#host.store,
-      {
-        startedAt: this.#startedAt,
-        serial: serialText === undefined ? null : Number(serialText),
-        nextDriftAt: this.#nextDriftAt,
-      },
-      held,
-      sendList,
+    if (!this.#identity || !this.#link) return;
+    const liveness = { startedAt: this.#startedAt, nextDriftAt: this.#drift.nextAt };
+    this.#heartbeats.send(this.#identity, this.#link, liveness, withList);
+  }
+
+  /** Above the memory ceiling, after a completed piece of work: say why and stop for a restart. */
+  #checkMemory(): void {
+    if (this.#stop || !this.#worked) return;
+    const over = this.#memory.exceeded(performance.now() - this.#startedAt);
+    if (!over) return;
+    this.#log(
+      `run: ${over.message}; exiting 10 so the launcher starts it again (not counted as a failure)`,
     );
-    if (this.#link.publish("heartbeat", message)) {
-      this.#lastHeartbeatAt = message.at;
-      if (sendList) this.#heldDigestSent = held.digest;
+    if (this.#identity && this.#link) {
+      this.#link.publish(
+        "report",
+        this.#memory.message(this.#identity.node, over.rssBytes, over.message),
+      );
     }
+    this.#halt({ reason: "memory", detail: over.message });
   }
 
   async #checkUpgrade(): Promise<void> {
@@ -500,16 +492,28 @@ class Service {
 
   async #shutdown(): Promise<RunResult> {
     const result = this.#stop ?? { reason: "signal", detail: "stopped" };
-    this.#phase = result.reason === "upgrade" ? "upgrading" : "stopping";
-    clearTimeout(this.#driftTimer);
-    clearInterval(this.#heartbeatTimer);
-    clearInterval(this.#enrolTimer);
-    this.#nextDriftAt = null;
+    this.#phase = result.reason === "upgrade"
+      ? "upgrading"
+      : result.reason === "memory"
+      ? "restarting"
+      : "stopping";
+    this.#drift.clear();
+    this.#stopTicking?.();
+    this.#stopEnrolWatch?.();
+    // What the outbox holds goes out first when the link is up (bounded); the rest waits
+    // in the store for the next process.
+    await this.#outbox.settle(5000);
+    await this.#outbox.stop();
+    await this.#inventory.settled();
     if (this.#link) {
       await this.#link.flush();
       await this.#link.close();
     }
-    this.#phase = result.reason === "upgrade" ? "upgrading" : "stopped";
+    this.#phase = result.reason === "upgrade"
+      ? "upgrading"
+      : result.reason === "memory"
+      ? "restarting"
+      : "stopped";
     this.#writeStatus();
     this.#log(`run: stopped (${result.reason}: ${result.detail})`);
     return result;
@@ -524,16 +528,16 @@ class Service {
       phase: this.#phase,
       link: this.#link ? this.#link.state : null,
       ...(this.#linkProblem ? { linkProblem: this.#linkProblem } : {}),
-      nextDriftAt: this.#nextDriftAt,
-      lastHeartbeatAt: this.#lastHeartbeatAt,
+      nextDriftAt: this.#drift.nextAt,
+      lastHeartbeatAt: this.#heartbeats.lastAt,
       heartbeatIntervalSeconds: this.#heartbeatMs / 1000,
-      driftIntervalSeconds: this.#driftMs / 1000,
+      driftIntervalSeconds: this.#drift.seconds,
       program: this.#program ? { path: this.#program.path, form: this.#program.form } : null,
     };
     try {
       writeRunStatus(this.#host.store, status);
     } catch (error) {
-      this.#log(`run: cannot write the status record: ${describeError(error)}`);
+      this.#log(`run: cannot write the status record: ${describeError(error)}`, "warning");
     }
   }
 }

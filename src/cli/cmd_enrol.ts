@@ -4,6 +4,7 @@ import { openEngine } from "../engine/mod.ts";
 import { ensureOverlayKey } from "../overlay_key.ts";
 import type { Command } from "./command.ts";
 import { EXIT } from "./io.ts";
+import { brokerList } from "../link/identity.ts";
 
 /** `enrol --token -|TOKEN` or `enrol --token-file FILE`. */
 export const enrolCommand: Command = {
@@ -83,13 +84,12 @@ Exit codes: 0 enrolled, 64 usage or an unusable token, 69 the broker or control 
           node: identity.node,
           publicKey: identity.publicKey,
           wireguardPublicKey: overlayKey.publicKey,
-          url: identity.url,
-          pin: identity.pin,
+          brokers: identity.brokers,
         }) + "\n",
       );
     } else {
       ctx.io.stdout(
-        `enrolled as ${identity.node} (key ${identity.publicKey}) with ${identity.url}\n` +
+        `enrolled as ${identity.node} (key ${identity.publicKey}) with ${brokerList(identity)}\n` +
           `the service takes declarations from there; "status" shows the link\n`,
       );
     }

@@ -1,9 +1,10 @@
-/** `run`: the service (src/run/service.ts) with its log on stderr. */
+/** `run`: the service (src/run/loop.ts) with its log on stderr. */
 import { BusyError, UsageError } from "../errors.ts";
 import { acquireRunLock } from "../lock.ts";
 import { openEngine } from "../engine/mod.ts";
 import type { Command } from "./command.ts";
 import { EXIT } from "./io.ts";
+import { journalIsOutput, logLine } from "../log.ts";
 
 /** `run [--drift-interval S] [--heartbeat-interval S]`. */
 export const runCommand: Command = {
@@ -18,12 +19,18 @@ the bundle when the store is empty. Logs one line per event on stderr.
 
 Stops with exit 0 on SIGTERM/SIGINT (the current apply stops before its next
 step), and with exit 0 after an apply when its own program file was replaced
-(the supervisor then starts the new version).
+(the supervisor then starts the new version). Above the memory ceiling
+(host.json memoryCeilingMiB, default 256) it finishes its apply, reports why
+and exits 10, which the launcher restarts without counting a failure.
+
+Log lines carry their syslog level (<3> error, <4> warning, <6> info, <7> debug)
+when the journal is the output (JOURNAL_STREAM set by systemd), plain otherwise.
 
 Options:
   --drift-interval SECS      override driftIntervalSeconds (default 600)
   --heartbeat-interval SECS  override heartbeatIntervalSeconds (default 30)
-Exit codes: 0 stopped by a signal or for a self-upgrade, 70 the host cannot work
+Exit codes: 0 stopped by a signal or for a self-upgrade, 10 restart wanted (memory
+  ceiling), 70 the host cannot work
   (store), 78 configuration.
 `,
   options: {
@@ -62,13 +69,25 @@ Exit codes: 0 stopped by a signal or for a self-upgrade, 70 the host cannot work
       throw error;
     }
     using _runLock = runLock;
-    const { runService } = await import("../run/service.ts");
-    await runService(host, {
+    const { runService } = await import("../run/loop.ts");
+    // Under systemd the journal takes a line's priority from its <N> prefix.
+    const journal = journalIsOutput(readEnv);
+    const result = await runService(host, {
       signal: ctx.io.signal,
-      log: (line) => ctx.io.stderr(`${line}\n`),
+      log: (line, level) => ctx.io.stderr(logLine(line, level, journal)),
+      profile: ctx.io.profile,
       driftIntervalSeconds,
       heartbeatIntervalSeconds,
     });
-    return EXIT.ok;
+    // Not a failure, not an upgrade: the launcher starts it again without counting.
+    return result.reason === "memory" ? EXIT.restart : EXIT.ok;
   },
 };
+
+function readEnv(name: string): string | undefined {
+  try {
+    return Deno.env.get(name);
+  } catch {
+    return undefined; // not in the permission set: no journal prefix
+  }
+}

@@ -2,16 +2,16 @@
  * Detect this machine's profile (src/profile.ts): os-release, architecture,
  * kernel, and each capability by looking and then by using it.
  */
-import type { Profile } from "../src/profile.ts";
-import type { ProbeOptions } from "./detect/_probe.ts";
-import { detectContainers } from "./detect/containers.ts";
-import { detectGraphical } from "./detect/graphical.ts";
-import { detectInit } from "./detect/init.ts";
-import { detectNetwork } from "./detect/network.ts";
-import { detectKernel, detectOs } from "./detect/os_release.ts";
-import { detectPackages } from "./detect/packages.ts";
-import { detectNftables } from "./nftables/detect.ts";
-import { detectWireguard } from "./wireguard/detect.ts";
+import type { Profile } from "../../src/profile.ts";
+import type { ProbeOptions } from "./_probe.ts";
+import { detectContainers } from "./containers.ts";
+import { detectGraphical } from "./graphical.ts";
+import { detectInit } from "./init.ts";
+import { detectNetwork } from "./network.ts";
+import { detectKernel, detectOs } from "./os_release.ts";
+import { detectPackages } from "./packages.ts";
+import { detectNftables } from "../nftables/detect.ts";
+import { detectWireguard } from "../wireguard/detect.ts";
 
 /** Options of {@link detectProfile}. */
 export interface DetectOptions extends ProbeOptions {

@@ -8,7 +8,13 @@ import type { LinkState } from "../link/link.ts";
 import type { Store } from "../store/store.ts";
 
 /** What the service is doing. */
-export type ServicePhase = "starting" | "running" | "stopping" | "stopped" | "upgrading";
+export type ServicePhase =
+  | "starting"
+  | "running"
+  | "stopping"
+  | "stopped"
+  | "upgrading"
+  | "restarting";
 
 /** The record. */
 export interface RunStatus {
@@ -50,7 +56,9 @@ export function readRunStatus(store: Store): RunStatus | null {
  * service is not running, whatever the record says.
  */
 export function isCurrent(status: RunStatus, now: Date = new Date()): boolean {
-  if (status.phase === "stopped" || status.phase === "upgrading") return false;
+  if (status.phase === "stopped" || status.phase === "upgrading" || status.phase === "restarting") {
+    return false;
+  }
   const age = now.getTime() - Date.parse(status.updatedAt);
   return age <= 3 * status.heartbeatIntervalSeconds * 1000 + 5000;
 }

@@ -1,0 +1,53 @@
+/**
+ * Heartbeats (R5): on link, after every apply and every heartbeat interval,
+ * the node says it is alive, what it runs and what it holds. The list of held
+ * resources rides along when asked for or when it changed since it was last sent.
+ */
+import type { Identity } from "../link/identity.ts";
+import type { Link } from "../link/link.ts";
+import { heartbeatMessage, heldSummary } from "../link/messages.ts";
+import { META } from "../store/meta.ts";
+import type { Store } from "../store/store.ts";
+
+/** What a heartbeat says about the running process. */
+export interface Liveness {
+  /** performance.now() when the process started (uptime). */
+  startedAt: number;
+  /** When the next drift reconcile is due, if any. */
+  nextDriftAt: string | null;
+}
+
+/** The heartbeats of one process. */
+export class Heartbeats {
+  readonly #store: Store;
+  #lastAt: string | null = null;
+  #heldDigestSent: string | undefined;
+
+  constructor(store: Store) {
+    this.#store = store;
+  }
+
+  /** Send one heartbeat over `link` when it is up; `withList` sends the held list too. */
+  send(identity: Identity, link: Link, liveness: Liveness, withList: boolean): void {
+    if (link.state.phase !== "up") return;
+    const held = heldSummary(this.#store);
+    const sendList = withList || held.digest !== this.#heldDigestSent;
+    const serialText = this.#store.meta(META.serial);
+    const message = heartbeatMessage(
+      identity.node,
+      this.#store,
+      { ...liveness, serial: serialText === undefined ? null : Number(serialText) },
+      held,
+      sendList,
+    );
+    if (link.publish("heartbeat", message)) {
+      this.#lastAt = message.at;
+      if (sendList) this.#heldDigestSent = held.digest;
+    }
+  }
+
+  /** When the last heartbeat went out (ISO time), or `null`. */
+  get lastAt(): string | null {
+    return this.#lastAt;
+  }
+}

@@ -1,0 +1,42 @@
+/**
+ * The run loop's work queue: one piece of work at a time, in arrival order;
+ * reconciles coalesce (one waiting is as good as many), declarations never do.
+ */
+import type { Trigger } from "../link/messages.ts";
+
+/** One piece of work for the loop. */
+export type Work =
+  | { kind: "reconcile"; trigger: Trigger }
+  | { kind: "declaration"; data: Uint8Array; signature?: string; trigger: Trigger };
+
+/** A queue the loop waits on; closing it ends the wait. */
+export class WorkQueue {
+  #queue: Work[] = [];
+  #wake: (() => void) | undefined;
+  #closed = false;
+
+  /** Add work (ignored once closed); a reconcile joins one already waiting. */
+  push(work: Work): void {
+    if (this.#closed) return;
+    if (work.kind === "reconcile" && this.#queue.some((w) => w.kind === "reconcile")) return;
+    this.#queue.push(work);
+    this.#wake?.();
+  }
+
+  /** The next piece of work, waiting for one; `undefined` once closed. */
+  async next(): Promise<Work | undefined> {
+    while (!this.#closed) {
+      const work = this.#queue.shift();
+      if (work) return work;
+      await new Promise<void>((resolve) => this.#wake = resolve);
+      this.#wake = undefined;
+    }
+    return undefined;
+  }
+
+  /** Take no more work; a waiting `next()` returns `undefined`. */
+  close(): void {
+    this.#closed = true;
+    this.#wake?.();
+  }
+}

@@ -1,0 +1,110 @@
+/**
+ * The link against a real three-server NATS cluster on 127.0.0.1 (routes,
+ * JetStream with 3 replicas): the token names every server, the node fails
+ * over when the server it uses is killed, keeps its place (the declaration
+ * published while it moved still arrives), `status` says where it is and why it
+ * moved, and the killed server comes back into the cluster.
+ */
+import assert from "node:assert/strict";
+import { posix } from "node:path";
+import { startLocalCluster } from "../lab/mesh/broker.ts";
+import { ControlPlane } from "../lab/mesh/control.ts";
+import { decodeToken } from "../src/link/token.ts";
+import { runHost, scratch } from "./_helpers.ts";
+import { fileResource, spawnHost, until } from "./_mesh.ts";
+
+Deno.test("a node fails over between the servers of a cluster without losing its place", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "noxln-cluster-" });
+  await using cluster = await startLocalCluster(dir, { size: 3 });
+  const control = await ControlPlane.open(dir);
+  control.serveEnrolments();
+  await using _cleanup = {
+    async [Symbol.asyncDispose]() {
+      await control.close();
+      await cluster.stop();
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+    },
+  };
+  const pkg = await Deno.makeTempDir({ prefix: "noxln-pkg-" });
+  await using _pkg = {
+    [Symbol.asyncDispose]: () => Deno.remove(pkg, { recursive: true }).catch(() => {}),
+  };
+  await using s = await scratch({ bundle: posix.join(pkg, "substrate.lock") });
+
+  // The token names the three servers, each with its own pin, under one CA.
+  const token = await control.mintToken("node-c");
+  const decoded = decodeToken(token);
+  assert.deepEqual(decoded.brokers.map((b) => b.url), cluster.members.map((m) => m.url));
+  assert.equal(new Set(decoded.brokers.map((b) => b.pin)).size, 3);
+  const enrolled = await runHost(["enrol", "--token", "-", "--json"], {
+    env: s.env,
+    stdin: token,
+  });
+  assert.equal(enrolled.code, 0, enrolled.stderr);
+  assert.equal(JSON.parse(enrolled.stdout).brokers.length, 3);
+
+  await using host = await spawnHost(["run", "--heartbeat-interval", "1"], s.env);
+  const up = await host.waitLog(/link: up to (tls:\/\/127\.0\.0\.1:\d+) as node-c/);
+  const f = `${s.root}/f`;
+  // Applied, as the machine shows it (each declaration writes other content). What the
+  // node sends upward is not asserted here: with nats-server 2.9.10 a newly admitted node's
+  // reports and heartbeats sometimes never reached CONTROL's streams in this cluster
+  // (README, known not to work).
+  const contents = ["", "one\n", "two\n", "three\n"];
+  const applied = (serial: number) =>
+    until(`serial ${serial} applied`, async () => {
+      const text = await Deno.readTextFile(f).catch(() => undefined);
+      return text === contents[serial] ? true : undefined;
+    }, 90_000).catch((e) => {
+      throw new Error(`${e.message}\nhost log:\n${host.log()}`);
+    });
+  await control.declare("node-c", { version: 1, resources: [fileResource("f", f, "one\n")] });
+  await applied(1);
+  assert.equal(await Deno.readTextFile(f), "one\n");
+
+  // Kill the server the node uses, as a crash (SIGKILL), and publish while it moves.
+  const victim = cluster.members.find((m) => m.url === up[1])!;
+  await victim.kill();
+  await control.declare("node-c", { version: 1, resources: [fileResource("f", f, "two\n")] });
+  const moved = await host.waitLog(
+    new RegExp(`link: moved from ${victim.url.replace(/\./g, "\\.")} to (tls://\\S+) \\(`),
+    90_000,
+  );
+  assert.notEqual(moved[1], victim.url);
+  await applied(2);
+  assert.equal(await Deno.readTextFile(f), "two\n");
+
+  // status: which server, and why it moved.
+  const status = await until("status naming the move", async () => {
+    const run = await runHost(["status", "--json"], { env: s.env });
+    const json = JSON.parse(run.stdout);
+    return json.link?.state === "up" && json.link.lastMove ? json : undefined;
+  });
+  assert.equal(status.link.server, moved[1]);
+  assert.equal(status.link.lastMove.from, victim.url);
+  assert.equal(status.link.lastMove.to, moved[1]);
+  assert.match(status.link.lastMove.why, new RegExp(victim.url.replace(/\./g, "\\.")));
+  assert.equal(status.identity.brokers.length, 3);
+  const text = await runHost(["status"], { env: s.env });
+  assert.match(text.stdout, /link moved\s+from tls:\/\/127\.0\.0\.1:\d+ to tls:/);
+
+  // The server comes back and rejoins: its replica of the declarations catches up.
+  await victim.start();
+  await until("the restarted server current again in MESH_DECL", async () => {
+    const reply = await control.nc.request("$JS.API.STREAM.INFO.MESH_DECL", "", {
+      timeout: 5000,
+    }).catch(() => undefined);
+    if (!reply) return undefined;
+    const info = JSON.parse(reply.string()) as {
+      cluster?: { leader?: string; replicas?: { name: string; current: boolean }[] };
+    };
+    const names = [
+      info.cluster?.leader,
+      ...(info.cluster?.replicas ?? []).filter((r) => r.current).map((r) => r.name),
+    ];
+    return names.includes(victim.name) ? true : undefined;
+  }, 90_000);
+  await control.declare("node-c", { version: 1, resources: [fileResource("f", f, "three\n")] });
+  await applied(3);
+  assert.equal(await Deno.readTextFile(f), "three\n");
+});
