@@ -439,6 +439,22 @@ Deno.test("the same text from the same place is parsed once per engine (the drif
   await assert.rejects(admit(host, bad, from));
 });
 
+Deno.test("after an apply cut short, the next one removes temporary files left beside files in sync", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  const resources = [file("a", `${s.root}/a`, "1"), file("b", `${s.root}/b`, "2")];
+  assert.equal((await apply(host, resources)).outcome, "converged");
+  // What a process killed while its window of writes synced leaves: temporary files of
+  // files that are (still) as declared, and an apply recorded as running.
+  await Deno.writeTextFile(`${s.root}/.a.nox-new`, "half");
+  await Deno.writeTextFile(`${s.root}/.b.nox-new`, "");
+  host.store.beginApply("file", "test", undefined, "sha256:cut-short");
+  const report = await apply(host, resources);
+  assert.equal(report.outcome, "converged");
+  assert.equal(report.counts.unchanged, 2);
+  assert.deepEqual([...Deno.readDirSync(s.root)].map((e) => e.name).sort(), ["a", "b"]);
+});
+
 Deno.test("no temporary files are left behind by writes", async () => {
   await using s = await scratch();
   using host = await hostOn(s);

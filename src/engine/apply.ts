@@ -67,6 +67,10 @@ export async function applyDeclaration(
   const applyId = store.beginApply(options.source, options.origin, declaration.serial, digest);
   const changedIds = new Set<string>();
   const kctx = kindContext(ctx, changedIds, options);
+  // Files written together leave several temporary files when the process dies; a
+  // file found in sync is not written again, so after an apply that did not converge
+  // the checks sweep them.
+  kctx.sweepPartialWrites = last !== null && last.outcome !== "converged";
   const held = store.heldIndex();
   const results: ResourceResult[] = [];
   const counts: Counts = { changed: 0, unchanged: 0, removed: 0, failed: 0 };

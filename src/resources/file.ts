@@ -145,6 +145,7 @@ export const fileKind: ResourceKind<FileResource, FileChange> = {
     if (await checkAncestors(ctx, resource.path, ctx.realDirectories) !== undefined) {
       return CREATE;
     }
+    if (ctx.sweepPartialWrites) await fs.discardPartialWrite(resource.path);
     const want = resource.contentSha256 === undefined ? fileContent(resource) : undefined;
     // One descriptor for what is compared, and no lstat before it: a symlink or a FIFO
     // is refused at the open (never followed, never waited on), and size, mode and

@@ -138,6 +138,12 @@ export interface KindContext {
    */
   content?: (sha256: string, size: number, forPath: string) => Promise<Uint8Array>;
   /**
+   * Set by the engine when the last apply did not converge (a crash among them): a
+   * file's check also removes what a write cut short may have left beside it. Never
+   * set for a plan, which changes nothing.
+   */
+  sweepPartialWrites?: boolean;
+  /**
    * Ids of the resources this pass changed (or, in a plan, would change), filled by
    * the engine in declared order as each one is applied or checked: a resource's
    * `restartOn` is answered from it (only ids declared before it can be here).
