@@ -8,6 +8,7 @@
  */
 import { join } from "node:path";
 import {
+  CONTENT_SUBJECTS,
   joinPermissions,
   nodePermissions,
   type Permissions,
@@ -156,6 +157,7 @@ export function renderAuth(state: MeshState, now: Date = new Date()): string {
     `{ service: "mesh.enrol.*", accounts: [${JOIN_ACCOUNT}] }`,
   ];
   const controlImports: string[] = [];
+  const contentReaders: string[] = [];
   const accounts: string[] = [];
   for (const [node, record] of Object.entries(state.nodes)) {
     // A revoked node keeps its account (only its user goes): with nats-server 2.9.10,
@@ -175,6 +177,7 @@ export function renderAuth(state: MeshState, now: Date = new Date()): string {
       `{ service: ${q(s.report)}, accounts: [${q(account)}] }`,
       `{ service: ${q(s.inventory)}, accounts: [${q(account)}] }`,
     );
+    contentReaders.push(q(account));
     controlImports.push(
       `{ stream: { account: ${q(account)}, subject: ${q(s.heartbeat)} } }`,
     );
@@ -186,6 +189,8 @@ export function renderAuth(state: MeshState, now: Date = new Date()): string {
         `{ stream: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.declaration)} } }`,
         `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.report)} } }`,
         `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.inventory)} } }`,
+        `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(CONTENT_SUBJECTS.directGet)} } }`,
+        `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(CONTENT_SUBJECTS.metaGet)} } }`,
       ], "    ")
     }
     exports: ${
@@ -194,6 +199,12 @@ export function renderAuth(state: MeshState, now: Date = new Date()): string {
       ], "    ")
     }
   }`);
+  }
+  // The mesh's object store: read by direct get, by every admitted node's account.
+  if (contentReaders.length > 0) {
+    for (const subject of [CONTENT_SUBJECTS.directGet, CONTENT_SUBJECTS.metaGet]) {
+      controlExports.push(`{ service: ${q(subject)}, accounts: [${contentReaders.join(", ")}] }`);
+    }
   }
   const joins: string[] = [];
   for (const [key, token] of Object.entries(state.tokens)) {

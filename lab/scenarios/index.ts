@@ -22,6 +22,7 @@ import { scenario as overlay } from "./overlay.ts";
 import { scenario as restartOnChange } from "./restart_on_change.ts";
 import { scenario as substrate } from "./substrate.ts";
 import { scenario as outbox } from "./outbox.ts";
+import { scenario as contentRef } from "./content_ref.ts";
 
 /** All scenarios. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -47,4 +48,5 @@ export const SCENARIOS: readonly Scenario[] = [
   restartOnChange,
   substrate,
   outbox,
+  contentRef,
 ];

@@ -3,6 +3,7 @@
  * resource, what the host holds. The store records these; the CLI, the run loop
  * and the link report them.
  */
+import type { ContentSource } from "../store/content.ts";
 import type { OwnResources } from "../declaration/envelope.ts";
 import type { Providers } from "../providers.ts";
 import type { Resource } from "../resources/mod.ts";
@@ -85,6 +86,11 @@ export interface EngineContext {
 
 /** How to run one apply. */
 export interface ApplyOptions {
+  /**
+   * Where content declared by reference comes from (DESIGN.md §19), after the blobs/
+   * directory beside a declaration read from a file.
+   */
+  contentSources?: readonly ContentSource[];
   source: Source;
   /** A file name, "link", or the bundle's path: shown in history and reports. */
   origin: string;
