@@ -22,6 +22,7 @@ const ENTRIES: Record<string, string> = {
   "bin/nox-mesh-host": "-rwxr-xr-x",
   "bin/nox-mesh-host-install-init": "-rwxr-xr-x",
   "bin/nox-mesh-host-launch": "-rwxr-xr-x",
+  "lib/nox-mesh-host/VERSION": "-rw-r--r--",
   "lib/nox-mesh-host/deno": "-rwxr-xr-x",
   "lib/nox-mesh-host/deno.LICENSE": "-rw-r--r--",
   "lib/nox-mesh-host/init/nox-mesh-host.confd": "-rw-r--r--",
