@@ -20,7 +20,7 @@ import type { AdapterRegistry } from "./registry.ts";
 import { nftables } from "./nftables/mod.ts";
 import { detectNftables } from "./nftables/detect.ts";
 import { sysctl } from "./sysctl/mod.ts";
-import { withOwnPackage } from "./tarball-self/mod.ts";
+import { withOwnPackage } from "./_own_package.ts";
 import { wireguard } from "./wireguard/mod.ts";
 import { detectWireguard } from "./wireguard/detect.ts";
 

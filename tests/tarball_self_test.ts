@@ -12,7 +12,8 @@ import { sha256Hex } from "../src/declaration/canonical.ts";
 import { DeclarationRefused } from "../src/declaration/envelope.ts";
 import { parseDeclaration } from "../src/engine/parse.ts";
 import type { PackageFile } from "../src/providers.ts";
-import { tarballSelf, VERSION_FILE, withOwnPackage } from "../os/tarball-self/mod.ts";
+import { tarballSelf, VERSION_FILE } from "../os/tarball-self/mod.ts";
+import { withOwnPackage } from "../os/_own_package.ts";
 import { readTarball, TarballRefused } from "../os/tarball-self/_ustar.ts";
 
 const NAME = "nox-mesh-host";

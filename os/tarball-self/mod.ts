@@ -251,20 +251,3 @@ export function tarballSelf(
     upstreamVersion: (version: string) => version,
   };
 }
-
-/**
- * One package manager for the providers: the host's own package from `self`, every other
- * package from the machine's own manager (`native`, when the build carries it).
- */
-export function withOwnPackage(self: PackageManager, native?: PackageManager): PackageManager {
-  const pick = (name: string) => name === PROGRAM ? self : native ?? notOwn(name);
-  return {
-    name: native ? `${native.name}+${self.name}` : self.name,
-    installed: async (name) => await pick(name).installed(name),
-    install: async (name, version, file) => await pick(name).install(name, version, file),
-    ...(native?.refresh ? { refresh: native.refresh } : {}),
-    upgradeAll: () => native ? native.upgradeAll() : self.upgradeAll(),
-    // Asked only for the host's own versions (the launcher's rolled-back-from list).
-    upstreamVersion: (version) => self.upstreamVersion(version),
-  };
-}
