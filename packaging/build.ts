@@ -166,11 +166,8 @@ interface Stamp {
 async function writeImportMap(os: TargetOs, stamp: Stamp, dir: string): Promise<string> {
   const config = JSON.parse(await Deno.readTextFile(repo("deno.json")));
   const imports: Record<string, string> = { ...config.imports };
-  // The tarball carries every adapter: its list is os/adapters.ts itself.
-  if (os !== "tarball") {
-    imports[new URL("../os/adapters.ts", import.meta.url).href] =
-      new URL(`./${os}/adapters.ts`, import.meta.url).href;
-  }
+  imports[new URL("../os/adapters.ts", import.meta.url).href] =
+    new URL(`./${os}/adapters.ts`, import.meta.url).href;
   // Its own paths: packaging/<os>/own_paths.ts, as a literal list in place of every OS's list.
   imports[new URL("./program_own_paths.ts", import.meta.url).href] = pathToFileURL(
     await embedOwnPaths(os, dir),

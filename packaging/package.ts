@@ -212,6 +212,8 @@ export async function tarballEntries(b: BuildResult): Promise<Record<string, [st
   for (const [name, text] of Object.entries(derived)) {
     await Deno.writeTextFile(join(dir, name), text);
   }
+  // What the installed version is, for the host's own package adapter (os/tarball-self).
+  await Deno.writeTextFile(join(dir, "VERSION"), `${b.version}\n`);
   const lib = "lib/nox-mesh-host";
   const entries: Record<string, [string, number]> = {
     "bin/nox-mesh-host": [join(b.dir, "nox-mesh-host"), 0o755],
@@ -220,6 +222,7 @@ export async function tarballEntries(b: BuildResult): Promise<Record<string, [st
       repo("packaging/tarball/nox-mesh-host-install-init"),
       0o755,
     ],
+    [`${lib}/VERSION`]: [join(dir, "VERSION"), 0o644],
     [`${lib}/init/nox-mesh-host.service`]: [join(dir, "nox-mesh-host.service"), 0o644],
     [`${lib}/init/nox-mesh-host.initd`]: [join(dir, "nox-mesh-host.initd"), 0o755],
     [`${lib}/init/nox-mesh-host.confd`]: [join(dir, "nox-mesh-host.confd"), 0o644],

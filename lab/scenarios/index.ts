@@ -16,6 +16,7 @@ import { scenario as archRollback } from "./arch_rollback.ts";
 import { scenario as openrcInstall } from "./openrc_install.ts";
 import { scenario as tarballFloor } from "./tarball_floor.ts";
 import { scenario as tarballRollback } from "./tarball_rollback.ts";
+import { scenario as tarballUpgrade } from "./tarball_upgrade.ts";
 import { scenario as conntrack } from "./conntrack.ts";
 import { scenario as firewall } from "./firewall.ts";
 import { scenario as overlay } from "./overlay.ts";
@@ -42,6 +43,7 @@ export const SCENARIOS: readonly Scenario[] = [
   openrcInstall,
   tarballFloor,
   tarballRollback,
+  tarballUpgrade,
   conntrack,
   firewall,
   overlay,
