@@ -20,6 +20,7 @@ import type { AdapterRegistry } from "./registry.ts";
 import { nftables } from "./nftables/mod.ts";
 import { detectNftables } from "./nftables/detect.ts";
 import { sysctl } from "./sysctl/mod.ts";
+import { withOwnPackage } from "./_own_package.ts";
 import { wireguard } from "./wireguard/mod.ts";
 import { detectWireguard } from "./wireguard/detect.ts";
 
@@ -108,6 +109,10 @@ export function providersFor(profile: Profile, options: ProviderOptions = {}): P
     ? usable(caps.packages, set.packages)
     : undefined;
   if (pm) providers.packages = ADAPTERS.packages[pm]?.({ env });
+  // The tarball is its own package manager for the host, whatever manages the rest.
+  if (ADAPTERS.self) {
+    providers.packages = withOwnPackage(ADAPTERS.self({ env }), providers.packages);
+  }
   const init = usable(caps.init, set.services);
   if (init) providers.services = ADAPTERS.services[init]?.({ env });
   const runtime = usable(caps.containers, set.containers);

@@ -11,6 +11,11 @@ export interface AdapterEnv {
 export interface AdapterRegistry {
   packages: Partial<Record<"pacman" | "apk", (options: AdapterEnv) => PackageManager>>;
   services: Partial<Record<"systemd" | "openrc", (options: AdapterEnv) => ServiceManager>>;
+  /**
+   * The host's own package when the installation is its own package manager (the tarball:
+   * os/tarball-self); absent from builds whose package manager installs the host.
+   */
+  self?: (options: AdapterEnv) => PackageManager;
   containers: Partial<
     Record<
       "podman" | "docker",

@@ -11,6 +11,7 @@ import { HostError } from "../src/errors.ts";
 import { VERSION } from "../src/version.ts";
 import { OWN_PATHS_BY_OS } from "./own_paths_by_os.ts";
 import { completion, SHELLS } from "../src/cli/completions.ts";
+import { IMAGE_FILE, IMAGE_NAME, pauseImage } from "./image.ts";
 import { ensureRuntime } from "./tarball/runtime.ts";
 import {
   actionPrograms,
@@ -30,7 +31,10 @@ export interface BuildOptions {
   out?: string;
   /** Program entry; default mod.ts (tests build a probe with the same set). */
   entry?: string;
-  /** The bundle shipped with the package; default packaging/substrate.lock (one bundle for every OS). */
+  /**
+   * The bundle shipped with the package; default packaging/<os>/substrate.lock when the
+   * OS has one (arch, alpine), else packaging/substrate.lock (the tarball's, empty).
+   */
   bundleFile?: string;
   /** Compile target; default this machine's. */
   target?: string;
@@ -162,11 +166,8 @@ interface Stamp {
 async function writeImportMap(os: TargetOs, stamp: Stamp, dir: string): Promise<string> {
   const config = JSON.parse(await Deno.readTextFile(repo("deno.json")));
   const imports: Record<string, string> = { ...config.imports };
-  // The tarball carries every adapter: its list is os/adapters.ts itself.
-  if (os !== "tarball") {
-    imports[new URL("../os/adapters.ts", import.meta.url).href] =
-      new URL(`./${os}/adapters.ts`, import.meta.url).href;
-  }
+  imports[new URL("../os/adapters.ts", import.meta.url).href] =
+    new URL(`./${os}/adapters.ts`, import.meta.url).href;
   // Its own paths: packaging/<os>/own_paths.ts, as a literal list in place of every OS's list.
   imports[new URL("./program_own_paths.ts", import.meta.url).href] = pathToFileURL(
     await embedOwnPaths(os, dir),
@@ -272,14 +273,16 @@ async function buildWith(
 ): Promise<BuildResult> {
   const { os, form = "auto", entry = repo("mod.ts"), target } = options;
   const set = await loadPermissionSet(os);
-  const bundleFile = options.bundleFile ?? repo("packaging/substrate.lock");
-  const flags = permissionFlags(
-    set,
-    await actionPrograms(await Deno.readTextFile(bundleFile), bundleFile),
-  );
+  const bundleFile = options.bundleFile ?? await defaultBundle(os);
+  const bundleText = await Deno.readTextFile(bundleFile);
+  const flags = permissionFlags(set, await actionPrograms(bundleText, bundleFile));
+  const image = await pauseImage();
+  checkImagePins(bundleText, image.digest, bundleFile);
   await Deno.remove(dir, { recursive: true }).catch(() => {});
-  await Deno.mkdir(dir, { recursive: true });
+  await Deno.mkdir(join(dir, "images"), { recursive: true });
   await Deno.copyFile(bundleFile, join(dir, "substrate.lock"));
+  // The image the bundle's container runs, loaded by its action (packaging/image.ts).
+  await Deno.writeFile(join(dir, "images", IMAGE_FILE), image.archive, { mode: 0o644 });
   const binary = join(dir, "nox-mesh-host");
 
   let result: BuildResult | undefined;
@@ -347,6 +350,35 @@ async function buildWith(
   }
   await Deno.writeTextFile(join(dir, "build.json"), JSON.stringify(result, null, 2) + "\n");
   return result;
+}
+
+/** packaging/<os>/substrate.lock when the OS has its own bundle, else packaging/substrate.lock. */
+export async function defaultBundle(os: TargetOs): Promise<string> {
+  const own = repo(`packaging/${os}/substrate.lock`);
+  try {
+    await Deno.stat(own);
+    return own;
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+    return repo("packaging/substrate.lock");
+  }
+}
+
+/**
+ * Every pin of the carried image in a bundle (`localhost/nox-mesh-host/pause@sha256:…`)
+ * must name the digest of the archive this build makes: a stale pin would load an
+ * image the container then cannot find, on every machine.
+ */
+export function checkImagePins(bundleText: string, digest: string, origin: string): void {
+  const pin = new RegExp(`${IMAGE_NAME.replaceAll(".", "\\.")}@(sha256:[a-f0-9]{64})`, "g");
+  for (const [, pinned] of bundleText.matchAll(pin)) {
+    if (pinned !== digest) {
+      throw new BuildError(
+        `${origin} pins ${IMAGE_NAME}@${pinned}, but the image this build carries is ${digest}`,
+        "write the digest `deno run packaging/image.ts` prints into the bundle",
+      );
+    }
+  }
 }
 
 /**

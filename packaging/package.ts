@@ -15,6 +15,7 @@ import { HostError } from "../src/errors.ts";
 import { build, type BuildResult } from "./build.ts";
 import { TARGET_OSES, type TargetOs } from "./permissions.ts";
 import { SHELLS } from "../src/cli/completions.ts";
+import { IMAGE_FILE } from "./image.ts";
 import { tarballConfd, tarballInitd, tarballUnit } from "./tarball/init.ts";
 
 const repo = (p: string): string => new URL(`../${p}`, import.meta.url).pathname;
@@ -167,6 +168,7 @@ export async function packageArch(
     ...hostFiles(b),
     ...docFiles(b),
     "substrate.lock": "substrate.lock",
+    "pause-image.oci": `images/${IMAGE_FILE}`,
     "nox-mesh-host-launch": repo("launcher/nox-mesh-host-launch"),
     "nox-mesh-host.service": repo("packaging/arch/nox-mesh-host.service"),
   });
@@ -210,6 +212,8 @@ export async function tarballEntries(b: BuildResult): Promise<Record<string, [st
   for (const [name, text] of Object.entries(derived)) {
     await Deno.writeTextFile(join(dir, name), text);
   }
+  // What the installed version is, for the host's own package adapter (os/tarball-self).
+  await Deno.writeTextFile(join(dir, "VERSION"), `${b.version}\n`);
   const lib = "lib/nox-mesh-host";
   const entries: Record<string, [string, number]> = {
     "bin/nox-mesh-host": [join(b.dir, "nox-mesh-host"), 0o755],
@@ -218,6 +222,7 @@ export async function tarballEntries(b: BuildResult): Promise<Record<string, [st
       repo("packaging/tarball/nox-mesh-host-install-init"),
       0o755,
     ],
+    [`${lib}/VERSION`]: [join(dir, "VERSION"), 0o644],
     [`${lib}/init/nox-mesh-host.service`]: [join(dir, "nox-mesh-host.service"), 0o644],
     [`${lib}/init/nox-mesh-host.initd`]: [join(dir, "nox-mesh-host.initd"), 0o755],
     [`${lib}/init/nox-mesh-host.confd`]: [join(dir, "nox-mesh-host.confd"), 0o644],
@@ -328,6 +333,7 @@ export async function stageAlpine(b: BuildResult): Promise<string> {
     "nox-mesh-host.initd": repo("packaging/alpine/nox-mesh-host.initd"),
     "nox-mesh-host.confd": repo("packaging/alpine/nox-mesh-host.confd"),
     "substrate.lock": "substrate.lock",
+    "pause-image.oci": `images/${IMAGE_FILE}`,
     ...docFiles(b),
   };
   await stage(b, dir, sources);

@@ -96,6 +96,7 @@ const FileSchema = v.strictObject({
     maxBytes: v.optional(v.pipe(v.number(), v.safeInteger(), v.minValue(1))),
     maxResources: v.optional(v.pipe(v.number(), v.safeInteger(), v.minValue(1))),
     maxFileBytes: v.optional(v.pipe(v.number(), v.safeInteger(), v.minValue(0))),
+    maxReferencedBytes: v.optional(v.pipe(v.number(), v.safeInteger(), v.minValue(0))),
   })),
 });
 

@@ -108,9 +108,11 @@ export interface PackageManager {
    * Install from the configured repositories, at exactly `version` when given
    * (falling back to a package file of that exact version in the adapter's
    * package-file directories). Throws {@link PackageNotFoundError} when no
-   * repository or file offers it.
+   * repository or file offers it. With `file` (a package declared by digest), an
+   * adapter that installs from files installs exactly that one (the tarball's);
+   * pacman and apk ignore it.
    */
-  install(name: string, version?: string): Promise<void>;
+  install(name: string, version?: string, file?: PackageFile): Promise<void>;
   /**
    * Refresh the repositories' indexes alone (apk update), only where that is safe:
    * absent where it is not. On Arch `pacman -Sy` followed by `pacman -S` is a
@@ -130,6 +132,20 @@ export interface PackageManager {
    * (apk's -rN) → "0.2.0".
    */
   upstreamVersion(version: string): string;
+}
+
+/**
+ * The package file a declaration names by digest (content by reference, DESIGN.md §19):
+ * the host's own tarball on a tarball installation. pacman and apk install from their
+ * repositories and never ask for it; the tarball adapter installs exactly these bytes
+ * and checks them against `sha256` and `size` itself before it unpacks anything.
+ */
+export interface PackageFile {
+  /** SHA-256 (lowercase hex) of the file. */
+  sha256: string;
+  size: number;
+  /** The bytes, from the host's content sources (verified by them, verified again by the adapter). */
+  bytes(): Promise<Uint8Array>;
 }
 
 /** No repository (or package file) offers the package, or not at that version. */

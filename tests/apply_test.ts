@@ -1,6 +1,6 @@
 /** The apply engine with files and directories, on a real file system. */
 import assert from "node:assert/strict";
-import { applyText, openEngine, planText } from "../src/engine/mod.ts";
+import { admit, applyText, openEngine, planText } from "../src/engine/mod.ts";
 import { posixFileSystem } from "../os/posix-fs/mod.ts";
 import type { FileSystem } from "../src/providers.ts";
 import { directory, exists, file, hostOn, modeOf, scratch } from "./_helpers.ts";
@@ -161,30 +161,45 @@ Deno.test("the host never writes below a symlinked directory", async () => {
 
 Deno.test("a parent swapped for a symlink between two resources is refused", async () => {
   await using s = await scratch();
-  using host = await hostOn(s);
   await Deno.mkdir(`${s.dir}/attacker`);
+  const real = posixFileSystem();
+  // As soon as the first file is written, replace d/ by a symlink to somewhere else (the
+  // files are written together, so this is before the second one's commit).
+  const racing: FileSystem = {
+    ...real,
+    writeFileAtomic: async (path, data, attributes, beforeRename) => {
+      await real.writeFileAtomic(path, data, attributes, beforeRename);
+      if (path.endsWith("/first")) {
+        Deno.renameSync(`${s.root}/d`, `${s.root}/d-moved`);
+        Deno.symlinkSync(`${s.dir}/attacker`, `${s.root}/d`);
+      }
+    },
+  };
+  using host = await openEngine({
+    stateDir: s.stateDir,
+    configPath: s.configPath,
+    providers: () => Promise.resolve({ fs: racing }),
+  });
   const resources = [
     directory("d", `${s.root}/d`),
     file("first", `${s.root}/d/first`, "1"),
     file("second", `${s.root}/d/second`, "2"),
   ];
-  // As soon as the first file is written, replace d/ by a symlink to somewhere else.
-  const report = await applyText(host, JSON.stringify({ version: 1, resources }), {
-    source: "file",
-    origin: "test",
-    onResult: (result) => {
-      if (result.id === "first") {
-        Deno.renameSync(`${s.root}/d`, `${s.root}/d-moved`);
-        Deno.symlinkSync(`${s.dir}/attacker`, `${s.root}/d`);
-      }
-    },
-  });
+  const report = await apply(host, resources);
   assert.equal(report.outcome, "failed");
-  assert.deepEqual(report.results.map((r) => [r.id, r.outcome]), [["d", "changed"], [
-    "first",
-    "changed",
-  ], ["second", "failed"]]);
-  assert.match(report.results[2].detail!, /is a symlink/);
+  // The first file's read-back (after both commits) finds its path behind a symlink now.
+  assert.deepEqual(report.results.map((r) => [r.id, r.outcome]), [
+    ["d", "changed"],
+    ["first", "failed"],
+    ["second", "skipped"],
+  ]);
+  assert.match(report.results[1].detail!, /is a symlink/);
+  // The second file's temporary file stays in the directory it was written in: removing
+  // it by name would go through the symlink.
+  assert.deepEqual(
+    [...Deno.readDirSync(`${s.root}/d-moved`)].map((e) => e.name).sort(),
+    [".second.nox-new", "first"],
+  );
   assert.deepEqual(
     [...Deno.readDirSync(`${s.dir}/attacker`)],
     [],
@@ -293,19 +308,151 @@ Deno.test("a file in the way of a directory (and the reverse) is refused, not re
 
 Deno.test("an aborted apply stops between steps and is recorded as interrupted", async () => {
   await using s = await scratch();
-  using host = await hostOn(s);
   const aborter = new AbortController();
+  const real = posixFileSystem();
+  // Aborted once the first file is written: the second, written with it, is not committed.
+  const aborting: FileSystem = {
+    ...real,
+    writeFileAtomic: async (path, data, attributes, beforeRename) => {
+      await real.writeFileAtomic(path, data, attributes, beforeRename);
+      aborter.abort();
+    },
+  };
+  using host = await openEngine({
+    stateDir: s.stateDir,
+    configPath: s.configPath,
+    providers: () => Promise.resolve({ fs: aborting }),
+  });
   const report = await applyText(
     host,
     JSON.stringify({
       version: 1,
-      resources: [file("a", `${s.root}/a`, "1"), file("b", `${s.root}/b`, "2")],
+      resources: [
+        file("a", `${s.root}/a`, "1"),
+        file("b", `${s.root}/b`, "2"),
+        directory("c", `${s.root}/c`),
+      ],
     }),
-    { source: "file", origin: "test", signal: aborter.signal, onResult: () => aborter.abort() },
+    { source: "file", origin: "test", signal: aborter.signal },
   );
   assert.equal(report.outcome, "interrupted");
-  assert.deepEqual(report.results.map((r) => r.outcome), ["changed", "skipped"]);
+  assert.deepEqual(report.results.map((r) => r.outcome), ["changed", "skipped", "skipped"]);
+  assert.equal(await exists(`${s.root}/b`), false, "the second file was not committed");
+  assert.deepEqual([...Deno.readDirSync(s.root)].map((e) => e.name), ["a"], "no temporary file");
   assert.equal(host.store.lastApply()?.outcome, "interrupted");
+  // Between two resources applied one at a time, too.
+  const between = new AbortController();
+  const report2 = await applyText(
+    host,
+    JSON.stringify({
+      version: 1,
+      resources: [directory("x", `${s.root}/x`), directory("y", `${s.root}/y`)],
+    }),
+    { source: "file", origin: "test", signal: between.signal, onResult: () => between.abort() },
+  );
+  assert.equal(report2.outcome, "interrupted");
+  assert.deepEqual(report2.results.map((r) => r.outcome), ["changed", "skipped"]);
+});
+
+Deno.test("files written together commit in declared order: nothing after a failed one is committed", async () => {
+  await using s = await scratch();
+  const real = posixFileSystem();
+  const failing: FileSystem = {
+    ...real,
+    writeFileAtomic: (path, data, attributes, beforeRename) =>
+      real.writeFileAtomic(path, data, attributes, async () => {
+        await beforeRename?.();
+        if (path.endsWith("/b")) throw new Error("refused for the test");
+      }),
+  };
+  using host = await openEngine({
+    stateDir: s.stateDir,
+    configPath: s.configPath,
+    providers: () => Promise.resolve({ fs: failing }),
+  });
+  const report = await apply(host, [
+    file("a", `${s.root}/a`, "1"),
+    file("b", `${s.root}/b`, "2"),
+    file("c", `${s.root}/c`, "3"),
+  ]);
+  assert.equal(report.outcome, "failed");
+  assert.deepEqual(report.results.map((r) => [r.id, r.outcome]), [
+    ["a", "changed"],
+    ["b", "failed"],
+    ["c", "skipped"],
+  ]);
+  assert.match(report.error!, /file "b" failed: refused for the test/);
+  assert.deepEqual([...Deno.readDirSync(s.root)].map((e) => e.name), ["a"]);
+  assert.deepEqual(host.store.heldIndex().size, 1, "only what was committed is held");
+  assert.deepEqual(host.store.intents(), [], "no intent is left for what was not made");
+});
+
+Deno.test("a check pass looks at each ancestor directory once, not once per file below it", async () => {
+  await using s = await scratch();
+  const real = posixFileSystem();
+  const looks = new Map<string, number>();
+  const counting: FileSystem = {
+    ...real,
+    lstat: (path) => {
+      looks.set(path, (looks.get(path) ?? 0) + 1);
+      return real.lstat(path);
+    },
+  };
+  using host = await openEngine({
+    stateDir: s.stateDir,
+    configPath: s.configPath,
+    providers: () => Promise.resolve({ fs: counting }),
+  });
+  const resources = [
+    directory("d", `${s.root}/d`),
+    ...Array.from({ length: 20 }, (_, i) => file(`f${i}`, `${s.root}/d/f${i}`, `${i}`)),
+  ];
+  assert.equal((await apply(host, resources)).outcome, "converged");
+  looks.clear();
+  const again = await apply(host, resources);
+  assert.equal(again.counts.unchanged, 21);
+  // The directory's own check, and once as the files' ancestor.
+  assert.ok(
+    (looks.get(`${s.root}/d`) ?? 0) <= 2,
+    `d was looked at ${looks.get(`${s.root}/d`)} times`,
+  );
+});
+
+Deno.test("the same text from the same place is parsed once per engine (the drift timer's re-admission)", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  const text = JSON.stringify({ version: 1, resources: [file("a", `${s.root}/a`, "1")] });
+  const from = { source: "file", origin: "test" } as const;
+  const first = await admit(host, text, from);
+  assert.equal(await admit(host, text.slice(0), from), first, "an equal string: the same value");
+  assert.notEqual(await admit(host, text, { ...from, origin: "other" }), first);
+  const changed = text.replace('"1"', '"2"');
+  const second = await admit(host, changed, from);
+  assert.notEqual(second, first);
+  assert.equal((second.resources[0] as { content?: string }).content, "2");
+  // Bytes (the link's, a file's) are parsed every time.
+  const bytes = new TextEncoder().encode(text);
+  assert.notEqual(await admit(host, bytes, from), await admit(host, bytes, from));
+  // A refused text is refused again.
+  const bad = JSON.stringify({ version: 1, resources: [file("x", "/outside/x", "1")] });
+  await assert.rejects(admit(host, bad, from));
+  await assert.rejects(admit(host, bad, from));
+});
+
+Deno.test("after an apply cut short, the next one removes temporary files left beside files in sync", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  const resources = [file("a", `${s.root}/a`, "1"), file("b", `${s.root}/b`, "2")];
+  assert.equal((await apply(host, resources)).outcome, "converged");
+  // What a process killed while its window of writes synced leaves: temporary files of
+  // files that are (still) as declared, and an apply recorded as running.
+  await Deno.writeTextFile(`${s.root}/.a.nox-new`, "half");
+  await Deno.writeTextFile(`${s.root}/.b.nox-new`, "");
+  host.store.beginApply("file", "test", undefined, "sha256:cut-short");
+  const report = await apply(host, resources);
+  assert.equal(report.outcome, "converged");
+  assert.equal(report.counts.unchanged, 2);
+  assert.deepEqual([...Deno.readDirSync(s.root)].map((e) => e.name).sort(), ["a", "b"]);
 });
 
 Deno.test("no temporary files are left behind by writes", async () => {

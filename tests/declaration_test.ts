@@ -204,6 +204,36 @@ Deno.test("file content over the limit is refused, for text and base64", async (
   );
 });
 
+Deno.test("contentBase64 is padded standard base64 and nothing else", async () => {
+  for (const text of ["", "QQ==", "QUI=", "QUJD", "QUJDRA=="]) {
+    const parsed = await parseDeclaration(
+      doc([file({ content: undefined, contentBase64: text })]),
+      options,
+    );
+    assert.equal(parsed.resources[0].type, "file");
+  }
+  // Missing padding, white space (which a decoder would skip), the url alphabet, padding
+  // inside, too much padding.
+  for (
+    const text of [
+      "QQ",
+      "QQ=",
+      "Q Q==",
+      "QQ==\n",
+      "QUJD\n\n\n\nQUJD",
+      "-_==",
+      "QQ==QUJD",
+      "QUJD====",
+    ]
+  ) {
+    await refused(
+      doc([file({ content: undefined, contentBase64: text })]),
+      "resources[0].contentBase64",
+      /not valid base64/,
+    );
+  }
+});
+
 Deno.test("a declaration over the size or count limit is refused", async () => {
   await refused(doc([file()]), "", /bytes, over the limit of 100 bytes/, parseDeclaration, {
     ...options,

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { build, type BuildResult } from "../packaging/build.ts";
 import { MAN_PAGES, packageArch, packageTarball, stageAlpine } from "../packaging/package.ts";
+import { pauseImage } from "../packaging/image.ts";
 import { completion, completionTable, OPTION_VALUES, SHELLS } from "../src/cli/completions.ts";
 import { COMMANDS, main } from "../src/cli/main.ts";
 import type { CliIo } from "../src/cli/io.ts";
@@ -211,6 +212,9 @@ Deno.test("arch package: licence, man pages, completions where Arch puts them; n
       "usr/share/bash-completion/completions/nox-mesh-host",
       "usr/share/zsh/site-functions/_nox-mesh-host",
       "usr/share/fish/vendor_completions.d/nox-mesh-host.fish",
+      // The Arch bundle and the image its action loads (packaging/image.ts).
+      "usr/share/nox-mesh-host/substrate.lock",
+      "usr/share/nox-mesh-host/images/pause.oci.tar",
     ]
   ) assert.ok(files.includes(want), `${want} in the package`);
   const work = join(dir, "x");
@@ -366,6 +370,19 @@ Deno.test("APKBUILD: what apkbuild-lint and Alpine's policy check, and ready for
     for (const s of sources) await Deno.stat(join(staged, s));
     assert.ok(sources.includes("LICENSE"));
     for (const p of MAN_PAGES) assert.ok(sources.includes(`${p}.scd`), p);
+    // The Alpine bundle and the image its action loads, installed where the bundle says.
+    assert.equal(
+      await Deno.readTextFile(join(staged, "substrate.lock")),
+      text("packaging/alpine/substrate.lock"),
+    );
+    assert.deepEqual(
+      await Deno.readFile(join(staged, "pause-image.oci")),
+      (await pauseImage()).archive,
+    );
+    assert.match(
+      apkbuild,
+      /install -Dm0644 "\$srcdir"\/pause-image\.oci "\$pkgdir"\/usr\/share\/nox-mesh-host\/images\/pause\.oci\.tar/,
+    );
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

@@ -232,19 +232,19 @@ Deno.test("a FIFO at a managed file's path fails plan and apply fast, naming the
   await Deno.remove(keys);
   await Deno.writeTextFile(keys, SAME_SIZE);
 
-  // Swapped in right after the kind looked (a regular file) and before it reads.
+  // Swapped in right before the kind reads (the check opens without looking first; a
+  // regular file was there until then).
   const real = posixFileSystem();
   let swaps = 0;
   const racing: FileSystem = {
     ...real,
-    async lstat(path) {
-      const info = await real.lstat(path);
-      if (path === keys && info?.kind === "file") {
+    async readFile(path, size) {
+      if (path === keys && (await real.lstat(path))?.kind === "file") {
         swaps++;
         await Deno.remove(`${keys}.moved`).catch(() => {});
         swapForFifo(keys);
       }
-      return info;
+      return await real.readFile(path, size);
     },
   };
   const release = releaseLater(keys);
@@ -253,14 +253,14 @@ Deno.test("a FIFO at a managed file's path fails plan and apply fast, naming the
     const plan = await planText(host, text([resource]), { source: "file", origin: "test" });
     assert.equal(swaps, 1, "the swap happened");
     assert.equal(plan[0].status, "unknown");
-    assert.match(plan[0].detail!, /authorized_keys is a FIFO, not a regular file/);
+    assert.match(plan[0].detail!, /authorized_keys is a special file, not a file/);
     // The FIFO is refused by the look now; put a file back for the apply's race.
     await Deno.remove(keys);
     await Deno.writeTextFile(keys, SAME_SIZE);
     const report = await apply(host, [resource]);
     assert.equal(swaps, 2, "the swap happened again");
     assert.equal(report.outcome, "failed");
-    assert.match(report.error!, /authorized_keys is a FIFO, not a regular file/);
+    assert.match(report.error!, /authorized_keys is a special file, not a file/);
   } finally {
     await stop(release);
   }
@@ -285,18 +285,24 @@ Deno.test("a FIFO at a managed directory's path fails fast, also when swapped in
   }
   await Deno.remove(dir);
 
-  // The directory replaced by a FIFO once its file is written, before the host syncs it.
+  // The directory replaced by a FIFO once its file is written, before the host syncs it
+  // (and before the file is recorded: its name is not durable yet).
   const release = releaseLater(dir);
   try {
-    using host = await hostWith(s, posixFileSystem());
-    const report = await applyText(host, text(resources), {
-      source: "file",
-      origin: "test",
-      onResult: (result) => {
-        if (result.id === "conf") swapForFifo(dir);
+    const real = posixFileSystem();
+    using host = await hostWith(s, {
+      ...real,
+      writeFileAtomic: async (path, data, attributes, beforeRename) => {
+        await real.writeFileAtomic(path, data, attributes, beforeRename);
+        swapForFifo(dir);
       },
     });
+    const report = await applyText(host, text(resources), { source: "file", origin: "test" });
     assert.equal(report.outcome, "failed");
+    assert.deepEqual(report.results.map((r) => [r.id, r.outcome]), [
+      ["app", "changed"],
+      ["conf", "failed"],
+    ]);
     assert.match(
       report.error!,
       /syncing .*\/home\/app to disk failed: .*\/home\/app is not a directory: it is a special file/,

@@ -72,7 +72,9 @@ Deno.test("arch: makepkg builds the package into a local repo; pacman installs i
       /usr/bin/nox-mesh-host version
       test -x /usr/bin/nox-mesh-host-launch
       test "$(stat -c %a /var/lib/mesh-host)" = 700
-      test -f /usr/share/nox-mesh-host/substrate.lock
+      cmp /usr/share/nox-mesh-host/substrate.lock '${repo("packaging/arch/substrate.lock")}'
+      test "$(stat -c %a /usr/share/nox-mesh-host/images/pause.oci.tar)" = 644
+      cmp /usr/share/nox-mesh-host/images/pause.oci.tar '${join(b.dir, "images/pause.oci.tar")}'
       systemd-analyze verify /usr/lib/systemd/system/nox-mesh-host.service
       ${pacman} -Sy nox-mesh-host >&2
       pacman -Q nox-mesh-host

@@ -77,20 +77,17 @@ const CASES: Record<TargetOs, { refused: string[]; allowed: string[] }> = {
   },
   tarball: {
     refused: [
-      "write:/usr/local/bin/nox-mesh-host",
-      "write:/usr/local/bin/nox-mesh-host-launch",
-      "write:/usr/local/bin/nox-mesh-host-install-init",
-      "write:/usr/local/lib/nox-mesh-host/deno",
-      "write:/usr/local/lib/nox-mesh-host/nox-mesh-host.js",
-      "write:/usr/local/lib/nox-mesh-host/init/nox-mesh-host.service",
-      "write:/usr/local/share/nox-mesh-host/substrate.lock",
       "write:/etc/systemd/system/nox-mesh-host.service",
       "write:/etc/init.d/nox-mesh-host",
+      "write:/etc/conf.d/nox-mesh-host",
     ],
     allowed: [
       "run:/usr/bin/pacman",
       "run:/usr/sbin/rc-service",
       "write:/usr/local/bin/noxpk-other",
+      // The host is the tarball's package manager: it replaces its own files (os/tarball-self).
+      "write:/usr/local/lib/nox-mesh-host.new",
+      "write:/usr/local/share/nox-mesh-host/substrate.lock",
     ],
   },
 };

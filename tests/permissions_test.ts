@@ -86,6 +86,15 @@ const OWN_INIT_FILES = {
   ],
 };
 
+/** The files a tarball installation replaces when it upgrades itself (os/tarball-self). */
+function selfUpgraded(path: string): boolean {
+  const bin = "/usr/local/bin/nox-mesh-host";
+  return [bin, `${bin}-launch`, `${bin}-install-init`].includes(path) ||
+    ["/usr/local/lib/nox-mesh-host", "/usr/local/share/nox-mesh-host"].some((d) =>
+      path === d || path.startsWith(`${d}/`)
+    );
+}
+
 for (const os of TARGET_OSES) {
   Deno.test(`permissions ${os}: minimal and protecting the host's own installation`, async () => {
     const set = await loadPermissionSet(os);
@@ -94,14 +103,19 @@ for (const os of TARGET_OSES) {
     assert.deepEqual(set.allowRun, PROGRAMS[os], "exactly the adapter tools and profile queries");
     assert.deepEqual(set.allowWrite, [...DEFAULTS.managedRoots], "writes only the managed roots");
     const launcher = set.binary + "-launch";
-    // The tarball carries its runtime and the script that installs its init files, too.
-    const carried = os === "tarball" ? [set.deno, set.binary + "-install-init"] : [];
-    const ownFiles = [set.binary, set.bundle, set.substrate, launcher, ...carried];
-    for (const own of [...ownFiles, ...OWN_INIT_FILES[os], "/etc/mesh-host"]) {
-      assert.ok(
-        set.denyWrite.some((d) => own === d || own.startsWith(d + "/")),
-        `deny-write covers ${own}`,
-      );
+    const ownFiles = [set.binary, set.bundle, set.substrate, launcher];
+    const covered = (own: string) =>
+      set.denyWrite.some((d) => own === d || own.startsWith(d + "/"));
+    // The tarball's own files are the host's to replace: it is its own package manager there.
+    const protectedFiles = os === "tarball" ? [] : ownFiles;
+    for (const own of [...protectedFiles, ...OWN_INIT_FILES[os], "/etc/mesh-host"]) {
+      assert.ok(covered(own), `deny-write covers ${own}`);
+    }
+    if (os === "tarball") {
+      for (const own of [...ownFiles, set.deno, set.binary + "-install-init"]) {
+        assert.ok(selfUpgraded(own), `${own} is one of the tarball's own files`);
+        assert.ok(!covered(own), `${own}: the tarball's self-upgrade must be able to replace it`);
+      }
     }
     for (const f of ["halted", "rolled-back", "rolled-back-from", "rollback"]) {
       assert.ok(set.denyWrite.includes(`/var/lib/mesh-host/${f}`), `launcher-only ${f} denied`);
@@ -153,6 +167,8 @@ for (const os of TARGET_OSES) {
       // The state directory is the host's to write (store, known-good); its launcher-only files
       // are denied one by one (checked above).
       if (path === DEFAULTS.stateDir) continue;
+      // The tarball's own files: the host replaces them when it upgrades itself (checked above).
+      if (os === "tarball" && selfUpgraded(path)) continue;
       checked.push(path);
       assert.ok(
         set.denyWrite.some((d) => within(path, d)),

@@ -9,6 +9,7 @@ import { packageTarball, tarballEntries } from "../packaging/package.ts";
 import { loadPermissionSet } from "../packaging/permissions.ts";
 import { runtimePins } from "../packaging/tarball/runtime.ts";
 import { VERSION } from "../src/version.ts";
+import { readTarball } from "../os/tarball-self/_ustar.ts";
 import { makeSandbox, removeSandbox, runInSandbox } from "./_sandbox.ts";
 
 const INIT_FILES = [
@@ -22,6 +23,7 @@ const ENTRIES: Record<string, string> = {
   "bin/nox-mesh-host": "-rwxr-xr-x",
   "bin/nox-mesh-host-install-init": "-rwxr-xr-x",
   "bin/nox-mesh-host-launch": "-rwxr-xr-x",
+  "lib/nox-mesh-host/VERSION": "-rw-r--r--",
   "lib/nox-mesh-host/deno": "-rwxr-xr-x",
   "lib/nox-mesh-host/deno.LICENSE": "-rw-r--r--",
   "lib/nox-mesh-host/init/nox-mesh-host.confd": "-rw-r--r--",
@@ -74,6 +76,12 @@ Deno.test("tarball: files only (no directory entries), owned 0:0, the modes a re
   const licence = await sh(`tar -xzOf '${file}' lib/nox-mesh-host/deno.LICENSE`);
   assert.match(licence.stdout, /MIT License/);
   assert.match(licence.stdout, /the Deno authors/);
+  // The installed version, as os/tarball-self reads it back.
+  const stamp = await sh(`tar -xzOf '${file}' lib/nox-mesh-host/VERSION`);
+  assert.equal(stamp.stdout, `${VERSION}\n`);
+  // The adapter's own strict reader accepts the real release whole.
+  const entries = await readTarball(await Deno.readFile(file));
+  assert.deepEqual(entries.map((e) => e.path).sort(), Object.keys(ENTRIES));
 });
 
 Deno.test("tarball: unpacked with `tar -xz -C /usr/local` where no deno exists, it runs on the runtime it carries and applies the bundle it carries", async () => {

@@ -11,6 +11,11 @@ export interface ApplyExpectation {
   failed?: number;
   /** Text the report's `error` must contain. */
   errorIncludes?: string;
+  /**
+   * `apply --bundle --json FILE` (the trusted parse, actions allowed) instead of the
+   * piped file: the host reads FILE itself, so it must lie in a managed root (e.g. /srv).
+   */
+  bundle?: boolean;
 }
 
 /**
@@ -19,15 +24,16 @@ export interface ApplyExpectation {
  * read only what it manages (a declaration in /root is not), as a person would do.
  */
 export function apply(machine: string, file: string, expect: ApplyExpectation): Step {
-  const wants = Object.entries(expect).map(([k, v]) => `${k}=${v}`).join(" ");
+  const wants = Object.entries(expect).filter(([k]) => k !== "bundle").map(([k, v]) => `${k}=${v}`)
+    .join(" ");
   return {
-    title: `apply ${file} on ${machine} (expect ${wants})`,
+    title: `apply ${expect.bundle ? "--bundle " : ""}${file} on ${machine} (expect ${wants})`,
     async run(ctx) {
       const m = ctx.machine(machine);
       const r = await m.exec([
         "/bin/sh",
         "-c",
-        'exec "$1" apply --json - < "$2"',
+        expect.bundle ? 'exec "$1" apply --bundle --json "$2"' : 'exec "$1" apply --json - < "$2"',
         "lab-apply",
         hostCommand(m),
         file,

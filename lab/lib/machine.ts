@@ -373,6 +373,11 @@ function nspawnArgv(plan: MachinePlan, root: string): string[] {
     // --private-network but not with --network-namespace-path (links, nftables, sysctl).
     "--bind=/dev/net/tun",
     "--capability=CAP_NET_ADMIN",
+    // Containers started by a service of the machine (the host under systemd): nspawn's
+    // seccomp filter refuses keyctl(2) (runc makes each container a session keyring) and
+    // bpf(2) (runc's cgroup v2 device filter) to what the machine's systemd starts;
+    // commands the lab runs with nsenter never had that filter.
+    ...(plan.unifiedCgroup ? ["--system-call-filter=@keyring bpf"] : []),
     ...plan.binds.map(([src, dst]) => `--bind-ro=${src}:${dst}`),
   ];
 }

@@ -14,6 +14,10 @@ import { labKeys, withLabGpg } from "./keys.ts";
  *   TEST_PACKAGE.latest; the older file stays beside it for exact-version installs;
  * - `deno`, this lab host's own deno binary packaged as /usr/bin/deno: the host's
  *   Arch package (bundled form) depends on it, so `pacman -S nox-mesh-host` pulls it.
+ * - `podman`, a STAND-IN: it installs only a marker file (PODMAN_STAND_IN.marker). The
+ *   machines' real podman (and runc, conmon) comes from their Debian image; the stand-in
+ *   lets the shipped Arch bundle's `package podman` be installed by a real pacman
+ *   from a real repository (scenario substrate).
  * Each lab adds the host's own packages (lab/lib/host_builds.ts) to its copy.
  * Every package carries a detached signature (FILE.sig) by the lab packager key
  * (lab/lib/keys.ts) and the database is signed, as on Arch's mirrors.
@@ -23,6 +27,29 @@ export const TEST_PACKAGE = {
   versions: ["1.0-1", "1.1-1"],
   latest: "1.1-1",
 } as const;
+
+/** The lab's stand-in for Arch's podman package (see ensureRepo). */
+export const PODMAN_STAND_IN = {
+  version: "4.3.1-1",
+  marker: "/usr/share/noxlab/podman-stand-in",
+} as const;
+
+function podmanPkgbuild(): string {
+  const [pkgver, pkgrel] = PODMAN_STAND_IN.version.split("-");
+  return `pkgname=podman
+pkgver=${pkgver}
+pkgrel=${pkgrel}
+pkgdesc="nox-mesh-host lab STAND-IN for podman: a marker only; podman itself is the machine image's (Debian)"
+arch=(any)
+license=(MIT)
+options=(!strip)
+package() {
+  mkdir -p "$pkgdir${PODMAN_STAND_IN.marker.replace(/\/[^/]+$/, "")}"
+  printf 'lab stand-in for podman %s: podman itself comes with the machine image\\n' \
+    "$pkgver-$pkgrel" > "$pkgdir${PODMAN_STAND_IN.marker}"
+}
+`;
+}
 
 /** The repository's name (its database is `<name>.db.tar.gz`). */
 export const REPO_NAME = "noxlab";
@@ -81,6 +108,7 @@ export async function ensureRepo(log: (line: string) => void = () => {}): Promis
   const recipe = [
     ...TEST_PACKAGE.versions.map(helloPkgbuild),
     denoPkgbuild(deno),
+    podmanPkgbuild(),
     `${DENO_BINARY} ${binary.size} ${binary.mtime?.getTime()}`,
     `signed by ${keys.fingerprint}`,
   ].join("\n");
@@ -93,7 +121,9 @@ export async function ensureRepo(log: (line: string) => void = () => {}): Promis
   try {
     await lock.lock(true);
     if (await exists(db)) return dir;
-    log(`building the lab pacman repository ${key} with makepkg (noxlab-hello, deno ${deno})`);
+    log(
+      `building the lab pacman repository ${key} with makepkg (noxlab-hello, deno ${deno}, the podman stand-in)`,
+    );
     const work = await Deno.makeTempDir({ prefix: "noxlab-repo-" });
     try {
       await Deno.chmod(work, 0o777);
@@ -104,6 +134,7 @@ export async function ensureRepo(log: (line: string) => void = () => {}): Promis
         await makepkg(work, out, `hello-${version}`, helloPkgbuild(version), ".pkg.tar.gz");
       }
       await makepkg(work, out, "deno", denoPkgbuild(deno), ".pkg.tar", DENO_BINARY);
+      await makepkg(work, out, "podman", podmanPkgbuild(), ".pkg.tar.gz");
       const files = [...Deno.readDirSync(out)].map((e) => join(out, e.name))
         .filter((f) => /\.pkg\.tar(\.gz)?$/.test(f));
       await withLabGpg(keys, async (signer) => {

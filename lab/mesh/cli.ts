@@ -11,6 +11,9 @@
  *   declare --dir D NODE FILE [--serial N] [--as-is] [--unsigned]
  *                                          publish a declaration to NODE, signed with the
  *                                          control plane's key (--unsigned: no signature)
+ *   put     --dir D FILE [--as SHA256]     put FILE into the mesh's object store, named by its
+ *                                          SHA-256, which it prints (--as: under another
+ *                                          name, to put a tampered object in a test)
  *   nodes   --dir D [--json]               admitted nodes, their last heartbeat and inventory
  *   last    --dir D NODE                   NODE's stored declaration and MESH_DECL's size (JSON)
  *   reports --dir D NODE [--records]       NODE's reports kept by the broker (JSON array;
@@ -60,6 +63,7 @@ const { values, positionals } = parseArgs({
     "pause-after": { type: "string" },
     "pause-ms": { type: "string" },
     timeout: { type: "string" },
+    as: { type: "string" },
   },
 });
 const [command, ...args] = positionals;
@@ -194,6 +198,14 @@ switch (command) {
     console.log(
       `published to ${node}: serial ${result.serial ?? "(as is)"}, stream seq ${result.seq}`,
     );
+    break;
+  }
+  case "put": {
+    const [file] = args;
+    if (!file) fail("put FILE [--as SHA256]");
+    await using control = await ControlPlane.open(dir);
+    const bytes = await Deno.readFile(file);
+    console.log(await control.putContent(bytes, values.as ? { name: values.as } : {}));
     break;
   }
   case "nodes": {

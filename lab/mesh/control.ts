@@ -19,7 +19,14 @@ import { createUser, fromPublic, type KeyPair } from "@nats-io/nkeys";
 import { SIGNATURE_HEADER, signDeclaration, signingKeyFromSeed } from "../../src/link/signature.ts";
 import { pinnedTls } from "../../src/link/connection.ts";
 import { type EnrolRequest, enrolStatement } from "../../src/link/enrol.ts";
-import { DECLARATION_STREAM, MESSAGE_ID_HEADER, subjectsOf } from "../../src/link/subjects.ts";
+import {
+  CONTENT_BUCKET,
+  CONTENT_STREAM,
+  CONTENT_SUBJECTS,
+  DECLARATION_STREAM,
+  MESSAGE_ID_HEADER,
+  subjectsOf,
+} from "../../src/link/subjects.ts";
 import { encodeToken } from "../../src/link/token.ts";
 import { unbase64url } from "../../src/link/_base64url.ts";
 import { type MeshState, readState, tokenBrokers, withState } from "./state.ts";
@@ -140,6 +147,66 @@ export class ControlPlane implements AsyncDisposable {
           `cannot ${verb.toLowerCase()} stream ${name}: ${JSON.stringify(made.error)}`,
         );
       }
+    }
+  }
+
+  /** The mesh's object store (DESIGN.md §19): objects kept until deleted, read by direct get. */
+  async #ensureContentStream(): Promise<void> {
+    const info = await this.#api(`$JS.API.STREAM.INFO.${CONTENT_STREAM}`, "");
+    if (!info.error) return;
+    const made = await this.#api(
+      `$JS.API.STREAM.CREATE.${CONTENT_STREAM}`,
+      JSON.stringify({
+        name: CONTENT_STREAM,
+        subjects: [`$O.${CONTENT_BUCKET}.C.>`, `$O.${CONTENT_BUCKET}.M.>`],
+        storage: "file",
+        discard: "new",
+        allow_rollup_hdrs: true,
+        allow_direct: true,
+      }),
+    );
+    if (made.error) {
+      throw new Error(`cannot create stream ${CONTENT_STREAM}: ${JSON.stringify(made.error)}`);
+    }
+  }
+
+  /**
+   * Put bytes into the mesh's object store, named by their SHA-256 (hex), in the NATS
+   * object store's layout (chunks, then a description that replaces the last one);
+   * returns the digest. `name` stores them under another name (tests: a tampered object).
+   */
+  async putContent(bytes: Uint8Array, { name }: { name?: string } = {}): Promise<string> {
+    await this.#ensureContentStream();
+    const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as BufferSource));
+    const sha256 = digest.toHex();
+    const nuid = crypto.randomUUID().replaceAll("-", "");
+    const CHUNK = 128 * 1024;
+    let chunks = 0;
+    for (let at = 0; at < bytes.length; at += CHUNK) {
+      await this.#jsPublish(CONTENT_SUBJECTS.chunks(nuid), bytes.subarray(at, at + CHUNK));
+      chunks++;
+    }
+    const h = headers();
+    h.set("Nats-Rollup", "sub");
+    const meta = {
+      name: name ?? sha256,
+      bucket: CONTENT_BUCKET,
+      nuid,
+      size: bytes.length,
+      chunks,
+      mtime: new Date().toISOString(),
+      digest: `SHA-256=${digest.toBase64({ alphabet: "base64url" })}`,
+      options: { max_chunk_size: CHUNK },
+    };
+    await this.#jsPublish(CONTENT_SUBJECTS.meta(name ?? sha256), JSON.stringify(meta), h);
+    return sha256;
+  }
+
+  async #jsPublish(subject: string, body: Uint8Array | string, h?: Msg["headers"]) {
+    const ack = await this.nc.request(subject, body, { timeout: 10_000, headers: h });
+    const answer = JSON.parse(ack.string());
+    if (answer.error) {
+      throw new Error(`the broker did not store ${subject}: ${JSON.stringify(answer.error)}`);
     }
   }
 

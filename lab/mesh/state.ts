@@ -8,6 +8,7 @@
  */
 import { join } from "node:path";
 import {
+  CONTENT_SUBJECTS,
   joinPermissions,
   nodePermissions,
   type Permissions,
@@ -181,6 +182,12 @@ export function renderAuth(state: MeshState, now: Date = new Date(), jetstream =
     `{ service: "mesh.enrol.*", accounts: [${JOIN_ACCOUNT}] }`,
   ];
   const controlImports: string[] = [];
+  const contentReaders: string[] = [];
+  // On a leaf (jetstream false) a JetStream API subject crosses as the domain's API.
+  const viaDomain = (subject: string) =>
+    !jetstream && state.domain
+      ? subject.replace(/^\$JS\.API\./, `$JS.${state.domain}.API.`)
+      : subject;
   const accounts: string[] = [];
   for (const [node, record] of Object.entries(state.nodes)) {
     // A revoked node keeps its account (only its user goes): with nats-server 2.9.10,
@@ -189,10 +196,7 @@ export function renderAuth(state: MeshState, now: Date = new Date(), jetstream =
     const users = record.revoked ? [] : [user(record.publicKey, nodePermissions(node))];
     const s = subjectsOf(node);
     const account = nodeAccount(node);
-    // On a leaf (jetstream false) the direct get crosses as the domain's API subject.
-    const directGet = !jetstream && state.domain
-      ? s.directGet.replace(/^\$JS\.API\./, `$JS.${state.domain}.API.`)
-      : s.directGet;
+    const directGet = viaDomain(s.directGet);
     // Reports and the inventory are services CONTROL exports to the node: the
     // broker maps the node's reply subject to one of its own (`_R_.…`) in CONTROL,
     // so JetStream's acknowledgement finds its way back to the node's inbox and
@@ -208,6 +212,7 @@ export function renderAuth(state: MeshState, now: Date = new Date(), jetstream =
       `{ service: ${q(s.inventory)}, accounts: [${q(account)}] }`,
       `{ service: ${q(s.heartbeat)}, accounts: [${q(account)}] }`,
     );
+    contentReaders.push(q(account));
     accounts.push(`  ${q(account)} {
     users: ${list(users, "    ")}
     imports: ${
@@ -221,9 +226,23 @@ export function renderAuth(state: MeshState, now: Date = new Date(), jetstream =
         `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.report)} } }`,
         `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.inventory)} } }`,
         `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.heartbeat)} } }`,
+        ...[CONTENT_SUBJECTS.directGet, CONTENT_SUBJECTS.metaGet].map((subject) =>
+          viaDomain(subject) === subject
+            ? `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(subject)} } }`
+            : `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(viaDomain(subject))} }, ` +
+              `to: ${q(subject)} }`
+        ),
       ], "    ")
     }
   }`);
+  }
+  // The mesh's object store: read by direct get, by every admitted node's account.
+  if (contentReaders.length > 0) {
+    for (const subject of [CONTENT_SUBJECTS.directGet, CONTENT_SUBJECTS.metaGet]) {
+      controlExports.push(
+        `{ service: ${q(viaDomain(subject))}, accounts: [${contentReaders.join(", ")}] }`,
+      );
+    }
   }
   const joins: string[] = [];
   for (const [key, token] of Object.entries(state.tokens)) {

@@ -240,6 +240,30 @@ export function declare(node: string, declaration: unknown, serial?: number): St
   };
 }
 
+/**
+ * The control plane puts `bytes` into the mesh's object store (`deno task mesh put`) and
+ * hands the digest it prints to `keep`; with `as`, under that name instead (a tampered
+ * object: other bytes under a digest a declaration names).
+ */
+export function putContent(
+  what: string,
+  bytes: () => Uint8Array,
+  keep: (sha256: string) => void = () => {},
+  as?: () => string,
+): Step {
+  return {
+    title: `the control plane puts ${what} into the mesh's object store`,
+    async run(ctx) {
+      const file = join(meshDir(ctx.lab), `content-${crypto.randomUUID()}`);
+      await Deno.writeFile(file, bytes());
+      const out = await mesh(ctx, ["put", file, ...(as ? ["--as", as()] : [])]);
+      const sha256 = out.trim();
+      if (!/^[0-9a-f]{64}$/.test(sha256)) fail("a SHA-256 from mesh put", JSON.stringify(out));
+      keep(sha256);
+    },
+  };
+}
+
 /** `node`'s last heartbeat (the broker keeps one per node); fails when there is none or it
  * was sent before `since()` (when given). */
 async function lastHeartbeat(

@@ -174,3 +174,30 @@ export function pause(seconds: number, why: string): Step {
     run: () => new Promise((resolve) => setTimeout(resolve, seconds * 1000)),
   };
 }
+
+/**
+ * The lab's systemd image masks podman's units (lab/lib/base.ts: they only cost boot
+ * time in machines that do not use them), and Debian's podman package enabled
+ * podman.socket when the image was made; Arch's podman package neither masks nor
+ * enables them. The shipped Arch bundle enables and starts podman.socket, so a machine
+ * that applies it is first put as Arch ships podman: unmasked, not enabled.
+ */
+export function unmaskPodman(machine: string): Step {
+  return {
+    title: `unmask and disable podman.service and podman.socket on ${machine} ` +
+      "(as Arch ships them; the lab image masks them, Debian's package enabled the socket)",
+    async run(ctx) {
+      for (const verb of ["unmask", "disable"]) {
+        const r = await ctx.machine(machine).exec([
+          "systemctl",
+          verb,
+          "podman.service",
+          "podman.socket",
+        ]);
+        if (r.code !== 0) {
+          fail(`systemctl ${verb} to succeed`, `exit ${r.code}: ${r.stderr.trim()}`);
+        }
+      }
+    },
+  };
+}

@@ -8,7 +8,7 @@ import {
   writeFile,
 } from "../lib/scenario.ts";
 import { ARCH_LIKE_CONFIG } from "../lib/host.ts";
-import { assertLaunched, assertServiceSaid, CURRENT, STATE } from "./_ship.ts";
+import { assertLaunched, assertServiceSaid, CURRENT, STATE, unmaskPodman } from "./_ship.ts";
 import {
   assertBashCompletes,
   assertManPages,
@@ -25,7 +25,12 @@ export const scenario: Scenario = {
     "pacman requires signatures (lab packager key) and refuses a tampered package; licence, " +
     "man pages and bash completion installed and working",
   machines: {
-    arch: { flavour: "systemd", files: { [ARCH_LIKE_CONFIG.path]: ARCH_LIKE_CONFIG.text } },
+    // The shipped bundle runs a container (scenario substrate shows it in detail).
+    arch: {
+      flavour: "systemd",
+      containers: true,
+      files: { [ARCH_LIKE_CONFIG.path]: ARCH_LIKE_CONFIG.text },
+    },
   },
   steps: [
     assertSignaturesRequired("arch"),
@@ -44,6 +49,7 @@ export const scenario: Scenario = {
     assertBashCompletes("arch"),
     // As if an earlier start had failed twice: only the host's first reconcile clears it.
     writeFile("arch", `${STATE}/failures`, "2\n"),
+    unmaskPodman("arch"),
     run("arch", ["systemctl", "enable", "--now", "nox-mesh-host"]),
     assertUnit("arch", "nox-mesh-host", { enabled: true, running: true }),
     waitFor(assertFile("arch", `${STATE}/known-good`, { content: `${CURRENT}\n` }), 60),

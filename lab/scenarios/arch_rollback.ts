@@ -28,6 +28,7 @@ import {
   pause,
   publishHost,
   STATE,
+  unmaskPodman,
 } from "./_ship.ts";
 
 /** Small back-off (launcher/README.md) so that six failed starts take seconds: 2, 3, 3 s. */
@@ -50,8 +51,10 @@ export const scenario: Scenario = {
     "and the unit stays stopped (exit 78) until a person fixes the cause and removes halted",
   broker: true,
   machines: {
+    // Its first start applies the shipped bundle (a container: scenario substrate).
     arch: {
       flavour: "systemd",
+      containers: true,
       files: {
         [ARCH_LIKE_CONFIG.path]: ARCH_LIKE_CONFIG.text,
         "/etc/mesh-host/launch.env": LAUNCH_ENV,
@@ -62,6 +65,7 @@ export const scenario: Scenario = {
     run("arch", ["pacman", "-Sy", "--noconfirm", "--noprogressbar", "nox-mesh-host"]),
     meshUp(),
     enrol("arch", "arch"),
+    unmaskPodman("arch"),
     run("arch", ["systemctl", "enable", "--now", "nox-mesh-host"]),
     waitFor(assertFile("arch", `${STATE}/known-good`, { content: `${CURRENT}\n` }), 60),
     assertFile("arch", KEPT, { type: "file" }),

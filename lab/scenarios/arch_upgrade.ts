@@ -17,6 +17,7 @@ import {
   NEXT,
   publishHost,
   STATE,
+  unmaskPodman,
 } from "./_ship.ts";
 
 let declaredAt = 0;
@@ -29,12 +30,18 @@ export const scenario: Scenario = {
     "one without counting a failure, and the heartbeat reports the new running version",
   broker: true,
   machines: {
-    arch: { flavour: "systemd", files: { [ARCH_LIKE_CONFIG.path]: ARCH_LIKE_CONFIG.text } },
+    // Its first start applies the shipped bundle (a container: scenario substrate).
+    arch: {
+      flavour: "systemd",
+      containers: true,
+      files: { [ARCH_LIKE_CONFIG.path]: ARCH_LIKE_CONFIG.text },
+    },
   },
   steps: [
     run("arch", ["pacman", "-Sy", "--noconfirm", "--noprogressbar", "nox-mesh-host"]),
     meshUp(),
     enrol("arch", "arch"),
+    unmaskPodman("arch"),
     run("arch", ["systemctl", "enable", "--now", "nox-mesh-host"]),
     waitFor(assertFile("arch", `${STATE}/known-good`, { content: `${CURRENT}\n` }), 60),
     waitFor(assertRunningVersion("arch", CURRENT), 60),

@@ -16,11 +16,14 @@ import { scenario as archRollback } from "./arch_rollback.ts";
 import { scenario as openrcInstall } from "./openrc_install.ts";
 import { scenario as tarballFloor } from "./tarball_floor.ts";
 import { scenario as tarballRollback } from "./tarball_rollback.ts";
+import { scenario as tarballUpgrade } from "./tarball_upgrade.ts";
 import { scenario as conntrack } from "./conntrack.ts";
 import { scenario as firewall } from "./firewall.ts";
 import { scenario as overlay } from "./overlay.ts";
 import { scenario as restartOnChange } from "./restart_on_change.ts";
+import { scenario as substrate } from "./substrate.ts";
 import { scenario as outbox } from "./outbox.ts";
+import { scenario as contentRef } from "./content_ref.ts";
 import { scenario as brokerFailover } from "./broker_failover.ts";
 import { scenario as fleet } from "./fleet.ts";
 import { scenario as site } from "./site.ts";
@@ -43,11 +46,14 @@ export const SCENARIOS: readonly Scenario[] = [
   openrcInstall,
   tarballFloor,
   tarballRollback,
+  tarballUpgrade,
   conntrack,
   firewall,
   overlay,
   restartOnChange,
+  substrate,
   outbox,
+  contentRef,
   brokerFailover,
   fleet,
   site,

@@ -97,6 +97,26 @@ export async function query(
   }
 }
 
+/**
+ * Run a probe that may change something (a scratch interface or table), where
+ * `via` (an argv prefix) can place it elsewhere, e.g. a test's network namespace.
+ */
+export async function attempt(
+  argv: readonly string[],
+  options: ProbeOptions & { via?: readonly string[] } = {},
+): Promise<RunOrError> {
+  try {
+    return await runProgram(argv, {
+      env: options.env,
+      via: options.via,
+      timeoutMs: options.timeoutMs ?? 20_000,
+    });
+  } catch (error) {
+    if (error instanceof Error) return error as ProgramError;
+    throw error;
+  }
+}
+
 /** Whether a query ran (whatever its exit code). */
 export function ran(result: RunResult | ProgramError): result is RunResult {
   return !(result instanceof Error);

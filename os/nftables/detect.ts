@@ -4,33 +4,12 @@
  * deleted).
  */
 import type { Capability } from "../../src/profile.ts";
-import { runProgram } from "../_run.ts";
-import {
-  installed,
-  type ProbeOptions,
-  query,
-  ran,
-  type RunOrError,
-  whyNot,
-} from "../detect/_probe.ts";
+import { attempt, installed, type ProbeOptions, query, ran, whyNot } from "../detect/_probe.ts";
 
 /** Options of {@link detectNftables}. */
 export interface NftablesProbeOptions extends ProbeOptions {
   /** An argv prefix that runs the probes elsewhere (a test's network namespace). */
   via?: readonly string[];
-}
-
-async function attempt(argv: string[], options: NftablesProbeOptions): Promise<RunOrError> {
-  try {
-    return await runProgram(argv, {
-      env: options.env,
-      via: options.via,
-      timeoutMs: options.timeoutMs ?? 20_000,
-    });
-  } catch (error) {
-    if (error instanceof Error) return error as RunOrError;
-    throw error;
-  }
 }
 
 /** Detect nftables by making (and deleting) a scratch table. */

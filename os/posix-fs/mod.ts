@@ -77,11 +77,10 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
       for await (const _ of Deno.readDir(path)) return false;
       return true;
     },
-    syncDirectory: (path) =>
-      attempt(() => {
-        using dir = openDirectory(path, "is not a directory");
-        nodeFs.fsyncSync(dir.fd);
-      }),
+    async syncDirectory(path) {
+      using dir = openDirectory(path, "is not a directory");
+      await fsync(dir.fd);
+    },
     userId: (name) => users.idOf(name),
     groupId: (name) => groups.idOf(name),
   };
@@ -116,15 +115,29 @@ function sys<T>(call: () => T): T {
   try {
     return call();
   } catch (error) {
-    const code = (error as { code?: unknown }).code;
-    const message = error instanceof Error ? error.message : String(error);
-    if (code === "ENOENT") throw new Deno.errors.NotFound(message, { cause: error });
-    if (code === "EEXIST") throw new Deno.errors.AlreadyExists(message, { cause: error });
-    if (code === "EACCES" || code === "EPERM") {
-      throw new Deno.errors.PermissionDenied(message, { cause: error });
-    }
-    throw error;
+    throw translated(error);
   }
+}
+
+function translated(error: unknown): unknown {
+  const code = (error as { code?: unknown }).code;
+  const message = error instanceof Error ? error.message : String(error);
+  if (code === "ENOENT") return new Deno.errors.NotFound(message, { cause: error });
+  if (code === "EEXIST") return new Deno.errors.AlreadyExists(message, { cause: error });
+  if (code === "EACCES" || code === "EPERM") {
+    return new Deno.errors.PermissionDenied(message, { cause: error });
+  }
+  return error;
+}
+
+/**
+ * fsync on a worker thread: the writes of one apply window wait for their syncs
+ * together, and the file system's journal merges them into few commits.
+ */
+function fsync(fd: number): Promise<void> {
+  return new Promise((resolve, reject) =>
+    nodeFs.fsync(fd, (error) => error ? reject(translated(error)) : resolve())
+  );
 }
 
 /** What is at a path, in a few words, for an error message (never for a decision). */
@@ -284,8 +297,9 @@ async function writeFileAtomic(
   afterCreate: (path: string) => void,
   beforeRename?: () => Promise<void>,
 ): Promise<void> {
-  // Synchronous calls: one resource is written at a time anyway, and a thread
-  // pool round trip per call costs more than the call (the fsync dominates).
+  // Synchronous calls, but for the fsync: a thread pool round trip per call costs
+  // more than the call (creates in one directory serialize on it anyway), while
+  // the fsyncs of concurrent writes overlap and the journal merges them.
   const dir = posix.dirname(path);
   const temp = tempPathFor(path);
   // The directory, resolved once: before the rename its name must still lead here.
@@ -303,7 +317,7 @@ async function writeFileAtomic(
         done += sys(() => nodeFs.writeSync(file.fd, data, done, data.length - done));
       }
       setOn(file, attributes);
-      sys(() => nodeFs.fsyncSync(file.fd));
+      await fsync(file.fd);
     }
     await beforeRename?.();
     // The last look before the rename: the directory's name still leads to the

@@ -5,8 +5,8 @@
  * "userspace" when wireguard-go made one that `wg show` answered for.
  */
 import type { Capability } from "../../src/profile.ts";
-import { runProgram } from "../_run.ts";
 import {
+  attempt,
   installed,
   type ProbeOptions,
   query,
@@ -26,19 +26,6 @@ export interface WireguardProbeOptions extends ProbeOptions {
 export function scratchName(prefix = "nmhp"): string {
   const bytes = crypto.getRandomValues(new Uint8Array(4));
   return prefix + [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("").slice(0, 8);
-}
-
-async function attempt(argv: string[], options: WireguardProbeOptions): Promise<RunOrError> {
-  try {
-    return await runProgram(argv, {
-      env: options.env,
-      via: options.via,
-      timeoutMs: options.timeoutMs ?? 20_000,
-    });
-  } catch (error) {
-    if (error instanceof Error) return error as RunOrError;
-    throw error;
-  }
 }
 
 const ok = (r: RunOrError) => ran(r) && r.code === 0;

@@ -17,6 +17,8 @@ export interface Limits {
   maxResources: number;
   /** One file's content, in bytes (after base64 decoding). */
   maxFileBytes: number;
+  /** One file's content declared by reference (contentSha256 + size), in bytes. */
+  maxReferencedBytes: number;
 }
 
 /** The limits used when none are given. */
@@ -24,6 +26,7 @@ export const DEFAULT_LIMITS: Limits = {
   maxBytes: 8 * 1024 * 1024,
   maxResources: 10_000,
   maxFileBytes: 2 * 1024 * 1024,
+  maxReferencedBytes: 256 * 1024 * 1024,
 };
 
 /** What belongs to the host itself and so may never be declared. */

@@ -131,7 +131,7 @@ export function ownRelation(
 ): { relation: OwnRelation; own: string } | undefined {
   const names = path.split("/").slice(1);
   let contains: string | undefined;
-  for (const pattern of own) {
+  for (const pattern of candidates(own, names[0])) {
     const n = Math.min(names.length, pattern.parts.length);
     let i = 0;
     for (; i < n; i++) {
@@ -143,6 +143,22 @@ export function ownRelation(
     contains ??= pattern.text;
   }
   return contains === undefined ? undefined : { relation: "contains", own: contains };
+}
+
+/** Per list of own paths: those whose first component can match a given first name, in order. */
+const byFirstName = new WeakMap<readonly OwnPattern[], Map<string, OwnPattern[]>>();
+
+function candidates(own: readonly OwnPattern[], first: string): readonly OwnPattern[] {
+  let index = byFirstName.get(own);
+  if (!index) byFirstName.set(own, index = new Map());
+  let list = index.get(first);
+  if (!list) {
+    list = own.filter(({ parts: [part] }) =>
+      part === undefined || (typeof part === "string" ? part === first : part.test(first))
+    );
+    index.set(first, list);
+  }
+  return list;
 }
 
 /** True when `path` is `root` or lies below it (by whole segments). */

@@ -6,15 +6,25 @@
 import { canonicalJson, digestOf } from "../declaration/canonical.ts";
 import type { Declaration } from "../declaration/envelope.ts";
 import {
+  type Change,
   describe,
+  type Diff,
   type KindContext,
   type KindNotes,
   newKindContext,
   ResourceError,
 } from "../resources/kind.ts";
-import { kindOf, type Resource, resourceKey } from "../resources/mod.ts";
+import { kindOf, KINDS, type Resource, resourceKey } from "../resources/mod.ts";
+import type { Providers } from "../providers.ts";
 import { describeError } from "../errors.ts";
 import { releaseUndeclared } from "./release.ts";
+import { posix } from "node:path";
+import {
+  blobDirectory,
+  ContentCache,
+  contentResolver,
+  type ContentSource,
+} from "../store/content.ts";
 import type {
   ApplyOptions,
   ApplyReport,
@@ -57,7 +67,11 @@ export async function applyDeclaration(
   const unchangedSince = last?.outcome === "converged" && last.digest === digest;
   const applyId = store.beginApply(options.source, options.origin, declaration.serial, digest);
   const changedIds = new Set<string>();
-  const kctx = kindContext(ctx, changedIds);
+  const kctx = kindContext(ctx, changedIds, options);
+  // Files written together leave several temporary files when the process dies; a
+  // file found in sync is not written again, so after an apply that did not converge
+  // the checks sweep them.
+  kctx.sweepPartialWrites = last !== null && last.outcome !== "converged";
   const held = store.heldIndex();
   const results: ResourceResult[] = [];
   const counts: Counts = { changed: 0, unchanged: 0, removed: 0, failed: 0 };
@@ -94,23 +108,101 @@ export async function applyDeclaration(
     }
   };
 
+  // Consecutive resources of a kind whose applies may run together (files) are
+  // checked one by one into a window, then changed together (their fsyncs overlap),
+  // committed in declared order, their directories synced, read back and recorded.
+  const window: Checked[] = [];
+  /** Apply and record the window; false when one of it failed (the rest then skipped). */
+  const flushWindow = async (): Promise<boolean> => {
+    const items = window.splice(0);
+    if (items.length === 0) return true;
+    const outcomes = await changeTogether(ctx, kctx, items, options.signal);
+    // One transaction for the window's records.
+    let ok = true;
+    store.batch(() => ok = recordWindow(items, outcomes));
+    return ok;
+  };
+  const recordWindow = (items: Checked[], outcomes: Outcome[]): boolean => {
+    for (let i = 0; i < items.length; i++) {
+      const item = items[i];
+      const outcome = outcomes[i];
+      if ("error" in outcome && outcome.error instanceof Interrupted) {
+        interrupted = true;
+        for (const later of items.slice(i)) {
+          const result = skipped(later.resource, "not attempted: interrupted");
+          record(result, (seq) => store.recordResult(applyId, seq, result));
+        }
+        return false;
+      }
+      if ("error" in outcome) {
+        error = `${item.resource.type} "${item.resource.id}" failed: ${
+          describeError(outcome.error)
+        }`;
+        const result = failed(item.base, outcome.error);
+        record(result, (seq) => store.recordResult(applyId, seq, result));
+        for (const later of items.slice(i + 1)) {
+          const result = skipped(later.resource, "not attempted: an earlier step failed");
+          record(result, (seq) => store.recordResult(applyId, seq, result));
+        }
+        return false;
+      }
+      const result: ResourceResult = { ...item.base, ...outcome.result };
+      // Later resources' restartOn is answered from this set (KindContext.changedIds).
+      if (result.outcome === "changed") changedIds.add(item.resource.id);
+      record(result, (seq) => outcome.save(applyId, seq, result));
+    }
+    return true;
+  };
+
   const resources = declaration.resources;
+  let packageInstalled = false;
   for (let position = 0; position < resources.length; position++) {
     const resource = resources[position];
     if (options.signal?.aborted) {
+      if (!await flushWindow()) {
+        skipRest(position);
+        break;
+      }
       interrupted = true;
       skipRest(position);
       break;
     }
     const key = resourceKey(resource);
     const base = { id: resource.id, type: resource.type, key };
+    const kind = kindOf(resource);
     try {
-      const outcome = await applyOne(ctx, kctx, resource, position, held.get(key), unchangedSince);
+      if (kind.concurrentApply) {
+        window.push(
+          await checkOne(kctx, resource, position, base, held.get(key), unchangedSince),
+        );
+        if (window.length >= WINDOW && !await flushWindow()) {
+          skipRest(position + 1);
+          break;
+        }
+        continue;
+      }
+      if (!await flushWindow()) {
+        skipRest(position);
+        break;
+      }
+      if (packageInstalled && ctx.redetect && !providerFor(kctx.providers, resource.type)) {
+        // A package installed in this apply may have brought the adapter (podman, nft …).
+        packageInstalled = false;
+        ctx.providers = kctx.providers = await ctx.redetect();
+      }
+      const checked = await checkOne(kctx, resource, position, base, held.get(key), unchangedSince);
+      const [outcome] = await changeTogether(ctx, kctx, [checked]);
+      if ("error" in outcome) throw outcome.error;
       const result: ResourceResult = { ...base, ...outcome.result };
       // Later resources' restartOn is answered from this set (KindContext.changedIds).
       if (result.outcome === "changed") changedIds.add(resource.id);
+      if (result.outcome === "changed" && resource.type === "package") packageInstalled = true;
       record(result, (seq) => outcome.save(applyId, seq, result));
     } catch (cause) {
+      if (!await flushWindow()) {
+        skipRest(position);
+        break;
+      }
       error = `${resource.type} "${resource.id}" failed: ${describeError(cause)}`;
       const result = failed(base, cause);
       record(result, (seq) => store.recordResult(applyId, seq, result));
@@ -118,22 +210,21 @@ export async function applyDeclaration(
       break;
     }
   }
+  if (error === undefined && !interrupted) await flushWindow();
 
   if (error === undefined && !interrupted) {
     error = await releaseUndeclared(ctx, kctx, declaration, applyId, record);
   }
   // Renames and creations become durable here, once per directory rather than once per file.
-  for (const dir of kctx.touchedDirectories) {
-    try {
-      await ctx.providers.fs.syncDirectory(dir);
-    } catch (cause) {
-      if (cause instanceof Deno.errors.NotFound) continue; // removed later in this apply
-      error ??= `syncing ${dir} to disk failed: ${describeError(cause)}`;
-    }
-  }
+  const unsynced = await syncDirectories(ctx, kctx);
+  error ??= unsynced;
 
   flush();
   const outcome = interrupted ? "interrupted" : error === undefined ? "converged" : "failed";
+  // What is held changes only with another declaration or a change on the machine.
+  if (outcome === "converged" && (!unchangedSince || counts.changed + counts.removed > 0)) {
+    await pruneContent(ctx);
+  }
   if (interrupted) error = "interrupted before the apply finished";
   store.finishApply(applyId, outcome, counts, error);
   return {
@@ -151,76 +242,226 @@ export async function applyDeclaration(
   };
 }
 
-/** Check one resource, change it when needed, read it back, and say how to record it. */
-async function applyOne(
-  ctx: EngineContext,
+/**
+ * Sync every directory whose entries changed, together (the journal merges them);
+ * the first failure, as a sentence. A directory removed later in the apply is skipped.
+ */
+async function syncDirectories(ctx: EngineContext, kctx: KindContext): Promise<string | undefined> {
+  const dirs = [...kctx.touchedDirectories];
+  kctx.touchedDirectories.clear();
+  const synced = await Promise.allSettled(dirs.map((dir) => ctx.providers.fs.syncDirectory(dir)));
+  for (let i = 0; i < dirs.length; i++) {
+    const outcome = synced[i];
+    if (outcome.status === "fulfilled" || outcome.reason instanceof Deno.errors.NotFound) continue;
+    return `syncing ${dirs[i]} to disk failed: ${describeError(outcome.reason)}`;
+  }
+  return undefined;
+}
+
+/** An apply of a window abandoned at its commit because the apply was aborted. */
+class Interrupted extends Error {}
+
+/** At most this many writes run together (each holds two descriptors meanwhile). */
+const WINDOW = 64;
+
+/** One resource checked: what it is, what differs, and how it would be held. */
+interface Checked {
+  resource: Resource;
+  position: number;
+  base: Pick<ResourceResult, "id" | "type" | "key">;
+  held: HeldSummary | undefined;
+  digest: string;
+  found: Diff<Change>;
+}
+
+type Outcome =
+  | {
+    result: Pick<ResourceResult, "outcome" | "changes">;
+    save: (applyId: number, seq: number, result: ResourceResult) => void;
+  }
+  | { error: unknown };
+
+/** Check one resource against the machine (its digest reused when nothing changed since). */
+async function checkOne(
   kctx: KindContext,
   resource: Resource,
   position: number,
+  base: Checked["base"],
   held: HeldSummary | undefined,
   unchangedSince: boolean,
-): Promise<{
-  result: Pick<ResourceResult, "outcome" | "changes">;
-  save: (applyId: number, seq: number, result: ResourceResult) => void;
-}> {
-  const { store } = ctx;
-  const kind = kindOf(resource);
-  const key = resourceKey(resource);
+): Promise<Checked> {
   const digest = held?.digest !== undefined && unchangedSince
     ? held.digest
     : await digestOf(resource);
-  const found = await kind.check(kctx, resource);
-  const holdAs = () => ({
-    key,
-    id: resource.id,
-    type: resource.type,
-    position,
-    digest,
-    spec: resource,
+  const found = await kindOf(resource).check(kctx, resource);
+  return { resource, position, base, held, digest, found };
+}
+
+/**
+ * Change what differs among `items` (checked in declared order), together: every
+ * apply starts at once, commits in declared order (an apply after a failed one
+ * abandons its change), then the directories they touched are synced, so what
+ * is recorded has its data and its name on disk; then each change is read back.
+ * One outcome per item.
+ */
+async function changeTogether(
+  ctx: EngineContext,
+  kctx: KindContext,
+  items: Checked[],
+  signal?: AbortSignal,
+): Promise<Outcome[]> {
+  const { store } = ctx;
+  const holdAs = (item: Checked) => ({
+    key: item.base.key,
+    id: item.resource.id,
+    type: item.resource.type,
+    position: item.position,
+    digest: item.digest,
+    spec: item.resource,
     // Created by the host: held as such, made just now, or made by a create whose
     // record a crash cut short (its intent is still there).
-    created: held?.created || !found.exists || (held === undefined && store.hasIntent(key)),
+    created: item.held?.created || !item.found.exists ||
+      (item.held === undefined && store.hasIntent(item.base.key)),
   });
-
-  if (found.changes.length === 0) {
-    const unchanged = held !== undefined && held.digest === digest && held.id === resource.id;
-    return {
-      result: { outcome: "unchanged", changes: [] },
-      save: unchanged
-        ? (applyId, seq, result) =>
-          store.recordUnchanged(
-            applyId,
-            seq,
-            result,
-            held.position === position ? undefined : position,
-          )
-        : (applyId, seq, result) => store.recordHeld(applyId, seq, holdAs(), result),
-    };
+  const changing = items.filter((item) => item.found.changes.length > 0);
+  const creating = changing.filter((item) => !item.found.exists);
+  if (creating.length > 0) {
+    store.batch(() => creating.forEach((item) => store.recordIntent(item.base.key, item.resource)));
   }
-
-  if (!found.exists) store.recordIntent(key, resource);
-  try {
-    await kind.apply(kctx, resource, found);
-  } catch (error) {
-    // Nothing was created: the intent must not later make a person's file look like ours.
-    if (!found.exists && !(await kind.check(kctx, resource).then((c) => c.exists, () => true))) {
-      store.dropIntent(key);
+  const turns = commitTurns(changing.length, signal);
+  const applied = await Promise.allSettled(changing.map(async (item, i) => {
+    const kind = kindOf(item.resource);
+    const own: KindContext = turns.length > 1 ? { ...kctx, beforeCommit: turns[i].wait } : kctx;
+    let ok = false;
+    try {
+      await kind.apply(own, item.resource, item.found);
+      ok = true;
+    } catch (error) {
+      // Nothing was created: the intent must not later make a person's file look like ours.
+      if (
+        !item.found.exists &&
+        !(await kind.check(kctx, item.resource).then((c) => c.exists, () => true))
+      ) {
+        store.dropIntent(item.base.key);
+      }
+      throw error;
+    } finally {
+      turns[i]?.done(ok);
     }
-    throw error;
+  }));
+  // Renames and creations of a window become durable before any of it is recorded.
+  let synced: unknown;
+  if (changing.some((item) => kindOf(item.resource).concurrentApply)) {
+    const failure = await syncDirectories(ctx, kctx);
+    if (failure !== undefined) {
+      synced = new ResourceError("resource.sync", failure, {
+        hint: "the file system refused to make the change durable; see the kernel's log",
+      });
+    }
   }
-  const after = await kind.check(kctx, resource);
-  if (after.changes.length > 0) {
-    throw new ResourceError(
-      "resource.read-back",
-      `read-back after applying still differs: ${describe(after).join(", ")}`,
-      { hint: "something on the machine undid or refused the change; see the service's log" },
-    );
+  // Read back with ancestors looked at afresh: the checks' cache predates the commits.
+  const readBack: KindContext = { ...kctx, realDirectories: new Set() };
+  const outcomes: Outcome[] = [];
+  let change = 0;
+  for (const item of items) {
+    if (item.found.changes.length === 0) {
+      const { held, position } = item;
+      const unchanged = held !== undefined && held.digest === item.digest &&
+        held.id === item.resource.id;
+      outcomes.push({
+        result: { outcome: "unchanged", changes: [] },
+        save: unchanged
+          ? (applyId, seq, result) =>
+            store.recordUnchanged(
+              applyId,
+              seq,
+              result,
+              held.position === position ? undefined : position,
+            )
+          : (applyId, seq, result) => store.recordHeld(applyId, seq, holdAs(item), result),
+      });
+      continue;
+    }
+    const settled = applied[change++];
+    if (settled.status === "rejected") {
+      outcomes.push({ error: settled.reason });
+      break;
+    }
+    if (synced !== undefined) {
+      outcomes.push({ error: synced });
+      break;
+    }
+    let after: Diff<Change>;
+    try {
+      after = await kindOf(item.resource).check(readBack, item.resource);
+    } catch (error) {
+      outcomes.push({ error });
+      break;
+    }
+    if (after.changes.length > 0) {
+      outcomes.push({
+        error: new ResourceError(
+          "resource.read-back",
+          `read-back after applying still differs: ${describe(after).join(", ")}`,
+          { hint: "something on the machine undid or refused the change; see the service's log" },
+        ),
+      });
+      break;
+    }
+    const entry = holdAs(item);
+    outcomes.push({
+      result: { outcome: "changed", changes: describe(item.found) },
+      save: (applyId, seq, result) => store.recordHeld(applyId, seq, entry, result),
+    });
   }
-  const entry = holdAs();
-  return {
-    result: { outcome: "changed", changes: describe(found) },
-    save: (applyId, seq, result) => store.recordHeld(applyId, seq, entry, result),
+  return outcomes;
+}
+
+/**
+ * The commit order of `count` concurrent applies: turn i waits until every apply
+ * has reached its commit (or ended), then for apply i - 1 to end; it throws when
+ * an earlier apply failed, so nothing after a failure is committed.
+ */
+function commitTurns(
+  count: number,
+  signal?: AbortSignal,
+): { wait: () => Promise<void>; done: (ok: boolean) => void }[] {
+  if (count <= 1) return [];
+  let arrived = 0;
+  let failedAt = Infinity;
+  const all = Promise.withResolvers<void>();
+  const arrive = () => {
+    if (++arrived === count) all.resolve();
   };
+  const ended = Array.from({ length: count }, () => Promise.withResolvers<void>());
+  return ended.map((own, i) => {
+    let reached = false;
+    return {
+      wait: async () => {
+        if (!reached) {
+          reached = true;
+          arrive();
+        }
+        await all.promise;
+        if (i > 0) await ended[i - 1].promise;
+        if (failedAt < i) {
+          throw new ResourceError(
+            "resource.not-attempted",
+            "not committed: an earlier resource of the same step failed",
+          );
+        }
+        if (signal?.aborted) throw new Interrupted();
+      },
+      done: (ok) => {
+        if (!ok) failedAt = Math.min(failedAt, i);
+        if (!reached) {
+          reached = true; // ended before its commit: it no longer holds the others up
+          arrive();
+        }
+        own.resolve();
+      },
+    };
+  });
 }
 
 export function failed(
@@ -243,14 +484,50 @@ function skipped(resource: Resource, detail: string): ResourceResult {
 
 /**
  * What the kinds get for one apply or plan pass: providers, roots, notes kept in the
- * store, and `changedIds`, which the pass fills as it goes.
+ * store, `changedIds`, which the pass fills as it goes, and (for an apply) where
+ * content declared by reference comes from.
  */
-export function kindContext(ctx: EngineContext, changedIds: Set<string>): KindContext {
-  return newKindContext(ctx.providers, ctx.config.managedRoots, ctx.rolledBackFrom, {
+export function kindContext(
+  ctx: EngineContext,
+  changedIds: Set<string>,
+  options?: ApplyOptions,
+): KindContext {
+  const kctx = newKindContext(ctx.providers, ctx.config.managedRoots, ctx.rolledBackFrom, {
     notes: storeNotes(ctx),
     stateDir: ctx.stateDir,
     changedIds,
   });
+  if (ctx.stateDir !== undefined && options !== undefined) {
+    kctx.content = contentResolver(new ContentCache(ctx.stateDir), contentSources(options));
+  }
+  return kctx;
+}
+
+/**
+ * Where content declared by reference comes from: for a declaration read from a file
+ * (the bundle included), the blobs/ directory beside it; then the caller's sources
+ * (the run loop's link: the mesh's object store).
+ */
+function contentSources(options: ApplyOptions): ContentSource[] {
+  const sources = [...options.contentSources ?? []];
+  if ((options.source === "file" || options.source === "bundle") && options.origin !== "stdin") {
+    const dir = posix.join(posix.dirname(options.origin), "blobs");
+    sources.unshift(blobDirectory(dir, `blobs/ beside ${options.origin}`));
+  }
+  return sources;
+}
+
+/** Drop cached content that nothing held names any more (after an apply that converged). */
+async function pruneContent(ctx: EngineContext): Promise<void> {
+  if (ctx.stateDir === undefined) return;
+  const cache = new ContentCache(ctx.stateDir);
+  if ((await cache.digests()).length === 0) return;
+  const keep = new Set<string>();
+  for (const held of ctx.store.held()) {
+    const sha256 = (held.spec as { contentSha256?: unknown }).contentSha256;
+    if (typeof sha256 === "string") keep.add(sha256);
+  }
+  await cache.prune(keep);
 }
 
 /** Kinds' notes, kept in the store's meta table under "note:". */
@@ -259,4 +536,10 @@ function storeNotes({ store }: EngineContext): KindNotes {
     get: (key) => store.meta(`note:${key}`),
     set: (key, value) => store.setMeta(`note:${key}`, value),
   };
+}
+
+/** Whether the adapter a resource's kind needs is among `providers`. */
+function providerFor(providers: Providers, type: string): boolean {
+  const needs = KINDS.get(type)?.needs;
+  return needs === undefined || providers[needs] !== undefined;
 }

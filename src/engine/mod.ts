@@ -41,6 +41,8 @@ export interface Engine extends Disposable {
    * of files and directories never pays for it).
    */
   detect(): Promise<Providers>;
+  /** Detect every adapter again (a package installed since may have brought one). */
+  redetect(): Promise<Providers>;
 }
 
 /** What opening an engine needs: the configuration's flags, and how to find the adapters. */
@@ -59,6 +61,10 @@ export async function openEngine(flags: EngineFlags): Promise<Engine> {
     providers: await flags.providers("files", config),
     detect() {
       detected ??= flags.providers("all", config).then((all) => (engine.providers = all));
+      return detected;
+    },
+    redetect() {
+      detected = flags.providers("all", config).then((all) => (engine.providers = all));
       return detected;
     },
     [Symbol.dispose]: () => store.close(),
@@ -98,6 +104,7 @@ async function contextOf(engine: Engine): Promise<EngineContext> {
     config: engine.config,
     rolledBackFrom,
     stateDir: engine.config.stateDir,
+    redetect: () => engine.redetect(),
   };
 }
 

@@ -129,7 +129,10 @@ async function heldRecordProblem(
     await parseTrustedDeclaration(JSON.stringify({ version: 1, resources: [alone] }), {
       managedRoots: ctx.config.managedRoots,
       own: ctx.config.own ?? { paths: [], services: [] },
-      limits: { maxFileBytes: Number.MAX_SAFE_INTEGER },
+      limits: {
+        maxFileBytes: Number.MAX_SAFE_INTEGER,
+        maxReferencedBytes: Number.MAX_SAFE_INTEGER,
+      },
       origin: what,
     });
   } catch (error) {

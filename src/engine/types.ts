@@ -3,6 +3,7 @@
  * resource, what the host holds. The store records these; the CLI, the run loop
  * and the link report them.
  */
+import type { ContentSource } from "../store/content.ts";
 import type { OwnResources } from "../declaration/envelope.ts";
 import type { Providers } from "../providers.ts";
 import type { Resource } from "../resources/mod.ts";
@@ -75,10 +76,21 @@ export interface EngineContext {
   rolledBackFrom?: ReadonlySet<string>;
   /** The state directory (the overlay's key lives there), when known. */
   stateDir?: string;
+  /**
+   * Detect the machine's adapters again. The apply calls it when a resource needs an
+   * adapter that was not there and a package was installed earlier in the same apply
+   * (a bundle installs podman, then runs a container from it).
+   */
+  redetect?: () => Promise<Providers>;
 }
 
 /** How to run one apply. */
 export interface ApplyOptions {
+  /**
+   * Where content declared by reference comes from (DESIGN.md §19), after the blobs/
+   * directory beside a declaration read from a file.
+   */
+  contentSources?: readonly ContentSource[];
   source: Source;
   /** A file name, "link", or the bundle's path: shown in history and reports. */
   origin: string;

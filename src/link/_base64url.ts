@@ -1,15 +1,11 @@
-/** base64url without padding (RFC 4648 §5), for tokens and signatures. */
+/** base64url without padding (RFC 4648 §5), for tokens and signatures: the platform's codec. */
 
 /** Encode bytes as base64url without padding. */
 export function base64url(bytes: Uint8Array): string {
-  let binary = "";
-  for (const b of bytes) binary += String.fromCharCode(b);
-  return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  return bytes.toBase64({ alphabet: "base64url", omitPadding: true });
 }
 
 /** Decode base64url (padding optional); throws on characters outside the alphabet. */
 export function unbase64url(text: string): Uint8Array {
-  const b64 = text.replace(/-/g, "+").replace(/_/g, "/");
-  const binary = atob(b64 + "=".repeat((4 - (b64.length % 4)) % 4));
-  return Uint8Array.from(binary, (c) => c.charCodeAt(0));
+  return Uint8Array.fromBase64(text, { alphabet: "base64url" });
 }

@@ -28,6 +28,8 @@ import type { Identity } from "./identity.ts";
 import type { LogLevel } from "../log.ts";
 import { SIGNATURE_HEADER } from "./signature.ts";
 import { MESSAGE_ID_HEADER, subjectsOf } from "./subjects.ts";
+import { objectStoreSource } from "./content.ts";
+import type { ContentSource } from "../store/content.ts";
 
 /** Where the link is. */
 export type LinkPhase = "connecting" | "up" | "down" | "stopped";
@@ -140,6 +142,20 @@ export class Link {
     } catch {
       return false;
     }
+  }
+
+  /**
+   * The mesh's object store as a content source (DESIGN.md §19), read over this link
+   * while it is up; when it is down, asking fails with the reason.
+   */
+  contentSource(timeoutMs = 30_000): ContentSource {
+    return objectStoreSource((subject, body) => {
+      const nc = this.#nc;
+      if (!nc || this.#state.phase !== "up") {
+        return Promise.reject(new Error("the link to the broker is not up"));
+      }
+      return nc.request(subject, body, { timeout: timeoutMs });
+    });
   }
 
   /**

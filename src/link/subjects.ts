@@ -8,6 +8,27 @@
 export const DECLARATION_STREAM = "MESH_DECL";
 
 /**
+ * The mesh's object store (DESIGN.md §19): one bucket per mesh (one broker here), in
+ * the NATS object store's layout, so `nats object` tools read and write it too.
+ */
+export const CONTENT_BUCKET = "mesh";
+/** The JetStream stream behind the bucket. */
+export const CONTENT_STREAM = `OBJ_${CONTENT_BUCKET}`;
+
+/** The subjects of the mesh's object store. */
+export const CONTENT_SUBJECTS = {
+  /** Direct get with a body (`{seq, next_by_subj}`): how a node reads an object's chunks. */
+  directGet: `$JS.API.DIRECT.GET.${CONTENT_STREAM}`,
+  /** Direct get of an object's description by name (subject in the name). */
+  metaGet: `$JS.API.DIRECT.GET.${CONTENT_STREAM}.$O.${CONTENT_BUCKET}.M.*`,
+  /** Where an object's description is kept (the name, base64url with padding). */
+  meta: (name: string): string =>
+    `$O.${CONTENT_BUCKET}.M.${new TextEncoder().encode(name).toBase64({ alphabet: "base64url" })}`,
+  /** Where an object's chunks are kept. */
+  chunks: (nuid: string): string => `$O.${CONTENT_BUCKET}.C.${nuid}`,
+} as const;
+
+/**
  * The header that names a report's message id: JetStream keeps one message per id
  * within the stream's duplicate window, so a report delivered twice counts once.
  */
@@ -53,14 +74,22 @@ export interface Permissions {
 
 /**
  * What the broker grants an enrolled node: publish its own report, heartbeat and
- * inventory and the direct get of its own declaration; subscribe to its own
+ * inventory, the direct get of its own declaration and the direct gets that read the
+ * mesh's object store (reads only: no write, no delete); subscribe to its own
  * declaration subject and its own inbox (where JetStream's acknowledgements of its
  * reports and inventory arrive). Nothing else (no `$JS.API.>`, no wildcards across nodes).
  */
 export function nodePermissions(node: string): Permissions {
   const s = subjectsOf(node);
   return {
-    publish: [s.report, s.heartbeat, s.inventory, s.directGet],
+    publish: [
+      s.report,
+      s.heartbeat,
+      s.inventory,
+      s.directGet,
+      CONTENT_SUBJECTS.directGet,
+      CONTENT_SUBJECTS.metaGet,
+    ],
     subscribe: [s.declaration, `${s.inboxPrefix}.>`],
   };
 }

@@ -39,6 +39,7 @@ export async function checkAncestors(
         `${dir} (above ${path}) is not a directory`,
       );
     }
+    seen?.add(dir);
   }
   return undefined;
 }

@@ -9,10 +9,13 @@ import {
   type KindContext,
   type Release,
   type ReleaseOptions,
+  ResourceError,
   type ResourceKind,
   type RuleScope,
 } from "./kind.ts";
 import { checkManagedPath } from "./_rules.ts";
+import { sha256Hex } from "../declaration/canonical.ts";
+import type { FileRead } from "../providers.ts";
 import {
   type AttributeChange,
   attributeChanges,
@@ -32,12 +35,18 @@ export const FileSchema = v.pipe(
     contentBase64: v.optional(
       v.pipe(
         v.string(),
-        v.regex(
-          /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/,
-          "contentBase64 is not valid base64 (standard alphabet, padded)",
-        ),
+        v.check(isBase64, "contentBase64 is not valid base64 (standard alphabet, padded)"),
       ),
     ),
+    /**
+     * Content by reference (DESIGN.md §19): the SHA-256 (hex) of the bytes, which the
+     * host gets from its content sources (the mesh's object store, the blobs beside the
+     * bundle), verifies and caches by digest; with `size`, their length.
+     */
+    contentSha256: v.optional(
+      v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/, "is not a SHA-256 in lowercase hex")),
+    ),
+    size: v.optional(v.pipe(v.number(), v.safeInteger(), v.minValue(0))),
     mode,
     /** The program runs as the file's owner (S_ISUID). */
     setuid: specialBit("setuid"),
@@ -47,15 +56,33 @@ export const FileSchema = v.pipe(
     group: principal("group"),
   }),
   v.check(
-    (f) => (f.content === undefined) !== (f.contentBase64 === undefined),
-    "a file has exactly one of content (utf-8 text) or contentBase64",
+    (f) =>
+      [f.content, f.contentBase64, f.contentSha256].filter((c) => c !== undefined).length === 1,
+    "a file has exactly one of content (utf-8 text), contentBase64, or contentSha256 with size",
+  ),
+  v.check(
+    (f) => (f.contentSha256 === undefined) === (f.size === undefined),
+    "size goes with contentSha256, and only with it",
   ),
 );
+
+/**
+ * Whether text is padded base64 of the standard alphabet and nothing else: the platform's
+ * decoder refuses other characters; it skips ASCII white space, which the length then shows.
+ */
+function isBase64(text: string): boolean {
+  if (text.length % 4 !== 0) return false;
+  try {
+    return Math.ceil(Uint8Array.fromBase64(text).length / 3) * 4 === text.length;
+  } catch {
+    return false;
+  }
+}
 
 /** A file resource. */
 export type FileResource = v.InferOutput<typeof FileSchema>;
 
-/** The decoded size in bytes of a file resource's content. */
+/** The decoded size in bytes of a file resource's inline content (0 for a reference). */
 export function contentSize(resource: { content?: string; contentBase64?: string }): number {
   if (resource.content !== undefined) return new TextEncoder().encode(resource.content).length;
   const b64 = resource.contentBase64 ?? "";
@@ -68,13 +95,13 @@ type FileChange = Change<"create" | "content" | AttributeChange>;
 
 const decoded = new WeakMap<FileResource, Uint8Array>();
 
-/** The bytes a file resource declares (decoded once per resource). */
+/** The bytes a file resource declares inline (decoded once per resource). */
 export function fileContent(resource: FileResource): Uint8Array {
   let bytes = decoded.get(resource);
   if (!bytes) {
     bytes = resource.content !== undefined
       ? new TextEncoder().encode(resource.content)
-      : Uint8Array.from(atob(resource.contentBase64 ?? ""), (c) => c.charCodeAt(0));
+      : Uint8Array.fromBase64(resource.contentBase64 ?? "");
     decoded.set(resource, bytes);
   }
   return bytes;
@@ -87,11 +114,23 @@ export const fileKind: ResourceKind<FileResource, FileChange> = {
   type: "file",
   schema: FileSchema,
   needs: "fs",
+  concurrentApply: true,
 
   key: (resource) => `path:${resource.path}`,
 
   rules(resource: FileResource, at: string, scope: RuleScope): void {
     checkManagedPath(resource.path, `${at}.path`, scope);
+    if (resource.size !== undefined) {
+      if (resource.size > scope.limits.maxReferencedBytes) {
+        scope.problems.push({
+          path: `${at}.size`,
+          message:
+            `is ${resource.size} bytes, over the limit of ${scope.limits.maxReferencedBytes} ` +
+            "bytes per file by reference",
+        });
+      }
+      return;
+    }
     const size = contentSize(resource);
     if (size > scope.limits.maxFileBytes) {
       scope.problems.push({
@@ -106,16 +145,27 @@ export const fileKind: ResourceKind<FileResource, FileChange> = {
     if (await checkAncestors(ctx, resource.path, ctx.realDirectories) !== undefined) {
       return CREATE;
     }
-    const info = await fs.lstat(resource.path);
-    if (info === null) return CREATE;
-    expectKind(resource.path, info, "file");
-    const want = fileContent(resource);
-    // One descriptor for what is compared: a symlink or a FIFO swapped in after the
-    // lstat is refused there (never followed, never waited on), and size, mode and
+    if (ctx.sweepPartialWrites) await fs.discardPartialWrite(resource.path);
+    const want = resource.contentSha256 === undefined ? fileContent(resource) : undefined;
+    // One descriptor for what is compared, and no lstat before it: a symlink or a FIFO
+    // is refused at the open (never followed, never waited on), and size, mode and
     // owner are those of the file whose bytes were read.
-    const read = await fs.readFile(resource.path, want.length);
+    let read: FileRead;
+    try {
+      read = await fs.readFile(resource.path, want?.length ?? resource.size);
+    } catch (error) {
+      if (error instanceof Deno.errors.NotFound) return CREATE;
+      // Not a regular file: say what it is, as for every kind.
+      const info = await fs.lstat(resource.path).catch(() => null);
+      if (info !== null) expectKind(resource.path, info, "file");
+      throw error;
+    }
     const changes: FileChange[] = [];
-    if (read.data === null || !equalBytes(read.data, want)) changes.push(change("content"));
+    const same = read.data !== null &&
+      (want !== undefined
+        ? equalBytes(read.data, want)
+        : await sha256Hex(read.data) === resource.contentSha256);
+    if (!same) changes.push(change("content"));
     changes.push(
       ...attributeChanges(read.info, await declaredAttributes(ctx, resource), resource),
     );
@@ -129,11 +179,17 @@ export const fileKind: ResourceKind<FileResource, FileChange> = {
     // rename replaces the path itself, so nothing is ever done through a symlink
     // at the path (the check refused one); the guard makes sure no directory above
     // it was swapped for a symlink since.
-    const guard = () => checkAncestors(ctx, resource.path).then(() => {});
+    const guard = async () => {
+      await ctx.beforeCommit?.();
+      await checkAncestors(ctx, resource.path);
+    };
     try {
       // The check the engine just made saw real directories; the guard looks again,
       // fresh, at the last moment before the rename.
-      await fs.writeFileAtomic(resource.path, fileContent(resource), attributes, guard);
+      const data = resource.contentSha256 === undefined
+        ? fileContent(resource)
+        : await referencedContent(ctx, resource);
+      await fs.writeFileAtomic(resource.path, data, attributes, guard);
     } catch (error) {
       missingParent(resource.path, error);
     }
@@ -165,6 +221,20 @@ export const fileKind: ResourceKind<FileResource, FileChange> = {
     return { outcome: "removed" };
   },
 };
+
+/** The bytes a file declares by reference, from the engine's content sources (verified). */
+async function referencedContent(ctx: KindContext, resource: FileResource): Promise<Uint8Array> {
+  const sha256 = resource.contentSha256!;
+  if (!ctx.content) {
+    throw new ResourceError(
+      "resource.content-unavailable",
+      `${resource.path} is declared by reference (sha256 ${sha256}) and this apply has no ` +
+        "content source",
+      { hint: "apply it from the link, or from a file with its blobs/ directory beside it" },
+    );
+  }
+  return await ctx.content(sha256, resource.size!, resource.path);
+}
 
 function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
   if (a.length !== b.length) return false;

@@ -125,6 +125,25 @@ export interface KindContext {
   /** The host's state directory (the overlay's private key lives there), when known. */
   stateDir?: string;
   /**
+   * Set by the engine for a kind with `concurrentApply`: its apply awaits this right
+   * before the one step that makes the change visible (a rename); it resolves in
+   * declared order, once every apply of the window has done its slow part, and
+   * throws when an earlier one failed (then the apply abandons its change).
+   */
+  beforeCommit?: () => Promise<void>;
+  /**
+   * The bytes of content declared by reference (DESIGN.md §19): from the cache or a
+   * content source, verified against `sha256` and `size`; throws naming `forPath` when
+   * no source holds them or what one holds is not them.
+   */
+  content?: (sha256: string, size: number, forPath: string) => Promise<Uint8Array>;
+  /**
+   * Set by the engine when the last apply did not converge (a crash among them): a
+   * file's check also removes what a write cut short may have left beside it. Never
+   * set for a plan, which changes nothing.
+   */
+  sweepPartialWrites?: boolean;
+  /**
    * Ids of the resources this pass changed (or, in a plan, would change), filled by
    * the engine in declared order as each one is applied or checked: a resource's
    * `restartOn` is answered from it (only ids declared before it can be here).
@@ -195,6 +214,13 @@ export interface ResourceKind<
   readonly trustedOnly?: boolean;
   /** The provider its resources need; "fs" alone never waits for detecting the others. */
   readonly needs: ProviderNeed;
+  /**
+   * Applies of consecutive resources of this kind may run together (the engine calls
+   * them at once and orders their commits through `ctx.beforeCommit`): their slow
+   * part, e.g. an fsync, overlaps. Only for kinds whose resources never depend on
+   * each other.
+   */
+  readonly concurrentApply?: boolean;
   /** What two resources may not both manage ("path:/etc/x", "package:vim" …). */
   key(resource: R): string;
   /**

@@ -7,7 +7,7 @@
  */
 import * as v from "valibot";
 import { resourceId } from "../declaration/fields.ts";
-import { type PackageManager, PackageNotFoundError } from "../providers.ts";
+import { type PackageFile, type PackageManager, PackageNotFoundError } from "../providers.ts";
 import {
   type Change,
   change,
@@ -15,6 +15,7 @@ import {
   type KindContext,
   type Release,
   type ResourceKind,
+  type RuleScope,
 } from "./kind.ts";
 import { NoProviderError, ResourceError } from "./kind.ts";
 import { PROGRAM } from "../version.ts";
@@ -39,6 +40,16 @@ export const PackageSchema = v.strictObject({
       ),
     ),
   ),
+  /**
+   * The host's own tarball by reference (DESIGN.md §19): its SHA-256 (hex) and, with
+   * `size`, its length. Only for the host's own package at an exact version: on a
+   * tarball installation there is no repository, and the tarball adapter installs these
+   * bytes (from the host's content sources, verified). pacman and apk ignore them.
+   */
+  contentSha256: v.optional(
+    v.pipe(v.string(), v.regex(/^[0-9a-f]{64}$/, "is not a SHA-256 in lowercase hex")),
+  ),
+  size: v.optional(v.pipe(v.number(), v.safeInteger(), v.minValue(1))),
   /**
    * "full": upgrade the whole machine (pacman -Syu, apk upgrade -U) before
    * installing it. Without it the host never refreshes pacman's sync database.
@@ -74,6 +85,28 @@ function refuseRolledBack(
   );
 }
 
+/** The package file a resource names by digest, fetched from the apply's content sources. */
+function packageFile(ctx: KindContext, resource: PackageResource): PackageFile | undefined {
+  const { contentSha256: sha256, size } = resource;
+  if (sha256 === undefined || size === undefined) return undefined;
+  const what = `${resource.name} ${resource.version} (package "${resource.id}")`;
+  return {
+    sha256,
+    size,
+    bytes: () => {
+      if (!ctx.content) {
+        throw new ResourceError(
+          "resource.content-unavailable",
+          `${what} is declared by reference (sha256 ${sha256}) and this apply has no ` +
+            "content source",
+          { hint: "apply it from the link, or from a file with its blobs/ directory beside it" },
+        );
+      }
+      return ctx.content(sha256, size, what);
+    },
+  };
+}
+
 function packages(ctx: KindContext): PackageManager {
   const manager = ctx.providers.packages;
   if (!manager) throw new NoProviderError("package", "a package manager (pacman or apk)");
@@ -87,6 +120,24 @@ export const packageKind: ResourceKind<PackageResource, PackageChange> = {
   needs: "packages",
 
   key: (resource) => `package:${resource.name}`,
+
+  rules(resource: PackageResource, at: string, scope: RuleScope): void {
+    const byDigest = resource.contentSha256 !== undefined;
+    if (byDigest !== (resource.size !== undefined)) {
+      scope.problems.push({
+        path: `${at}.${byDigest ? "size" : "contentSha256"}`,
+        message: "contentSha256 and size go together",
+      });
+    }
+    if (!byDigest && resource.size === undefined) return;
+    if (resource.name !== PROGRAM || resource.version === undefined) {
+      scope.problems.push({
+        path: `${at}.contentSha256`,
+        message: `a package by digest is only the host's own (${PROGRAM}) at an exact version: ` +
+          "its tarball; other packages come from the machine's package manager",
+      });
+    }
+  },
 
   async check(ctx: KindContext, resource: PackageResource): Promise<Diff<PackageChange>> {
     const manager = packages(ctx);
@@ -111,14 +162,15 @@ export const packageKind: ResourceKind<PackageResource, PackageChange> = {
     const manager = packages(ctx);
     // Opted into: the whole machine is upgraded first (pacman -Syu), then installed from there.
     if (resource.upgrade === "full") await manager.upgradeAll();
+    const file = packageFile(ctx, resource);
     try {
-      await manager.install(resource.name, resource.version);
+      await manager.install(resource.name, resource.version, file);
     } catch (error) {
       if (!(error instanceof PackageNotFoundError) || !manager.refresh) throw error;
       // Where refreshing alone is safe (apk), the indexes may predate the package:
       // refresh them once, then retry. pacman has no such refresh (a partial upgrade).
       await manager.refresh();
-      await manager.install(resource.name, resource.version);
+      await manager.install(resource.name, resource.version, file);
     }
   },
 

@@ -407,6 +407,7 @@ class RunLoop {
         origin,
         signal: this.#applyAbort.signal,
         lockWaitMs: 10_000,
+        ...(this.#link ? { contentSources: [this.#link.contentSource()] } : {}),
       });
     } catch (error) {
       if (error instanceof BusyError) {

@@ -1,0 +1,176 @@
+/**
+ * Content by reference over the link (DESIGN.md §19): the mesh's object store on a
+ * real nats-server (the stand-in control plane puts objects), read by a node with
+ * its own key and the broker's per-node account: fetch, cache, tampered object and
+ * missing object refused, and the node can read but never write or delete objects.
+ */
+import assert from "node:assert/strict";
+import { posix } from "node:path";
+import { connect, type NatsConnection, nkeyAuthenticator } from "@nats-io/transport-node";
+import { pinnedTls } from "../src/link/connection.ts";
+import { objectStoreSource } from "../src/link/content.ts";
+import { CONTENT_STREAM, CONTENT_SUBJECTS, subjectsOf } from "../src/link/subjects.ts";
+import { ContentCache, contentResolver, type ContentSource } from "../src/store/content.ts";
+import { sha256Hex } from "../src/declaration/canonical.ts";
+import { runHost, type Scratch, scratch } from "./_helpers.ts";
+import { type Mesh, spawnHost, startMesh, until } from "./_mesh.ts";
+
+const BYTES = new Uint8Array(5 * 1024 * 1024 + 123).map((_, i) => (i * 131 + (i >> 9)) & 0xff);
+
+async function enrol(mesh: Mesh, node: string, s: Scratch): Promise<void> {
+  const run = await runHost(["enrol", "--token", await mesh.control.mintToken(node)], {
+    env: s.env,
+  });
+  assert.equal(run.code, 0, run.stderr);
+}
+
+/** A connection as the node enrolled in `s` (its own key, its own inbox). */
+async function connectAs(mesh: Mesh, node: string, s: Scratch): Promise<NatsConnection> {
+  const state = await mesh.control.state();
+  const seed = (await Deno.readTextFile(posix.join(s.stateDir, "node.nk"))).trim();
+  return await connect({
+    servers: state.url,
+    authenticator: nkeyAuthenticator(new TextEncoder().encode(seed)),
+    inboxPrefix: subjectsOf(node).inboxPrefix,
+    tls: pinnedTls({ url: state.url, ca: state.caPem, pin: state.pin }),
+    reconnect: false,
+  });
+}
+
+const sourceOver = (nc: NatsConnection): ContentSource =>
+  objectStoreSource((subject, body) => nc.request(subject, body, { timeout: 10_000 }));
+
+Deno.test("a node fetches an object by digest from the mesh's object store; the cache serves it next", async () => {
+  await using mesh = await startMesh();
+  await using s = await scratch();
+  await enrol(mesh, "node-a", s);
+  const sha = await mesh.control.putContent(BYTES);
+  assert.equal(sha, await sha256Hex(BYTES));
+  const nc = await connectAs(mesh, "node-a", s);
+  try {
+    const resolve = contentResolver(new ContentCache(s.stateDir), [sourceOver(nc)]);
+    assert.deepEqual(await resolve(sha, BYTES.length, "/srv/big.bin"), BYTES);
+    assert.deepEqual(await Deno.readFile(`${s.stateDir}/content/${sha}`), BYTES);
+    // Cached: a source that fails is never asked.
+    const failing: ContentSource = {
+      name: "nothing",
+      get: () => Promise.reject(new Error("asked")),
+    };
+    const cached = contentResolver(new ContentCache(s.stateDir), [failing]);
+    assert.deepEqual(await cached(sha, BYTES.length, "/srv/big.bin"), BYTES);
+
+    // A missing object: no source holds it, and the error names the file and the store.
+    const missing = "cd".repeat(32);
+    assert.equal(await sourceOver(nc).get(missing, 10), null);
+    await assert.rejects(
+      resolve(missing, 10, "/srv/gone.bin"),
+      /the content of \/srv\/gone\.bin \(sha256 cdcd.*, 10 bytes\) is in none of its sources: the mesh's object store/,
+    );
+    // Declared with another size: refused without reading its chunks.
+    await assert.rejects(
+      resolve(sha, BYTES.length + 1, "/srv/big.bin"),
+      /from the mesh's object store .* is not what was declared: not \d+ bytes/,
+    );
+  } finally {
+    await nc.close();
+  }
+});
+
+Deno.test("a tampered object (other bytes under the declared digest) is refused and not cached", async () => {
+  await using mesh = await startMesh();
+  await using s = await scratch();
+  await enrol(mesh, "node-a", s);
+  const wanted = await sha256Hex(BYTES);
+  const other = BYTES.slice();
+  other[4096] ^= 0x55;
+  await mesh.control.putContent(other, { name: wanted });
+  const nc = await connectAs(mesh, "node-a", s);
+  try {
+    const resolve = contentResolver(new ContentCache(s.stateDir), [sourceOver(nc)]);
+    await assert.rejects(
+      resolve(wanted, BYTES.length, "/srv/app.bin"),
+      /the content of \/srv\/app\.bin from the mesh's object store .* is not what was declared: its sha256 is [0-9a-f]{64}, the declaration names/,
+    );
+    assert.deepEqual(await new ContentCache(s.stateDir).digests(), []);
+  } finally {
+    await nc.close();
+  }
+});
+
+Deno.test("a node can read the mesh's objects but never write, replace or delete them", async () => {
+  await using mesh = await startMesh();
+  await using s = await scratch();
+  await enrol(mesh, "node-a", s);
+  const sha = await mesh.control.putContent(BYTES.subarray(0, 1000));
+  const nc = await connectAs(mesh, "node-a", s);
+  const errors: string[] = [];
+  (async () => {
+    for await (const st of nc.status()) if (st.type === "error") errors.push(String(st.error));
+  })();
+  try {
+    for (
+      const subject of [
+        `$JS.API.STREAM.DELETE.${CONTENT_STREAM}`,
+        `$JS.API.STREAM.PURGE.${CONTENT_STREAM}`,
+        `$JS.API.STREAM.MSG.DELETE.${CONTENT_STREAM}`,
+        `$JS.API.STREAM.UPDATE.${CONTENT_STREAM}`,
+        `$JS.API.STREAM.CREATE.${CONTENT_STREAM}`,
+        CONTENT_SUBJECTS.meta(sha),
+        CONTENT_SUBJECTS.chunks("forged"),
+      ]
+    ) {
+      await assert.rejects(
+        nc.request(subject, JSON.stringify({ seq: 1 }), { timeout: 5000 }),
+        /Permissions Violation for Publish/,
+        subject,
+      );
+    }
+    // A plain publish (no reply) of a replacement description is dropped by the broker too.
+    nc.publish(CONTENT_SUBJECTS.meta(sha), JSON.stringify({ size: 1, nuid: "forged" }));
+    await nc.flush();
+    await until(
+      "the broker's refusal of the forged description",
+      () =>
+        errors.some((e) => /Permissions Violation for Publish to "\$O\.mesh\.M\./.test(e)) ||
+        undefined,
+      10_000,
+    );
+  } finally {
+    await nc.close();
+  }
+  // The object is intact: read again, as a node would.
+  const again = await connectAs(mesh, "node-a", s);
+  try {
+    assert.deepEqual(await sourceOver(again).get(sha, 1000), BYTES.subarray(0, 1000));
+  } finally {
+    await again.close();
+  }
+});
+
+Deno.test("run: a declaration pushed over the link with a file by digest gets its bytes from the object store", async () => {
+  await using mesh = await startMesh();
+  await using s = await scratch();
+  await enrol(mesh, "node-a", s);
+  const sha = await mesh.control.putContent(BYTES);
+  await using host = await spawnHost(["run", "--heartbeat-interval", "1"], s.env);
+  await host.waitLog(/link: up to /);
+  const target = `${s.root}/big.bin`;
+  const resource = {
+    type: "file",
+    id: "big",
+    path: target,
+    contentSha256: sha,
+    size: BYTES.length,
+    mode: "0644",
+    owner: "root",
+    group: "root",
+  };
+  await mesh.control.declare("node-a", { version: 1, resources: [resource] });
+  const report = await mesh.control.waitReport(
+    "node-a",
+    (r) => r.kind === "apply" && r.serial === 1,
+  );
+  assert.equal(report.outcome, "converged", JSON.stringify(report).slice(0, 1000));
+  assert.deepEqual(await Deno.readFile(target), BYTES);
+  assert.deepEqual(await new ContentCache(s.stateDir).digests(), [sha]);
+});
