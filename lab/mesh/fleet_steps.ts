@@ -14,11 +14,8 @@ import { fail, type Step, type StepContext } from "../lib/scenario.ts";
 import { controlNetns, mesh, MESH_FLAGS } from "./steps.ts";
 import { CHECKOUT } from "../lib/bundle.ts";
 import type { RolloutRow, StreamPlacement } from "./fleet.ts";
-import type { NatsServer } from "../lib/cluster.ts";
-import { SITE_PREFIX } from "../lib/net.ts";
-import { run, until } from "../lib/_run.ts";
-import { withState } from "./state.ts";
-import { includeAuth } from "./broker.ts";
+import type { BrokerCluster, NatsServer } from "../lib/cluster.ts";
+import { until } from "../lib/_run.ts";
 
 /** Where a light node's host writes its output. */
 export const PLAIN_HOST_LOG = "/var/log/nox-mesh-host.log";
@@ -306,115 +303,6 @@ export function publishFleet(nodes: string[], serial: number): Step {
 }
 
 /**
- * A site's leaf server comes up: its own namespace with an uplink on the lab switch
- * and a link on the site's switch (10.251.0.2); the same accounts as the cluster;
- * its CONTROL bound to the cluster's over one leaf connection. The control plane
- * records it (reloads reach it; `tokens --via NAME` name it).
- */
-export function siteLeafUp(): Step {
-  return {
-    title: "a site's leaf server comes up (uplink to the cluster, the same accounts, no JetStream)",
-    timeoutS: 60,
-    async run(ctx) {
-      const cluster = clusterOf(ctx.lab);
-      const dir = join(ctx.lab.dir, "mesh");
-      const leaf = await cluster.startLeaf(
-        await ctx.lab.site(),
-        `${SITE_PREFIX}.2`,
-        // The leaf's configuration lies beside the servers': the same depth.
-        includeAuth(cluster.servers[0].configFile, dir, true),
-        async (facts) => {
-          await withState(dir, (s) => {
-            s.leaves = {
-              ...s.leaves,
-              [facts.name]: {
-                url: facts.url,
-                pin: facts.pin,
-                pidFile: facts.pidFile,
-                logFile: facts.logFile,
-              },
-            };
-          });
-        },
-      );
-      await until("the leaf's connection to the cluster", 30_000, async () => {
-        const leafz = await leaf.monitor("leafz").catch(() => undefined);
-        return Number(leafz?.leafnodes ?? 0) >= 1 ? true : undefined;
-      });
-    },
-  };
-}
-
-function leafOf(lab: Lab): NatsServer {
-  const leaf = clusterOf(lab).leaves[0];
-  if (!leaf) fail("a site's leaf server", "none (siteLeafUp first)");
-  return leaf;
-}
-
-/** Pulls the leaf's uplink: its eth0 goes down inside its namespace. */
-export function cutLeafUplink(): Step {
-  return {
-    title: "cut the leaf's uplink (ip link set eth0 down in its namespace)",
-    async run(ctx) {
-      const r = await run([
-        "/usr/sbin/ip",
-        "-n",
-        leafOf(ctx.lab).netns,
-        "link",
-        "set",
-        "eth0",
-        "down",
-      ], {
-        check: false,
-      });
-      if (r.code !== 0) fail("the uplink down", r.stderr.trim());
-    },
-  };
-}
-
-/** Plugs the leaf's uplink back in (its address and route come back with the link). */
-export function restoreLeafUplink(): Step {
-  return {
-    title: "restore the leaf's uplink",
-    async run(ctx) {
-      const leaf = leafOf(ctx.lab);
-      const r = await run(["/usr/sbin/ip", "-n", leaf.netns, "link", "set", "eth0", "up"], {
-        check: false,
-      });
-      if (r.code !== 0) fail("the uplink up", r.stderr.trim());
-    },
-  };
-}
-
-/** The leaf reports its connection to the cluster (`/leafz`), or none. */
-export function assertLeafConnected(connected: boolean): Step {
-  return {
-    title: `assert the leaf ${connected ? "is" : "is not"} connected to the cluster`,
-    async run(ctx) {
-      const leafz = await leafOf(ctx.lab).monitor("leafz");
-      const n = Number(leafz.leafnodes ?? 0);
-      if ((n > 0) !== connected) fail(connected ? "a leaf connection" : "none", `${n}`);
-    },
-  };
-}
-
-/** A site machine has no route to any server of the cluster (only to its leaf). */
-export function assertOnlyThroughLeaf(machine: string): Step {
-  return {
-    title: `assert ${machine} has no route to the cluster's servers, only to the leaf`,
-    async run(ctx) {
-      const m = ctx.machine(machine);
-      for (const s of clusterOf(ctx.lab).servers) {
-        const r = await m.exec(["ip", "route", "get", s.address]);
-        if (r.code === 0) fail(`no route to ${s.address}`, r.stdout.trim());
-      }
-      const r = await m.exec(["ip", "route", "get", leafOf(ctx.lab).address]);
-      if (r.code !== 0) fail(`a route to the leaf`, r.stderr.trim());
-    },
-  };
-}
-
-/**
  * On each node a person overwrites /srv/fleet; the host's drift reconcile puts serial
  * `serial`'s content back from its store (no broker needed).
  */
@@ -491,7 +379,8 @@ async function placementOf(ctx: StepContext): Promise<StreamPlacement[]> {
   return JSON.parse(await mesh(ctx, ["placement"]));
 }
 
-function clusterOf(lab: Lab) {
+/** The lab's running cluster (fails the step when there is none). */
+export function clusterOf(lab: Lab): BrokerCluster {
   const cluster = lab.runningCluster;
   if (!cluster) fail("a running cluster", "none (meshUpCluster first)");
   return cluster;

@@ -2,19 +2,21 @@ import { type Scenario, type ScenarioMachine, waitFor } from "../lib/scenario.ts
 import { meshUpCluster } from "../mesh/steps.ts";
 import {
   assertFleetFiles,
-  assertLeafConnected,
-  assertOnlyThroughLeaf,
   assertReportsOnce,
-  cutLeafUplink,
+  driftRepairsOn,
   enrolFleet,
   fleetNames,
   publishFleet,
-  restoreLeafUplink,
   rolloutFleet,
-  siteLeafUp,
   startFleet,
 } from "../mesh/fleet_steps.ts";
-import { driftRepairsOn } from "../mesh/fleet_steps.ts";
+import {
+  assertLeafConnected,
+  assertOnlyThroughLeaf,
+  cutLeafUplink,
+  restoreLeafUplink,
+  siteLeafUp,
+} from "../mesh/site_steps.ts";
 
 const nodes = fleetNames("site", 2);
 
