@@ -46,10 +46,7 @@ Deno.test("a node fails over between the servers of a cluster without losing its
   await using host = await spawnHost(["run", "--heartbeat-interval", "1"], s.env);
   const up = await host.waitLog(/link: up to (tls:\/\/127\.0\.0\.1:\d+) as node-c/);
   const f = `${s.root}/f`;
-  // Applied, as the machine shows it (each declaration writes other content). What the
-  // node sends upward is not asserted here: with nats-server 2.9.10 a newly admitted node's
-  // reports and heartbeats sometimes never reached CONTROL's streams in this cluster
-  // (README, known not to work).
+  // Applied, as the machine shows it (each declaration writes other content).
   const contents = ["", "one\n", "two\n", "three\n"];
   const applied = (serial: number) =>
     until(`serial ${serial} applied`, async () => {
@@ -61,6 +58,16 @@ Deno.test("a node fails over between the servers of a cluster without losing its
   await control.declare("node-c", { version: 1, resources: [fileResource("f", f, "one\n")] });
   await applied(1);
   assert.equal(await Deno.readTextFile(f), "one\n");
+  // What the newly admitted node sends upward reaches CONTROL's streams: its report and
+  // its heartbeats (a heartbeat exported as a stream import, which a reload added, often
+  // never reached MESH_BEAT when the node's server was not the stream's leader).
+  await control.waitReport("node-c", (r) => r.kind === "apply" && r.serial === 1, 60_000);
+  const beat = await until(
+    "a heartbeat kept by MESH_BEAT",
+    async () => (await control.lastHeartbeat("node-c")) ?? undefined,
+    60_000,
+  );
+  assert.equal(beat.node, "node-c");
 
   // Kill the server the node uses, as a crash (SIGKILL), and publish while it moves.
   const victim = cluster.members.find((m) => m.url === up[1])!;

@@ -148,3 +148,44 @@ Deno.test("one apply at a time: a second lock waits, then says busy", async () =
   (await acquireApplyLock(dir, { waitMs: 100 }))[Symbol.dispose]();
   await Deno.remove(dir, { recursive: true });
 });
+
+Deno.test("another process opening and closing the store leaves a running host's writes visible", async () => {
+  // SQLite's locks are POSIX record locks, which a process loses on every file it
+  // closes. Opening the store files once more after SQLite holds them (to restrict
+  // their modes) dropped the running process's locks: a `status` run alongside then
+  // believed itself the last connection, checkpointed and deleted the WAL on close,
+  // and every later write of the running host went to a deleted file nobody else saw.
+  const dir = await Deno.makeTempDir({ prefix: "noxst-lock-" });
+  try {
+    Store.open(dir).close(); // as `enrol` leaves it: a store in WAL mode
+    using running = Store.open(dir);
+    running.setMeta("before", "1");
+    const other = (code: string) =>
+      new Deno.Command(Deno.execPath(), {
+        args: [
+          "eval",
+          `import { Store } from ${
+            JSON.stringify(new URL("../src/store/store.ts", import.meta.url).href)
+          }; const s = Store.open(${JSON.stringify(dir)}); ${code}; s.close();`,
+        ],
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+    const first = await other(`console.log(s.meta("before"))`);
+    assert.equal(
+      new TextDecoder().decode(first.stdout).trim(),
+      "1",
+      new TextDecoder().decode(first.stderr),
+    );
+    running.setMeta("after", "2");
+    const second = await other(`console.log(s.meta("after"))`);
+    assert.equal(
+      new TextDecoder().decode(second.stdout).trim(),
+      "2",
+      new TextDecoder().decode(second.stderr),
+    );
+    assert.ok((await Deno.stat(`${dir}/state.db-wal`)).isFile);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

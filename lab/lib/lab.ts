@@ -1,11 +1,12 @@
 import { join } from "node:path";
 import { ensureBase, type Flavour } from "./base.ts";
 import { Broker, type BrokerOptions } from "./broker.ts";
+import { BrokerCluster, type ClusterOptions } from "./cluster.ts";
 import { LabError } from "./errors.ts";
 import { DENO_BINARY, Machine, MACHINE_DENO, type PlacedFile } from "./machine.ts";
 import { installHost } from "./host.ts";
 import { type HostBuild, hostPackage, hostTarball } from "./host_builds.ts";
-import { LabSwitch, SUBNET_PREFIX } from "./net.ts";
+import { LabSwitch, SITE_PREFIX, SUBNET_PREFIX } from "./net.ts";
 import { bundle, PROBE_FLAGS } from "./bundle.ts";
 import { addToRepo, copyRepo, ensureRepo } from "./repo.ts";
 
@@ -16,6 +17,11 @@ export interface MachineSpec {
   flavour: Flavour;
   /** Plug the machine into the lab switch (default true). */
   network?: boolean;
+  /**
+   * Plug it into the site's switch instead (10.251.0.x): it reaches the cluster only
+   * through the site's leaf server (lab.cluster().startLeaf).
+   */
+  site?: boolean;
   /** Files placed in the machine's root before it boots. */
   files?: Record<string, PlacedFile>;
   /** Seconds to wait for boot (default 90). */
@@ -98,6 +104,7 @@ export class Lab implements AsyncDisposable {
   readonly net: LabSwitch;
   readonly machines: Map<string, Machine> = new Map();
   private brokerInstance: Broker | undefined;
+  private clusterInstance: BrokerCluster | undefined;
   private probeBundled: Promise<void> | undefined;
   private repoCopied: Promise<void> | undefined;
   private tarballCopied: Promise<void> | undefined;
@@ -105,6 +112,8 @@ export class Lab implements AsyncDisposable {
   private repoChange: Promise<unknown> = Promise.resolve();
   private readonly pending = new Set<Promise<Machine>>();
   private nextAddress = 10;
+  private nextSiteAddress = 10;
+  private siteSwitch: Promise<LabSwitch> | undefined;
   private stopped: Promise<void> | undefined;
 
   private constructor(id: string, dir: string, net: LabSwitch, options: LabOptions) {
@@ -172,10 +181,13 @@ export class Lab implements AsyncDisposable {
       await this.publishTarball("current");
     }
     const netns = `${this.id}-${spec.name}`;
-    const address = `${SUBNET_PREFIX}.${this.nextAddress++}`;
+    const sw = spec.site ? await this.site() : this.net;
+    const address = spec.site
+      ? `${SITE_PREFIX}.${this.nextSiteAddress++}`
+      : `${SUBNET_PREFIX}.${this.nextAddress++}`;
     const port = spec.network === false
       ? (await this.net.addNetns(netns), undefined)
-      : await this.net.attach(netns, address);
+      : await sw.attach(netns, address);
     const hosts = [
       "127.0.0.1 localhost",
       `${port ? address : "127.0.1.1"} ${spec.name}`,
@@ -209,9 +221,18 @@ export class Lab implements AsyncDisposable {
       this.machines.set(spec.name, machine);
       return machine;
     } catch (error) {
-      await this.net.removeNetns(netns).catch(() => {});
+      await sw.removeNetns(netns).catch(() => {});
       throw error;
     }
+  }
+
+  /**
+   * The site's switch (created on first use): a second bridge in its own namespace for
+   * the "site" network (10.251.0.0/24), joined to the lab network only by a leaf server.
+   */
+  site(): Promise<LabSwitch> {
+    this.siteSwitch ??= LabSwitch.create(`${this.id}s`);
+    return this.siteSwitch;
   }
 
   /** Starts the lab's NATS broker (once; later calls return the same broker). */
@@ -294,6 +315,24 @@ export class Lab implements AsyncDisposable {
     return done;
   }
 
+  /**
+   * Starts the lab's NATS cluster (once; later calls return the same cluster): three
+   * servers, each in its own namespace on the lab switch, routes between them, JetStream
+   * clustered. The lab CA goes to /lab/broker-ca.pem as for the single broker.
+   */
+  async cluster(options: ClusterOptions = {}): Promise<BrokerCluster> {
+    if (!this.clusterInstance) {
+      this.clusterInstance = await BrokerCluster.start(this, options);
+      await Deno.writeTextFile(join(this.shareDir, "broker-ca.pem"), this.clusterInstance.caPem);
+    }
+    return this.clusterInstance;
+  }
+
+  /** The cluster if it was started. */
+  get runningCluster(): BrokerCluster | undefined {
+    return this.clusterInstance;
+  }
+
   /** The broker if it was started. */
   get runningBroker(): Broker | undefined {
     return this.brokerInstance;
@@ -350,6 +389,11 @@ export class Lab implements AsyncDisposable {
       if (this.brokerInstance) {
         this.log(`  broker: nsenter --net=/run/netns/${this.brokerInstance.netns} …`);
       }
+      for (
+        const s of [...this.clusterInstance?.servers ?? [], ...this.clusterInstance?.leaves ?? []]
+      ) {
+        this.log(`  ${s.name}: nsenter --net=/run/netns/${s.netns} … (log ${s.logFile})`);
+      }
       this.log("remove it all with: deno task lab --clean");
       return;
     }
@@ -360,7 +404,9 @@ export class Lab implements AsyncDisposable {
     await Promise.all([...this.machines.values()].map((m) => m.stop().catch(note)));
     this.machines.clear();
     await this.brokerInstance?.stop().catch(note);
+    await this.clusterInstance?.stop().catch(note);
     await this.net.destroy().catch(note);
+    if (this.siteSwitch) await (await this.siteSwitch).destroy().catch(note);
     await Deno.remove(this.dir, { recursive: true }).catch(note);
     if (problems.length) {
       throw new LabError("machine-failed", `teardown of ${this.id} left:\n${problems.join("\n")}`);

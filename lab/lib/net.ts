@@ -3,6 +3,8 @@ import { run } from "./_run.ts";
 
 /** The lab subnet. It exists only inside the lab's own network namespaces. */
 export const SUBNET_PREFIX = "10.250.0";
+/** The site network (scenario site): machines there reach the lab only through a leaf server. */
+export const SITE_PREFIX = "10.251.0";
 /** The broker's address on the lab switch. */
 export const BROKER_ADDRESS = `${SUBNET_PREFIX}.2`;
 
@@ -62,11 +64,19 @@ export class LabSwitch {
   /** Creates namespace `netns`, plugs it into the switch as eth0 with `address`/24. */
   async attach(netns: string, address: string): Promise<Port> {
     await this.addNetns(netns);
+    return await this.plugIn(netns, address, "eth0");
+  }
+
+  /**
+   * Plugs an existing namespace into this switch as `dev` with `address`/24 (a leaf
+   * server's second link, on a site's switch).
+   */
+  async plugIn(netns: string, address: string, dev: string): Promise<Port> {
     const switchDev = `${this.id}p${this.nextPort++}`;
     if (switchDev.length > 15) {
       throw new LabError(
         "usage",
-        `lab id ${this.id} is too long for interface names (prefix at most 8)`,
+        `switch id ${this.id} is too long for interface names (prefix at most 8)`,
       );
     }
     await ip(
@@ -80,15 +90,15 @@ export class LabSwitch {
         "veth",
         "peer",
         "name",
-        "eth0",
+        dev,
         "netns",
         netns,
       ],
       `create the veth of ${netns}`,
     );
     await ip(["-n", this.netns, "link", "set", switchDev, "master", "br0", "up"], "plug veth");
-    await ip(["-n", netns, "addr", "add", `${address}/24`, "dev", "eth0"], `address ${netns}`);
-    await ip(["-n", netns, "link", "set", "eth0", "up"], `bring eth0 up in ${netns}`);
+    await ip(["-n", netns, "addr", "add", `${address}/24`, "dev", dev], `address ${netns}`);
+    await ip(["-n", netns, "link", "set", dev, "up"], `bring ${dev} up in ${netns}`);
     return { netns, switchDev, switchNetns: this.netns, address };
   }
 

@@ -63,6 +63,7 @@ export async function runScenario(s: Scenario, options: RunOptions): Promise<Sce
           containers: spec.containers,
           hostFrom: spec.hostFrom,
           deno: spec.deno,
+          site: spec.site,
         });
         result.raises.push({ machine: name, flavour: spec.flavour, ms: m.raiseMs });
         out(`  raised ${name} (${spec.flavour}) in ${seconds(m.raiseMs)}`);
@@ -129,6 +130,11 @@ async function keepLogs(lab: Lab, scenario: string, root: string): Promise<strin
     if (broker) {
       await Deno.mkdir(dir, { recursive: true });
       await Deno.writeTextFile(join(dir, "broker-nats.log"), await broker.logText());
+    }
+    const cluster = lab.runningCluster;
+    for (const s of [...cluster?.servers ?? [], ...cluster?.leaves ?? []]) {
+      await Deno.mkdir(dir, { recursive: true });
+      await Deno.writeTextFile(join(dir, `${s.name}-nats.log`), await s.logText());
     }
     return (await Deno.stat(dir).catch(() => undefined)) ? dir : undefined;
   } catch {

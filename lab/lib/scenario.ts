@@ -17,6 +17,8 @@ export interface ScenarioMachine {
   hostFrom?: "package" | "tarball";
   /** false: no deno anywhere on the machine (see MachineSpec.deno). */
   deno?: boolean;
+  /** On the site's network, behind its leaf server (see MachineSpec.site). */
+  site?: boolean;
 }
 
 /** A scenario: machines, what is placed on them, then named steps. */

@@ -46,10 +46,11 @@ ${includeAuth(join(dir, "nats.conf"), dir)}
 /**
  * The line that makes a nats-server configuration at `configFile` load the auth
  * block of mesh directory `meshDir` (nats-server resolves includes relative to
- * the including file, and only relative paths work).
+ * the including file, and only relative paths work); `leaf`: a site leaf's block.
  */
-export function includeAuth(configFile: string, meshDir: string): string {
-  return `include "${relative(dirname(configFile), meshFiles(meshDir).auth)}"`;
+export function includeAuth(configFile: string, meshDir: string, leaf = false): string {
+  const files = meshFiles(meshDir);
+  return `include "${relative(dirname(configFile), leaf ? files.leafAuth : files.auth)}"`;
 }
 
 /** Create a mesh directory's state for a broker at `url` (no nodes, no tokens yet). */

@@ -21,6 +21,14 @@
  *   heartbeat --dir D NODE                 NODE's last heartbeat (JSON, or null)
  *   watch   --dir D [NODE]                 print reports and heartbeats as they arrive
  *   revoke  --dir D NODE                   stop admitting NODE's key
+ *   tokens  --dir D NODE... [--via LEAF]   one-time tokens for several nodes (JSON: node → token);
+ *                                          --via: the tokens name that site's leaf server
+ *   serve   --dir D --count N [--timeout S] answer N enrolments, then exit
+ *   rollout --dir D FILE --serial N NODE... [--timeout S] [--pause-after K --pause-ms MS]
+ *                                          publish FILE ({{node}} replaced) to each node, wait
+ *                                          for each apply report of serial N (JSON rows)
+ *   tally   --dir D NODE...                each node's apply reports (serials, duplicate ids)
+ *   placement --dir D                      each stream's leader and replicas (JSON)
  *
  * D defaults to $NOX_MESH_DIR.
  */
@@ -29,6 +37,7 @@ import { initState, startLocalBroker } from "./broker.ts";
 import { fingerprintOf } from "../lib/certs.ts";
 import { ControlPlane } from "./control.ts";
 import { readState } from "./state.ts";
+import { placement, rollout, tallyReports } from "./fleet.ts";
 
 const { values, positionals } = parseArgs({
   args: Deno.args,
@@ -49,6 +58,10 @@ const { values, positionals } = parseArgs({
     unsigned: { type: "boolean" },
     json: { type: "boolean" },
     once: { type: "boolean" },
+    count: { type: "string" },
+    via: { type: "string" },
+    "pause-after": { type: "string" },
+    "pause-ms": { type: "string" },
     timeout: { type: "string" },
     as: { type: "string" },
   },
@@ -106,9 +119,11 @@ switch (command) {
     const control = await ControlPlane.open(dir);
     let answered: () => void = () => {};
     const one = new Promise<void>((resolve) => answered = resolve);
+    let left = values.once ? 1 : Number(values.count ?? 0);
     control.serveEnrolments((line) => {
       console.log(line);
-      answered();
+      // --once: after the first answer; --count N: after N admitted nodes.
+      if ((values.once || line.startsWith("enrolled ")) && --left <= 0) answered();
     });
     console.log("answering enrolments");
     const limit = values.timeout === undefined ? undefined : Number(values.timeout) * 1000;
@@ -116,7 +131,11 @@ switch (command) {
     const expired = new Promise<"expired">((resolve) => {
       if (limit !== undefined) timer = setTimeout(() => resolve("expired"), limit);
     });
-    const end = await Promise.race([values.once ? one : untilSignal(), untilSignal(), expired]);
+    const end = await Promise.race([
+      values.once || values.count ? one : untilSignal(),
+      untilSignal(),
+      expired,
+    ]);
     clearTimeout(timer);
     await control.close();
     if (end === "expired") fail(`no enrolment within ${values.timeout} s`, 1);
@@ -245,6 +264,47 @@ switch (command) {
     await using control = await ControlPlane.open(dir);
     await control.revoke(node);
     console.log(`${node} revoked`);
+    break;
+  }
+  case "tokens": {
+    if (args.length === 0) fail("tokens NODE...");
+    await using control = await ControlPlane.open(dir);
+    const out: Record<string, string> = {};
+    for (const node of args) {
+      out[node] = await control.mintToken(node, Number(values.ttl ?? 3600), values.via);
+    }
+    console.log(JSON.stringify(out));
+    break;
+  }
+  case "rollout": {
+    const [file, ...nodes] = args;
+    if (!file || nodes.length === 0 || values.serial === undefined) {
+      fail("rollout FILE --serial N NODE...");
+    }
+    await using control = await ControlPlane.open(dir);
+    const rows = await rollout(
+      control,
+      nodes,
+      await Deno.readTextFile(file),
+      Number(values.serial),
+      Number(values.timeout ?? 120) * 1000,
+      (line) => console.error(line),
+      values["pause-after"] === undefined
+        ? undefined
+        : { after: Number(values["pause-after"]), ms: Number(values["pause-ms"] ?? 2000) },
+    );
+    console.log(JSON.stringify(rows));
+    break;
+  }
+  case "tally": {
+    if (args.length === 0) fail("tally NODE...");
+    await using control = await ControlPlane.open(dir);
+    console.log(JSON.stringify(await tallyReports(control, args)));
+    break;
+  }
+  case "placement": {
+    await using control = await ControlPlane.open(dir);
+    console.log(JSON.stringify(await placement(control)));
     break;
   }
   default:

@@ -218,8 +218,11 @@ export class ControlPlane implements AsyncDisposable {
     return JSON.parse(reply.string());
   }
 
-  /** Mint a one-time token for `node`: its join key is admitted (ask-to-enrol only) until used or expired. */
-  async mintToken(node: string, ttlSeconds = 3600): Promise<string> {
+  /**
+   * Mint a one-time token for `node`: its join key is admitted (ask-to-enrol only) until
+   * used or expired. `via`: the token names that site's leaf server, not the cluster.
+   */
+  async mintToken(node: string, ttlSeconds = 3600, via?: string): Promise<string> {
     const join = createUser();
     const expires = new Date(Date.now() + ttlSeconds * 1000).toISOString();
     const state = await withState(this.dir, (s) => {
@@ -229,7 +232,7 @@ export class ControlPlane implements AsyncDisposable {
     return encodeToken({
       v: 3,
       node,
-      brokers: tokenBrokers(state),
+      brokers: tokenBrokers(state, via),
       ca: state.caPem,
       join: new TextDecoder().decode(join.getSeed()),
       signer: state.signer.publicKey,

@@ -61,6 +61,18 @@ export interface MeshState {
   cluster?: ClusterServer[];
   /** The URLs the control plane itself uses for a cluster (may differ inside a lab namespace). */
   controlUrls?: string[];
+  /**
+   * Leaf servers of sites (by name): they hold the same accounts (reloaded with the
+   * cluster) and a site's tokens name its leaf instead of the cluster's servers.
+   */
+  leaves?: Record<string, ClusterServer>;
+  /**
+   * The cluster's JetStream domain. A leaf without JetStream gets `$JS.API.>` denied on
+   * its connection (nats-server: "JetStream Not Extended"), so on a leaf a node's
+   * direct get is mapped to the domain's API (`$JS.<domain>.API.…`), which the
+   * cluster maps back to its own.
+   */
+  domain?: string;
   nodes: Record<string, NodeRecord>;
   tokens: Record<string, TokenRecord>;
 }
@@ -73,17 +85,28 @@ export interface ClusterServer {
   logFile: string;
 }
 
-/** The brokers a token names: every server of the cluster, or the one broker. */
-export function tokenBrokers(state: MeshState): { url: string; pin: string }[] {
+/**
+ * The brokers a token names: the leaf of site `via` when given, else every server of
+ * the cluster, or the one broker.
+ */
+export function tokenBrokers(state: MeshState, via?: string): { url: string; pin: string }[] {
+  if (via !== undefined) {
+    const leaf = state.leaves?.[via];
+    if (!leaf) throw new Error(`no leaf server "${via}" in this mesh`);
+    return [{ url: leaf.url, pin: leaf.pin }];
+  }
   return state.cluster?.map(({ url, pin }) => ({ url, pin })) ??
     [{ url: state.url, pin: state.pin }];
 }
 
 /** The state file, the auth block and the lock of a mesh directory. */
-export function meshFiles(dir: string): { state: string; auth: string; lock: string } {
+export function meshFiles(
+  dir: string,
+): { state: string; auth: string; leafAuth: string; lock: string } {
   return {
     state: join(dir, "mesh.json"),
     auth: join(dir, "auth.conf"),
+    leafAuth: join(dir, "auth-leaf.conf"),
     lock: join(dir, "mesh.lock"),
   };
 }
@@ -106,6 +129,7 @@ export async function writeState(dir: string, state: MeshState): Promise<void> {
   const files = meshFiles(dir);
   await atomicWrite(files.state, JSON.stringify(state, null, 2) + "\n");
   await atomicWrite(files.auth, renderAuth(state));
+  if (state.leaves) await atomicWrite(files.leafAuth, renderAuth(state, new Date(), false));
 }
 
 /**
@@ -142,14 +166,15 @@ export function nodeAccount(node: string): string {
 /**
  * The broker's accounts block (DESIGN.md §18). The streams live in CONTROL.
  * Each admitted node has an account of its own that imports only its
- * declaration (stream), the direct get of it, its report and its inventory
- * subjects (services), and exports only its heartbeat subject to CONTROL. A
+ * declaration (stream), the direct get of it, its report, inventory and heartbeat
+ * subjects (services), and exports nothing. A
  * reply subject a node chooses is therefore a subject of its own account (a
  * service import answers through the broker's own mapping of it): a response
  * can never land in another node's subject or in the JetStream API. Join keys live in JOIN, which imports
- * only the enrolment service. Per-user permissions stay as well.
+ * only the enrolment service. Per-user permissions stay as well. `jetstream` false: the
+ * same block for a site's leaf server (auth-leaf.conf), whose CONTROL has no JetStream.
  */
-export function renderAuth(state: MeshState, now: Date = new Date()): string {
+export function renderAuth(state: MeshState, now: Date = new Date(), jetstream = true): string {
   const q = (x: string) => JSON.stringify(x);
   const list = (xs: string[], indent: string) =>
     xs.length === 0 ? "[]" : `[\n${xs.map((x) => `${indent}  ${x}`).join("\n")}\n${indent}]`;
@@ -158,6 +183,11 @@ export function renderAuth(state: MeshState, now: Date = new Date()): string {
   ];
   const controlImports: string[] = [];
   const contentReaders: string[] = [];
+  // On a leaf (jetstream false) a JetStream API subject crosses as the domain's API.
+  const viaDomain = (subject: string) =>
+    !jetstream && state.domain
+      ? subject.replace(/^\$JS\.API\./, `$JS.${state.domain}.API.`)
+      : subject;
   const accounts: string[] = [];
   for (const [node, record] of Object.entries(state.nodes)) {
     // A revoked node keeps its account (only its user goes): with nats-server 2.9.10,
@@ -166,36 +196,42 @@ export function renderAuth(state: MeshState, now: Date = new Date()): string {
     const users = record.revoked ? [] : [user(record.publicKey, nodePermissions(node))];
     const s = subjectsOf(node);
     const account = nodeAccount(node);
+    const directGet = viaDomain(s.directGet);
     // Reports and the inventory are services CONTROL exports to the node: the
     // broker maps the node's reply subject to one of its own (`_R_.…`) in CONTROL,
     // so JetStream's acknowledgement finds its way back to the node's inbox and
     // can never be steered into a subject of CONTROL (the JetStream API) or of
-    // another node. The heartbeat stays a stream the node exports (never answered).
+    // another node. The heartbeat too: it was a stream the node exported to CONTROL,
+    // and with nats-server 2.9.10 in a cluster a newly admitted node's heartbeats then
+    // sometimes never reached MESH_BEAT (a stream import added by a reload, its
+    // interest from another server), while its reports, a service, always did.
     controlExports.push(
-      `{ service: ${q(s.directGet)}, accounts: [${q(account)}] }`,
+      `{ service: ${q(directGet)}, accounts: [${q(account)}] }`,
       `{ stream: ${q(s.declaration)}, accounts: [${q(account)}] }`,
       `{ service: ${q(s.report)}, accounts: [${q(account)}] }`,
       `{ service: ${q(s.inventory)}, accounts: [${q(account)}] }`,
+      `{ service: ${q(s.heartbeat)}, accounts: [${q(account)}] }`,
     );
     contentReaders.push(q(account));
-    controlImports.push(
-      `{ stream: { account: ${q(account)}, subject: ${q(s.heartbeat)} } }`,
-    );
     accounts.push(`  ${q(account)} {
     users: ${list(users, "    ")}
     imports: ${
       list([
-        `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.directGet)} } }`,
+        directGet === s.directGet
+          ? `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.directGet)} } }`
+          : `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(directGet)} }, to: ${
+            q(s.directGet)
+          } }`,
         `{ stream: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.declaration)} } }`,
         `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.report)} } }`,
         `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.inventory)} } }`,
-        `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(CONTENT_SUBJECTS.directGet)} } }`,
-        `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(CONTENT_SUBJECTS.metaGet)} } }`,
-      ], "    ")
-    }
-    exports: ${
-      list([
-        `{ stream: ${q(s.heartbeat)}, accounts: [${CONTROL_ACCOUNT}] }`,
+        `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.heartbeat)} } }`,
+        ...[CONTENT_SUBJECTS.directGet, CONTENT_SUBJECTS.metaGet].map((subject) =>
+          viaDomain(subject) === subject
+            ? `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(subject)} } }`
+            : `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(viaDomain(subject))} }, ` +
+              `to: ${q(subject)} }`
+        ),
       ], "    ")
     }
   }`);
@@ -203,7 +239,9 @@ export function renderAuth(state: MeshState, now: Date = new Date()): string {
   // The mesh's object store: read by direct get, by every admitted node's account.
   if (contentReaders.length > 0) {
     for (const subject of [CONTENT_SUBJECTS.directGet, CONTENT_SUBJECTS.metaGet]) {
-      controlExports.push(`{ service: ${q(subject)}, accounts: [${contentReaders.join(", ")}] }`);
+      controlExports.push(
+        `{ service: ${q(viaDomain(subject))}, accounts: [${contentReaders.join(", ")}] }`,
+      );
     }
   }
   const joins: string[] = [];
@@ -215,7 +253,14 @@ export function renderAuth(state: MeshState, now: Date = new Date()): string {
   return `# generated by lab/mesh (the stand-in control plane); do not edit
 accounts {
   ${CONTROL_ACCOUNT} {
-    jetstream: enabled
+    ${
+    jetstream
+      ? "jetstream: enabled"
+      // A site's leaf: CONTROL without JetStream of its own, so that the leaf connection
+      // carries CONTROL's JetStream API to the cluster (a leaf whose CONTROL had JetStream
+      // enabled denies $JS.API.> on it: "JetStream Not Extended").
+      : "# no JetStream here: the cluster's answers"
+  }
     users: [ { nkey: ${state.control.publicKey} } ]
     exports: ${list(controlExports, "    ")}
     imports: ${list(controlImports, "    ")}
@@ -242,7 +287,8 @@ function user(nkey: string, p: Permissions): string {
 export async function reloadBroker(state: MeshState, timeoutMs = 10_000): Promise<void> {
   if (!state.cluster) return await reloadOne(state, timeoutMs);
   // A server that is down (killed by a scenario) reads the file when it starts again.
-  await Promise.all(state.cluster.map((server) => reloadOne(server, timeoutMs, true)));
+  const servers = [...state.cluster, ...Object.values(state.leaves ?? {})];
+  await Promise.all(servers.map((server) => reloadOne(server, timeoutMs, true)));
 }
 
 async function reloadOne(

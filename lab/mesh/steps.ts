@@ -11,6 +11,9 @@ import { HOST_INSTALLS, HOST_PATH, hostCommand, hostInstall } from "../lib/host.
 import { MACHINE_DENO } from "../lib/machine.ts";
 import { fail, type Step, type StepContext } from "../lib/scenario.ts";
 import { includeAuth, initState } from "./broker.ts";
+import { writeState } from "./state.ts";
+import { JS_DOMAIN } from "../lib/cluster.ts";
+import { run } from "../lib/_run.ts";
 import { fingerprintOf } from "../lib/certs.ts";
 
 /**
@@ -55,13 +58,33 @@ export const MESH_FLAGS = [
   "--allow-sys=hostname",
 ];
 
-/** Runs `deno task mesh ARGS` in the broker's namespace; returns stdout (fails on exit ≠ 0). */
-async function mesh(ctx: StepContext, args: string[], timeoutMs = 60_000): Promise<string> {
-  const broker = ctx.lab.runningBroker;
-  if (!broker) fail("a running lab broker", "none (set broker: true)");
-  const r = await broker.exec(
-    ["deno", "run", ...MESH_FLAGS, "lab/mesh/cli.ts", ...args, "--dir", meshDir(ctx.lab)],
-    { cwd: CHECKOUT, timeoutMs },
+/**
+ * The network namespace the control plane's clients run in: the lab broker's, or with
+ * a cluster the first server's (the namespace stays when its nats-server is killed; the
+ * control plane connects to every server).
+ */
+export function controlNetns(lab: Lab): string {
+  const netns = lab.runningBroker?.netns ?? lab.runningCluster?.servers[0].netns;
+  if (!netns) fail("a running lab broker or cluster", "none (set broker: true or meshUp)");
+  return netns;
+}
+
+/** Runs `deno task mesh ARGS` in the control plane's namespace; returns stdout (fails on exit ≠ 0). */
+export async function mesh(ctx: StepContext, args: string[], timeoutMs = 60_000): Promise<string> {
+  const r = await run(
+    [
+      "/usr/bin/nsenter",
+      `--net=/run/netns/${controlNetns(ctx.lab)}`,
+      "--",
+      "deno",
+      "run",
+      ...MESH_FLAGS,
+      "lab/mesh/cli.ts",
+      ...args,
+      "--dir",
+      meshDir(ctx.lab),
+    ],
+    { cwd: CHECKOUT, timeoutMs, check: false },
   );
   if (r.code !== 0) fail(`mesh ${args[0]} to succeed`, `exit ${r.code}: ${r.stderr.trim()}`);
   return r.stdout;
@@ -90,6 +113,46 @@ export function meshUp(): Step {
   };
 }
 
+/**
+ * The control plane comes up on a three-server cluster in the lab network: its mesh
+ * state names every server (tokens list all three), the servers start with its
+ * accounts included, the streams are made with 3 replicas.
+ */
+export function meshUpCluster(): Step {
+  return {
+    title: "a three-server NATS cluster comes up with the control plane's accounts " +
+      "(routes, JetStream with 3 replicas)",
+    timeoutS: 180,
+    async run(ctx) {
+      const dir = meshDir(ctx.lab);
+      await ctx.lab.cluster({
+        async prepare(servers) {
+          const state = await initState(dir, {
+            url: servers[0].url,
+            controlUrl: servers[0].url,
+            caPem: await Deno.readTextFile(join(ctx.lab.dir, "cluster", "ca.pem")),
+            pin: servers[0].pin,
+            pidFile: servers[0].pidFile,
+            logFile: servers[0].logFile,
+          });
+          state.cluster = servers.map(({ url, pin, pidFile, logFile }) => ({
+            url,
+            pin,
+            pidFile,
+            logFile,
+          }));
+          state.controlUrls = servers.map((s) => s.url);
+          state.domain = JS_DOMAIN;
+          await writeState(dir, state);
+          // Every server's configuration lies at the same depth: one relative include.
+          return includeAuth(servers[0].configFile, dir);
+        },
+      });
+      await mesh(ctx, ["streams"], 120_000);
+    },
+  };
+}
+
 /** Mints a token for `node`; `keep` receives it (for a later reuse attempt). */
 export function mintToken(node: string, keep: (token: string) => void): Step {
   return {
@@ -110,10 +173,9 @@ export function enrol(machine: string, node: string, token?: () => string): Step
     timeoutS: 120,
     async run(ctx) {
       const text = token ? token() : (await mesh(ctx, ["token", node])).trim();
-      const broker = ctx.lab.runningBroker!;
       const serve = new Deno.Command("nsenter", {
         args: [
-          `--net=/run/netns/${broker.netns}`,
+          `--net=/run/netns/${controlNetns(ctx.lab)}`,
           "--",
           "deno",
           "run",

@@ -24,6 +24,9 @@ import { scenario as restartOnChange } from "./restart_on_change.ts";
 import { scenario as substrate } from "./substrate.ts";
 import { scenario as outbox } from "./outbox.ts";
 import { scenario as contentRef } from "./content_ref.ts";
+import { scenario as brokerFailover } from "./broker_failover.ts";
+import { scenario as fleet } from "./fleet.ts";
+import { scenario as site } from "./site.ts";
 
 /** All scenarios. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -51,4 +54,7 @@ export const SCENARIOS: readonly Scenario[] = [
   substrate,
   outbox,
   contentRef,
+  brokerFailover,
+  fleet,
+  site,
 ];

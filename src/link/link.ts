@@ -16,6 +16,7 @@
  */
 import {
   headers,
+  type Msg,
   type MsgHdrs,
   type NatsConnection,
   type Subscription,
@@ -91,6 +92,8 @@ export class Link {
   readonly #options: Required<LinkOptions>;
   #state: LinkState;
   #nc: NatsConnection | undefined;
+  /** The last declaration handed to onDeclaration or onUp (its bytes). */
+  #lastDelivered: Uint8Array | undefined;
   #stopped = false;
   #wake: (() => void) | undefined;
   #loop: Promise<void> | undefined;
@@ -194,6 +197,39 @@ export class Link {
       );
     }
     return { stream: String(answer.stream), seq: answer.seq, duplicate: answer.duplicate === true };
+  }
+
+  /**
+   * Ask the broker again for the node's last declaration (the direct get of the
+   * catch-up) while the link is up, and hand it to `onDeclaration` when it differs
+   * from the last one the link delivered. A push can be missed without the link
+   * going down: a site's leaf server that lost its uplink keeps the node's
+   * connection, and what was published meanwhile is only in the stream. Errors
+   * are left for the next call (nothing to report: the link itself says when it is down).
+   */
+  async recheck(timeoutMs = 10_000): Promise<void> {
+    const nc = this.#nc;
+    if (!nc || this.#state.phase !== "up") return;
+    let reply: Msg;
+    try {
+      reply = await nc.request(subjectsOf(this.#identity.node).directGet, new Uint8Array(0), {
+        timeout: timeoutMs,
+      });
+    } catch {
+      return;
+    }
+    const code = reply.headers?.code ?? 0;
+    if (!(code === 0 || (code >= 200 && code < 300))) return;
+    if (this.#seen(reply.data)) return;
+    this.#handlers.onDeclaration(pushed(reply.data, reply.headers));
+  }
+
+  /** Whether `data` is the declaration the link delivered last (and remember it if not). */
+  #seen(data: Uint8Array): boolean {
+    const last = this.#lastDelivered;
+    if (last && last.length === data.length && last.every((b, i) => b === data[i])) return true;
+    this.#lastDelivered = data.slice();
+    return false;
   }
 
   /** Wait until what was published has reached the broker (bounded). */
@@ -332,7 +368,9 @@ export class Link {
     })();
     const sub: Subscription = nc.subscribe(s.declaration, {
       callback: (error, msg) => {
-        if (!error) this.#handlers.onDeclaration(pushed(msg.data, msg.headers));
+        if (error) return;
+        this.#seen(msg.data);
+        this.#handlers.onDeclaration(pushed(msg.data, msg.headers));
       },
     });
     await nc.flush();
@@ -353,8 +391,10 @@ export class Link {
         timeout: this.#options.catchUpTimeoutMs,
       });
       const code = reply.headers?.code ?? 0;
-      if (code === 0 || (code >= 200 && code < 300)) catchUp = pushed(reply.data, reply.headers);
-      else if (code !== 404) {
+      if (code === 0 || (code >= 200 && code < 300)) {
+        catchUp = pushed(reply.data, reply.headers);
+        this.#seen(reply.data);
+      } else if (code !== 404) {
         throw new LinkError(
           "protocol",
           "broker",

@@ -260,6 +260,9 @@ class RunLoop {
 
   #tick(): void {
     this.#heartbeat(false);
+    // A push missed while the link stayed up (a site's leaf without its uplink) is in
+    // the stream: ask for the last declaration once per tick.
+    this.#link?.recheck().catch(() => {});
     this.#inventory.tick();
     if (!this.#busy) this.#checkMemory();
     if (!this.#busy) this.#checkUpgrade().catch(() => {});

@@ -134,7 +134,7 @@ export class Store {
     let db: DatabaseSync;
     try {
       Deno.mkdirSync(stateDir, { recursive: true, mode: 0o700 });
-      restrictStoreFiles(path, true);
+      restrictStoreFiles(path);
       db = new DatabaseSync(path);
     } catch (error) {
       if (error instanceof StoreError) throw error;
@@ -155,8 +155,10 @@ export class Store {
       db.exec(`PRAGMA synchronous = NORMAL`);
       db.exec(`PRAGMA foreign_keys = ON`);
       // SQLite gives the WAL files it creates the database's mode; ones left by an
-      // earlier process keep theirs, so they are restricted too.
-      restrictStoreFiles(path, false);
+      // earlier process were restricted before the open. Never open and close the
+      // store's files again here: SQLite's locks are POSIX record locks, which a
+      // process loses on ANY close of the file, and another process (a `status` beside
+      // the running host) would then checkpoint and delete the WAL under it.
       migrate(db, path);
       return new Store(path, db);
     } catch (error) {
@@ -463,15 +465,15 @@ export function storeFiles(path: string): string[] {
 /**
  * Make the store's files 0600 on open descriptors (O_NOFOLLOW: a symlink put in
  * their place is refused, never followed). The database is created here when
- * missing (`create`), so it never exists with a wider mode; the WAL files are
- * restricted when they exist.
+ * missing, so it never exists with a wider mode; the WAL files are restricted
+ * when they exist. Called before SQLite opens them, never after (see `open`).
  */
-function restrictStoreFiles(path: string, create: boolean): void {
+function restrictStoreFiles(path: string): void {
   const { O_RDWR, O_CREAT, O_NOFOLLOW, O_NONBLOCK } = constants;
   for (const [index, file] of storeFiles(path).entries()) {
     let fd: number;
     try {
-      const flags = O_RDWR | O_NOFOLLOW | O_NONBLOCK | (create && index === 0 ? O_CREAT : 0);
+      const flags = O_RDWR | O_NOFOLLOW | O_NONBLOCK | (index === 0 ? O_CREAT : 0);
       fd = openSync(file, flags, 0o600);
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code;

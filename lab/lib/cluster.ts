@@ -1,0 +1,427 @@
+/**
+ * A NATS cluster inside the lab network: three (or `size`) nats-servers, each in
+ * its own network namespace on the lab switch, routes between them, JetStream
+ * clustered (the control plane keeps its streams with 3 replicas), one CA and a
+ * certificate (and pin) per server. Optionally a leaf-node server for a "site":
+ * its own namespace with an uplink on the lab switch and a second link on the
+ * site's switch, where the site's machines live and reach the cluster only
+ * through it.
+ */
+import { join } from "node:path";
+import { makeCertificates } from "./certs.ts";
+import { CgroupSet } from "./cgroup.ts";
+import { LabError } from "./errors.ts";
+import type { LabSwitch, Port } from "./net.ts";
+import { SUBNET_PREFIX } from "./net.ts";
+import { run, type RunOptions, type RunResult, sleep, tail, until } from "./_run.ts";
+
+/** Client port of every server. */
+export const NATS_PORT = 4222;
+/** Route port of every cluster server. */
+export const ROUTE_PORT = 6222;
+/** Leaf-node port of every cluster server (a site's leaf connects to it). */
+export const LEAF_PORT = 7422;
+/** Monitoring port (/varz, /jsz) of every server. */
+export const HTTP_PORT = 8222;
+/** The name of the lab's cluster. */
+export const CLUSTER_NAME = "noxlab";
+/** The cluster's JetStream domain (a site's leaf reaches its API as `$JS.noxlab.API.…`). */
+export const JS_DOMAIN = "noxlab";
+
+/** What a cluster needs from its lab. */
+export interface ClusterHost {
+  readonly id: string;
+  readonly dir: string;
+  readonly net: LabSwitch;
+}
+
+/** One server as the control plane sees it (before it starts). */
+export interface ServerFacts {
+  name: string;
+  /** URL by address (clients in lab namespaces). */
+  url: string;
+  address: string;
+  pin: string;
+  dir: string;
+  configFile: string;
+  pidFile: string;
+  logFile: string;
+}
+
+/** One nats-server in its own namespace (a cluster member, or a site's leaf). */
+export class NatsServer implements ServerFacts {
+  readonly name: string;
+  readonly url: string;
+  readonly address: string;
+  readonly pin: string;
+  readonly dir: string;
+  readonly configFile: string;
+  readonly pidFile: string;
+  readonly logFile: string;
+  readonly netns: string;
+  /** The namespace's uplink on the lab switch (a leaf's uplink is cut through it). */
+  readonly port: Port;
+  private child: Deno.ChildProcess | undefined;
+  private alive = false;
+  private cgroups: CgroupSet | undefined;
+
+  constructor(facts: ServerFacts, netns: string, port: Port) {
+    this.name = facts.name;
+    this.url = facts.url;
+    this.address = facts.address;
+    this.pin = facts.pin;
+    this.dir = facts.dir;
+    this.configFile = facts.configFile;
+    this.pidFile = facts.pidFile;
+    this.logFile = facts.logFile;
+    this.netns = netns;
+    this.port = port;
+  }
+
+  /** Whether nats-server runs now. */
+  get running(): boolean {
+    return this.alive;
+  }
+
+  /** Starts nats-server in its namespace (its own cgroup) and waits until it is ready. */
+  async start(timeoutMs = 30_000): Promise<void> {
+    if (this.alive) return;
+    const before = (await this.logText()).length;
+    this.cgroups ??= await CgroupSet.create(this.netns);
+    this.child = new Deno.Command("/bin/sh", {
+      args: [
+        "-c",
+        `${this.cgroups.joinScript()} && exec setsid /usr/bin/nsenter --net="/run/netns/$1" -- ` +
+        `nats-server -c "$2" -l "$3"`,
+        "lab-nats",
+        this.netns,
+        this.configFile,
+        this.logFile,
+      ],
+      stdin: "null",
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    this.alive = true;
+    const child = this.child;
+    child.status.then(() => {
+      if (this.child === child) this.alive = false;
+    });
+    try {
+      await until(`${this.name} logs "Server is ready"`, timeoutMs, async () => {
+        if (!this.alive) throw new Error("nats-server exited");
+        return (await this.logText()).slice(before).includes("Server is ready") ? true : undefined;
+      });
+    } catch (error) {
+      throw new LabError(
+        "broker-failed",
+        `nats-server ${this.name} did not start (${
+          error instanceof Error ? error.message : error
+        }); log:\n${tail((await this.logText()).slice(before))}`,
+      );
+    }
+  }
+
+  /** SIGKILL (a crash, not a goodbye); waits until it is gone. */
+  async kill(): Promise<void> {
+    if (!this.child || !this.alive) return;
+    try {
+      this.child.kill("SIGKILL");
+    } catch { /* gone */ }
+    await this.child.status;
+  }
+
+  /** Stops nats-server (TERM, KILL after 5 s) and removes its cgroups. */
+  async stop(): Promise<void> {
+    if (this.child && this.alive) {
+      try {
+        this.child.kill("SIGTERM");
+      } catch { /* gone */ }
+      const done = await Promise.race([
+        this.child.status.then(() => true),
+        sleep(5000).then(() => false),
+      ]);
+      if (!done) await this.kill();
+    }
+    await this.cgroups?.destroy();
+    this.cgroups = undefined;
+  }
+
+  /** Runs argv on the host's file system inside this server's network namespace. */
+  exec(argv: readonly string[], options: RunOptions = {}): Promise<RunResult> {
+    return run(["/usr/bin/nsenter", `--net=/run/netns/${this.netns}`, "--", ...argv], {
+      check: false,
+      ...options,
+    });
+  }
+
+  /** A monitoring endpoint's JSON (e.g. "varz", "jsz?accounts=true"), read in its namespace. */
+  async monitor(path: string): Promise<Record<string, unknown>> {
+    const r = await this.exec(
+      ["curl", "-sf", "--max-time", "5", `http://${this.address}:${HTTP_PORT}/${path}`],
+      { timeoutMs: 10_000 },
+    );
+    if (r.code !== 0) {
+      throw new LabError("broker-failed", `${this.name} /${path}: curl exit ${r.code}`);
+    }
+    return JSON.parse(r.stdout);
+  }
+
+  /** The nats-server log so far. */
+  logText(): Promise<string> {
+    return Deno.readTextFile(this.logFile).catch(() => "");
+  }
+}
+
+/** Options of {@link BrokerCluster.start}. */
+export interface ClusterOptions {
+  /** Number of servers (default 3). */
+  size?: number;
+  /**
+   * Called after the certificates exist and before any server starts: returns the
+   * configuration every server appends (the control plane's `include` of its
+   * accounts), so that the accounts exist from the first start on.
+   */
+  prepare?: (servers: readonly ServerFacts[]) => Promise<string> | string;
+}
+
+/** First address of the cluster's servers on the lab switch (.3, .4, .5). */
+const FIRST_SERVER = 3;
+/** The leaf's uplink address on the lab switch. */
+const LEAF_UPLINK = 9;
+
+/** The lab's NATS cluster (and its sites' leaf servers). */
+export class BrokerCluster {
+  readonly servers: readonly NatsServer[];
+  /** The lab CA (PEM) every server's certificate is signed by. */
+  readonly caPem: string;
+  readonly dir: string;
+  readonly leaves: NatsServer[] = [];
+  private readonly host: ClusterHost;
+  private extra = "";
+  private leafPassword = "";
+
+  private constructor(host: ClusterHost, servers: NatsServer[], caPem: string, dir: string) {
+    this.host = host;
+    this.servers = servers;
+    this.caPem = caPem;
+    this.dir = dir;
+  }
+
+  /** Makes the certificates, namespaces and configurations, then starts every server. */
+  static async start(host: ClusterHost, options: ClusterOptions = {}): Promise<BrokerCluster> {
+    const size = options.size ?? 3;
+    const dir = join(host.dir, "cluster");
+    const facts: ServerFacts[] = [];
+    let caPem = "";
+    for (let i = 1; i <= size; i++) {
+      const name = `nats${i}`;
+      const address = `${SUBNET_PREFIX}.${FIRST_SERVER + i - 1}`;
+      const serverDir = join(dir, name);
+      await Deno.mkdir(join(serverDir, "jetstream"), { recursive: true });
+      const certs = await makeCertificates(dir, {
+        names: [`${name}.lab`],
+        ips: [address],
+        caName: "nox-mesh-host lab CA",
+        server: name,
+      });
+      caPem = certs.caPem;
+      facts.push({
+        name,
+        url: `tls://${address}:${NATS_PORT}`,
+        address,
+        pin: certs.fingerprint256,
+        dir: serverDir,
+        configFile: join(serverDir, "nats.conf"),
+        pidFile: join(serverDir, "nats.pid"),
+        logFile: join(serverDir, "nats.log"),
+      });
+    }
+    const extra = options.prepare ? await options.prepare(facts) : "";
+    const leafPassword = crypto.randomUUID().replaceAll("-", "");
+    const servers: NatsServer[] = [];
+    for (const f of facts) {
+      await Deno.writeTextFile(
+        f.configFile,
+        memberConfig(
+          f,
+          dir,
+          facts.filter((o) => o !== f).map((o) => o.address),
+          extra,
+          leafPassword,
+        ),
+      );
+      const netns = `${host.id}-${f.name}`;
+      servers.push(new NatsServer(f, netns, await host.net.attach(netns, f.address)));
+    }
+    const cluster = new BrokerCluster(host, servers, caPem, dir);
+    cluster.extra = extra;
+    cluster.leafPassword = leafPassword;
+    try {
+      // The servers wait for each other's routes: start all, then wait for all.
+      await Promise.all(servers.map((s) => s.start()));
+    } catch (error) {
+      await cluster.stop().catch(() => {});
+      throw error;
+    }
+    return cluster;
+  }
+
+  /** URLs of the cluster's servers (by address). */
+  get urls(): string[] {
+    return this.servers.map((s) => s.url);
+  }
+
+  /**
+   * Starts a leaf-node server for a site: its namespace has an uplink (eth0) on the
+   * lab switch and a link (site0) on `site` (a second switch) at `siteAddress`. It
+   * holds the same accounts as the cluster (`extra`, the control plane's include), runs
+   * no JetStream, and binds its CONTROL to the cluster's CONTROL over one leaf
+   * connection (to any server of the cluster). It listens for the site's clients with
+   * its own certificate under the lab CA. `prepare` runs before it starts (the control
+   * plane records it, for reloads and site tokens).
+   */
+  async startLeaf(
+    site: LabSwitch,
+    siteAddress: string,
+    extra: string,
+    prepare?: (leaf: ServerFacts) => Promise<void>,
+  ): Promise<NatsServer> {
+    const name = `leaf${this.leaves.length + 1}`;
+    const dir = join(this.dir, name);
+    await Deno.mkdir(join(dir, "jetstream"), { recursive: true });
+    const certs = await makeCertificates(this.dir, {
+      names: [`${name}.site`],
+      ips: [siteAddress],
+      caName: "nox-mesh-host lab CA",
+      server: name,
+    });
+    const netns = `${this.host.id}-${name}`;
+    const uplinkAddress = `${SUBNET_PREFIX}.${LEAF_UPLINK + this.leaves.length}`;
+    const port = await this.host.net.attach(netns, uplinkAddress);
+    await site.plugIn(netns, siteAddress, "site0");
+    const facts: ServerFacts = {
+      name,
+      url: `tls://${siteAddress}:${NATS_PORT}`,
+      address: siteAddress,
+      pin: certs.fingerprint256,
+      dir,
+      configFile: join(dir, "nats.conf"),
+      pidFile: join(dir, "nats.pid"),
+      logFile: join(dir, "nats.log"),
+    };
+    await Deno.writeTextFile(
+      facts.configFile,
+      leafConfig(facts, this.dir, this.servers.map((s) => s.address), this.leafPassword, extra),
+    );
+    await prepare?.(facts);
+    const leaf = new NatsServer(facts, netns, port);
+    this.leaves.push(leaf);
+    await leaf.start();
+    return leaf;
+  }
+
+  /** Stops every server and leaf and removes their cgroups (namespaces go with the switch). */
+  async stop(): Promise<void> {
+    const problems: string[] = [];
+    await Promise.all(
+      [...this.leaves, ...this.servers].map((s) =>
+        s.stop().catch((e) => problems.push(`${s.name}: ${e}`))
+      ),
+    );
+    if (problems.length) {
+      throw new LabError("broker-failed", `cannot stop the cluster:\n${problems.join("\n")}`);
+    }
+  }
+
+  /** The configuration every server appends (the control plane's accounts). */
+  get extraConfig(): string {
+    return this.extra;
+  }
+}
+
+function common(f: ServerFacts, certDir: string, extra: string, jetstream = true): string {
+  // A leaf runs no JetStream: the cluster's answers every $JS.API request of CONTROL.
+  const js = jetstream
+    ? `jetstream {
+  domain: ${JS_DOMAIN}
+  store_dir: "${join(f.dir, "jetstream")}"
+  max_memory_store: 64MB
+  max_file_store: 256MB
+}`
+    : "";
+  return `server_name: ${f.name}
+listen: "${f.address}:${NATS_PORT}"
+http: "${f.address}:${HTTP_PORT}"
+pid_file: "${f.pidFile}"
+${js}
+tls {
+  cert_file: "${join(certDir, `${f.name}.pem`)}"
+  key_file: "${join(certDir, `${f.name}.key`)}"
+  timeout: 5
+}
+${extra}
+`;
+}
+
+/** The user a site's leaf server logs in as on the cluster's leaf port (bound to CONTROL). */
+export const LEAF_USER = "site-leaf";
+
+function memberConfig(
+  f: ServerFacts,
+  certDir: string,
+  others: string[],
+  extra: string,
+  leafPassword: string,
+): string {
+  return `# nox-mesh-host lab: one server of the cluster (generated)
+${common(f, certDir, extra)}
+cluster {
+  name: ${CLUSTER_NAME}
+  listen: "${f.address}:${ROUTE_PORT}"
+  routes: [
+${others.map((a) => `    "nats-route://${a}:${ROUTE_PORT}"`).join("\n")}
+  ]
+}
+leafnodes {
+  listen: "${f.address}:${LEAF_PORT}"
+  tls {
+    cert_file: "${join(certDir, `${f.name}.pem`)}"
+    key_file: "${join(certDir, `${f.name}.key`)}"
+    timeout: 5
+  }
+  # Only a site's leaf server logs in here, into CONTROL: the nodes' and join keys'
+  # accounts live on the leaf too and reach CONTROL there, by their own imports.
+  authorization {
+    users: [ { user: "${LEAF_USER}", password: "${leafPassword}", account: "CONTROL" } ]
+  }
+}
+`;
+}
+
+function leafConfig(
+  f: ServerFacts,
+  certDir: string,
+  hub: string[],
+  password: string,
+  extra: string,
+): string {
+  // nats-server 2.9 takes no nkey for a remote: the user and password go in the URL.
+  const urls = hub.map((a) => `"nats-leaf://${LEAF_USER}:${password}@${a}:${LEAF_PORT}"`);
+  return `# nox-mesh-host lab: a site's leaf-node server (generated)
+${common(f, certDir, extra, false)}
+# A cut uplink is noticed within seconds (the default pings every 2 minutes).
+ping_interval: "2s"
+ping_max: 2
+leafnodes {
+  reconnect: 1
+  remotes: [
+    {
+      urls: [${urls.join(", ")}]
+      account: "CONTROL"
+      tls: { ca_file: "${join(certDir, "ca.pem")}" }
+    }
+  ]
+}
+`;
+}

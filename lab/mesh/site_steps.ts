@@ -1,0 +1,124 @@
+/**
+ * Scenario steps for a site behind a leaf server (scenario site): the leaf comes
+ * up in its own namespace between the lab switch and the site's switch, its
+ * uplink is cut and restored, and a site machine is shown to have no route but
+ * through it.
+ */
+import { join } from "node:path";
+import type { Lab } from "../lib/lab.ts";
+import type { NatsServer } from "../lib/cluster.ts";
+import { SITE_PREFIX } from "../lib/net.ts";
+import { run, until } from "../lib/_run.ts";
+import { fail, type Step } from "../lib/scenario.ts";
+import { includeAuth } from "./broker.ts";
+import { clusterOf } from "./fleet_steps.ts";
+import { withState } from "./state.ts";
+
+/**
+ * A site's leaf server comes up: its own namespace with an uplink on the lab switch
+ * and a link on the site's switch (10.251.0.2); the same accounts as the cluster;
+ * its CONTROL bound to the cluster's over one leaf connection. The control plane
+ * records it (reloads reach it; `tokens --via NAME` name it).
+ */
+export function siteLeafUp(): Step {
+  return {
+    title: "a site's leaf server comes up (uplink to the cluster, the same accounts, no JetStream)",
+    timeoutS: 60,
+    async run(ctx) {
+      const cluster = clusterOf(ctx.lab);
+      const dir = join(ctx.lab.dir, "mesh");
+      const leaf = await cluster.startLeaf(
+        await ctx.lab.site(),
+        `${SITE_PREFIX}.2`,
+        // The leaf's configuration lies beside the servers': the same depth.
+        includeAuth(cluster.servers[0].configFile, dir, true),
+        async (facts) => {
+          await withState(dir, (s) => {
+            s.leaves = {
+              ...s.leaves,
+              [facts.name]: {
+                url: facts.url,
+                pin: facts.pin,
+                pidFile: facts.pidFile,
+                logFile: facts.logFile,
+              },
+            };
+          });
+        },
+      );
+      await until("the leaf's connection to the cluster", 30_000, async () => {
+        const leafz = await leaf.monitor("leafz").catch(() => undefined);
+        return Number(leafz?.leafnodes ?? 0) >= 1 ? true : undefined;
+      });
+    },
+  };
+}
+
+function leafOf(lab: Lab): NatsServer {
+  const leaf = clusterOf(lab).leaves[0];
+  if (!leaf) fail("a site's leaf server", "none (siteLeafUp first)");
+  return leaf;
+}
+
+/** Pulls the leaf's uplink: its eth0 goes down inside its namespace. */
+export function cutLeafUplink(): Step {
+  return {
+    title: "cut the leaf's uplink (ip link set eth0 down in its namespace)",
+    async run(ctx) {
+      const r = await run([
+        "/usr/sbin/ip",
+        "-n",
+        leafOf(ctx.lab).netns,
+        "link",
+        "set",
+        "eth0",
+        "down",
+      ], {
+        check: false,
+      });
+      if (r.code !== 0) fail("the uplink down", r.stderr.trim());
+    },
+  };
+}
+
+/** Plugs the leaf's uplink back in (its address and route come back with the link). */
+export function restoreLeafUplink(): Step {
+  return {
+    title: "restore the leaf's uplink",
+    async run(ctx) {
+      const leaf = leafOf(ctx.lab);
+      const r = await run(["/usr/sbin/ip", "-n", leaf.netns, "link", "set", "eth0", "up"], {
+        check: false,
+      });
+      if (r.code !== 0) fail("the uplink up", r.stderr.trim());
+    },
+  };
+}
+
+/** The leaf reports its connection to the cluster (`/leafz`), or none. */
+export function assertLeafConnected(connected: boolean): Step {
+  return {
+    title: `assert the leaf ${connected ? "is" : "is not"} connected to the cluster`,
+    async run(ctx) {
+      const leafz = await leafOf(ctx.lab).monitor("leafz");
+      const n = Number(leafz.leafnodes ?? 0);
+      if ((n > 0) !== connected) fail(connected ? "a leaf connection" : "none", `${n}`);
+    },
+  };
+}
+
+/** A site machine has no route to any server of the cluster (only to its leaf). */
+export function assertOnlyThroughLeaf(machine: string): Step {
+  return {
+    title: `assert ${machine} has no route to the cluster's servers, only to the leaf`,
+    async run(ctx) {
+      const m = ctx.machine(machine);
+      for (const s of clusterOf(ctx.lab).servers) {
+        const r = await m.exec(["ip", "route", "get", s.address]);
+        if (r.code === 0) fail(`no route to ${s.address}`, r.stdout.trim());
+      }
+      const r = await m.exec(["ip", "route", "get", leafOf(ctx.lab).address]);
+      if (r.code !== 0) fail(`a route to the leaf`, r.stderr.trim());
+    },
+  };
+}
