@@ -7,7 +7,7 @@
  * switches to it by renames. Only the tarball build carries it
  * (packaging/tarball/adapters.ts); every other package goes to the machine's own manager.
  */
-import { constants } from "node:fs";
+import { constants, fchmodSync, fchownSync } from "node:fs";
 import { open } from "node:fs/promises";
 import { posix } from "node:path";
 import { sha256Hex } from "../../src/declaration/canonical.ts";
@@ -63,8 +63,9 @@ async function writeNew(path: string, data: Uint8Array, mode: number): Promise<v
   try {
     let done = 0;
     while (done < data.length) done += (await file.write(data, done)).bytesWritten;
-    await file.chown(0, 0);
-    await file.chmod(mode);
+    // Owner and mode on the open descriptor (fchown, fchmod), never by name.
+    fchownSync(file.fd, 0, 0);
+    fchmodSync(file.fd, mode);
     await file.sync();
   } finally {
     await file.close();
@@ -76,8 +77,8 @@ async function makeDirectory(path: string): Promise<void> {
   await Deno.mkdir(path, { mode: 0o700 });
   const dir = await open(path, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
   try {
-    await dir.chown(0, 0);
-    await dir.chmod(0o755);
+    fchownSync(dir.fd, 0, 0);
+    fchmodSync(dir.fd, 0o755);
   } finally {
     await dir.close();
   }
