@@ -11,7 +11,7 @@ import type { Lab } from "../lib/lab.ts";
 import { HOST_PATH, hostCommand } from "../lib/host.ts";
 import type { Machine } from "../lib/machine.ts";
 import { fail, type Step, type StepContext } from "../lib/scenario.ts";
-import { controlNetns, mesh, MESH_FLAGS } from "./steps.ts";
+import { mesh, meshArgs } from "./steps.ts";
 import { CHECKOUT } from "../lib/bundle.ts";
 import type { RolloutRow, StreamPlacement } from "./fleet.ts";
 import type { BrokerCluster, NatsServer } from "../lib/cluster.ts";
@@ -66,21 +66,13 @@ export function enrolFleet(nodes: string[], via?: string): Step {
         string
       >;
       const serve = new Deno.Command("nsenter", {
-        args: [
-          `--net=/run/netns/${controlNetns(ctx.lab)}`,
-          "--",
-          "deno",
-          "run",
-          ...MESH_FLAGS,
-          "lab/mesh/cli.ts",
+        args: meshArgs(ctx, [
           "serve",
           "--count",
           String(nodes.length),
           "--timeout",
           String(60 + nodes.length * 10),
-          "--dir",
-          join(ctx.lab.dir, "mesh"),
-        ],
+        ]),
         cwd: CHECKOUT,
         stdin: "null",
         stdout: "piped",
@@ -233,21 +225,7 @@ export function rolloutFleet(
       // Half the fleet gets its declaration, then the action, then the other half.
       const half = Math.floor(nodes.length / 2);
       const child = new Deno.Command("nsenter", {
-        args: [
-          `--net=/run/netns/${controlNetns(ctx.lab)}`,
-          "--",
-          "deno",
-          "run",
-          ...MESH_FLAGS,
-          "lab/mesh/cli.ts",
-          ...args,
-          "--pause-after",
-          String(half),
-          "--pause-ms",
-          "1500",
-          "--dir",
-          join(ctx.lab.dir, "mesh"),
-        ],
+        args: meshArgs(ctx, [...args, "--pause-after", String(half), "--pause-ms", "1500"]),
         cwd: CHECKOUT,
         stdin: "null",
         stdout: "piped",

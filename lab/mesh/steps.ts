@@ -71,23 +71,31 @@ export function controlNetns(lab: Lab): string {
 
 /** Runs `deno task mesh ARGS` in the control plane's namespace; returns stdout (fails on exit ≠ 0). */
 export async function mesh(ctx: StepContext, args: string[], timeoutMs = 60_000): Promise<string> {
-  const r = await run(
-    [
-      "/usr/bin/nsenter",
-      `--net=/run/netns/${controlNetns(ctx.lab)}`,
-      "--",
-      "deno",
-      "run",
-      ...MESH_FLAGS,
-      "lab/mesh/cli.ts",
-      ...args,
-      "--dir",
-      meshDir(ctx.lab),
-    ],
-    { cwd: CHECKOUT, timeoutMs, check: false },
-  );
+  const r = await run(["/usr/bin/nsenter", ...meshArgs(ctx, args)], {
+    cwd: CHECKOUT,
+    timeoutMs,
+    check: false,
+  });
   if (r.code !== 0) fail(`mesh ${args[0]} to succeed`, `exit ${r.code}: ${r.stderr.trim()}`);
   return r.stdout;
+}
+
+/**
+ * The arguments of `nsenter` that run `deno task mesh ARGS` (with the mesh's
+ * permission flags) inside the control plane's network namespace, on this lab's mesh.
+ */
+export function meshArgs(ctx: StepContext, args: readonly string[]): string[] {
+  return [
+    `--net=/run/netns/${controlNetns(ctx.lab)}`,
+    "--",
+    "deno",
+    "run",
+    ...MESH_FLAGS,
+    "lab/mesh/cli.ts",
+    ...args,
+    "--dir",
+    meshDir(ctx.lab),
+  ];
 }
 
 /** The control plane comes up: mesh state, the broker loads its users, the streams exist. */
@@ -174,20 +182,7 @@ export function enrol(machine: string, node: string, token?: () => string): Step
     async run(ctx) {
       const text = token ? token() : (await mesh(ctx, ["token", node])).trim();
       const serve = new Deno.Command("nsenter", {
-        args: [
-          `--net=/run/netns/${controlNetns(ctx.lab)}`,
-          "--",
-          "deno",
-          "run",
-          ...MESH_FLAGS,
-          "lab/mesh/cli.ts",
-          "serve",
-          "--once",
-          "--timeout",
-          "90",
-          "--dir",
-          meshDir(ctx.lab),
-        ],
+        args: meshArgs(ctx, ["serve", "--once", "--timeout", "90"]),
         cwd: CHECKOUT,
         stdin: "null",
         stdout: "piped",
