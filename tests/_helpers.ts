@@ -124,3 +124,27 @@ export async function exists(path: string): Promise<boolean> {
     throw error;
   }
 }
+
+/** A scratch machine whose configured bundle lives in its own (empty) package directory. */
+export async function bundledMachine(): Promise<Scratch & { bundle: string }> {
+  const pkg = await Deno.makeTempDir({ prefix: "noxst-pkg-" });
+  const bundle = posix.join(pkg, "substrate.lock");
+  const s = await scratch({ bundle });
+  return {
+    ...s,
+    bundle,
+    async [Symbol.asyncDispose]() {
+      await s[Symbol.asyncDispose]();
+      await Deno.remove(pkg, { recursive: true });
+    },
+  };
+}
+
+/** A file's text, or `undefined` when it cannot be read (absent). */
+export async function readOr(path: string): Promise<string | undefined> {
+  try {
+    return await Deno.readTextFile(path);
+  } catch {
+    return undefined;
+  }
+}

@@ -6,36 +6,13 @@
  */
 import assert from "node:assert/strict";
 import { posix } from "node:path";
-import { runHost, type Scratch, scratch } from "./_helpers.ts";
+import { bundledMachine, readOr, runHost } from "./_helpers.ts";
 import { fileResource, spawnHost, startMesh } from "./_mesh.ts";
 
 const REPO = new URL("..", import.meta.url).pathname;
 
-/** A scratch machine whose configured bundle lives in its own (empty) package directory. */
-async function machine(): Promise<Scratch & { bundle: string }> {
-  const pkg = await Deno.makeTempDir({ prefix: "noxst-pkg-" });
-  const bundle = posix.join(pkg, "substrate.lock");
-  const s = await scratch({ bundle });
-  return {
-    ...s,
-    bundle,
-    async [Symbol.asyncDispose]() {
-      await s[Symbol.asyncDispose]();
-      await Deno.remove(pkg, { recursive: true });
-    },
-  };
-}
-
-async function readOr(path: string): Promise<string | undefined> {
-  try {
-    return await Deno.readTextFile(path);
-  } catch {
-    return undefined;
-  }
-}
-
 Deno.test("run holds `apply --bundle OTHER` to the body stored then: a later edit of OTHER (an action) is never read", async () => {
-  await using s = await machine();
+  await using s = await bundledMachine();
   const kept = `${s.root}/kept`;
   const other = posix.join(s.dir, "other.lock");
   const resources: unknown[] = [fileResource("kept", kept, "bundle\n")];
@@ -64,7 +41,7 @@ Deno.test("run holds `apply --bundle OTHER` to the body stored then: a later edi
 });
 
 Deno.test("run: a failed apply records no known-good; the failure counter is cleared (the program ran)", async () => {
-  await using s = await machine();
+  await using s = await bundledMachine();
   // The parent of the declared file is a regular file: the apply fails every time.
   await Deno.writeTextFile(`${s.root}/plain`, "not a directory\n");
   const declaration = await s.declaration([fileResource("f", `${s.root}/plain/f`, "x\n")]);
@@ -84,7 +61,7 @@ Deno.test("run: a failed apply records no known-good; the failure counter is cle
 });
 
 Deno.test("run: a refused bundle records no known-good; the failure counter is cleared (the program ran)", async () => {
-  await using s = await machine();
+  await using s = await bundledMachine();
   await Deno.writeTextFile(s.bundle, `{"version": 1, "resources": [{"type": "nonsense"}]}`);
   await Deno.mkdir(s.stateDir, { recursive: true });
   await Deno.writeTextFile(posix.join(s.stateDir, "failures"), "1\n");
@@ -128,7 +105,7 @@ async function holdApplyLock(stateDir: string): Promise<{ release(): Promise<voi
 
 Deno.test("a declaration pushed while another process holds the apply lock past the wait is applied once the lock is free", async () => {
   await using mesh = await startMesh();
-  await using s = await machine();
+  await using s = await bundledMachine();
   const token = await mesh.control.mintToken("node-a");
   const enrolled = await runHost(["enrol", "--token", token], { env: s.env });
   assert.equal(enrolled.code, 0, enrolled.stderr);

@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { posix } from "node:path";
 import { VERSION } from "../src/version.ts";
-import { runHost, type Scratch, scratch } from "./_helpers.ts";
+import { bundledMachine, readOr, runHost, type Scratch } from "./_helpers.ts";
 import { fileResource, type Mesh, spawnHost, startMesh, until } from "./_mesh.ts";
 
 type Report = Record<string, unknown>;
@@ -18,29 +18,9 @@ async function node(mesh: Mesh, name: string, s: Scratch): Promise<void> {
   assert.equal(run.code, 0, run.stderr);
 }
 
-function machine(): Promise<Scratch> {
-  return Deno.makeTempDir({ prefix: "noxln-pkg-" }).then((pkg) =>
-    scratch({ bundle: posix.join(pkg, "substrate.lock") }).then((s) => ({
-      ...s,
-      async [Symbol.asyncDispose]() {
-        await s[Symbol.asyncDispose]();
-        await Deno.remove(pkg, { recursive: true });
-      },
-    }))
-  );
-}
-
-async function readOr(path: string): Promise<string | undefined> {
-  try {
-    return await Deno.readTextFile(path);
-  } catch {
-    return undefined;
-  }
-}
-
 Deno.test("run applies pushed declarations, reports and heartbeats; refusals are reported and apply nothing", async () => {
   await using mesh = await startMesh();
-  await using s = await machine();
+  await using s = await bundledMachine();
   await node(mesh, "node-a", s);
   await Deno.writeTextFile(posix.join(s.stateDir, "failures"), "2\n");
   await using host = await spawnHost(["run", "--heartbeat-interval", "1"], s.env);
@@ -140,7 +120,7 @@ Deno.test("run applies pushed declarations, reports and heartbeats; refusals are
 
 Deno.test("declarations published while the node is away arrive on reconnect: the latest, not the older", async () => {
   await using mesh = await startMesh();
-  await using s = await machine();
+  await using s = await bundledMachine();
   await node(mesh, "node-a", s);
   await using host = await spawnHost(["run", "--heartbeat-interval", "1"], s.env);
   await host.waitLog(/link: up to /);
@@ -190,7 +170,7 @@ Deno.test("declarations published while the node is away arrive on reconnect: th
 
 Deno.test("without identity the bundle is applied; after enrol the running service takes declarations", async () => {
   await using mesh = await startMesh();
-  await using s = await machine();
+  await using s = await bundledMachine();
   const config = JSON.parse(await Deno.readTextFile(s.configPath));
   const kept = `${s.root}/substrate`;
   await Deno.writeTextFile(
@@ -224,7 +204,7 @@ Deno.test("without identity the bundle is applied; after enrol the running servi
 
 Deno.test("with no broker reachable the node holds its machine from the store and repairs drift on the timer", async () => {
   await using mesh = await startMesh();
-  await using s = await machine();
+  await using s = await bundledMachine();
   await node(mesh, "node-a", s);
   const f = `${s.root}/f`;
   const declaration = await s.declaration([fileResource("f", f, "held\n")]);
@@ -251,7 +231,7 @@ Deno.test("with no broker reachable the node holds its machine from the store an
 });
 
 Deno.test("a second run on the same state directory waits for the first, and takes over when it ends", async () => {
-  await using s = await machine();
+  await using s = await bundledMachine();
   await using first = await spawnHost(["run", "--heartbeat-interval", "1"], s.env);
   await first.waitLog(/run: \S+ completed a reconcile/);
   await using second = await spawnHost(["run", "--heartbeat-interval", "1"], s.env);
@@ -266,7 +246,7 @@ Deno.test("a second run on the same state directory waits for the first, and tak
 });
 
 Deno.test("a run still waiting for the service lock stops at once, with 0, on SIGTERM", async () => {
-  await using s = await machine();
+  await using s = await bundledMachine();
   await using first = await spawnHost(["run"], s.env);
   await first.waitLog(/run: \S+ completed a reconcile/);
   await using second = await spawnHost(["run"], s.env);
