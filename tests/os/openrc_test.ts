@@ -5,6 +5,7 @@ import { openrc, parseRcUpdateShow } from "../../os/openrc/mod.ts";
 import { posixFileSystem } from "../../os/posix-fs/mod.ts";
 import { outcomes, testEngine } from "../_engine.ts";
 import { CAN_RAISE, machineTest, oneMachine } from "./_machine.ts";
+import { file as fileResource } from "../_declarations.ts";
 
 const SCRIPT = `#!/sbin/openrc-run
 description="noxad test service"
@@ -117,15 +118,7 @@ Deno.test({
     const services = openrc({ via: m.via, root: `/proc/${m.machine.leader}/root` });
     await using engine = await testEngine({ fs: posixFileSystem(), services });
     const conf = await Deno.makeTempFile({ dir: "/tmp", prefix: "noxad-conf-" });
-    const file = (content: string) => ({
-      type: "file",
-      id: "conf",
-      path: conf,
-      content,
-      mode: "0644",
-      owner: "root",
-      group: "root",
-    });
+    const file = (content: string) => fileResource({ id: "conf", path: conf, content });
     const svc = (name: string, id = "svc") => ({
       type: "service",
       id,

@@ -7,6 +7,7 @@ import { newKindContext } from "../../src/resources/kind.ts";
 import { serviceKind } from "../../src/resources/service.ts";
 import { outcomes, testEngine } from "../_engine.ts";
 import { CAN_RAISE, machineTest, oneMachine } from "./_machine.ts";
+import { file as fileResource } from "../_declarations.ts";
 
 const UNIT = "/etc/systemd/system/noxad-svc.service";
 const unitFile = (description: string) =>
@@ -135,15 +136,7 @@ Deno.test({
     const services = systemd({ via: m.via });
     await using engine = await testEngine({ fs: posixFileSystem(), services });
     const conf = await Deno.makeTempFile({ dir: "/tmp", prefix: "noxad-conf-" });
-    const file = (content: string) => ({
-      type: "file",
-      id: "conf",
-      path: conf,
-      content,
-      mode: "0644",
-      owner: "root",
-      group: "root",
-    });
+    const file = (content: string) => fileResource({ id: "conf", path: conf, content });
     const svc = {
       type: "service",
       id: "svc",
