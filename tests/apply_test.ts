@@ -462,3 +462,32 @@ Deno.test("no temporary files are left behind by writes", async () => {
   await apply(host, [file("a", `${s.root}/a`, "1b"), file("b", `${s.root}/b`, "2b")]);
   assert.deepEqual([...Deno.readDirSync(s.root)].map((e) => e.name).sort(), ["a", "b"]);
 });
+
+Deno.test("removals cut short by a crash: what is inside a directory is released before it", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  await apply(host, [
+    directory("d", `${s.root}/d`),
+    directory("d-sub", `${s.root}/d/sub`),
+    file("f", `${s.root}/d/sub/f`, "1"),
+    file("g", `${s.root}/d/g`, "2"),
+  ]);
+  // What a process killed in the middle of releasing them leaves: each removal
+  // begun (its intent recorded, held no more), nothing removed yet, and the
+  // temporary file of a write cut short before that. Intents have no position;
+  // the store lists them by key, the directory first.
+  for (const held of host.store.held().reverse()) host.store.beginRelease(held);
+  await Deno.writeTextFile(`${s.root}/d/sub/.f.nox-new`, "half");
+  assert.equal(host.store.heldCount(), 0);
+
+  const report = await apply(host, []);
+  assert.equal(report.outcome, "converged");
+  assert.deepEqual(report.results.map((r) => [r.id, r.outcome]), [
+    ["g", "removed"],
+    ["f", "removed"],
+    ["d-sub", "removed"],
+    ["d", "removed"],
+  ]);
+  assert.deepEqual([...Deno.readDirSync(s.root)], [], "nothing the host made is left behind");
+  assert.deepEqual(host.store.intents(), []);
+});

@@ -8,7 +8,7 @@ import type { Declaration } from "../declaration/envelope.ts";
 import { DeclarationRefused } from "../declaration/envelope.ts";
 import { describeError } from "../errors.ts";
 import type { KindContext, Release } from "../resources/kind.ts";
-import { kindOf, type Resource, resourceKey } from "../resources/mod.ts";
+import { enclosingKeys, kindOf, type Resource, resourceKey } from "../resources/mod.ts";
 import { failed } from "./apply.ts";
 import { parseTrustedDeclaration } from "./parse.ts";
 import type { EngineContext, HeldResource, PlanEntry, ResourceResult } from "./types.ts";
@@ -31,8 +31,7 @@ export async function releaseUndeclared(
   const orphans: HeldResource[] = store.intents()
     .filter((i) => !declared.has(i.key) && !heldKeys.has(i.key))
     .map((i) => ({ ...orphan(i.key, i.spec), position: Number.MAX_SAFE_INTEGER }));
-  const leaving = [...held, ...orphans]
-    .sort((a, b) => b.position - a.position);
+  const leaving = insideFirst([...held, ...orphans].sort((a, b) => b.position - a.position));
 
   for (const item of leaving) {
     const base = { id: item.id, type: item.type, key: item.key };
@@ -67,6 +66,41 @@ export async function releaseUndeclared(
   return undefined;
 }
 
+/**
+ * `items` in the same order, except that nothing is released before what is
+ * inside it: a directory waits for every leaving file or directory below it.
+ * Positions alone do not ensure that: a create or removal cut short by a crash
+ * is known only by its intent, which has no position, and resources applied
+ * from different declarations have positions from each.
+ */
+export function insideFirst<T extends { key: string }>(items: readonly T[]): T[] {
+  const leaving = new Set(items.map((item) => item.key));
+  // For each leaving item, the leaving items that enclose it; and how many each waits for.
+  const enclosing = new Map<string, string[]>();
+  const waitsFor = new Map<string, number>();
+  for (const { key } of items) {
+    const outer = enclosingKeys(key).filter((k) => leaving.has(k));
+    enclosing.set(key, outer);
+    for (const k of outer) waitsFor.set(k, (waitsFor.get(k) ?? 0) + 1);
+  }
+  const byKey = new Map(items.map((item) => [item.key, item]));
+  const deferred = new Set<string>();
+  const out: T[] = [];
+  const emit = (item: T) => {
+    out.push(item);
+    for (const k of enclosing.get(item.key)!) {
+      const left = waitsFor.get(k)! - 1;
+      waitsFor.set(k, left);
+      if (left === 0 && deferred.delete(k)) emit(byKey.get(k)!);
+    }
+  };
+  for (const item of items) {
+    if ((waitsFor.get(item.key) ?? 0) > 0) deferred.add(item.key);
+    else emit(item);
+  }
+  return out;
+}
+
 /** What releasing the held resources `declaration` no longer names would do (changing nothing). */
 export async function planRelease(
   ctx: EngineContext,
@@ -75,7 +109,7 @@ export async function planRelease(
 ): Promise<PlanEntry[]> {
   const entries: PlanEntry[] = [];
   const declared = new Set(declaration.resources.map(resourceKey));
-  const leaving = ctx.store.held((key) => !declared.has(key)).reverse();
+  const leaving = insideFirst(ctx.store.held((key) => !declared.has(key)).reverse());
   for (const item of leaving) {
     const base = { id: item.id, type: item.type, key: item.key };
     const refusal = await heldRecordProblem(ctx, item);

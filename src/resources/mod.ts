@@ -69,3 +69,18 @@ export function kindOf<R extends Resource>(resource: { type: R["type"] }): Resou
 export function resourceKey(resource: Resource): string {
   return kindOf(resource).key(resource);
 }
+
+/**
+ * The keys of what encloses the thing `key` manages: for a path, every
+ * directory above it. Something inside must be released before what holds it.
+ */
+export function enclosingKeys(key: string): string[] {
+  if (!key.startsWith("path:/")) return [];
+  const out: string[] = [];
+  let path = key.slice("path:".length);
+  for (let cut = path.lastIndexOf("/"); cut > 0; cut = path.lastIndexOf("/")) {
+    path = path.slice(0, cut);
+    out.push(`path:${path}`);
+  }
+  return out;
+}
