@@ -1,7 +1,7 @@
 import { type Scenario, waitFor } from "../lib/scenario.ts";
 import { fail, shown, type Step } from "../lib/_step.ts";
 import { hostCommand } from "../lib/host.ts";
-import { assertLastApply, declare, enrol, meshUp, startHost } from "../mesh/steps.ts";
+import { assertLastApply, declare, enrol, mesh, meshUp, startHost } from "../mesh/steps.ts";
 import { addressOf, assertNotOutput, assertOutput, driftUnitFiles } from "./_netkinds.ts";
 
 /** The three nodes, and each one's address on the overlay (which exists only inside them). */
@@ -11,10 +11,7 @@ const overlayAddress = (node: Node) => `10.77.0.${NODES.indexOf(node) + 1}`;
 const PORT = 51820;
 const IF = "mesh0";
 
-/**
- * Each node's WireGuard public key, as the control plane learnt it. The link does not
- * carry it upward yet, so a lab step reads it from the node's `inventory --json`.
- */
+/** Each node's WireGuard public key, as the control plane learnt it from the node's inventory. */
 const keys = new Map<Node, string>();
 const keyOf = (node: Node) => {
   const key = keys.get(node);
@@ -22,20 +19,27 @@ const keyOf = (node: Node) => {
   return key;
 };
 
-/** The control plane reads a node's WireGuard public key from its inventory. */
+/**
+ * The control plane reads a node's WireGuard public key from the last inventory the
+ * node sent over the link, and it is the key the node itself shows (`inventory --json`).
+ */
 function readKey(node: Node): Step {
   return {
-    title: `the control plane reads ${node}'s WireGuard public key (inventory --json)`,
+    title: `the control plane reads ${node}'s WireGuard public key from the inventory it sent`,
     async run(ctx) {
+      const rows = JSON.parse(await mesh(ctx, ["nodes", "--json"])) as {
+        node: string;
+        inventory: { overlayKey?: unknown } | null;
+      }[];
+      const key = rows.find((r) => r.node === node)?.inventory?.overlayKey;
+      if (typeof key !== "string" || !/^[A-Za-z0-9+/]{43}=$/.test(key)) {
+        fail(`an inventory from ${node} with its WireGuard public key`, JSON.stringify(key));
+      }
       const m = ctx.machine(node);
       const r = await m.exec([hostCommand(m), "inventory", "--json"]);
       if (r.code !== 0) fail("inventory to exit 0", `exit ${r.code}: ${shown(r.stderr)}`);
-      const identity = JSON.parse(r.stdout).identity ?? {};
-      if (identity.node !== node) fail(`the identity of ${node}`, JSON.stringify(identity));
-      const key = identity.wireguardPublicKey;
-      if (typeof key !== "string" || !/^[A-Za-z0-9+/]{43}=$/.test(key)) {
-        fail("a WireGuard public key made at enrolment", JSON.stringify(identity));
-      }
+      const own = JSON.parse(r.stdout).identity?.wireguardPublicKey;
+      if (own !== key) fail(`the key ${node} shows itself (${own})`, key);
       keys.set(node, key);
     },
   };
@@ -164,8 +168,8 @@ export const scenario: Scenario = {
   steps: [
     meshUp(),
     ...NODES.map((n) => enrol(n, n)),
-    ...NODES.map(readKey),
     ...NODES.map(startHost),
+    ...NODES.map((n) => waitFor(readKey(n), 60, 1000)),
     ...NODES.map((n) => declareOverlay(n, NODES, 1)),
     ...NODES.map((n) => waitFor(assertLastApply(n, 1, "converged"), 60)),
     ...NODES.map((n) => assertPeers(n, NODES.filter((p) => p !== n))),
