@@ -2,8 +2,10 @@
  * Kernel settings (the `KernelSettings` port) with the `sysctl` program:
  * `sysctl -n KEY` reads, `sysctl -w KEY=VALUE` writes. Deno grants /proc only
  * to a process allowed everything, which the host never is, so the program
- * is the narrow grant. Keys are refused here too unless they are dotted names
- * that stay under /proc/sys (no "/", no empty or ".." parts, not an option).
+ * is the narrow grant. Keys are refused here too unless they are dotted names,
+ * or paths with "/" (whose parts may hold dots: both procps and busybox read
+ * those as paths under /proc/sys), that stay there: no empty, "." or ".."
+ * parts, never an option.
  */
 import type { KernelSettings } from "../../src/providers.ts";
 import { mustRun, runProgram, type RunVia } from "../_run.ts";
@@ -14,11 +16,14 @@ export interface SysctlOptions extends RunVia {
 }
 
 const KEY = /^[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$/;
+const PATH = /^[A-Za-z0-9_][A-Za-z0-9_-]*(\/(?!\.+(\/|$))[A-Za-z0-9_.-]+)+$/;
 
 /** Refuse a key that could name anything but a setting under /proc/sys. */
 export function checkKey(key: string): string {
-  if (!KEY.test(key) || key.length > 255) {
-    throw new TypeError(`"${key}" is not a kernel setting name (dotted words under /proc/sys)`);
+  if (!(KEY.test(key) || PATH.test(key)) || key.length > 255) {
+    throw new TypeError(
+      `"${key}" is not a kernel setting name (dotted words, or a path of words under /proc/sys)`,
+    );
   }
   return key;
 }

@@ -3,8 +3,9 @@
  * back from the kernel ("conntrack is asked what timeout it holds"). The value
  * seen before the host first changes it is recorded (a kind note, written
  * before the change) and restored when the resource is no longer declared.
- * Keys are dotted names of settings under /proc/sys; a key that is not there
- * fails the apply (and the plan), naming it.
+ * Keys are dotted names of settings under /proc/sys, or their paths there with
+ * "/" where a part holds a dot (`net/ipv4/conf/eth0.100/forwarding`); a key
+ * that is not there fails the apply (and the plan), naming it.
  */
 import * as v from "valibot";
 import { resourceId } from "../declaration/fields.ts";
@@ -14,6 +15,29 @@ import { NoProviderError, ResourceError } from "./kind.ts";
 
 /** Dotted setting names: words of letters, digits, _ and -, joined by single dots. */
 export const SYSCTL_KEY = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
+
+/**
+ * A setting's path under /proc/sys, for a name whose parts hold dots (an
+ * interface `eth0.100`): parts of letters, digits, _, - and ., joined by single
+ * slashes, none of them only dots.
+ */
+export const SYSCTL_PATH = /^[A-Za-z0-9_-]+(\/(?!\.+(\/|$))[A-Za-z0-9_.-]+)+$/;
+
+/** Whether `key` names a setting in one of the two forms. */
+export function isSettingName(key: string): boolean {
+  return SYSCTL_KEY.test(key) || SYSCTL_PATH.test(key);
+}
+
+/**
+ * The one name of the setting `key` names: the dotted form, unless a part holds
+ * a dot (then the path form), so `net/ipv4/ip_forward` and `net.ipv4.ip_forward`
+ * are the same setting to the parse and the store.
+ */
+export function settingName(key: string): string {
+  if (!key.includes("/")) return key;
+  const parts = key.split("/");
+  return parts.some((part) => part.includes(".")) ? key : parts.join(".");
+}
 
 const valueText = v.pipe(
   v.string(),
@@ -27,12 +51,13 @@ const SYSCTL_FIELDS = {
   key: v.pipe(
     v.string(),
     v.maxLength(255, "a key is at most 255 characters"),
-    v.regex(
-      SYSCTL_KEY,
+    v.check(
+      isSettingName,
       (i) =>
         `${JSON.stringify(i.input)} is not a setting name such as ` +
-        `"net.netfilter.nf_conntrack_tcp_timeout_established" (words joined by dots; ` +
-        `no "/", no empty or ".." parts)`,
+        `"net.netfilter.nf_conntrack_tcp_timeout_established" (words joined by dots), or its ` +
+        `path under /proc/sys where a part holds a dot, such as ` +
+        `"net/ipv4/conf/eth0.100/forwarding" (no empty, "." or ".." parts)`,
     ),
   ),
   value: v.union(
@@ -53,7 +78,7 @@ export type SysctlResource = v.InferOutput<typeof SysctlSchema>;
 
 /** What two sysctl resources may not both manage: the setting. */
 export function sysctlKey(resource: Pick<SysctlResource, "key">): string {
-  return `sysctl:${resource.key}`;
+  return `sysctl:${settingName(resource.key)}`;
 }
 
 /** A value as the kernel compares it: words separated by single spaces. */
@@ -78,12 +103,12 @@ function settings(ctx: KindContext): KernelSettings {
 const originalNote = (key: string) => `${sysctlKey({ key })}:original`;
 
 async function current(s: KernelSettings, key: string): Promise<string> {
-  const value = await s.read(key);
+  const value = await s.read(settingName(key));
   if (value === null) {
     throw new ResourceError(
       "resource.sysctl-unknown",
       `"${key}" is not a kernel setting on this machine (nothing at /proc/sys/${
-        key.replaceAll(".", "/")
+        key.includes("/") ? key : key.replaceAll(".", "/")
       })`,
       { hint: "check the name, or load the kernel module that provides it first" },
     );
@@ -112,7 +137,7 @@ export const sysctlKind: ResourceKind<SysctlResource, SysctlChange> = {
     if (ctx.notes.get(originalNote(resource.key)) === undefined) {
       ctx.notes.set(originalNote(resource.key), before);
     }
-    await s.write(resource.key, normalValue(resource.value));
+    await s.write(settingName(resource.key), normalValue(resource.value));
   },
 
   async release(
@@ -129,7 +154,7 @@ export const sysctlKind: ResourceKind<SysctlResource, SysctlChange> = {
     }
     if (dryRun) return { outcome: "removed", detail: `would restore ${original}` };
     const s = settings(ctx);
-    await s.write(key, original);
+    await s.write(settingName(key), original);
     const now = await current(s, key);
     if (now !== original) {
       throw new ResourceError(

@@ -80,6 +80,46 @@ Deno.test({
 });
 
 Deno.test({
+  name: "sysctl: a setting whose name holds a dot (interface a.b) is named by its path, and " +
+    "the two spellings of one setting are one resource",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    await using ns = await netns("sc4");
+    await using e = await engine(ns);
+    // An interface whose name holds a dot, as a VLAN's (eth0.100) does.
+    await ns.must(["ip", "link", "add", "a.b", "type", "veth", "peer", "name", "vb"]);
+    const key = "net/ipv4/conf/a.b/forwarding";
+    const read = async () =>
+      (await ns.must(["cat", "/proc/sys/net/ipv4/conf/a.b/forwarding"])).trim();
+    assert.equal(await read(), "0");
+    const r = await e.apply([setting(1, key)]);
+    assert.equal(r.outcome, "converged", r.error);
+    assert.equal(await read(), "1");
+    assert.deepEqual(outcomes(await e.apply([setting(1, key)])), ["conntrack:unchanged"]);
+    const released = await e.apply([]);
+    assert.equal(released.results[0].detail, "restored to 0");
+    assert.equal(await read(), "0");
+
+    // Without a dot in any part, the path is the dotted name: one setting, one resource.
+    const both = await parseDeclaration(
+      JSON.stringify({
+        version: 1,
+        resources: [
+          { type: "sysctl", id: "a", key: "net.ipv4.ip_forward", value: 1 },
+          { type: "sysctl", id: "b", key: "net/ipv4/ip_forward", value: 0 },
+        ],
+      }),
+      PARSE,
+    ).then(() => "accepted", (error) => (error as Error).message);
+    assert.match(
+      both,
+      /resources\[1\]: conflicts with resources\[0\]: both manage sysctl net\.ipv4\.ip_forward/,
+    );
+  },
+});
+
+Deno.test({
   name: "sysctl: a key the kernel does not have fails the apply, naming it",
   sanitizeResources: false,
   sanitizeOps: false,
@@ -104,7 +144,22 @@ Deno.test("sysctl: keys that leave /proc/sys and values with newlines are refuse
     }
     assert.fail(`accepted: ${JSON.stringify(resource)}`);
   };
-  for (const key of ["../../etc/passwd", "net/ipv4/ip_forward", "net..ipv4", ".net", "net.", ""]) {
+  for (
+    const key of [
+      "../../etc/passwd",
+      "net/../../etc/passwd",
+      "net/ipv4/./ip_forward",
+      "net/ipv4/.../x",
+      "net//ipv4",
+      "/net/ipv4",
+      "net/ipv4/",
+      "net/ipv4.conf/a b",
+      "net..ipv4",
+      ".net",
+      "net.",
+      "",
+    ]
+  ) {
     assert.match(await refused(setting(1, key)), /resources\[0\]\.key: .* is not a setting name/);
   }
   assert.match(await refused(setting("1\n2")), /resources\[0\]\.value: a value is one line/);
@@ -113,5 +168,7 @@ Deno.test("sysctl: keys that leave /proc/sys and values with newlines are refuse
   // The adapter refuses them as well, whatever the parse let through.
   assert.throws(() => checkKey("-a"), /not a kernel setting name/);
   assert.throws(() => checkKey("net/../x"), /not a kernel setting name/);
+  assert.throws(() => checkKey("net/ipv4/.."), /not a kernel setting name/);
+  assert.throws(() => checkKey("-w/x"), /not a kernel setting name/);
   await assert.rejects(sysctl().write("net.ipv4.ip_forward", "1\nnet.x=2"), /one line/);
 });
