@@ -3,7 +3,8 @@
  * exactly the transaction a replace would (`nft -c -f -`); a replace is ONE
  * `nft -f -` transaction that makes sure the table exists, deletes it and
  * defines it again, so there is no moment without rules. Read-back is
- * `nft -j list table FAMILY NAME` with handles and counter values dropped
+ * `nft -j list table FAMILY NAME` with handles, counter values and the state
+ * that rules fill (dynamic sets' elements, timeouts' countdowns) dropped
  * (and the table's comment from `nft list table` where the JSON lacks it).
  */
 import { canonicalJson } from "../../src/declaration/canonical.ts";
@@ -48,9 +49,19 @@ export function firstProblem(stderr: string): RulesProblem {
   return { line: line >= 1 ? line : 0, message: m[2].trim() };
 }
 
-/** The kernel's JSON without handles and counter values, as canonical text. */
+/**
+ * The kernel's JSON as canonical text, without what changes by itself: handles,
+ * counter and quota values, the countdown of an element's timeout (`expires`),
+ * and the elements of sets and maps that the rules fill (an `add @set` or
+ * `update @set` statement, or the `dynamic` flag): those are the table's state,
+ * not its rules, and reloading the table to "repair" them would reset every
+ * rate limit and every learnt address.
+ */
 export function normaliseRuleset(json: string): string {
-  const drop = new Set(["handle", "packets", "bytes", "used"]);
+  const drop = new Set(["handle", "packets", "bytes", "used", "expires"]);
+  const parsed = JSON.parse(json) as { nftables?: Record<string, unknown>[] };
+  const objects = (parsed.nftables ?? []).filter((o) => !("metainfo" in o));
+  const filled = setsFilledByRules(objects);
   const clean = (value: unknown): unknown => {
     if (Array.isArray(value)) return value.map(clean);
     if (value === null || typeof value !== "object") return value;
@@ -58,9 +69,41 @@ export function normaliseRuleset(json: string): string {
     for (const [k, v] of Object.entries(value)) if (!drop.has(k)) out[k] = clean(v);
     return out;
   };
-  const parsed = JSON.parse(json) as { nftables?: Record<string, unknown>[] };
-  const objects = (parsed.nftables ?? []).filter((o) => !("metainfo" in o));
-  return canonicalJson({ nftables: clean(objects) });
+  return canonicalJson({
+    nftables: objects.map((o) => {
+      for (const kind of ["set", "map"] as const) {
+        const set = o[kind] as { name?: string; flags?: unknown; elem?: unknown } | undefined;
+        if (!set) continue;
+        const dynamic = Array.isArray(set.flags) && set.flags.includes("dynamic");
+        if (dynamic || filled.has(String(set.name))) {
+          const { elem: _state, ...rest } = set;
+          return clean({ [kind]: rest });
+        }
+      }
+      return clean(o);
+    }),
+  });
+}
+
+/** The names of the sets and maps that a rule's `add`/`update` statement writes to. */
+function setsFilledByRules(objects: Record<string, unknown>[]): Set<string> {
+  const names = new Set<string>();
+  const visit = (value: unknown): void => {
+    if (Array.isArray(value)) return value.forEach(visit);
+    if (value === null || typeof value !== "object") return;
+    for (const [k, v] of Object.entries(value)) {
+      const target = (v as { op?: unknown; set?: unknown; map?: unknown } | null) ?? {};
+      if (
+        (k === "set" || k === "map") && (target.op === "add" || target.op === "update") &&
+        typeof target[k] === "string"
+      ) {
+        names.add((target[k] as string).replace(/^@/, ""));
+      }
+      visit(v);
+    }
+  };
+  objects.filter((o) => "rule" in o).forEach(visit);
+  return names;
 }
 
 /**

@@ -195,3 +195,42 @@ Deno.test({
     assert.equal((await ns.must(["nft", "list", "tables"])).trim(), "");
   },
 });
+
+Deno.test({
+  name: "firewall: what the rules fill (a rate limit's dynamic set, a timeout's countdown) is " +
+    "state, not drift: the table is not reloaded and the state is kept",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    await using ns = await netns("fwd");
+    await using e = await engine(ns);
+    const rules = `set seen {
+  type ipv4_addr; flags dynamic,timeout; timeout 1h;
+}
+set pinned {
+  type ipv4_addr; flags timeout;
+  elements = { 127.0.0.9 timeout 1h }
+}
+chain input {
+  type filter hook input priority 0; policy accept;
+  ip saddr 127.0.0.0/8 tcp dport 8083 add @seen { ip saddr limit rate 10/second } counter
+}`;
+    const first = await e.apply([firewall(rules)]);
+    assert.equal(first.outcome, "converged", first.error);
+    // Traffic makes the rule put the sender into @seen (and the countdowns move on).
+    await answers(ns, 8083);
+    const filled = async () => (await ns.must(["nft", "list", "set", "inet", "edge", "seen"]));
+    assert.match(await filled(), /127\.0\.0\.1/, "the rule filled the set");
+    await new Promise((r) => setTimeout(r, 1100));
+
+    assert.deepEqual((await e.plan([firewall(rules)]))[0].changes, []);
+    assert.deepEqual(outcomes(await e.apply([firewall(rules)])), ["edge:unchanged"]);
+    assert.match(await filled(), /127\.0\.0\.1/, "the table was not reloaded: the set kept it");
+
+    // A declared element a person deletes is still drift.
+    await ns.must(["nft", "delete", "element", "inet", "edge", "pinned", "{ 127.0.0.9 }"]);
+    assert.equal((await e.plan([firewall(rules)]))[0].status, "change");
+    assert.deepEqual(outcomes(await e.apply([firewall(rules)])), ["edge:changed"]);
+    assert.match(await ns.must(["nft", "list", "set", "inet", "edge", "pinned"]), /127\.0\.0\.9/);
+  },
+});
