@@ -443,6 +443,14 @@ class RunLoop {
       this.#heartbeat(false);
       if (c.changed + c.removed > 0) this.#inventory.changed();
     }
+    // An upgrade of the host staged for the launcher: after the report, exit 0 as for a
+    // replaced program file, so the launcher applies it and starts the new version.
+    if (report.restart !== undefined && !this.#stop) {
+      this.#log(
+        `run: self-upgrade: ${report.restart}; exiting 0 so the supervisor starts the new version`,
+      );
+      this.#halt({ reason: "upgrade", detail: report.restart });
+    }
     this.#armDrift();
     this.#writeStatus();
   }
