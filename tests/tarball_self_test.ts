@@ -170,7 +170,7 @@ Deno.test("tarball-self: a GNU tar release is staged in the state directory and 
   const file = await fileOf(bytes);
   assert.deepEqual(await t.self.installed(NAME), { name: NAME, version: "1.0" });
   await t.self.install(NAME, "1.1", file);
-  await assertUntouched(t.prefix, before, t.state);
+  await assertUntouched(t.prefix, before);
   // The stage holds exactly the verified bytes and their record, private to root.
   assert.deepEqual(await Deno.readFile(join(t.stage, STAGE_TARBALL)), bytes);
   assert.equal(
