@@ -22,6 +22,10 @@ import {
 } from "../os/tarball-self/mod.ts";
 import { withOwnPackage } from "../os/_own_package.ts";
 import { readTarball, TarballRefused } from "../os/tarball-self/_ustar.ts";
+import { posixFileSystem } from "../os/posix-fs/mod.ts";
+import { ContentCache } from "../src/store/content.ts";
+import { reportLine } from "../src/cli/format.ts";
+import { outcomes, testEngine } from "./_engine.ts";
 
 const NAME = "nox-mesh-host";
 
@@ -418,4 +422,44 @@ Deno.test("package: a digest is only for the host's own package at an exact vers
       JSON.stringify(r),
     );
   }
+});
+
+Deno.test("package resource on a tarball installation: the apply stages, reads back as pending, says the upgrade takes effect at the next start; a refused digest fails the resource", async () => {
+  await using t = await installed10();
+  const before = await snapshot(t.prefix);
+  const bytes = await gnuTarball(t.dir, release("1.1"));
+  const file = await fileOf(bytes);
+  await using engine = await testEngine({
+    fs: posixFileSystem(),
+    packages: withOwnPackage(tarballSelf({ prefix: t.prefix, stateDir: t.state })),
+  });
+  // The bytes come from the content cache, as after a fetch from the object store.
+  await new ContentCache(engine.stateDir).put(file.sha256, bytes);
+  const host = [{
+    type: "package",
+    id: "host",
+    name: NAME,
+    version: "1.1",
+    contentSha256: file.sha256,
+    size: bytes.length,
+  }];
+  const report = await engine.apply(host);
+  assert.equal(report.outcome, "converged", report.error);
+  assert.deepEqual(outcomes(report), ["host:changed"]);
+  assert.match(report.results[0].detail ?? "", /staged in .* takes effect when the launcher next/);
+  assert.match(report.restart ?? "", /^"host": nox-mesh-host 1\.1 is staged/);
+  assert.match(reportLine(report), /takes effect when the host is next started: "host"/);
+  await assertUntouched(t.prefix, before);
+  assert.deepEqual(await Deno.readFile(join(t.stage, STAGE_TARBALL)), bytes);
+  // Pending, it reads back in sync: no restage, no restart asked again.
+  const again = await engine.apply(host);
+  assert.deepEqual(outcomes(again), ["host:unchanged"]);
+  assert.equal(again.restart, undefined);
+  // The launcher refused it: the installed version is seen again, and the digest is not restaged.
+  await Deno.remove(t.stage, { recursive: true });
+  await Deno.writeTextFile(join(t.state, REFUSED_RECORD), `${file.sha256} 1.1: not a layout\n`);
+  const refused = await engine.apply(host);
+  assert.equal(refused.outcome, "failed");
+  assert.match(refused.error ?? "", /launcher refused the staged tarball .*: not a layout/);
+  assert.equal(await Deno.lstat(t.stage).catch(() => null), null);
 });
