@@ -9,7 +9,8 @@
  * Heartbeats on link, after every apply and every heartbeat interval. After
  * the first converged reconcile (never a failed or refused one): known-good
  * written, launcher failures cleared.
- * When the program file was replaced: finish the apply, report, exit 0.
+ * When the program file was replaced, or an apply made a change that takes effect only at
+ * the next start (an upgrade staged for the launcher): finish the apply, report, exit 0.
  * Above the memory ceiling: finish the apply, say why, exit for a restart the
  * launcher does not count (memory_ceiling.ts).
  */
