@@ -111,7 +111,12 @@ export function providersFor(profile: Profile, options: ProviderOptions = {}): P
   if (pm) providers.packages = ADAPTERS.packages[pm]?.({ env });
   // The tarball is its own package manager for the host, whatever manages the rest.
   if (ADAPTERS.self) {
-    providers.packages = withOwnPackage(ADAPTERS.self({ env }), providers.packages);
+    // It stages an upgrade in the host's state directory for the launcher.
+    const self = ADAPTERS.self({
+      env,
+      ...(options.stateDir ? { stateDir: options.stateDir } : {}),
+    });
+    providers.packages = withOwnPackage(self, providers.packages);
   }
   const init = usable(caps.init, set.services);
   if (init) providers.services = ADAPTERS.services[init]?.({ env });

@@ -15,7 +15,7 @@ export interface AdapterRegistry {
    * The host's own package when the installation is its own package manager (the tarball:
    * os/tarball-self); absent from builds whose package manager installs the host.
    */
-  self?: (options: AdapterEnv) => PackageManager;
+  self?: (options: AdapterEnv & { stateDir?: string }) => PackageManager;
   containers: Partial<
     Record<
       "podman" | "docker",

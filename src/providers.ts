@@ -97,6 +97,11 @@ export interface InstalledPackage {
   name: string;
   /** Exactly as the package manager prints it (pacman "1.2-3", "1:2.0-1"; apk "1.2.3-r0"). */
   version: string;
+  /**
+   * Set when `version` is installed but takes effect only when the host is next started
+   * (the tarball's own package: an upgrade staged for the launcher): why, for people.
+   */
+  pending?: string;
 }
 
 /** A package manager (pacman, apk). Installs; never uninstalls. */

@@ -15,6 +15,7 @@ import {
   stateFile,
   waitFor,
   type World,
+  writeStandIn,
 } from "./_launcher_world.ts";
 import { buildStandInPackage, installed, makePacmanRoot, publish, run, sha256 } from "./_pacman.ts";
 
@@ -487,3 +488,145 @@ Deno.test("launcher: rollback with apk (a stand-in replaying real apk-tools 2.14
     });
   }
 });
+
+/**
+ * A tarball of `version` made with real GNU tar from a tree laid out as the release is
+ * (bin/nox-mesh-host a stand-in answering `version`), plus `extra` (shell run in the
+ * tree before packing) and `names` beyond the layout; returns its path.
+ */
+async function releaseTarball(
+  w: World,
+  version: string,
+  { extra = "", names = [] as string[], flags = "" } = {},
+): Promise<string> {
+  const tree = await Deno.makeTempDir({ dir: w.dir, prefix: `tree-${version}-` });
+  await Deno.mkdir(join(tree, "bin"));
+  await Deno.mkdir(join(tree, "lib/nox-mesh-host"), { recursive: true });
+  await writeStandIn(join(tree, "bin/nox-mesh-host"), version);
+  await Deno.writeTextFile(join(tree, "lib/nox-mesh-host/VERSION"), `${version}\n`);
+  const out = join(w.dir, `release-${version}-${crypto.randomUUID()}.tar.gz`);
+  const r = await new Deno.Command("sh", {
+    args: [
+      "-c",
+      `set -eu; cd "$1"; out=$2; shift 2; ${extra}
+tar ${flags} --format=gnu --no-recursion --owner=0 --group=0 --numeric-owner -czf "$out" -- "$@"`,
+      "sh",
+      tree,
+      out,
+      "bin/nox-mesh-host",
+      "lib/nox-mesh-host/VERSION",
+      ...names,
+    ],
+  }).output();
+  assert.ok(r.success, new TextDecoder().decode(r.stderr));
+  return out;
+}
+
+/** What the host does when it stages (os/tarball-self): STATE/upgrade/{nox-mesh-host.tar.gz,staged}. */
+async function stageScript(w: World, tarball: string, version: string, sha256?: string) {
+  const sum = sha256 ?? await fileSha256(tarball);
+  const script = join(w.dir, `stage-${crypto.randomUUID()}`);
+  await Deno.writeTextFile(
+    script,
+    `#!/bin/sh\nset -eu\nmkdir -p '${w.state}/upgrade'\ncp '${tarball}' '${w.state}/upgrade/nox-mesh-host.tar.gz'\n` +
+      `printf '%s %s\\n' '${sum}' '${version}' > '${w.state}/upgrade/staged'\n`,
+    { mode: 0o755 },
+  );
+  return script;
+}
+
+Deno.test("launcher: an upgrade the host staged is unpacked over the prefix and started, after the installed version's copy was kept", async () => {
+  const w = await makeWorld({ steps: ["confirm run STAGE exit 0", "confirm wait"] });
+  const tarball = await releaseTarball(w, "2.0");
+  const stage = await stageScript(w, tarball, "2.0");
+  await Deno.writeTextFile(join(w.plan, "steps"), `confirm run ${stage} exit 0\nconfirm wait\n`);
+  const r = await runUntilReady(w);
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(await starts(w), ["1.0", "2.0"], r.stderr);
+  assert.equal(count(r.stderr, "applying the staged upgrade to nox-mesh-host 2.0"), 1, r.stderr);
+  assert.match(await Deno.readTextFile(w.bin), /^version=2\.0$/m);
+  assert.equal(
+    await Deno.readTextFile(join(w.prefix, "lib/nox-mesh-host/VERSION")),
+    "2.0\n",
+  );
+  assert.equal(await Deno.lstat(join(w.state, "upgrade")).catch(() => null), null, "stage removed");
+  assert.equal(await stateFile(w, "upgrade-refused"), undefined);
+  // The copy of 1.0 was made before 2.0 was unpacked: it holds the 1.0 program.
+  const kept = join(w.state, "rollback", "1.0", "nox-mesh-host-1.0.tar.gz");
+  const program = await new Deno.Command("tar", { args: ["-xzOf", kept, "bin/nox-mesh-host"] })
+    .output();
+  assert.match(new TextDecoder().decode(program.stdout), /^version=1\.0$/m);
+  assert.ok(
+    r.stderr.indexOf("kept the package file of nox-mesh-host 1.0") <
+      r.stderr.indexOf("applying the staged upgrade"),
+    r.stderr,
+  );
+  await cleanup(w);
+});
+
+const REFUSED_STAGES: [string, { extra?: string; names?: string[]; flags?: string }, RegExp][] = [
+  [
+    "a symbolic link",
+    { extra: "ln -s /etc/shadow lib/nox-mesh-host/shadow", names: ["lib/nox-mesh-host/shadow"] },
+    /is a link or a name with spaces/,
+  ],
+  [
+    "a hard link",
+    { extra: "ln bin/nox-mesh-host lib/nox-mesh-host/hard", names: ["lib/nox-mesh-host/hard"] },
+    /is a link or a name with spaces/,
+  ],
+  [
+    "a file outside the layout",
+    {
+      extra: "mkdir -p etc/cron.d && echo evil > etc/cron.d/evil",
+      names: ["etc/cron.d/evil"],
+    },
+    /etc\/cron\.d\/evil is outside the tarball's layout/,
+  ],
+  [
+    "a '..' component",
+    { extra: "echo evil > x", names: ["lib/nox-mesh-host/../../x"], flags: "-P" },
+    /'\.\.' or '\.' component/,
+  ],
+  [
+    "a setuid program",
+    {
+      extra: "cp bin/nox-mesh-host lib/nox-mesh-host/su && chmod 4755 lib/nox-mesh-host/su",
+      names: ["lib/nox-mesh-host/su"],
+    },
+    /has mode -rwsr-xr-x/,
+  ],
+];
+
+for (
+  const [what, how, reason] of [
+    ["a checksum that does not match", {}, /its sha256 is [0-9a-f]{64}, not the recorded/],
+    ...REFUSED_STAGES,
+  ] as [string, { extra?: string; names?: string[]; flags?: string }, RegExp][]
+) {
+  Deno.test(`launcher: a staged upgrade with ${what} is refused, removed and recorded; the installed version starts`, async () => {
+    const w = await makeWorld({ steps: [] });
+    const tarball = await releaseTarball(w, "2.0", how);
+    const wrongSum = what.startsWith("a checksum") ? "0".repeat(64) : undefined;
+    const stage = await stageScript(w, tarball, "2.0", wrongSum);
+    await Deno.writeTextFile(join(w.plan, "steps"), `confirm run ${stage} exit 0\nwait\n`);
+    const r = await runUntilReady(w);
+    assert.equal(r.code, 0, r.stderr);
+    assert.deepEqual(await starts(w), ["1.0", "1.0"], r.stderr);
+    assert.match(await Deno.readTextFile(w.bin), /^version=1\.0$/m);
+    assert.equal(
+      await Deno.lstat(join(w.prefix, "lib")).catch(() => null),
+      null,
+      "nothing unpacked",
+    );
+    assert.equal(await Deno.lstat(join(w.prefix, "etc")).catch(() => null), null);
+    assert.equal(await Deno.lstat(join(w.prefix, "x")).catch(() => null), null);
+    assert.equal(await Deno.lstat(join(w.state, "upgrade")).catch(() => null), null, "removed");
+    const record = await stateFile(w, "upgrade-refused");
+    const sum = wrongSum ?? await fileSha256(tarball);
+    assert.ok(record?.startsWith(`${sum} 2.0: `), record);
+    assert.match(record!, reason);
+    assert.equal(count(r.stderr, "REFUSED the staged upgrade"), 1, r.stderr);
+    await cleanup(w);
+  });
+}

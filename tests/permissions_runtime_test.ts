@@ -80,14 +80,21 @@ const CASES: Record<TargetOs, { refused: string[]; allowed: string[] }> = {
       "write:/etc/systemd/system/nox-mesh-host.service",
       "write:/etc/init.d/nox-mesh-host",
       "write:/etc/conf.d/nox-mesh-host",
+      // It never writes its own installation: it stages an upgrade, the launcher unpacks it.
+      "write:/usr/local/bin/nox-mesh-host",
+      "write:/usr/local/bin/nox-mesh-host-launch",
+      "write:/usr/local/lib/nox-mesh-host/nox-mesh-host.js",
+      "write:/usr/local/lib/nox-mesh-host/VERSION",
+      "write:/usr/local/share/nox-mesh-host/substrate.lock",
+      "write:/var/lib/mesh-host/upgrade-refused",
     ],
     allowed: [
       "run:/usr/bin/pacman",
       "run:/usr/sbin/rc-service",
       "write:/usr/local/bin/noxpk-other",
-      // The host is the tarball's package manager: it replaces its own files (os/tarball-self).
+      // Where it stages an upgrade (os/tarball-self), and a sibling of its own directory.
+      "write:/var/lib/mesh-host/upgrade/staged",
       "write:/usr/local/lib/nox-mesh-host.new",
-      "write:/usr/local/share/nox-mesh-host/substrate.lock",
     ],
   },
 };
@@ -107,6 +114,7 @@ for (const os of ["arch", "alpine", "tarball"] as const) {
           "/etc/init.d",
           "/usr/local/lib/nox-mesh-host/init",
           "/usr/local/share/nox-mesh-host",
+          "/var/lib/mesh-host/upgrade",
         ]
       ) {
         await place(s, `${dir}/.keep`, "");

@@ -86,15 +86,6 @@ const OWN_INIT_FILES = {
   ],
 };
 
-/** The files a tarball installation replaces when it upgrades itself (os/tarball-self). */
-function selfUpgraded(path: string): boolean {
-  const bin = "/usr/local/bin/nox-mesh-host";
-  return [bin, `${bin}-launch`, `${bin}-install-init`].includes(path) ||
-    ["/usr/local/lib/nox-mesh-host", "/usr/local/share/nox-mesh-host"].some((d) =>
-      path === d || path.startsWith(`${d}/`)
-    );
-}
-
 for (const os of TARGET_OSES) {
   Deno.test(`permissions ${os}: minimal and protecting the host's own installation`, async () => {
     const set = await loadPermissionSet(os);
@@ -106,16 +97,17 @@ for (const os of TARGET_OSES) {
     const ownFiles = [set.binary, set.bundle, set.substrate, launcher];
     const covered = (own: string) =>
       set.denyWrite.some((d) => own === d || own.startsWith(d + "/"));
-    // The tarball's own files are the host's to replace: it is its own package manager there.
-    const protectedFiles = os === "tarball" ? [] : ownFiles;
-    for (const own of [...protectedFiles, ...OWN_INIT_FILES[os], "/etc/mesh-host"]) {
+    // Also on the tarball, where the host stages its upgrade and the launcher unpacks it.
+    const tarballFiles = os === "tarball" ? [set.deno, set.binary + "-install-init"] : [];
+    for (const own of [...ownFiles, ...tarballFiles, ...OWN_INIT_FILES[os], "/etc/mesh-host"]) {
       assert.ok(covered(own), `deny-write covers ${own}`);
     }
     if (os === "tarball") {
-      for (const own of [...ownFiles, set.deno, set.binary + "-install-init"]) {
-        assert.ok(selfUpgraded(own), `${own} is one of the tarball's own files`);
-        assert.ok(!covered(own), `${own}: the tarball's self-upgrade must be able to replace it`);
-      }
+      assert.ok(set.denyWrite.includes("/var/lib/mesh-host/upgrade-refused"), "launcher-only");
+      assert.ok(
+        !set.denyWrite.some((d) => "/var/lib/mesh-host/upgrade/staged".startsWith(d)),
+        "the host must be able to stage an upgrade in its state directory",
+      );
     }
     for (const f of ["halted", "rolled-back", "rolled-back-from", "rollback"]) {
       assert.ok(set.denyWrite.includes(`/var/lib/mesh-host/${f}`), `launcher-only ${f} denied`);
@@ -167,8 +159,6 @@ for (const os of TARGET_OSES) {
       // The state directory is the host's to write (store, known-good); its launcher-only files
       // are denied one by one (checked above).
       if (path === DEFAULTS.stateDir) continue;
-      // The tarball's own files: the host replaces them when it upgrades itself (checked above).
-      if (os === "tarball" && selfUpgraded(path)) continue;
       checked.push(path);
       assert.ok(
         set.denyWrite.some((d) => within(path, d)),

@@ -12,9 +12,20 @@ import { sha256Hex } from "../src/declaration/canonical.ts";
 import { DeclarationRefused } from "../src/declaration/envelope.ts";
 import { parseDeclaration } from "../src/engine/parse.ts";
 import type { PackageFile } from "../src/providers.ts";
-import { tarballSelf, VERSION_FILE } from "../os/tarball-self/mod.ts";
+import {
+  REFUSED_RECORD,
+  STAGE_DIR,
+  STAGE_RECORD,
+  STAGE_TARBALL,
+  tarballSelf,
+  VERSION_FILE,
+} from "../os/tarball-self/mod.ts";
 import { withOwnPackage } from "../os/_own_package.ts";
 import { readTarball, TarballRefused } from "../os/tarball-self/_ustar.ts";
+import { posixFileSystem } from "../os/posix-fs/mod.ts";
+import { ContentCache } from "../src/store/content.ts";
+import { reportLine } from "../src/cli/format.ts";
+import { outcomes, testEngine } from "./_engine.ts";
 
 const NAME = "nox-mesh-host";
 
@@ -134,38 +145,128 @@ async function snapshot(dir: string): Promise<Record<string, string>> {
 async function installed10() {
   const dir = await Deno.makeTempDir({ prefix: "noxpk-tbself-" });
   const prefix = join(dir, "usr-local");
+  const state = join(dir, "state");
+  await Deno.mkdir(state);
   await lay(prefix, { ...release("1.0"), "lib/nox-mesh-host/only-in-1.0": ["old\n", 0o644] });
   await lay(prefix, { "bin/other-program": ["not ours\n", 0o755] });
   return {
     dir,
     prefix,
-    self: tarballSelf({ prefix, runningVersion: "0.9-running" }),
+    state,
+    stage: join(state, STAGE_DIR),
+    self: tarballSelf({ prefix, runningVersion: "0.9-running", stateDir: state }),
     [Symbol.asyncDispose]: () => Deno.remove(dir, { recursive: true }),
   };
 }
 
-/** The installation is exactly as before and nothing is staged beside it. */
-async function assertUntouched(prefix: string, before: Record<string, string>) {
+/** The installation is exactly as before (and, given the state directory, nothing staged). */
+async function assertUntouched(prefix: string, before: Record<string, string>, state?: string) {
   assert.deepEqual(await snapshot(prefix), before, "nothing was unpacked, staged or switched");
+  if (state !== undefined) {
+    assert.equal(await Deno.lstat(join(state, STAGE_DIR)).catch(() => null), null, "no stage");
+  }
 }
 
-Deno.test("tarball-self: a GNU tar release is staged beside the installation and switched to", async () => {
+Deno.test("tarball-self: a GNU tar release is staged in the state directory and the prefix is left untouched", async () => {
   await using t = await installed10();
+  const before = await snapshot(t.prefix);
   const bytes = await gnuTarball(t.dir, release("1.1"));
+  const file = await fileOf(bytes);
   assert.deepEqual(await t.self.installed(NAME), { name: NAME, version: "1.0" });
-  await t.self.install(NAME, "1.1", await fileOf(bytes));
-  assert.deepEqual(await t.self.installed(NAME), { name: NAME, version: "1.1" });
-  const after = await snapshot(t.prefix);
-  for (const [path, [content, mode]] of Object.entries(release("1.1"))) {
-    assert.equal(after[`./${path}`], content, path);
-    const info = await Deno.lstat(join(t.prefix, path));
-    assert.equal(info.mode! & 0o7777, mode, `${path} mode`);
+  await t.self.install(NAME, "1.1", file);
+  await assertUntouched(t.prefix, before);
+  // The stage holds exactly the verified bytes and their record, private to root.
+  assert.deepEqual(await Deno.readFile(join(t.stage, STAGE_TARBALL)), bytes);
+  assert.equal(
+    await Deno.readTextFile(join(t.stage, STAGE_RECORD)),
+    `${file.sha256} 1.1\n`,
+  );
+  assert.deepEqual(
+    [...Deno.readDirSync(t.stage)].map((e) => e.name).sort(),
+    [STAGE_RECORD, STAGE_TARBALL].sort(),
+    "no temporary file is left",
+  );
+  for (const name of [STAGE_TARBALL, STAGE_RECORD]) {
+    const info = await Deno.lstat(join(t.stage, name));
+    assert.equal(info.mode! & 0o7777, 0o600, name);
     assert.equal(info.uid, 0);
   }
-  assert.equal(after["./lib/nox-mesh-host/only-in-1.0"], undefined, "lib/ is the new one exactly");
-  assert.equal(after["./bin/other-program"], "not ours\n", "bin/'s other files are left");
-  const staged = Object.keys(after).filter((p) => /\.(new|old)$/.test(p));
-  assert.deepEqual(staged, [], "no staging or old copy is left");
+  assert.equal((await Deno.lstat(t.stage)).mode! & 0o7777, 0o700);
+  // Read back as installed, pending the launcher (the package resource's read-back).
+  const pending = await t.self.installed(NAME);
+  assert.equal(pending?.version, "1.1");
+  assert.match(pending?.pending ?? "", /staged in .*upgrade and takes effect when the launcher/);
+  // A newer declared version replaces the stage; the installed one declared again drops it.
+  const next = await gnuTarball(t.dir, release("1.2"));
+  await t.self.install(NAME, "1.2", await fileOf(next));
+  assert.deepEqual(await Deno.readFile(join(t.stage, STAGE_TARBALL)), next);
+  assert.equal((await t.self.installed(NAME))?.version, "1.2");
+  await t.self.install(NAME, "1.0", await fileOf(await gnuTarball(t.dir, release("1.0"))));
+  assert.equal(await Deno.lstat(t.stage).catch(() => null), null, "a stale stage is dropped");
+  assert.deepEqual(await t.self.installed(NAME), { name: NAME, version: "1.0" });
+  await assertUntouched(t.prefix, before, t.state);
+});
+
+Deno.test("tarball-self: once the launcher refused a stage, the installed version is read again and that digest is never staged again", async () => {
+  await using t = await installed10();
+  const bytes = await gnuTarball(t.dir, release("1.1"));
+  const file = await fileOf(bytes);
+  await t.self.install(NAME, "1.1", file);
+  // The launcher refused it: stage removed, reason recorded (launcher/nox-mesh-host-launch).
+  await Deno.remove(t.stage, { recursive: true });
+  await Deno.writeTextFile(
+    join(t.state, REFUSED_RECORD),
+    `${file.sha256} 1.1: its sha256 is ${"0".repeat(64)}, not the recorded ${file.sha256}\n`,
+  );
+  assert.deepEqual(await t.self.installed(NAME), { name: NAME, version: "1.0" });
+  let fetched = false;
+  await assert.rejects(
+    t.self.install(NAME, "1.1", { ...file, bytes: () => (fetched = true, file.bytes()) }),
+    (e) =>
+      e instanceof Error && /launcher refused the staged tarball of nox-mesh-host 1\.1/.test(
+        e.message,
+      ) && /its sha256 is 0+, not the recorded/.test(e.message),
+  );
+  assert.equal(fetched, false, "the refused tarball is not even fetched again");
+  assert.equal(await Deno.lstat(t.stage).catch(() => null), null, "nothing staged");
+  // Another tarball of that version is staged.
+  const fixed = await gnuTarball(t.dir, {
+    ...release("1.1"),
+    "lib/nox-mesh-host/fix": ["1\n", 0o644],
+  });
+  await t.self.install(NAME, "1.1", await fileOf(fixed));
+  assert.deepEqual(await Deno.readFile(join(t.stage, STAGE_TARBALL)), fixed);
+});
+
+Deno.test("tarball-self: a symlink planted at the stage is refused or replaced, never followed", async () => {
+  await using t = await installed10();
+  const bytes = await gnuTarball(t.dir, release("1.1"));
+  // The stage directory itself a link to a directory elsewhere: refused, nothing written there.
+  const elsewhere = join(t.dir, "elsewhere");
+  await Deno.mkdir(elsewhere);
+  await Deno.symlink(elsewhere, t.stage);
+  await assert.rejects(
+    t.self.install(NAME, "1.1", await fileOf(bytes)),
+    /upgrade stage .* is a symbolic link/,
+  );
+  assert.deepEqual([...Deno.readDirSync(elsewhere)], [], "nothing written through the link");
+  assert.equal((await t.self.installed(NAME))?.version, "1.0", "a link is not a stage");
+  await Deno.remove(t.stage);
+  // Links planted at the tarball's, the record's and the temporaries' names: the target
+  // files are left as they were; the stage holds regular files.
+  const victim = join(t.dir, "victim");
+  await Deno.writeTextFile(victim, "precious\n");
+  await Deno.mkdir(t.stage, { mode: 0o700 });
+  for (
+    const name of [STAGE_TARBALL, STAGE_RECORD, `.${STAGE_TARBALL}.tmp`, `.${STAGE_RECORD}.tmp`]
+  ) {
+    await Deno.symlink(victim, join(t.stage, name));
+  }
+  await t.self.install(NAME, "1.1", await fileOf(bytes));
+  assert.equal(await Deno.readTextFile(victim), "precious\n");
+  assert.ok((await Deno.lstat(join(t.stage, STAGE_TARBALL))).isFile);
+  assert.ok((await Deno.lstat(join(t.stage, STAGE_RECORD))).isFile);
+  assert.deepEqual(await Deno.readFile(join(t.stage, STAGE_TARBALL)), bytes);
 });
 
 Deno.test("tarball-self: installed() reads the VERSION file back, falls back to the running version, else null", async () => {
@@ -196,7 +297,7 @@ Deno.test("tarball-self: bytes that are not the declared digest are refused befo
   // The right digest but another size (a source that handed over more bytes).
   const longer = { ...await fileOf(bytes), size: bytes.length - 1 };
   await assert.rejects(t.self.install(NAME, "1.1", longer), /bytes, not /);
-  await assertUntouched(t.prefix, before);
+  await assertUntouched(t.prefix, before, t.state);
 });
 
 Deno.test("tarball-self: without a file (no digest declared) it says to declare one", async () => {
@@ -238,7 +339,7 @@ for (const [what, bad, message] of HOSTILE) {
       t.self.install(NAME, "1.1", await fileOf(bytes)),
       (e) => e instanceof TarballRefused && message.test(e.message),
     );
-    await assertUntouched(t.prefix, before);
+    await assertUntouched(t.prefix, before, t.state);
   });
 }
 
@@ -261,7 +362,7 @@ Deno.test("tarball-self: a symlink made by GNU tar itself is refused (the real t
     t.self.install(NAME, "1.1", await fileOf(bytes)),
     /shadow" is a symbolic link/,
   );
-  await assertUntouched(t.prefix, before);
+  await assertUntouched(t.prefix, before, t.state);
 });
 
 Deno.test("tarball-self: a tarball whose VERSION is not the declared version is refused", async () => {
@@ -272,7 +373,7 @@ Deno.test("tarball-self: a tarball whose VERSION is not the declared version is 
     t.self.install(NAME, "1.1", await fileOf(bytes)),
     /declared as nox-mesh-host 1\.1 and its lib\/nox-mesh-host\/VERSION says "0\.5"/,
   );
-  await assertUntouched(t.prefix, before);
+  await assertUntouched(t.prefix, before, t.state);
 });
 
 Deno.test("tarball-self: not gzip, cut short, or bigger than the cap once unpacked: refused", async () => {
@@ -321,4 +422,44 @@ Deno.test("package: a digest is only for the host's own package at an exact vers
       JSON.stringify(r),
     );
   }
+});
+
+Deno.test("package resource on a tarball installation: the apply stages, reads back as pending, says the upgrade takes effect at the next start; a refused digest fails the resource", async () => {
+  await using t = await installed10();
+  const before = await snapshot(t.prefix);
+  const bytes = await gnuTarball(t.dir, release("1.1"));
+  const file = await fileOf(bytes);
+  await using engine = await testEngine({
+    fs: posixFileSystem(),
+    packages: withOwnPackage(tarballSelf({ prefix: t.prefix, stateDir: t.state })),
+  });
+  // The bytes come from the content cache, as after a fetch from the object store.
+  await new ContentCache(engine.stateDir).put(file.sha256, bytes);
+  const host = [{
+    type: "package",
+    id: "host",
+    name: NAME,
+    version: "1.1",
+    contentSha256: file.sha256,
+    size: bytes.length,
+  }];
+  const report = await engine.apply(host);
+  assert.equal(report.outcome, "converged", report.error);
+  assert.deepEqual(outcomes(report), ["host:changed"]);
+  assert.match(report.results[0].detail ?? "", /staged in .* takes effect when the launcher next/);
+  assert.match(report.restart ?? "", /^"host": nox-mesh-host 1\.1 is staged/);
+  assert.match(reportLine(report), /takes effect when the host is next started: "host"/);
+  await assertUntouched(t.prefix, before);
+  assert.deepEqual(await Deno.readFile(join(t.stage, STAGE_TARBALL)), bytes);
+  // Pending, it reads back in sync: no restage, no restart asked again.
+  const again = await engine.apply(host);
+  assert.deepEqual(outcomes(again), ["host:unchanged"]);
+  assert.equal(again.restart, undefined);
+  // The launcher refused it: the installed version is seen again, and the digest is not restaged.
+  await Deno.remove(t.stage, { recursive: true });
+  await Deno.writeTextFile(join(t.state, REFUSED_RECORD), `${file.sha256} 1.1: not a layout\n`);
+  const refused = await engine.apply(host);
+  assert.equal(refused.outcome, "failed");
+  assert.match(refused.error ?? "", /launcher refused the staged tarball .*: not a layout/);
+  assert.equal(await Deno.lstat(t.stage).catch(() => null), null);
 });

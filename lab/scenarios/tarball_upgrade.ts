@@ -67,8 +67,8 @@ export const scenario: Scenario = {
   name: "tarball-upgrade",
   summary: "an enrolled OpenRC node with no deno runs the tarball (README's lines); the control " +
     "plane puts the next build's tarball into the object store and declares the host's package " +
-    "at that version with its digest: the host fetches it, checks it, switches to it and exits " +
-    "0, the launcher starts it uncounted and the heartbeat shows it; a broken build declared the " +
+    "at that version with its digest: the host fetches it, checks it, stages it and exits 0, " +
+    "the launcher unpacks the stage and starts it uncounted and the heartbeat shows it; a broken build declared the " +
     "same way crashes 3 times and the launcher restores the kept copy of the previous tarball once",
   broker: true,
   machines: {
@@ -97,6 +97,10 @@ export const scenario: Scenario = {
     assertServiceSaid("rc", "failed (exit", 0),
     assertFile("rc", `${STATE}/failures`, { absent: true }),
     assertLaunched("rc"),
+    // The host staged it (it may not write its installation); the launcher unpacked it.
+    assertServiceSaid("rc", "applying the staged upgrade to nox-mesh-host", 1),
+    assertFile("rc", `${STATE}/upgrade`, { absent: true }),
+    assertFile("rc", `${STATE}/upgrade-refused`, { absent: true }),
     // Nothing staged is left beside the installation.
     run("rc", [
       "sh",
@@ -118,6 +122,7 @@ export const scenario: Scenario = {
     ),
     assertServiceSaid("rc", "(lab: deliberately broken build): crashing on start", 3),
     assertServiceSaid("rc", "exited 0: it upgraded itself; starting the new version", 2),
+    assertServiceSaid("rc", "applying the staged upgrade to nox-mesh-host", 2),
     waitFor(
       run("rc", ["sh", "-c", `[ "$(cat ${STATE}/failures 2>/dev/null || echo 0)" = 0 ]`]),
       90,

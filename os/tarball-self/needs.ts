@@ -2,8 +2,9 @@
 import type { AdapterNeeds } from "../needs.ts";
 
 /**
- * No program (it unpacks with its own reader, never `tar`); it reads and writes only
- * /usr/local (a managed root): its VERSION file, the staged copies beside its files and
- * the files themselves, which the tarball set therefore does not deny (see its comment).
+ * No program (it reads the tarball with its own reader, never `tar`); it reads its
+ * VERSION file in /usr/local (a managed root; its own files there are deny-write) and
+ * writes only the stage in its state directory (/var/lib/mesh-host/upgrade/, under the
+ * managed root /var/lib): the launcher unpacks it.
  */
 export const NEEDS: AdapterNeeds = { run: {}, read: {} };

@@ -21,5 +21,6 @@ export const ADAPTERS: AdapterRegistry = {
   packages: { pacman: archPacman, apk: alpineApk },
   services: { systemd, openrc },
   containers: { podman: containerCli, docker: containerCli },
-  self: () => tarballSelf({ prefix: TARBALL_PREFIX }),
+  self: ({ stateDir }) =>
+    tarballSelf({ prefix: TARBALL_PREFIX, ...(stateDir ? { stateDir } : {}) }),
 };

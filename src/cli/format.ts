@@ -25,7 +25,10 @@ export function reportLine(report: ApplyReport): string {
     ? " — nothing to do, the machine already matched"
     : "";
   const head = `${report.outcome}: ${tally} in ${report.durationMs} ms${nothing}\n`;
-  return report.error ? `${head}${report.error}\n` : head;
+  const later = report.restart === undefined
+    ? ""
+    : `takes effect when the host is next started: ${report.restart}\n`;
+  return `${head}${report.error ? `${report.error}\n` : ""}${later}`;
 }
 
 /** One line per plan entry, then a tally. */

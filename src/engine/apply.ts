@@ -239,7 +239,14 @@ export async function applyDeclaration(
     counts,
     results,
     ...(error === undefined ? {} : { error }),
+    ...restartOf(kctx),
   };
+}
+
+/** What of this apply takes effect only when the host is next started, as one sentence. */
+function restartOf(kctx: KindContext): { restart?: string } {
+  const why = [...kctx.takesEffectOnRestart.entries()].map(([id, text]) => `"${id}": ${text}`);
+  return why.length === 0 ? {} : { restart: why.join("; ") };
 }
 
 /**
@@ -276,7 +283,7 @@ interface Checked {
 
 type Outcome =
   | {
-    result: Pick<ResourceResult, "outcome" | "changes">;
+    result: Pick<ResourceResult, "outcome" | "changes" | "detail">;
     save: (applyId: number, seq: number, result: ResourceResult) => void;
   }
   | { error: unknown };
@@ -409,8 +416,13 @@ async function changeTogether(
       break;
     }
     const entry = holdAs(item);
+    const later = kctx.takesEffectOnRestart.get(item.resource.id);
     outcomes.push({
-      result: { outcome: "changed", changes: describe(item.found) },
+      result: {
+        outcome: "changed",
+        changes: describe(item.found),
+        ...(later === undefined ? {} : { detail: later }),
+      },
       save: (applyId, seq, result) => store.recordHeld(applyId, seq, entry, result),
     });
   }

@@ -114,6 +114,11 @@ export interface ApplyReport {
   results: ResourceResult[];
   /** The failing resource and its reason, when the apply failed. */
   error?: string;
+  /**
+   * What this apply changed that takes effect only when the host is next started (an
+   * upgrade of the host staged for its launcher): the run loop then exits 0.
+   */
+  restart?: string;
 }
 
 /** What a plan says about one resource. */

@@ -156,6 +156,12 @@ export interface KindContext {
    * same process running reads back as not done.
    */
   restarted: Map<string, Restarted>;
+  /**
+   * Changes this pass made that take effect only when the host is next started (the
+   * host's own package staged for its launcher), by resource id: why. The engine puts it
+   * in the result and the report; the run loop then exits 0 for the launcher.
+   */
+  takesEffectOnRestart: Map<string, string>;
 }
 
 /**
@@ -192,6 +198,7 @@ export function newKindContext(
     providers,
     changedIds,
     restarted: new Map(),
+    takesEffectOnRestart: new Map(),
     touchedDirectories: new Set(),
     realDirectories: new Set(),
     managedRoots,

@@ -149,6 +149,8 @@ export const packageKind: ResourceKind<PackageResource, PackageChange> = {
         changes: [change("install", resource.version ? `install ${resource.version}` : "install")],
       };
     }
+    // A staged upgrade of the host reads back as installed (pending the next start): the
+    // adapter forgets the stage once the launcher applied or refused it.
     if (resource.version !== undefined && found.version !== resource.version) {
       return {
         exists: true,
@@ -172,6 +174,10 @@ export const packageKind: ResourceKind<PackageResource, PackageChange> = {
       await manager.refresh();
       await manager.install(resource.name, resource.version, file);
     }
+    // Installed, but in effect only once the host is started again (the tarball's own
+    // package, staged for the launcher): said in the result, and the run loop exits 0.
+    const now = await manager.installed(resource.name);
+    if (now?.pending !== undefined) ctx.takesEffectOnRestart.set(resource.id, now.pending);
   },
 
   release(): Promise<Release> {

@@ -9,7 +9,8 @@
  * Heartbeats on link, after every apply and every heartbeat interval. After
  * the first converged reconcile (never a failed or refused one): known-good
  * written, launcher failures cleared.
- * When the program file was replaced: finish the apply, report, exit 0.
+ * When the program file was replaced, or an apply made a change that takes effect only at
+ * the next start (an upgrade staged for the launcher): finish the apply, report, exit 0.
  * Above the memory ceiling: finish the apply, say why, exit for a restart the
  * launcher does not count (memory_ceiling.ts).
  */
@@ -442,6 +443,14 @@ class RunLoop {
       this.#outbox.keep(applyMessage(this.#identity.node, report, trigger));
       this.#heartbeat(false);
       if (c.changed + c.removed > 0) this.#inventory.changed();
+    }
+    // An upgrade of the host staged for the launcher: after the report, exit 0 as for a
+    // replaced program file, so the launcher applies it and starts the new version.
+    if (report.restart !== undefined && !this.#stop) {
+      this.#log(
+        `run: self-upgrade: ${report.restart}; exiting 0 so the supervisor starts the new version`,
+      );
+      this.#halt({ reason: "upgrade", detail: report.restart });
     }
     this.#armDrift();
     this.#writeStatus();
