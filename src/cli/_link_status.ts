@@ -68,7 +68,7 @@ export function linkStatus(store: Store, now: Date = new Date()): LinkStatus {
         : run.phase === "upgrading"
         ? "exited for an upgrade"
         : run.phase === "restarting"
-        ? "exited for a restart (memory ceiling)"
+        ? `exited for a restart (${run.restartFor ?? "memory ceiling"})`
         : "stopped",
       startedAt: run.startedAt,
       updatedAt: run.updatedAt,

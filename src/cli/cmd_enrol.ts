@@ -26,8 +26,9 @@ Options:
   --token-file FILE  read the token from FILE
   --token TOKEN      the token itself: any local user can read it from ps or /proc while
                      enrol runs, so this form warns; prefer stdin or a file
-  --replace       enrol again although this node already has an identity (a new key;
-                  restart a running service afterwards so its link uses the new key)
+  --replace          enrol again although this node already has an identity (a new key;
+                     a running service restarts itself within a heartbeat interval so
+                     that its link uses the new key)
 Exit codes: 0 enrolled, 64 usage or an unusable token, 69 the broker or control plane
   refused or cannot be reached (the message says which side and why), 70 store.
 `,

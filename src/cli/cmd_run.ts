@@ -21,7 +21,9 @@ Stops with exit 0 on SIGTERM/SIGINT (the current apply stops before its next
 step), and with exit 0 after an apply when its own program file was replaced
 (the supervisor then starts the new version). Above the memory ceiling
 (host.json memoryCeilingMiB, default 256) it finishes its apply, reports why
-and exits 10, which the launcher restarts without counting a failure.
+and exits 10, which the launcher restarts without counting a failure. It
+exits 10 the same way when the node is enrolled again while it runs (enrol
+--replace), so that its link logs in with the new key.
 
 Log lines carry their syslog level (<3> error, <4> warning, <6> info, <7> debug)
 when the journal is the output (JOURNAL_STREAM set by systemd), plain otherwise.
@@ -30,7 +32,7 @@ Options:
   --drift-interval SECS      override driftIntervalSeconds (default 600)
   --heartbeat-interval SECS  override heartbeatIntervalSeconds (default 30)
 Exit codes: 0 stopped by a signal or for a self-upgrade, 10 restart wanted (memory
-  ceiling), 70 the host cannot work
+  ceiling, enrolled again), 70 the host cannot work
   (store), 78 configuration.
 `,
   options: {
@@ -80,7 +82,7 @@ Exit codes: 0 stopped by a signal or for a self-upgrade, 10 restart wanted (memo
       heartbeatIntervalSeconds,
     });
     // Not a failure, not an upgrade: the launcher starts it again without counting.
-    return result.reason === "memory" ? EXIT.restart : EXIT.ok;
+    return result.reason === "memory" || result.reason === "identity" ? EXIT.restart : EXIT.ok;
   },
 };
 

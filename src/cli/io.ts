@@ -39,6 +39,6 @@ export const EXIT = {
   software: 70,
   busy: 75,
   config: 78,
-  /** `run` asks the launcher for a restart that is not a failure (the memory ceiling). */
+  /** `run` asks the launcher for a restart that is not a failure (memory ceiling, enrolled again). */
   restart: 10,
 } as const;

@@ -62,9 +62,9 @@ export interface RunOptions {
   enrolCheckMs?: number;
 }
 
-/** Why the service ended (signal, upgrade: exit 0; memory: EXIT.restart). */
+/** Why the service ended (signal, upgrade: exit 0; memory, identity: EXIT.restart). */
 export interface RunResult {
-  reason: "signal" | "upgrade" | "memory";
+  reason: "signal" | "upgrade" | "memory" | "identity";
   detail: string;
 }
 
@@ -266,6 +266,7 @@ class RunLoop {
     this.#link?.recheck().catch(() => {});
     this.#inventory.tick();
     if (!this.#busy) this.#checkMemory();
+    if (!this.#busy) this.#checkIdentity();
     if (!this.#busy) this.#checkUpgrade().catch(() => {});
     this.#writeStatus();
   }
@@ -493,6 +494,24 @@ class RunLoop {
     this.#halt({ reason: "memory", detail: over.message });
   }
 
+  /**
+   * Enrolled again while running (`enrol --replace`): the link still logs in with the old
+   * key, which the control plane no longer admits. Stop for a restart the launcher does
+   * not count; the next process links with the new identity.
+   */
+  #checkIdentity(): void {
+    if (!this.#identity || this.#stop) return;
+    const now = readIdentity(this.#host.store);
+    if (now?.publicKey === this.#identity.publicKey && now.node === this.#identity.node) return;
+    const detail = now
+      ? `the node was enrolled again as "${now.node}" (key ${now.publicKey})`
+      : "the node's identity is gone from the store";
+    this.#log(
+      `run: ${detail}; exiting 10 so the launcher starts it again with it (not counted as a failure)`,
+    );
+    this.#halt({ reason: "identity", detail });
+  }
+
   async #checkUpgrade(): Promise<void> {
     if (!this.#program || this.#stop) return;
     const why = await this.#program.changed();
@@ -506,7 +525,7 @@ class RunLoop {
     const result = this.#stop ?? { reason: "signal", detail: "stopped" };
     this.#phase = result.reason === "upgrade"
       ? "upgrading"
-      : result.reason === "memory"
+      : result.reason === "memory" || result.reason === "identity"
       ? "restarting"
       : "stopping";
     this.#drift.clear();
@@ -523,7 +542,7 @@ class RunLoop {
     }
     this.#phase = result.reason === "upgrade"
       ? "upgrading"
-      : result.reason === "memory"
+      : result.reason === "memory" || result.reason === "identity"
       ? "restarting"
       : "stopped";
     this.#writeStatus();
@@ -538,6 +557,9 @@ class RunLoop {
       startedAt: this.#startedIso,
       updatedAt: new Date().toISOString(),
       phase: this.#phase,
+      ...(this.#phase === "restarting" && this.#stop
+        ? { restartFor: this.#stop.reason === "identity" ? "enrolled again" : "memory ceiling" }
+        : {}),
       link: this.#link ? this.#link.state : null,
       ...(this.#linkProblem ? { linkProblem: this.#linkProblem } : {}),
       nextDriftAt: this.#drift.nextAt,

@@ -23,6 +23,8 @@ export interface RunStatus {
   startedAt: string;
   updatedAt: string;
   phase: ServicePhase;
+  /** Why it is restarting (phase "restarting"): "memory ceiling", "enrolled again". */
+  restartFor?: string;
   /** The link's state, or null when the node has no identity (not enrolled). */
   link: LinkState | null;
   /** A problem that keeps the link from starting at all (e.g. the key file). */
