@@ -30,7 +30,10 @@ export function newRouteCredentials(): RouteCredentials {
  * (the server presents its certificate and requires and verifies its peer's), and
  * route authorisation (a peer logs in with the cluster's route user and password,
  * which the server puts in the URLs of the routes it opens). A certificate alone is
- * not enough to join: a site's leaf server holds one from the same CA.
+ * not enough to join: a site's leaf server holds one from the same CA. (nats-server
+ * 2.9 can also map a certificate to the route user, `verify_and_map`, one name for
+ * the whole cluster: that would need a route-only name in every member's
+ * certificate; the password leaves the certificates as they are.)
  */
 export function clusterBlock(o: {
   name: string;
