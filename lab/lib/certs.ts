@@ -18,7 +18,10 @@ export interface BrokerCertificates {
 /**
  * Make (or reuse, when present) a CA and a server certificate for `names` and
  * `ips` in `dir`. Several servers of one cluster share the CA: give each its
- * own `server` (the file names' stem, default "server").
+ * own `server` (the file names' stem, default "server"). The certificate serves
+ * for both ends of a TLS connection (extended key usage serverAuth and
+ * clientAuth): a server presents it on its route and leaf connections too, where
+ * its peer verifies it as a client's.
  */
 export async function makeCertificates(
   dir: string,
@@ -79,7 +82,7 @@ export async function makeCertificates(
     const san = [...names.map((n) => `DNS:${n}`), ...ips.map((i) => `IP:${i}`)].join(",");
     await Deno.writeTextFile(
       p(`${server}.ext`),
-      `subjectAltName=${san}\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature\n`,
+      `subjectAltName=${san}\nextendedKeyUsage=serverAuth,clientAuth\nkeyUsage=critical,digitalSignature\n`,
     );
     await openssl([
       "x509",

@@ -9,6 +9,7 @@
  */
 import { join } from "node:path";
 import { makeCertificates } from "./certs.ts";
+import { clusterBlock, newRouteCredentials, type RouteCredentials } from "./routes.ts";
 import { CgroupSet } from "./cgroup.ts";
 import { LabError } from "./errors.ts";
 import type { LabSwitch, Port } from "./net.ts";
@@ -183,6 +184,11 @@ export interface ClusterOptions {
    * accounts), so that the accounts exist from the first start on.
    */
   prepare?: (servers: readonly ServerFacts[]) => Promise<string> | string;
+  /**
+   * The credentials the servers' routes log in with (keep them with the mesh's
+   * state); fresh random ones when absent.
+   */
+  routes?: RouteCredentials;
 }
 
 /** First address of the cluster's servers on the lab switch (.3, .4, .5). */
@@ -239,8 +245,10 @@ export class BrokerCluster {
     }
     const extra = options.prepare ? await options.prepare(facts) : "";
     const leafPassword = crypto.randomUUID().replaceAll("-", "");
+    const routes = options.routes ?? newRouteCredentials();
     const servers: NatsServer[] = [];
     for (const f of facts) {
+      // It holds the route and leaf passwords: root's alone.
       await Deno.writeTextFile(
         f.configFile,
         memberConfig(
@@ -249,7 +257,9 @@ export class BrokerCluster {
           facts.filter((o) => o !== f).map((o) => o.address),
           extra,
           leafPassword,
+          routes,
         ),
+        { mode: 0o600 },
       );
       const netns = `${host.id}-${f.name}`;
       servers.push(new NatsServer(f, netns, await host.net.attach(netns, f.address)));
@@ -313,6 +323,7 @@ export class BrokerCluster {
     await Deno.writeTextFile(
       facts.configFile,
       leafConfig(facts, this.dir, this.servers.map((s) => s.address), this.leafPassword, extra),
+      { mode: 0o600 },
     );
     await prepare?.(facts);
     const leaf = new NatsServer(facts, netns, port);
@@ -367,27 +378,40 @@ ${extra}
 /** The user a site's leaf server logs in as on the cluster's leaf port (bound to CONTROL). */
 export const LEAF_USER = "site-leaf";
 
-function memberConfig(
+/** The configuration of one server of the lab's cluster (exported for its test). */
+export function memberConfig(
   f: ServerFacts,
   certDir: string,
   others: string[],
   extra: string,
   leafPassword: string,
+  routes: RouteCredentials,
 ): string {
+  const tls = {
+    certFile: join(certDir, `${f.name}.pem`),
+    keyFile: join(certDir, `${f.name}.key`),
+    caFile: join(certDir, "ca.pem"),
+  };
   return `# nox-mesh-host lab: one server of the cluster (generated)
 ${common(f, certDir, extra)}
-cluster {
-  name: ${CLUSTER_NAME}
-  listen: "${f.address}:${ROUTE_PORT}"
-  routes: [
-${others.map((a) => `    "nats-route://${a}:${ROUTE_PORT}"`).join("\n")}
-  ]
-}
+${
+    clusterBlock({
+      name: CLUSTER_NAME,
+      listen: `${f.address}:${ROUTE_PORT}`,
+      routes: others.map((a) => `${a}:${ROUTE_PORT}`),
+      ...tls,
+      credentials: routes,
+    })
+  }
 leafnodes {
   listen: "${f.address}:${LEAF_PORT}"
+  # A leaf server shows a certificate of the lab CA (as every site's leaf has one)
+  # and then logs in with the leaf password.
   tls {
-    cert_file: "${join(certDir, `${f.name}.pem`)}"
-    key_file: "${join(certDir, `${f.name}.key`)}"
+    cert_file: "${tls.certFile}"
+    key_file: "${tls.keyFile}"
+    ca_file: "${tls.caFile}"
+    verify: true
     timeout: 5
   }
   # Only a site's leaf server logs in here, into CONTROL: the nodes' and join keys'
@@ -399,7 +423,8 @@ leafnodes {
 `;
 }
 
-function leafConfig(
+/** The configuration of a site's leaf server (exported for its test). */
+export function leafConfig(
   f: ServerFacts,
   certDir: string,
   hub: string[],
@@ -419,7 +444,11 @@ leafnodes {
     {
       urls: [${urls.join(", ")}]
       account: "CONTROL"
-      tls: { ca_file: "${join(certDir, "ca.pem")}" }
+      tls: {
+        ca_file: "${join(certDir, "ca.pem")}"
+        cert_file: "${join(certDir, `${f.name}.pem`)}"
+        key_file: "${join(certDir, `${f.name}.key`)}"
+      }
     }
   ]
 }

@@ -7,6 +7,7 @@
  * `serve` never overwrite each other.
  */
 import { join } from "node:path";
+import type { RouteCredentials } from "../lib/routes.ts";
 import {
   CONTENT_SUBJECTS,
   joinPermissions,
@@ -61,6 +62,11 @@ export interface MeshState {
   cluster?: ClusterServer[];
   /** The URLs the control plane itself uses for a cluster (may differ inside a lab namespace). */
   controlUrls?: string[];
+  /**
+   * A cluster's route credentials (random per mesh): every server's routes log in
+   * with them, over TLS under the mesh's CA. Never in the repository.
+   */
+  routes?: RouteCredentials;
   /**
    * Leaf servers of sites (by name): they hold the same accounts (reloaded with the
    * cluster) and a site's tokens name its leaf instead of the cluster's servers.

@@ -13,6 +13,7 @@ import { fail, type Step, type StepContext } from "../lib/scenario.ts";
 import { includeAuth, initState } from "./broker.ts";
 import { writeState } from "./state.ts";
 import { JS_DOMAIN } from "../lib/cluster.ts";
+import { newRouteCredentials } from "../lib/routes.ts";
 import { run } from "../lib/_run.ts";
 import { fingerprintOf } from "../lib/certs.ts";
 
@@ -133,7 +134,10 @@ export function meshUpCluster(): Step {
     timeoutS: 180,
     async run(ctx) {
       const dir = meshDir(ctx.lab);
+      // The routes' password, random per mesh: kept in mesh.json (0600) with the rest.
+      const routes = newRouteCredentials();
       await ctx.lab.cluster({
+        routes,
         async prepare(servers) {
           const state = await initState(dir, {
             url: servers[0].url,
@@ -151,6 +155,7 @@ export function meshUpCluster(): Step {
           }));
           state.controlUrls = servers.map((s) => s.url);
           state.domain = JS_DOMAIN;
+          state.routes = routes;
           await writeState(dir, state);
           // Every server's configuration lies at the same depth: one relative include.
           return includeAuth(servers[0].configFile, dir);
