@@ -295,9 +295,12 @@ export class ControlPlane implements AsyncDisposable {
     } catch {
       return refuse("the public key or signature is malformed");
     }
-    // Admit the key and mark the token used in one locked step; the join key stays
-    // loaded until the answer is out, then a second reload drops it. Reloads of
-    // enrolments at the same moment are shared (state.ts, reloader).
+    // Admit the key and mark the token used in one locked step. The join key stays in
+    // the auth block until the answer is out, then goes; one reload (shared with the
+    // enrolments and mints of the moment: state.ts, reloader) loads both, so the node's
+    // own key works (enrol.ts proves it, waiting for this reload) only once every
+    // server has dropped the join key. A reload that falls between the two steps loads
+    // the admission with the join key still there, which is harmless.
     const problem = await withState(this.dir, (s) => {
       const token = s.tokens[request.join];
       if (!token || token.node !== node) return "no such token for this node";
@@ -312,7 +315,6 @@ export class ControlPlane implements AsyncDisposable {
       return undefined;
     });
     if (problem) return refuse(problem);
-    await this.#reload();
     msg.respond(JSON.stringify({ ok: true }));
     await this.nc.flush();
     await withState(this.dir, (s) => {

@@ -231,11 +231,21 @@ export function renderAuth(state: MeshState, now: Date = new Date(), jetstream =
       ? subject.replace(/^\$JS\.API\./, `$JS.${state.domain}.API.`)
       : subject;
   const accounts: string[] = [];
-  for (const [node, record] of Object.entries(state.nodes)) {
-    // A revoked node keeps its account (only its user goes): with nats-server 2.9.10,
-    // a node whose account a reload removed and then added again got no link working
-    // after readmission (seen in tests/run_test.ts), so accounts are never removed.
-    const users = record.revoked ? [] : [user(record.publicKey, nodePermissions(node))];
+  // A node's account exists from its first token on, without a user until it is admitted.
+  // nats-server 2.9.10 subscribes an account's service imports on a reload only when the
+  // account was there before it (reload.go: addAllServiceImportSubs for carried-over
+  // accounts; configureAccounts skips them while reloading): a node whose account came
+  // with its admission reached no service (reports, direct get) until a later reload.
+  // For the same reason a revoked node keeps its account (only its user goes): a node
+  // whose account a reload removed and then added again got no link working after
+  // readmission (seen in tests/run_test.ts), so accounts are never removed.
+  const named = new Set([
+    ...Object.keys(state.nodes),
+    ...Object.values(state.tokens).map((token) => token.node),
+  ]);
+  for (const node of named) {
+    const record = state.nodes[node] as NodeRecord | undefined;
+    const users = record && !record.revoked ? [user(record.publicKey, nodePermissions(node))] : [];
     const s = subjectsOf(node);
     const account = nodeAccount(node);
     const directGet = viaDomain(s.directGet);
