@@ -93,6 +93,96 @@ Deno.test("enrol refuses a broker whose certificate is not the pinned one, befor
   assert.equal(ok.code, 0, ok.stderr);
 });
 
+/**
+ * A loopback relay to `port` that, on its first connection, holds what the client sends
+ * after its TLS Finished (the CONNECT) until `hold` returns. The client's last handshake
+ * flight is ChangeCipherSpec (record type 20), then Finished, then CONNECT and PING
+ * (seen with TLS 1.3 between Deno and nats-server 2.9.10). Returns whether it held one.
+ */
+function holdFirstConnect(port: number, hold: () => Promise<void>) {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  let held = false;
+  const pipe = async (from: Deno.Conn, to: Deno.Conn, first: boolean) => {
+    let buffer = new Uint8Array(0);
+    let afterCcs = -1; // records forwarded since the ChangeCipherSpec
+    for await (const chunk of from.readable) {
+      if (!first || held) {
+        await to.write(chunk);
+        continue;
+      }
+      buffer = new Uint8Array([...buffer, ...chunk]);
+      let at = 0;
+      while (at + 5 <= buffer.length && !held) {
+        const end = at + 5 + ((buffer[at + 3] << 8) | buffer[at + 4]);
+        if (end > buffer.length) break;
+        if (afterCcs >= 0) afterCcs++;
+        if (buffer[at] === 20) afterCcs = 0;
+        at = end;
+        if (afterCcs === 1) held = true; // Finished is through; CONNECT waits
+      }
+      await to.write(buffer.subarray(0, at));
+      buffer = buffer.subarray(at);
+      if (held) {
+        await hold();
+        await to.write(buffer).catch(() => {});
+      }
+    }
+  };
+  let connections = 0;
+  (async () => {
+    for await (const client of listener) {
+      const first = connections++ === 0;
+      const server = await Deno.connect({ hostname: "127.0.0.1", port });
+      // Each direction ends with a half-close (the broker's last words reach the node
+      // before its end of file); both sockets close when both directions are done.
+      const direction = (from: Deno.Conn, to: Deno.Conn, hold: boolean) =>
+        pipe(from, to, hold).catch(() => {}).finally(() => to.closeWrite().catch(() => {}));
+      Promise.all([direction(server, client, false), direction(client, server, first)])
+        .finally(() => {
+          for (const c of [client, server]) {
+            try {
+              c.close();
+            } catch { /* closed */ }
+          }
+        });
+    }
+  })().catch(() => {});
+  return {
+    port: (listener.addr as Deno.NetAddr).port,
+    held: () => held,
+    [Symbol.dispose]: () => listener.close(),
+  };
+}
+
+Deno.test("enrol: a join key refused because a reload fell in its handshake is tried again, and the token works", async () => {
+  // nats-server (2.9.10) closes, on a reload, each connection that has not sent its
+  // CONNECT yet ("Authorization Violation"), although its key is admitted. The relay
+  // holds the node's CONNECT while the control plane reloads the broker (a token for
+  // another node); main took that refusal as final: "the token was already used".
+  await using mesh = await startMesh();
+  await using s = await scratch();
+  const token = decodeToken(await mesh.control.mintToken("node-a"));
+  using relay = holdFirstConnect(mesh.broker.port, async () => {
+    await mesh.control.mintToken("node-b");
+  });
+  const through = encodeToken({
+    ...token,
+    brokers: [{ url: `tls://127.0.0.1:${relay.port}`, pin: token.brokers[0].pin }],
+  });
+  const run = await runHost(["enrol", "--token", "-"], { env: s.env, stdin: through });
+  assert.ok(relay.held(), "the relay held the first CONNECT");
+  // The broker did refuse the first attempt, before its CONNECT (no key named).
+  assert.match(
+    await Deno.readTextFile(posix.join(mesh.dir, "nats.log")),
+    /authentication error - Nkey ""/,
+  );
+  assert.equal(run.code, 0, run.stderr);
+  assert.match(run.stderr, /refused the token's one-time key \(a broker refuses connections/);
+  assert.match(run.stdout, /^enrolled as node-a/);
+  const state = await mesh.control.state();
+  assert.ok(state.nodes["node-a"]);
+});
+
 Deno.test("enrol failures say which side and why: wrong CA, DNS, TCP", async () => {
   await using mesh = await startMesh();
   await using s = await scratch();

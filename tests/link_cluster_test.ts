@@ -9,8 +9,10 @@ import assert from "node:assert/strict";
 import { posix } from "node:path";
 import { startLocalCluster } from "../lab/mesh/broker.ts";
 import { ControlPlane } from "../lab/mesh/control.ts";
+import { enrol } from "../src/link/enrol.ts";
+import type { Identity } from "../src/link/identity.ts";
 import { decodeToken } from "../src/link/token.ts";
-import { runHost, scratch } from "./_helpers.ts";
+import { hostOn, runHost, scratch } from "./_helpers.ts";
 import { fileResource, spawnHost, until } from "./_mesh.ts";
 
 Deno.test("a node fails over between the servers of a cluster without losing its place", async () => {
@@ -114,4 +116,65 @@ Deno.test("a node fails over between the servers of a cluster without losing its
   await control.declare("node-c", { version: 1, resources: [fileResource("f", f, "three\n")] });
   await applied(3);
   assert.equal(await Deno.readTextFile(f), "three\n");
+});
+
+Deno.test("nodes enrol at the same moment against a cluster, while tokens are minted, and every one is admitted", async () => {
+  // Every mint and every admission reloads the auth block on the three servers, and
+  // nats-server (2.9.10) closes on a reload every connection that has not yet sent its
+  // CONNECT ("Authorization Violation"): a node whose handshake overlaps another's
+  // admission is refused although its token is good. Eight nodes, each enrolling as
+  // soon as its token is minted, overlap one another's reloads.
+  const dir = await Deno.makeTempDir({ prefix: "noxln-cluster-" });
+  await using cluster = await startLocalCluster(dir, { size: 3 });
+  const control = await ControlPlane.open(dir);
+  control.serveEnrolments();
+  await using _cleanup = {
+    async [Symbol.asyncDispose]() {
+      await control.close();
+      await cluster.stop();
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+    },
+  };
+  const nodes = Array.from({ length: 8 }, (_, i) => `node-${i + 1}`);
+  const tokens: string[] = [];
+  const enrolments: Promise<Identity>[] = [];
+  for (const node of nodes) {
+    const token = await control.mintToken(node);
+    tokens.push(token);
+    enrolments.push((async () => {
+      await using s = await scratch();
+      using host = await hostOn(s);
+      return await enrol(host, token);
+    })());
+  }
+  const outcomes = await Promise.allSettled(enrolments);
+  const refused = outcomes.flatMap((o, i) =>
+    o.status === "rejected" ? [`${nodes[i]}: ${(o.reason as Error).message}`] : []
+  );
+  assert.deepEqual(refused, [], "every node enrolled");
+  const state = await control.state();
+  for (const [i, o] of outcomes.entries()) {
+    const identity = (o as PromiseFulfilledResult<Identity>).value;
+    assert.equal(identity.node, nodes[i]);
+    assert.equal(state.nodes[nodes[i]].publicKey, identity.publicKey);
+  }
+  // The service retires each join key (a reload) once its answer is out.
+  await until("every token used and retired", async () => {
+    const records = Object.values((await control.state()).tokens);
+    return records.length === nodes.length && records.every((t) => t.usedAt && t.retired)
+      ? true
+      : undefined;
+  });
+
+  // A used token is still refused, with the same words, after the host's retries.
+  await using again = await scratch();
+  using host = await hostOn(again);
+  await assert.rejects(
+    () => enrol(host, tokens[0]),
+    /refused the token's one-time key: the token was already used/,
+  );
+  assert.equal(
+    (await control.state()).nodes[nodes[0]].publicKey,
+    (outcomes[0] as PromiseFulfilledResult<Identity>).value.publicKey,
+  );
 });

@@ -269,11 +269,9 @@ switch (command) {
   case "tokens": {
     if (args.length === 0) fail("tokens NODE...");
     await using control = await ControlPlane.open(dir);
-    const out: Record<string, string> = {};
-    for (const node of args) {
-      out[node] = await control.mintToken(node, Number(values.ttl ?? 3600), values.via);
-    }
-    console.log(JSON.stringify(out));
+    console.log(
+      JSON.stringify(await control.mintTokens(args, Number(values.ttl ?? 3600), values.via)),
+    );
     break;
   }
   case "rollout": {

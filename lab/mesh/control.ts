@@ -29,7 +29,7 @@ import {
 } from "../../src/link/subjects.ts";
 import { encodeToken } from "../../src/link/token.ts";
 import { unbase64url } from "../../src/link/_base64url.ts";
-import { type MeshState, readState, tokenBrokers, withState } from "./state.ts";
+import { type MeshState, readState, reloader, tokenBrokers, withState } from "./state.ts";
 
 const DAY_NS = 24 * 3600 * 1e9;
 
@@ -85,10 +85,13 @@ export class ControlPlane implements AsyncDisposable {
   readonly dir: string;
   readonly nc: NatsConnection;
   #enrolSub: Subscription | undefined;
+  /** Every server loads the auth block as written now (coalesced, spaced; state.ts). */
+  readonly #reload: () => Promise<void>;
 
   private constructor(dir: string, nc: NatsConnection) {
     this.dir = dir;
     this.nc = nc;
+    this.#reload = reloader(dir);
   }
 
   /** Connect to the broker of mesh directory `dir` and make sure the streams exist. */
@@ -221,23 +224,40 @@ export class ControlPlane implements AsyncDisposable {
   /**
    * Mint a one-time token for `node`: its join key is admitted (ask-to-enrol only) until
    * used or expired. `via`: the token names that site's leaf server, not the cluster.
+   * Every server has loaded the join key when this returns.
    */
   async mintToken(node: string, ttlSeconds = 3600, via?: string): Promise<string> {
-    const join = createUser();
+    return (await this.mintTokens([node], ttlSeconds, via))[node];
+  }
+
+  /** Mint a one-time token for each of `nodes` (one reload for all); node → token. */
+  async mintTokens(
+    nodes: string[],
+    ttlSeconds = 3600,
+    via?: string,
+  ): Promise<Record<string, string>> {
     const expires = new Date(Date.now() + ttlSeconds * 1000).toISOString();
+    const joins = nodes.map((node) => ({ node, join: createUser() }));
     const state = await withState(this.dir, (s) => {
-      s.tokens[join.getPublicKey()] = { node, expires, mintedAt: new Date().toISOString() };
+      for (const { node, join } of joins) {
+        s.tokens[join.getPublicKey()] = { node, expires, mintedAt: new Date().toISOString() };
+      }
       return s;
-    }, { reload: true });
-    return encodeToken({
-      v: 3,
-      node,
-      brokers: tokenBrokers(state, via),
-      ca: state.caPem,
-      join: new TextDecoder().decode(join.getSeed()),
-      signer: state.signer.publicKey,
-      expires,
     });
+    await this.#reload();
+    const tokens: Record<string, string> = {};
+    for (const { node, join } of joins) {
+      tokens[node] = encodeToken({
+        v: 3,
+        node,
+        brokers: tokenBrokers(state, via),
+        ca: state.caPem,
+        join: new TextDecoder().decode(join.getSeed()),
+        signer: state.signer.publicKey,
+        expires,
+      });
+    }
+    return tokens;
   }
 
   /** Answer enrolment requests until close(). */
@@ -275,8 +295,12 @@ export class ControlPlane implements AsyncDisposable {
     } catch {
       return refuse("the public key or signature is malformed");
     }
-    // Admit the key and mark the token used in one locked step; the join key stays
-    // loaded until the answer is out, then a second reload drops it.
+    // Admit the key and mark the token used in one locked step. The join key stays in
+    // the auth block until the answer is out, then goes; one reload (shared with the
+    // enrolments and mints of the moment: state.ts, reloader) loads both, so the node's
+    // own key works (enrol.ts proves it, waiting for this reload) only once every
+    // server has dropped the join key. A reload that falls between the two steps loads
+    // the admission with the join key still there, which is harmless.
     const problem = await withState(this.dir, (s) => {
       const token = s.tokens[request.join];
       if (!token || token.node !== node) return "no such token for this node";
@@ -289,13 +313,14 @@ export class ControlPlane implements AsyncDisposable {
         serial: s.nodes[node]?.serial ?? 0,
       };
       return undefined;
-    }, { reload: true });
+    });
     if (problem) return refuse(problem);
     msg.respond(JSON.stringify({ ok: true }));
     await this.nc.flush();
     await withState(this.dir, (s) => {
       s.tokens[request.join].retired = true;
-    }, { reload: true });
+    });
+    await this.#reload();
     return `enrolled ${node} with key ${request.publicKey}`;
   }
 
@@ -303,14 +328,16 @@ export class ControlPlane implements AsyncDisposable {
   async revoke(node: string): Promise<void> {
     await withState(this.dir, (s) => {
       if (s.nodes[node]) s.nodes[node].revoked = true;
-    }, { reload: true });
+    });
+    await this.#reload();
   }
 
   /** Admit a revoked node's key again. */
   async readmit(node: string): Promise<void> {
     await withState(this.dir, (s) => {
       if (s.nodes[node]) delete s.nodes[node].revoked;
-    }, { reload: true });
+    });
+    await this.#reload();
   }
 
   /**

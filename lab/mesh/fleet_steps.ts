@@ -51,9 +51,12 @@ export interface FleetFigures {
 /** Figures of the last fleet scenario run in this process. */
 export const figures: FleetFigures = { rollouts: [] };
 
+/** How many machines of a fleet enrol at the same moment. */
+export const ENROL_AT_ONCE = 8;
+
 /**
  * Each machine (named as its node) enrols with a one-time token listing every
- * server of the cluster, a few at a time, while one enrolment service answers all.
+ * server of the cluster, ENROL_AT_ONCE at a time, while one enrolment service answers all.
  */
 export function enrolFleet(nodes: string[], via?: string): Step {
   return {
@@ -87,8 +90,9 @@ export function enrolFleet(nodes: string[], via?: string): Step {
           if (done) fail("the enrolment service to start", seen + (await stderr));
           seen += value;
         }
-        // One at a time: each admission reloads every server twice.
-        await eachLimited(nodes, 1, async (node) => {
+        // Eight at a time, as an operator with a batch of tokens would: the service shares
+        // its reloads, and a node whose handshake a reload closed tries again (enrol.ts).
+        await eachLimited(nodes, ENROL_AT_ONCE, async (node) => {
           const m = ctx.machine(node);
           const r = await m.exec([hostCommand(m), "enrol", "--token", "-"], {
             input: tokens[node],

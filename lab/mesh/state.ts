@@ -160,6 +160,42 @@ export async function withState<T>(
   }
 }
 
+/**
+ * Reloads of mesh directory `dir` for one process (the enrolment service): a caller
+ * waits for a reload that starts after its call; callers that arrive while one waits
+ * or runs share the next one, and reloads are at least `gapMs` apart (the first is
+ * at once). Each reload is a configuration reload of every server, and nats-server
+ * closes on each one every connection still in its handshake (src/link/enrol.ts,
+ * JOIN_RETRY_MS): eight enrolments at a time asked for sixteen back-to-back reloads,
+ * and a node connecting then was refused on every try. Changes are written with
+ * `withState` (no reload) before the call; the reload takes the lock, so it never
+ * interleaves with another process's.
+ */
+export function reloader(dir: string, gapMs = 500): () => Promise<void> {
+  let pending: Promise<void> | undefined;
+  let previous: Promise<void> = Promise.resolve();
+  let lastEnded = 0;
+  return () => {
+    if (pending) return pending;
+    const after = previous;
+    const next: Promise<void> = (async () => {
+      await after.catch(() => {});
+      const wait = lastEnded + gapMs - Date.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      // From here on a caller's change may miss this reload's read: it waits for the next.
+      pending = undefined;
+      try {
+        await withState(dir, () => {}, { reload: true });
+      } finally {
+        lastEnded = Date.now();
+      }
+    })();
+    pending = next;
+    previous = next;
+    return next;
+  };
+}
+
 /** The broker account of the control plane: it alone holds the JetStream streams. */
 export const CONTROL_ACCOUNT = "CONTROL";
 /** The broker account of the one-time join keys (they only reach the enrolment service). */
@@ -195,11 +231,21 @@ export function renderAuth(state: MeshState, now: Date = new Date(), jetstream =
       ? subject.replace(/^\$JS\.API\./, `$JS.${state.domain}.API.`)
       : subject;
   const accounts: string[] = [];
-  for (const [node, record] of Object.entries(state.nodes)) {
-    // A revoked node keeps its account (only its user goes): with nats-server 2.9.10,
-    // a node whose account a reload removed and then added again got no link working
-    // after readmission (seen in tests/run_test.ts), so accounts are never removed.
-    const users = record.revoked ? [] : [user(record.publicKey, nodePermissions(node))];
+  // A node's account exists from its first token on, without a user until it is admitted.
+  // nats-server 2.9.10 subscribes an account's service imports on a reload only when the
+  // account was there before it (reload.go: addAllServiceImportSubs for carried-over
+  // accounts; configureAccounts skips them while reloading): a node whose account came
+  // with its admission reached no service (reports, direct get) until a later reload.
+  // For the same reason a revoked node keeps its account (only its user goes): a node
+  // whose account a reload removed and then added again got no link working after
+  // readmission (seen in tests/run_test.ts), so accounts are never removed.
+  const named = new Set([
+    ...Object.keys(state.nodes),
+    ...Object.values(state.tokens).map((token) => token.node),
+  ]);
+  for (const node of named) {
+    const record = state.nodes[node] as NodeRecord | undefined;
+    const users = record && !record.revoked ? [user(record.publicKey, nodePermissions(node))] : [];
     const s = subjectsOf(node);
     const account = nodeAccount(node);
     const directGet = viaDomain(s.directGet);

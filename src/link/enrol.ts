@@ -11,6 +11,7 @@
  * Answer: { "ok": true } or { "ok": false, "error": "why" }.
  */
 import { createUser, fromSeed } from "@nats-io/nkeys";
+import type { NatsConnection } from "@nats-io/transport-node";
 import type { Engine } from "../engine/mod.ts";
 import { CONNECTION_TIMING, type ConnectionTiming, openAny } from "./connection.ts";
 import { classifyLinkError, LinkError } from "./errors.ts";
@@ -51,6 +52,8 @@ export interface EnrolOptions {
   requestTimeoutMs?: number;
   /** How long the broker may take to start accepting the new key (ms). */
   admitWaitMs?: number;
+  /** How long a refused join key is tried again before the token counts as refused (ms). */
+  joinRetryMs?: number;
   timing?: ConnectionTiming;
   log?: (line: string) => void;
 }
@@ -88,36 +91,11 @@ export async function enrol(
 
   const join = fromSeed(new TextEncoder().encode(token.join));
   log(`connecting to ${brokerList(token)} with the token's one-time key`);
-  let nc;
-  let url = brokers[0].url;
-  try {
-    const opened = await openAny(brokers, token.ca, {
-      seed: join.getSeed(),
-      publicKey: join.getPublicKey(),
-      inboxPrefix: joinInboxPrefix(join.getPublicKey()),
-      name: `${token.node} enrolment`,
-    }, {
-      timing,
-      stopOn: (error) => error.reason === "auth",
-      onFailure: (at, error) => {
-        url = at;
-        if (brokers.length > 1) log(`cannot use ${at}: ${error.message}; trying the next broker`);
-      },
-    });
-    nc = opened.nc;
-    url = brokers[opened.index].url;
-  } catch (error) {
-    if (error instanceof LinkError && error.reason === "auth") {
-      throw new LinkError(
-        "auth",
-        "broker",
-        `the broker at ${url} refused the token's one-time key: the token was already used, ` +
-          "has expired, or was revoked",
-        { hint: "mint a new token", cause: error },
-      );
-    }
-    throw error;
-  }
+  const { nc, url } = await openWithJoinKey(brokers, token.ca, join, token.node, {
+    timing,
+    log,
+    windowMs: options.joinRetryMs ?? JOIN_RETRY_MS,
+  });
   let answer: { ok?: boolean; error?: string };
   try {
     const request: EnrolRequest = {
@@ -181,6 +159,78 @@ export async function enrol(
   };
   writeIdentity(host.store, identity);
   return identity;
+}
+
+/**
+ * How long a join key the broker refused is tried again. A broker refuses a good key for a
+ * moment: nats-server (2.9.10, and the same code today) checks, on every reload of its
+ * configuration, every connection it has accepted, and closes with "Authorization
+ * Violation" those whose CONNECT has not arrived yet (still in their TLS handshake). A
+ * control plane that reloads for each admission does so while other nodes are enrolling,
+ * and a real one propagates a new join key to its servers with some delay as well. A key
+ * the broker really does not hold (a used, expired or revoked token) is refused on every
+ * try, and the enrolment then fails with the same words a few seconds later.
+ */
+export const JOIN_RETRY_MS = 5_000;
+
+/**
+ * Connect as the token's join key to any of `brokers`. An auth refusal is tried again,
+ * on the next broker, after a doubling pause with jitter (0.2 s, 0.4 s, 0.8 s, 1.6 s at
+ * most, each between half and all of it) until `windowMs` has passed; then it is final.
+ */
+async function openWithJoinKey(
+  brokers: { url: string; pin: string }[],
+  ca: string,
+  join: ReturnType<typeof fromSeed>,
+  node: string,
+  options: { timing: ConnectionTiming; log: (line: string) => void; windowMs: number },
+): Promise<{ nc: NatsConnection; url: string }> {
+  const started = Date.now();
+  let first = 0;
+  let url = brokers[0].url;
+  for (let attempt = 1;; attempt++) {
+    try {
+      const opened = await openAny(brokers, ca, {
+        seed: join.getSeed(),
+        publicKey: join.getPublicKey(),
+        inboxPrefix: joinInboxPrefix(join.getPublicKey()),
+        name: `${node} enrolment`,
+      }, {
+        timing: options.timing,
+        first,
+        stopOn: (error) => error.reason === "auth",
+        onFailure: (at, error) => {
+          url = at;
+          first = (brokers.findIndex((b) => b.url === at) + 1) % brokers.length;
+          if (brokers.length > 1 && error.reason !== "auth") {
+            options.log(`cannot use ${at}: ${error.message}; trying the next broker`);
+          }
+        },
+      });
+      return { nc: opened.nc, url: brokers[opened.index].url };
+    } catch (error) {
+      if (!(error instanceof LinkError) || error.reason !== "auth") throw error;
+      const step = Math.min(1600, 200 * 2 ** (attempt - 1));
+      const pause = step / 2 + Math.random() * (step / 2);
+      const spent = Date.now() - started;
+      if (spent + pause > options.windowMs) {
+        throw new LinkError(
+          "auth",
+          "broker",
+          `the broker at ${url} refused the token's one-time key: the token was already used, ` +
+            `has expired, or was revoked (refused ${attempt} ${
+              attempt === 1 ? "time" : "times"
+            } in ${(spent / 1000).toFixed(1)} s)`,
+          { hint: "mint a new token", cause: error },
+        );
+      }
+      options.log(
+        `${url} refused the token's one-time key (a broker refuses connections for a moment ` +
+          `while it reloads); trying again in ${(pause / 1000).toFixed(1)} s`,
+      );
+      await new Promise((resolve) => setTimeout(resolve, pause));
+    }
+  }
 }
 
 /** Connect with the node's own key, allowing the broker a moment to load the admission. */
