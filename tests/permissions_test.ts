@@ -9,7 +9,7 @@ import {
   permissionFlags,
   TARGET_OSES,
 } from "../packaging/permissions.ts";
-import { build, compileArgs } from "../packaging/build.ts";
+import { build, compileArgs, RUNTIME_FLAGS } from "../packaging/build.ts";
 import { DEFAULTS } from "../src/config.ts";
 import { NEEDS } from "../os/needs.ts";
 import { OWN_PATHS_BY_OS } from "../packaging/own_paths_by_os.ts";
@@ -251,7 +251,10 @@ Deno.test("permissions: both build forms get identical permission flags", async 
       });
       const compileFlags = compile.slice(compile.indexOf("/o") + 1, -1);
       assert.deepEqual(shimFlags, compileFlags, `${os}: shim and compile flags differ`);
-      assert.deepEqual(shimFlags, permissionFlags(set, ["/usr/bin/initdb", "/usr/bin/test"]));
+      assert.deepEqual(shimFlags, [
+        ...RUNTIME_FLAGS,
+        ...permissionFlags(set, ["/usr/bin/initdb", "/usr/bin/test"]),
+      ]);
       assert.ok(
         shimFlags.some((f) =>
           f.startsWith("--allow-run=") && f.endsWith(",/usr/bin/initdb,/usr/bin/test")

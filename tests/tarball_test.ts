@@ -4,7 +4,7 @@
 // against scratch roots.
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { build, type BuildResult } from "../packaging/build.ts";
+import { build, type BuildResult, RUNTIME_FLAGS } from "../packaging/build.ts";
 import { packageTarball, tarballEntries } from "../packaging/package.ts";
 import { loadPermissionSet } from "../packaging/permissions.ts";
 import { runtimePins } from "../packaging/tarball/runtime.ts";
@@ -153,7 +153,14 @@ Deno.test("tarball: the shim finds the runtime beside it, not on PATH, and stops
       join(lib, "nox-mesh-host.js"),
       "version",
     ]);
-    assert.deepEqual(b.command, [set.deno, "run", "--no-config", ...b.flags, set.bundle]);
+    assert.deepEqual(b.command, [
+      set.deno,
+      "run",
+      "--no-config",
+      ...RUNTIME_FLAGS,
+      ...b.flags,
+      set.bundle,
+    ]);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
