@@ -100,9 +100,12 @@ Deno.test("usage errors exit 64, unreadable input 66, and every command has --he
     assert.equal(help.code, 0);
     assert.match(help.stdout, new RegExp(`^Usage: nox-mesh-host ${command}`));
   }
-  const overview = await runHost(["help"], { env: s.env });
-  assert.equal(overview.code, 0);
-  assert.match(overview.stdout, /Commands:\n {2}apply/);
+  for (const args of [["help"], ["help", "--help"], ["help", "-h"]]) {
+    const overview = await runHost(args, { env: s.env });
+    assert.equal(overview.code, 0, `${args.join(" ")}: ${overview.stderr}`);
+    assert.match(overview.stdout, /Commands:\n {2}apply/);
+  }
+  assert.equal((await runHost(["help", "frobnicate"], { env: s.env })).code, 64);
 });
 
 Deno.test("plan changes nothing and shows what would change", async () => {

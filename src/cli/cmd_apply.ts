@@ -69,7 +69,8 @@ removed or forgotten. Changes nothing, records nothing.
 
 Options:
   --bundle      plan the bundle (optionally at FILE) with the trusted parse
-Exit codes: 0 planned, 2 declaration refused, 64 usage, 66 input unreadable.
+Exit codes: 0 planned, 2 declaration refused, 64 usage, 66 input unreadable, 70 the host
+  cannot work (store), 78 configuration.
 `,
   options: { bundle: { type: "boolean" } },
   positionals: [0, 1],

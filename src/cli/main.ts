@@ -78,8 +78,10 @@ Run "${PROGRAM} <command> --help" for a command's options and exit codes.
 export async function main(args: string[], io: CliIo): Promise<number> {
   const [name, ...rest] = args;
   if (name === undefined || name === "help" || name === "--help" || name === "-h") {
-    const topic = name === "help" ? COMMANDS.find((c) => c.name === rest[0]) : undefined;
-    if (name === "help" && rest[0] !== undefined && topic === undefined) {
+    // `help --help` and `help -h` ask for help about help: the overview says it.
+    const about = rest[0] === "--help" || rest[0] === "-h" ? undefined : rest[0];
+    const topic = name === "help" ? COMMANDS.find((c) => c.name === about) : undefined;
+    if (name === "help" && about !== undefined && topic === undefined) {
       return usage(io, `unknown command "${rest[0]}"`);
     }
     io.stdout(topic ? commandHelp(topic) : overview());
