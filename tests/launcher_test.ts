@@ -509,7 +509,7 @@ async function releaseTarball(
     args: [
       "-c",
       `set -eu; cd "$1"; out=$2; shift 2; ${extra}
-tar ${flags} --format=gnu --no-recursion --owner=0 --group=0 --numeric-owner -czf "$out" -- "$@"`,
+tar --format=gnu --no-recursion --owner=0 --group=0 --numeric-owner ${flags} -czf "$out" -- "$@"`,
       "sh",
       tree,
       out,
@@ -564,6 +564,10 @@ Deno.test("launcher: an upgrade the host staged is unpacked over the prefix and 
   await cleanup(w);
 });
 
+/** A name holding a newline: busybox tar lists it raw, as two lines, the second one forged. */
+const NEWLINE_NAME =
+  "lib/nox-mesh-host/a\n-rw-r--r-- 0/0 1 2024-01-01 00:00:00 lib/nox-mesh-host/b";
+
 const REFUSED_STAGES: [string, { extra?: string; names?: string[]; flags?: string }, RegExp][] = [
   [
     "a symbolic link",
@@ -586,7 +590,18 @@ const REFUSED_STAGES: [string, { extra?: string; names?: string[]; flags?: strin
   [
     "a '..' component",
     { extra: "echo evil > x", names: ["lib/nox-mesh-host/../../x"], flags: "-P" },
-    /'\.\.' or '\.' component/,
+    // GNU tar lists the name as stored; busybox lists (and would unpack) what follows the last '../'.
+    /'\.\.' or '\.' component|x is outside the tarball's layout/,
+  ],
+  [
+    "an absolute name",
+    { names: ["/etc/passwd"], flags: "-P" },
+    /etc\/passwd is outside the tarball's layout/,
+  ],
+  [
+    "a './' prefix",
+    { extra: "echo x > lib/nox-mesh-host/other", names: ["./lib/nox-mesh-host/other"] },
+    /\.\/lib\/nox-mesh-host\/other is outside the tarball's layout/,
   ],
   [
     "a setuid program",
@@ -596,37 +611,134 @@ const REFUSED_STAGES: [string, { extra?: string; names?: string[]; flags?: strin
     },
     /has mode -rwsr-xr-x/,
   ],
+  [
+    "a name holding ' -> '",
+    { extra: "echo x > 'lib/nox-mesh-host/y -> x'", names: ["lib/nox-mesh-host/y -> x"] },
+    /is a link or a name with spaces/,
+  ],
+  [
+    "a name holding a newline",
+    {
+      extra: `n=$(printf '%b' '${
+        NEWLINE_NAME.replace("\n", "\\n")
+      }'); mkdir -p "$(dirname "$n")"; echo x > "$n"`,
+      names: [NEWLINE_NAME],
+    },
+    /a link or a name with spaces|names listed alone differ from its long listing/,
+  ],
+  [
+    "a directory entry for bin/",
+    { names: ["bin/"] },
+    /directory bin\/ is outside the tarball's layout/,
+  ],
+  [
+    "a second entry of one name, a symbolic link",
+    {
+      extra: "mkdir alt && ln -s /etc/shadow alt/VERSION",
+      names: ["alt/VERSION"],
+      flags: "--transform=s,^alt/,lib/nox-mesh-host/,",
+    },
+    /is a link or a name with spaces/,
+  ],
 ];
 
-for (
-  const [what, how, reason] of [
-    ["a checksum that does not match", {}, /its sha256 is [0-9a-f]{64}, not the recorded/],
-    ...REFUSED_STAGES,
-  ] as [string, { extra?: string; names?: string[]; flags?: string }, RegExp][]
-) {
-  Deno.test(`launcher: a staged upgrade with ${what} is refused, removed and recorded; the installed version starts`, async () => {
+/** The launcher's tar: GNU tar (Arch, Debian), or busybox tar (Alpine without GNU tar). */
+const TARS = ["GNU tar", "busybox tar"] as const;
+
+/** Puts busybox first on the world's PATH as `tar`, for `tar`. */
+async function useTar(w: World, tar: typeof TARS[number]): Promise<void> {
+  if (tar === "busybox tar") await Deno.symlink("/bin/busybox", join(w.dir, "bin", "tar"));
+}
+
+for (const tar of TARS) {
+  for (
+    const [what, how, reason] of [
+      ["a checksum that does not match", {}, /its sha256 is [0-9a-f]{64}, not the recorded/],
+      ...REFUSED_STAGES,
+    ] as [string, { extra?: string; names?: string[]; flags?: string }, RegExp][]
+  ) {
+    Deno.test(`launcher (${tar}): a staged upgrade with ${what} is refused, removed and recorded; the installed version starts`, async () => {
+      const w = await makeWorld({ steps: [] });
+      await useTar(w, tar);
+      const tarball = await releaseTarball(w, "2.0", how);
+      const wrongSum = what.startsWith("a checksum") ? "0".repeat(64) : undefined;
+      const stage = await stageScript(w, tarball, "2.0", wrongSum);
+      await Deno.writeTextFile(join(w.plan, "steps"), `confirm run ${stage} exit 0\nwait\n`);
+      const r = await runUntilReady(w);
+      assert.equal(r.code, 0, r.stderr);
+      assert.deepEqual(await starts(w), ["1.0", "1.0"], r.stderr);
+      assert.match(await Deno.readTextFile(w.bin), /^version=1\.0$/m);
+      assert.equal(
+        await Deno.lstat(join(w.prefix, "lib")).catch(() => null),
+        null,
+        "nothing unpacked",
+      );
+      for (const other of ["etc", "x", "alt"]) {
+        assert.equal(await Deno.lstat(join(w.prefix, other)).catch(() => null), null, other);
+      }
+      assert.equal(await Deno.lstat(join(w.state, "upgrade")).catch(() => null), null, "removed");
+      const record = await stateFile(w, "upgrade-refused");
+      const sum = wrongSum ?? await fileSha256(tarball);
+      assert.ok(record?.startsWith(`${sum} 2.0: `), record);
+      assert.match(record!, reason);
+      assert.equal(count(r.stderr, "REFUSED the staged upgrade"), 1, r.stderr);
+      await cleanup(w);
+    });
+  }
+}
+
+for (const tar of TARS) {
+  Deno.test(`launcher (${tar}): a staged file the archive says another user owns is unpacked as root's`, async () => {
     const w = await makeWorld({ steps: [] });
-    const tarball = await releaseTarball(w, "2.0", how);
-    const wrongSum = what.startsWith("a checksum") ? "0".repeat(64) : undefined;
-    const stage = await stageScript(w, tarball, "2.0", wrongSum);
-    await Deno.writeTextFile(join(w.plan, "steps"), `confirm run ${stage} exit 0\nwait\n`);
+    await useTar(w, tar);
+    const tarball = await releaseTarball(w, "2.0", {
+      flags: "--owner=4242 --group=4242",
+      names: ["lib/nox-mesh-host/"],
+    });
+    const listed = await new Deno.Command("tar", { args: ["-tzvf", tarball] }).output();
+    assert.match(new TextDecoder().decode(listed.stdout), /4242\/4242/);
+    const stage = await stageScript(w, tarball, "2.0");
+    await Deno.writeTextFile(join(w.plan, "steps"), `confirm run ${stage} exit 0\nconfirm wait\n`);
     const r = await runUntilReady(w);
     assert.equal(r.code, 0, r.stderr);
-    assert.deepEqual(await starts(w), ["1.0", "1.0"], r.stderr);
-    assert.match(await Deno.readTextFile(w.bin), /^version=1\.0$/m);
-    assert.equal(
-      await Deno.lstat(join(w.prefix, "lib")).catch(() => null),
-      null,
-      "nothing unpacked",
-    );
-    assert.equal(await Deno.lstat(join(w.prefix, "etc")).catch(() => null), null);
-    assert.equal(await Deno.lstat(join(w.prefix, "x")).catch(() => null), null);
-    assert.equal(await Deno.lstat(join(w.state, "upgrade")).catch(() => null), null, "removed");
-    const record = await stateFile(w, "upgrade-refused");
-    const sum = wrongSum ?? await fileSha256(tarball);
-    assert.ok(record?.startsWith(`${sum} 2.0: `), record);
-    assert.match(record!, reason);
-    assert.equal(count(r.stderr, "REFUSED the staged upgrade"), 1, r.stderr);
+    assert.deepEqual(await starts(w), ["1.0", "2.0"], r.stderr);
+    for (const f of ["bin/nox-mesh-host", "lib/nox-mesh-host/VERSION", "lib/nox-mesh-host"]) {
+      const info = await Deno.lstat(join(w.prefix, f));
+      assert.equal(`${info.uid}/${info.gid}`, "0/0", `${f} is owned by ${info.uid}/${info.gid}`);
+    }
     await cleanup(w);
   });
 }
+
+Deno.test("launcher: links the host planted at the launcher's temporary and record files are never written through", async () => {
+  const w = await makeWorld({ steps: [] });
+  const outside = join(w.dir, "outside");
+  await Deno.mkdir(outside);
+  const victim = join(outside, "victim");
+  await Deno.writeTextFile(victim, "untouched\n");
+  const tarball = await releaseTarball(w, "2.0");
+  const stage = await stageScript(w, tarball, "2.0", "0".repeat(64));
+  // A buggy host may write the state directory (not upgrade-refused itself): it leaves a link
+  // where the launcher writes its temporary, and a link to a directory where the record goes.
+  const plant = join(w.dir, "plant");
+  await Deno.writeTextFile(
+    plant,
+    `#!/bin/sh\nset -eu\n'${stage}'\nln -s '${victim}' '${w.state}/failures.tmp'\n` +
+      `ln -s '${victim}' '${w.state}/upgrade-refused.tmp'\nln -s '${outside}' '${w.state}/upgrade-refused'\n`,
+    { mode: 0o755 },
+  );
+  await Deno.writeTextFile(join(w.plan, "steps"), `run ${plant} exit 1\nwait\n`);
+  const r = await runUntilReady(w);
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(await starts(w), ["1.0", "1.0"], r.stderr);
+  assert.equal(await Deno.readTextFile(victim), "untouched\n", r.stderr);
+  assert.deepEqual([...Deno.readDirSync(outside)].map((e) => e.name), ["victim"], r.stderr);
+  for (
+    const [file, text] of [["failures", /^1\n$/], ["upgrade-refused", /its sha256 is/]] as const
+  ) {
+    const info = await Deno.lstat(join(w.state, file));
+    assert.ok(info.isFile, `${file} is a regular file`);
+    assert.match(await Deno.readTextFile(join(w.state, file)), text);
+  }
+  await cleanup(w);
+});

@@ -29,7 +29,14 @@ import {
 } from "../../src/link/subjects.ts";
 import { encodeToken } from "../../src/link/token.ts";
 import { unbase64url } from "../../src/link/_base64url.ts";
-import { type MeshState, readState, reloader, tokenBrokers, withState } from "./state.ts";
+import {
+  checkNodeName,
+  type MeshState,
+  readState,
+  reloader,
+  tokenBrokers,
+  withState,
+} from "./state.ts";
 
 const DAY_NS = 24 * 3600 * 1e9;
 
@@ -236,6 +243,7 @@ export class ControlPlane implements AsyncDisposable {
     ttlSeconds = 3600,
     via?: string,
   ): Promise<Record<string, string>> {
+    nodes.forEach(checkNodeName);
     const expires = new Date(Date.now() + ttlSeconds * 1000).toISOString();
     const joins = nodes.map((node) => ({ node, join: createUser() }));
     const state = await withState(this.dir, (s) => {

@@ -8,6 +8,7 @@
  */
 import { join } from "node:path";
 import type { RouteCredentials } from "../lib/routes.ts";
+import { NODE_ID } from "../../src/declaration/fields.ts";
 import {
   CONTENT_SUBJECTS,
   joinPermissions,
@@ -130,12 +131,32 @@ export async function readState(dir: string): Promise<MeshState> {
   }
 }
 
-/** Write state and the auth block it implies (atomically each). */
+/**
+ * Refuses a node name that is not a node id (src/declaration/fields.ts NODE_ID): the
+ * name becomes an account name and subject tokens of the broker's configuration, where
+ * a `.`, `*` or `>` would widen a node's permissions to other nodes' subjects and a quote
+ * or newline would be configuration of its own.
+ */
+export function checkNodeName(node: string): void {
+  if (!NODE_ID.test(node)) {
+    throw new Error(
+      `refusing node name ${JSON.stringify(node)}: a node id is 1–63 lowercase letters, ` +
+        "digits and -, starting with a letter or digit",
+    );
+  }
+}
+
+/**
+ * Write state and the auth block it implies (atomically each). Both auth blocks are
+ * rendered first: a state that cannot be rendered (a hostile node name) writes nothing.
+ */
 export async function writeState(dir: string, state: MeshState): Promise<void> {
   const files = meshFiles(dir);
+  const auth = renderAuth(state);
+  const leafAuth = state.leaves ? renderAuth(state, new Date(), false) : undefined;
   await atomicWrite(files.state, JSON.stringify(state, null, 2) + "\n");
-  await atomicWrite(files.auth, renderAuth(state));
-  if (state.leaves) await atomicWrite(files.leafAuth, renderAuth(state, new Date(), false));
+  await atomicWrite(files.auth, auth);
+  if (leafAuth !== undefined) await atomicWrite(files.leafAuth, leafAuth);
 }
 
 /**
@@ -244,6 +265,7 @@ export function renderAuth(state: MeshState, now: Date = new Date(), jetstream =
     ...Object.values(state.tokens).map((token) => token.node),
   ]);
   for (const node of named) {
+    checkNodeName(node);
     const record = state.nodes[node] as NodeRecord | undefined;
     const users = record && !record.revoked ? [user(record.publicKey, nodePermissions(node))] : [];
     const s = subjectsOf(node);

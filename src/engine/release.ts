@@ -86,12 +86,16 @@ export function insideFirst<T extends { key: string }>(items: readonly T[]): T[]
   const byKey = new Map(items.map((item) => [item.key, item]));
   const deferred = new Set<string>();
   const out: T[] = [];
-  const emit = (item: T) => {
-    out.push(item);
-    for (const k of enclosing.get(item.key)!) {
-      const left = waitsFor.get(k)! - 1;
-      waitsFor.set(k, left);
-      if (left === 0 && deferred.delete(k)) emit(byKey.get(k)!);
+  // A worklist, not recursion: a deep chain of nested records cannot exhaust the stack.
+  const emit = (first: T) => {
+    const ready = [first];
+    for (let item = ready.pop(); item !== undefined; item = ready.pop()) {
+      out.push(item);
+      for (const k of enclosing.get(item.key)!) {
+        const left = waitsFor.get(k)! - 1;
+        waitsFor.set(k, left);
+        if (left === 0 && deferred.delete(k)) ready.push(byKey.get(k)!);
+      }
     }
   };
   for (const item of items) {

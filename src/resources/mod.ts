@@ -10,6 +10,7 @@ import { firewallKind, type FirewallResource } from "./firewall.ts";
 import { overlayKind, type OverlayResource } from "./overlay.ts";
 import { sysctlKind, type SysctlResource } from "./sysctl.ts";
 import type { ResourceKind } from "./kind.ts";
+import { MAX_PATH_BYTES } from "../declaration/paths.ts";
 import { packageKind, type PackageResource } from "./package.ts";
 import { serviceKind, type ServiceResource } from "./service.ts";
 
@@ -75,7 +76,9 @@ export function resourceKey(resource: Resource): string {
  * directory above it. Something inside must be released before what holds it.
  */
 export function enclosingKeys(key: string): string[] {
-  if (!key.startsWith("path:/")) return [];
+  // A key longer than any path the parse accepts (a store edited by hand) encloses
+  // nothing and is enclosed by nothing: its prefixes would cost the square of its length.
+  if (!key.startsWith("path:/") || key.length > "path:".length + MAX_PATH_BYTES) return [];
   const out: string[] = [];
   let path = key.slice("path:".length);
   for (let cut = path.lastIndexOf("/"); cut > 0; cut = path.lastIndexOf("/")) {

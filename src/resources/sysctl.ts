@@ -13,15 +13,19 @@ import type { KernelSettings } from "../providers.ts";
 import type { Change, Diff, KindContext, Release, ReleaseOptions, ResourceKind } from "./kind.ts";
 import { NoProviderError, ResourceError } from "./kind.ts";
 
-/** Dotted setting names: words of letters, digits, _ and -, joined by single dots. */
-export const SYSCTL_KEY = /^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$/;
+/**
+ * Dotted setting names: words of letters, digits, _ and -, joined by single dots; not
+ * starting with - (sysctl would read it as an option: -a, -p FILE; the adapter refuses
+ * it too).
+ */
+export const SYSCTL_KEY = /^[A-Za-z0-9_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$/;
 
 /**
  * A setting's path under /proc/sys, for a name whose parts hold dots (an
  * interface `eth0.100`): parts of letters, digits, _, - and ., joined by single
  * slashes, none of them only dots.
  */
-export const SYSCTL_PATH = /^[A-Za-z0-9_-]+(\/(?!\.+(\/|$))[A-Za-z0-9_.-]+)+$/;
+export const SYSCTL_PATH = /^[A-Za-z0-9_][A-Za-z0-9_-]*(\/(?!\.+(\/|$))[A-Za-z0-9_.-]+)+$/;
 
 /** Whether `key` names a setting in one of the two forms. */
 export function isSettingName(key: string): boolean {

@@ -158,6 +158,11 @@ Deno.test("sysctl: keys that leave /proc/sys and values with newlines are refuse
       ".net",
       "net.",
       "",
+      "-a", // options of sysctl (procps and busybox): the parse refuses them, not only the adapter
+      "-p",
+      "-p/etc/sysctl.conf",
+      "-w/x",
+      "--system",
     ]
   ) {
     assert.match(await refused(setting(1, key)), /resources\[0\]\.key: .* is not a setting name/);
