@@ -1,5 +1,6 @@
 // Shared steps of the install/upgrade/rollback scenarios (arch-*, openrc-install): the
 // host installed from its real package, started by its init through the launcher.
+import { RUNTIME_FLAGS } from "../../packaging/build.ts";
 import { loadPermissionSet, permissionFlags } from "../../packaging/permissions.ts";
 import { hostInstall } from "../lib/host.ts";
 import type { HostBuild } from "../lib/host_builds.ts";
@@ -94,7 +95,15 @@ export function assertLaunched(machine: string): Step {
       if (children.length !== 1) fail("one child of the launcher", children.map(shown).join("; "));
       const host = children[0];
       const flags = permissionFlags(await loadPermissionSet(install.os));
-      const want = [install.deno, "run", "--no-config", ...flags, install.bundle, "run"];
+      const want = [
+        install.deno,
+        "run",
+        "--no-config",
+        ...RUNTIME_FLAGS,
+        ...flags,
+        install.bundle,
+        "run",
+      ];
       if (JSON.stringify(host.argv) !== JSON.stringify(want)) {
         fail(`the child to be ${want.slice(0, 3).join(" ")} <${install.os} set> …`, shown(host));
       }
