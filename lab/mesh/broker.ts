@@ -315,11 +315,42 @@ export async function startLocalCluster(
   try {
     // The servers wait for each other's routes; start all, then wait for all.
     await Promise.all(members.map((m) => m.start()));
+    await clusterFormed(members, 60_000);
   } catch (error) {
     await stop();
     throw error;
   }
   return { dir, members, stop, [Symbol.asyncDispose]: stop };
+}
+
+/**
+ * Wait until every member routes to every other one and JetStream's meta group has a
+ * leader over all of them: before that, a stream of three replicas cannot be placed
+ * ("no suitable peers for placement"), and routes under TLS take longer to come up on
+ * a loaded machine than a control plane's first request waits.
+ */
+async function clusterFormed(members: ClusterMember[], timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let seen = "";
+  for (;;) {
+    const states = await Promise.all(members.map(async (m) => {
+      const routez = await m.monitor("routez").catch(() => null);
+      const jsz = await m.monitor("jsz").catch(() => null);
+      const meta = jsz?.meta_cluster as { leader?: string; cluster_size?: number } | undefined;
+      const routes = Number(routez?.num_routes ?? 0);
+      const ready = routes >= members.length - 1 && Boolean(meta?.leader) &&
+        (meta?.cluster_size ?? 0) >= members.length;
+      return { ready, text: `${m.name}: ${routes} routes, leader ${meta?.leader ?? "none"}` };
+    }));
+    if (states.every((s) => s.ready)) return;
+    seen = states.map((s) => s.text).join("; ");
+    if (Date.now() > deadline) {
+      throw new Error(
+        `the cluster did not form within ${timeoutMs / 1000} s (${seen}); see the members' logs`,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
 }
 
 function clusterMember(
