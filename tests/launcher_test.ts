@@ -535,7 +535,7 @@ async function stageScript(w: World, tarball: string, version: string, sha256?: 
   return script;
 }
 
-Deno.test("launcher: an upgrade the host staged is unpacked over the prefix and started, after the installed version's copy was kept", async () => {
+Deno.test("launcher: an upgrade the host staged is unpacked beside the installation, switched by renames and started, after the installed version's copy was kept", async () => {
   const w = await makeWorld({ steps: ["confirm run STAGE exit 0", "confirm wait"] });
   const tarball = await releaseTarball(w, "2.0");
   const stage = await stageScript(w, tarball, "2.0");
@@ -551,6 +551,10 @@ Deno.test("launcher: an upgrade the host staged is unpacked over the prefix and 
   );
   assert.equal(await Deno.lstat(join(w.state, "upgrade")).catch(() => null), null, "stage removed");
   assert.equal(await stateFile(w, "upgrade-refused"), undefined);
+  // Unpacked beside the installation and moved in by renames: nothing of that is left.
+  for (const left of [".nox-mesh-host-upgrade", "lib/nox-mesh-host.old"]) {
+    assert.equal(await Deno.lstat(join(w.prefix, left)).catch(() => null), null, left);
+  }
   // The copy of 1.0 was made before 2.0 was unpacked: it holds the 1.0 program.
   const kept = join(w.state, "rollback", "1.0", "nox-mesh-host-1.0.tar.gz");
   const program = await new Deno.Command("tar", { args: ["-xzOf", kept, "bin/nox-mesh-host"] })
