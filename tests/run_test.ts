@@ -230,6 +230,28 @@ Deno.test("with no broker reachable the node holds its machine from the store an
   assert.equal(await host.stop("SIGINT"), 0);
 });
 
+Deno.test("after a reconcile that fails unexpectedly, the drift timer keeps running and the next one repairs", async () => {
+  await using s = await bundledMachine();
+  const f = `${s.root}/f`;
+  const declaration = await s.declaration([fileResource("f", f, "held\n")]);
+  const applied = await runHost(["apply", declaration], { env: s.env });
+  assert.equal(applied.code, 0, applied.stderr);
+
+  await using host = await spawnHost(["run", "--drift-interval", "1"], s.env);
+  await host.waitLog(/apply \(start, file\): converged: 0 changed, 1 unchanged/);
+  // A directory where the apply lock's file should be: the next reconcile cannot even
+  // take the lock, an error no apply result describes.
+  const lock = posix.join(s.stateDir, "apply.lock");
+  await Deno.remove(lock);
+  await Deno.mkdir(lock);
+  await host.waitLog(/run: reconcile \(drift\) failed unexpectedly: /);
+  await Deno.remove(lock);
+  await Deno.writeTextFile(f, "edited by a person\n");
+  await host.waitLog(/apply \(drift, file\): converged: 1 changed/, 30_000);
+  assert.equal(await Deno.readTextFile(f), "held\n");
+  assert.equal(await host.stop("SIGTERM"), 0);
+});
+
 Deno.test("a second run on the same state directory waits for the first, and takes over when it ends", async () => {
   await using s = await bundledMachine();
   await using first = await spawnHost(["run", "--heartbeat-interval", "1"], s.env);

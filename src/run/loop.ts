@@ -183,6 +183,9 @@ class RunLoop {
           `run: ${work.kind} (${work.trigger}) failed unexpectedly: ${describeError(error)}`,
           "error",
         );
+        // The drift timer is armed again at the end of every reconcile that ran to its
+        // end; this one did not, and without this the machine would go unwatched.
+        this.#armDrift();
       } finally {
         this.#busy = false;
         this.#worked = true;
