@@ -4,7 +4,12 @@
  * the development permission set (never -A).
  */
 import { posix } from "node:path";
-import { type LocalBroker, startLocalBroker } from "../lab/mesh/broker.ts";
+import {
+  type LocalBroker,
+  type LocalCluster,
+  startLocalBroker,
+  startLocalCluster,
+} from "../lab/mesh/broker.ts";
 import { ControlPlane } from "../lab/mesh/control.ts";
 import { hostPermissionFlags } from "./_helpers.ts";
 
@@ -22,6 +27,46 @@ export interface Mesh extends AsyncDisposable {
 }
 
 /** Start a mesh in a temp dir; `await using` stops everything and removes the dir. */
+/** A three-server cluster on 127.0.0.1 and its control plane, in a fresh directory. */
+export interface ClusterMesh extends AsyncDisposable {
+  dir: string;
+  cluster: LocalCluster;
+  control: ControlPlane;
+}
+
+/**
+ * Start a cluster of three and open its control plane (answering enrolments when
+ * `enrolments`); disposing closes the control plane, stops the servers and removes
+ * the directory.
+ */
+export async function startClusterMesh(
+  prefix: string,
+  { enrolments = false }: { enrolments?: boolean } = {},
+): Promise<ClusterMesh> {
+  const dir = await Deno.makeTempDir({ prefix });
+  let cluster: LocalCluster | undefined;
+  try {
+    cluster = await startLocalCluster(dir, { size: 3 });
+    const control = await ControlPlane.open(dir);
+    if (enrolments) control.serveEnrolments();
+    const started = cluster;
+    return {
+      dir,
+      cluster: started,
+      control,
+      async [Symbol.asyncDispose]() {
+        await control.close();
+        await started.stop();
+        await Deno.remove(dir, { recursive: true }).catch(() => {});
+      },
+    };
+  } catch (error) {
+    await cluster?.stop();
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+    throw error;
+  }
+}
+
 export async function startMesh(): Promise<Mesh> {
   const dir = await Deno.makeTempDir({ prefix: "noxln-mesh-" });
   let broker: LocalBroker | undefined;

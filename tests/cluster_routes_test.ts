@@ -11,14 +11,13 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { type ClusterMember, clusterMemberConfig, startLocalCluster } from "../lab/mesh/broker.ts";
+import { type ClusterMember, clusterMemberConfig } from "../lab/mesh/broker.ts";
 import { readState } from "../lab/mesh/state.ts";
 import { makeCertificates } from "../lab/lib/certs.ts";
 import { HTTP_PORT, leafConfig, memberConfig, type ServerFacts } from "../lab/lib/cluster.ts";
 import { newRouteCredentials, type RouteCredentials } from "../lab/lib/routes.ts";
-import { until } from "./_mesh.ts";
+import { startClusterMesh, until } from "./_mesh.ts";
 import { connect } from "@nats-io/transport-node";
-import { ControlPlane } from "../lab/mesh/control.ts";
 
 function freePort(): number {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -119,16 +118,8 @@ function count(text: string, pattern: RegExp): number {
 }
 
 Deno.test("a rogue server cannot join the cluster as a route without TLS, the mesh's CA and the route password", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "noxln-routes-" });
-  await using cluster = await startLocalCluster(dir, { size: 3 });
-  const control = await ControlPlane.open(dir);
-  await using _cleanup = {
-    async [Symbol.asyncDispose]() {
-      await control.close();
-      await cluster.stop();
-      await Deno.remove(dir, { recursive: true }).catch(() => {});
-    },
-  };
+  await using mesh = await startClusterMesh("noxln-routes-");
+  const { dir, cluster, control } = mesh;
   const [target] = cluster.members;
   const state = await readState(dir);
   // The three routes are up: every member has a route to each of the two others.

@@ -7,26 +7,15 @@
  */
 import assert from "node:assert/strict";
 import { posix } from "node:path";
-import { startLocalCluster } from "../lab/mesh/broker.ts";
-import { ControlPlane } from "../lab/mesh/control.ts";
 import { enrol } from "../src/link/enrol.ts";
 import type { Identity } from "../src/link/identity.ts";
 import { decodeToken } from "../src/link/token.ts";
 import { hostOn, runHost, scratch } from "./_helpers.ts";
-import { fileResource, spawnHost, until } from "./_mesh.ts";
+import { fileResource, spawnHost, startClusterMesh, until } from "./_mesh.ts";
 
 Deno.test("a node fails over between the servers of a cluster without losing its place", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "noxln-cluster-" });
-  await using cluster = await startLocalCluster(dir, { size: 3 });
-  const control = await ControlPlane.open(dir);
-  control.serveEnrolments();
-  await using _cleanup = {
-    async [Symbol.asyncDispose]() {
-      await control.close();
-      await cluster.stop();
-      await Deno.remove(dir, { recursive: true }).catch(() => {});
-    },
-  };
+  await using mesh = await startClusterMesh("noxln-cluster-", { enrolments: true });
+  const { cluster, control } = mesh;
   const pkg = await Deno.makeTempDir({ prefix: "noxln-pkg-" });
   await using _pkg = {
     [Symbol.asyncDispose]: () => Deno.remove(pkg, { recursive: true }).catch(() => {}),
@@ -124,17 +113,8 @@ Deno.test("nodes enrol at the same moment against a cluster, while tokens are mi
   // CONNECT ("Authorization Violation"): a node whose handshake overlaps another's
   // admission is refused although its token is good. Eight nodes, each enrolling as
   // soon as its token is minted, overlap one another's reloads.
-  const dir = await Deno.makeTempDir({ prefix: "noxln-cluster-" });
-  await using cluster = await startLocalCluster(dir, { size: 3 });
-  const control = await ControlPlane.open(dir);
-  control.serveEnrolments();
-  await using _cleanup = {
-    async [Symbol.asyncDispose]() {
-      await control.close();
-      await cluster.stop();
-      await Deno.remove(dir, { recursive: true }).catch(() => {});
-    },
-  };
+  await using mesh = await startClusterMesh("noxln-cluster-", { enrolments: true });
+  const { control } = mesh;
   const nodes = Array.from({ length: 8 }, (_, i) => `node-${i + 1}`);
   const tokens: string[] = [];
   const enrolments: Promise<Identity>[] = [];
