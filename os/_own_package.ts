@@ -7,7 +7,8 @@ import { HostError } from "../src/errors.ts";
 import type { PackageManager } from "../src/providers.ts";
 import { PROGRAM } from "../src/version.ts";
 
-function notOwn(name: string): never {
+/** A package other than the host's own where the build carries no manager for it: refused. */
+export function notOwn(name: string): never {
   throw new HostError(
     "package.no-manager",
     `package "${name}": this machine's package manager is not one this build carries; the ` +

@@ -19,6 +19,7 @@ import {
   PackageNotFoundError,
 } from "../../src/providers.ts";
 import { PROGRAM, VERSION } from "../../src/version.ts";
+import { notOwn } from "../_own_package.ts";
 import { readTarball, TarballRefused } from "./_ustar.ts";
 import { dropStage, readRecord, REFUSED_RECORD, stage, STAGE_DIR, stagedIn } from "./_stage.ts";
 
@@ -41,15 +42,6 @@ export interface TarballSelfOptions {
 export const VERSION_FILE = "lib/nox-mesh-host/VERSION";
 
 const VERSION_TEXT = /^[A-Za-z0-9][A-Za-z0-9._:+~-]{0,63}$/;
-
-function notOwn(name: string): never {
-  throw new HostError(
-    "package.no-manager",
-    `package "${name}": this machine's package manager is not one this build carries; the ` +
-      `tarball installs only ${PROGRAM} itself`,
-    { hint: "install it by other means, or run a build of the host for this OS" },
-  );
-}
 
 /**
  * The tarball "package manager" of the host itself.
