@@ -29,6 +29,7 @@
  *                                          for each apply report of serial N (JSON rows)
  *   tally   --dir D NODE...                each node's apply reports (serials, duplicate ids)
  *   placement --dir D                      each stream's leader and replicas (JSON)
+ *   stepdown --dir D STREAM                the leader of STREAM steps down (another is elected)
  *
  * D defaults to $NOX_MESH_DIR.
  */
@@ -37,7 +38,7 @@ import { initState, startLocalBroker } from "./broker.ts";
 import { fingerprintOf } from "../lib/certs.ts";
 import { ControlPlane } from "./control.ts";
 import { readState } from "./state.ts";
-import { placement, rollout, tallyReports } from "./fleet.ts";
+import { placement, rollout, stepDown, tallyReports } from "./fleet.ts";
 
 const { values, positionals } = parseArgs({
   args: Deno.args,
@@ -303,6 +304,12 @@ switch (command) {
   case "placement": {
     await using control = await ControlPlane.open(dir);
     console.log(JSON.stringify(await placement(control)));
+    break;
+  }
+  case "stepdown": {
+    if (args.length !== 1) fail("stepdown STREAM");
+    await using control = await ControlPlane.open(dir);
+    await stepDown(control, args[0]);
     break;
   }
   default:

@@ -127,3 +127,17 @@ export async function placement(control: ControlPlane): Promise<StreamPlacement[
   }
   return out;
 }
+
+/**
+ * Asks the leader of `stream` to step down; the cluster elects another of its
+ * replicas (which one is JetStream's choice). Resolves when the request is taken.
+ */
+export async function stepDown(control: ControlPlane, stream: string): Promise<void> {
+  const reply = await control.nc.request(`$JS.API.STREAM.LEADER.STEPDOWN.${stream}`, "", {
+    timeout: 10_000,
+  });
+  const answer = JSON.parse(reply.string()) as { success?: boolean; error?: unknown };
+  if (!answer.success) {
+    throw new Error(`stream ${stream}: the leader did not step down: ${JSON.stringify(answer)}`);
+  }
+}

@@ -44,6 +44,8 @@ export interface FleetFigures {
   rollouts: { serial: number; rows: RolloutRow[] }[];
   killedAt?: number;
   victim?: string;
+  /** The nodes whose link was on the victim when it was killed. */
+  onVictim?: string[];
   brokerMemory?: { server: string; bytes: number; connections: number }[];
   hostRss?: number[];
 }
@@ -376,13 +378,55 @@ export async function reportLeader(ctx: StepContext): Promise<NatsServer> {
   return server;
 }
 
-/** Kills (SIGKILL) the server leading MESH_REPORT; remembered for the later steps. */
-export async function killReportLeader(ctx: StepContext): Promise<void> {
-  const victim = await reportLeader(ctx);
-  figures.killedAt = Date.now();
-  figures.victim = victim.name;
-  await victim.kill();
-  ctx.lab.log(`killed ${victim.name} (${victim.url}), the leader of MESH_REPORT`);
+/** Which server each node's link is on now (its `status --json` link.server, a URL). */
+async function serversOfNodes(ctx: StepContext, nodes: string[]): Promise<Map<string, string>> {
+  const on = new Map<string, string>();
+  await eachLimited(nodes, 8, async (n) => {
+    const link = (await hostStatus(ctx.machine(n))).link as { server?: string };
+    if (link.server) on.set(n, link.server);
+  });
+  return on;
+}
+
+/** How many times the report stream's leader may be asked to step down before the kill. */
+const STEPDOWNS = 8;
+
+/**
+ * Kills (SIGKILL) the server leading MESH_REPORT; remembered for the later steps,
+ * with the nodes that were on it. Each node starts at a random server, so a small
+ * fleet may have none on the leader (6 nodes: 1 run in 11); the leader is then asked
+ * to step down until it is a server that some node uses, so that every run sees
+ * nodes move.
+ */
+export function killReportLeader(nodes: string[]): (ctx: StepContext) => Promise<void> {
+  return async (ctx) => {
+    let victim = await reportLeader(ctx);
+    let on = await serversOfNodes(ctx, nodes);
+    for (let i = 0; i < STEPDOWNS && ![...on.values()].includes(victim.url); i++) {
+      ctx.lab.log(`no node is on ${victim.name}, the leader of MESH_REPORT: it steps down`);
+      const before = victim.name;
+      await mesh(ctx, ["stepdown", "MESH_REPORT"]);
+      await until(`a new leader of MESH_REPORT after ${before} stepped down`, 15_000, async () => {
+        // While the replicas elect, the stream's info may be refused: asked again.
+        const now = (await placementOf(ctx).catch(() => []))
+          .find((p) => p.stream === "MESH_REPORT");
+        return now?.leader !== undefined && now.leader !== before ? now.leader : undefined;
+      }, 200);
+      victim = await reportLeader(ctx);
+      on = await serversOfNodes(ctx, nodes);
+    }
+    figures.onVictim = [...on].filter(([, url]) => url === victim.url).map(([n]) => n);
+    if (figures.onVictim.length === 0) {
+      fail(`some node on the leader of MESH_REPORT after ${STEPDOWNS} step-downs`, "none");
+    }
+    figures.killedAt = Date.now();
+    figures.victim = victim.name;
+    await victim.kill();
+    ctx.lab.log(
+      `killed ${victim.name} (${victim.url}), the leader of MESH_REPORT, used by ` +
+        figures.onVictim.join(", "),
+    );
+  };
 }
 
 /** Starts the killed server again (same configuration and store). */
@@ -437,6 +481,7 @@ export function reconnectHistogram(nodes: string[]): Step {
       const victim = clusterOf(ctx.lab).servers.find((s) => s.name === figures.victim);
       if (!victim || figures.killedAt === undefined) fail("a killed server", "none");
       const times: number[] = [];
+      const moved = new Set<string>();
       const wrong: string[] = [];
       await eachLimited(nodes, 8, async (n) => {
         const link = (await hostStatus(ctx.machine(n))).link as {
@@ -451,9 +496,17 @@ export function reconnectHistogram(nodes: string[]): Step {
         const move = link.lastMove;
         if (move && move.from === victim.url && Date.parse(move.at) >= figures.killedAt!) {
           times.push(Date.parse(move.at) - figures.killedAt!);
+          moved.add(n);
         }
       });
       if (wrong.length) fail("every link up, none on the killed server", wrong.join("; "));
+      const stayed = (figures.onVictim ?? []).filter((n) => !moved.has(n));
+      if (stayed.length) {
+        fail(
+          `every node that was on ${victim.name} moved away after the kill`,
+          `no move recorded by ${stayed.join(", ")}`,
+        );
+      }
       if (times.length === 0) fail("some node moved away from the killed server", "none moved");
       ctx.lab.log(`${times.length} of ${nodes.length} nodes moved from ${victim.name}:`);
       for (const line of histogram(times)) ctx.lab.log(line);

@@ -35,7 +35,7 @@ export const scenario: Scenario = {
     rolloutFleet(nodes, 1),
     rolloutFleet(nodes, 2, {
       title: "the leader of MESH_REPORT killed",
-      run: killReportLeader,
+      run: killReportLeader(nodes),
     }),
     assertFleetFiles(nodes, 2),
     assertReportsOnce(nodes, [1, 2]),
