@@ -451,6 +451,10 @@ export class ControlPlane implements AsyncDisposable {
   /**
    * Every report `node` sent as the broker keeps it: the stream sequence, the
    * message id the node gave it (`Nats-Msg-Id`, null without one) and the body.
+   * Read from the stream's leader (`STREAM.MSG.GET`), not by direct get: any
+   * replica answers a direct get, one that lags behind included (a server just
+   * restarted, or a follower after a leader was killed), and a tally taken from
+   * it misses reports the cluster has acknowledged.
    */
   async reportRecords(
     node: string,
@@ -458,18 +462,18 @@ export class ControlPlane implements AsyncDisposable {
     const out: { seq: number; msgId: string | null; body: Record<string, unknown> }[] = [];
     let seq = 1;
     for (;;) {
-      const reply = await this.nc.request(
-        "$JS.API.DIRECT.GET.MESH_REPORT",
+      const answer = await this.#api(
+        "$JS.API.STREAM.MSG.GET.MESH_REPORT",
         JSON.stringify({ seq, next_by_subj: subjectsOf(node).report }),
-        { timeout: 10_000 },
-      );
-      if (reply.headers?.code && reply.headers.code !== 200) return out;
-      const at = Number(reply.headers?.get("Nats-Sequence"));
-      const msgId = reply.headers?.has(MESSAGE_ID_HEADER)
-        ? reply.headers.get(MESSAGE_ID_HEADER)
-        : null;
-      out.push({ seq: at, msgId, body: JSON.parse(reply.string()) });
-      seq = at + 1;
+      ) as { error?: { code?: number; description?: string }; message?: StoredMessage };
+      if (answer.error?.code === 404) return out;
+      if (answer.error || !answer.message) {
+        throw new Error(`MESH_REPORT from seq ${seq}: ${JSON.stringify(answer.error ?? answer)}`);
+      }
+      const m = answer.message;
+      const msgId = headerOf(m.hdrs, MESSAGE_ID_HEADER);
+      out.push({ seq: m.seq, msgId, body: JSON.parse(decodeBase64Text(m.data ?? "")) });
+      seq = m.seq + 1;
     }
   }
 
@@ -535,4 +539,29 @@ export class ControlPlane implements AsyncDisposable {
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
+}
+
+/** One message as `STREAM.MSG.GET` returns it (headers and data in base64). */
+interface StoredMessage {
+  subject: string;
+  seq: number;
+  hdrs?: string;
+  data?: string;
+}
+
+function decodeBase64Text(b64: string): string {
+  return new TextDecoder().decode(Uint8Array.from(atob(b64), (c) => c.charCodeAt(0)));
+}
+
+/** The value of header `name` in a stored message's base64 header block, or null. */
+function headerOf(hdrs: string | undefined, name: string): string | null {
+  if (!hdrs) return null;
+  const wanted = name.toLowerCase();
+  for (const line of decodeBase64Text(hdrs).split("\r\n").slice(1)) {
+    const colon = line.indexOf(":");
+    if (colon > 0 && line.slice(0, colon).trim().toLowerCase() === wanted) {
+      return line.slice(colon + 1).trim();
+    }
+  }
+  return null;
 }
