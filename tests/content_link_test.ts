@@ -76,6 +76,43 @@ Deno.test("a node fetches an object by digest from the mesh's object store; the 
   }
 });
 
+Deno.test("an object a replica does not hold yet at the first ask (404) is asked for again and fetched", async () => {
+  await using mesh = await startMesh();
+  await using s = await scratch();
+  await enrol(mesh, "node-c", s);
+  const nc = await connectAs(mesh, "node-c", s);
+  try {
+    await mesh.control.putContent(new TextEncoder().encode("the store exists"));
+    // The real broker answers 404 (the object is not there); the object arrives
+    // before the next ask, as a lagging replica catches up.
+    const lagging = (retryMs: number[], bytes: Uint8Array) => {
+      let arrived: Promise<string> | undefined;
+      return objectStoreSource(async (subject, body) => {
+        const reply = await nc.request(subject, body, { timeout: 10_000 });
+        if (reply.headers?.code === 404) arrived ??= mesh.control.putContent(bytes);
+        await arrived;
+        return reply;
+      }, retryMs);
+    };
+    // Compared by digest: a failed deepEqual of 300 kB would take minutes to print.
+    const digestOf = async (got: Uint8Array | null | symbol) =>
+      got instanceof Uint8Array ? await sha256Hex(got) : String(got);
+    const first = BYTES.subarray(0, 300_000);
+    const firstSha = await sha256Hex(first);
+    assert.equal(
+      await digestOf(await lagging([50, 50], first).get(firstSha, first.length)),
+      firstSha,
+    );
+    // The same first answer without a second ask: missing.
+    const second = BYTES.subarray(1, 300_001);
+    const secondSha = await sha256Hex(second);
+    assert.equal(await lagging([], second).get(secondSha, second.length), null);
+    assert.equal(await digestOf(await sourceOver(nc).get(secondSha, second.length)), secondSha);
+  } finally {
+    await nc.close();
+  }
+});
+
 Deno.test("a tampered object (other bytes under the declared digest) is refused and not cached", async () => {
   await using mesh = await startMesh();
   await using s = await scratch();

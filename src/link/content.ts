@@ -23,42 +23,79 @@ interface ObjectMeta {
 
 const status = (headers?: MsgHdrs): number => headers?.code ?? 0;
 
+/**
+ * How long to wait before asking again when the object store answered "no such
+ * object" or "no such chunk" (ms, one per retry). Any replica of the stream answers
+ * a direct get, one that lags behind the others included (a server just restarted,
+ * a follower after its leader went away), so an object put a moment before the
+ * declaration that names it can be missing from the first answer and there in the
+ * next. A missing object costs these waits before the apply fails.
+ */
+export const STALE_RETRY_MS: readonly number[] = [250, 1000];
+
+/** A replica's "not here" (404): maybe not yet; `notYet` is what it means if it stays. */
+interface NotYet {
+  notYet: null | typeof WRONG_SIZE;
+}
+
 /** The mesh's object store, read through `request`. */
-export function objectStoreSource(request: Requester): ContentSource {
+export function objectStoreSource(
+  request: Requester,
+  retryMs: readonly number[] = STALE_RETRY_MS,
+): ContentSource {
   return {
     name: `the mesh's object store (bucket "${CONTENT_BUCKET}")`,
     async get(sha256, size) {
-      const name = CONTENT_SUBJECTS.meta(sha256).split(".").pop()!;
-      const described = await request(CONTENT_SUBJECTS.metaGet.replace(/\*$/, name), "");
-      if (status(described.headers) === 404) return null;
-      if (status(described.headers) >= 300) {
-        throw new Error(
-          `the object store answered ${status(described.headers)} ${
-            described.headers?.description ?? ""
-          }`,
-        );
+      for (let attempt = 0;; attempt++) {
+        const got = await readObject(request, sha256, size);
+        if (!isNotYet(got)) return got;
+        if (attempt >= retryMs.length) return got.notYet;
+        await new Promise((resolve) => setTimeout(resolve, retryMs[attempt]));
       }
-      const meta = JSON.parse(new TextDecoder().decode(described.data)) as ObjectMeta;
-      if (meta.deleted === true) return null;
-      if (meta.size !== size || typeof meta.nuid !== "string") return WRONG_SIZE;
-      const chunks = CONTENT_SUBJECTS.chunks(meta.nuid);
-      const bytes = new Uint8Array(size);
-      let done = 0;
-      let seq = 1;
-      while (done < size) {
-        const reply = await request(
-          CONTENT_SUBJECTS.directGet,
-          JSON.stringify({ seq, next_by_subj: chunks }),
-        );
-        if (status(reply.headers) !== 0 && status(reply.headers) !== 200) return WRONG_SIZE;
-        if (done + reply.data.length > size) return WRONG_SIZE;
-        bytes.set(reply.data, done);
-        done += reply.data.length;
-        seq = Number(reply.headers?.get("Nats-Sequence")) + 1;
-        if (!Number.isSafeInteger(seq)) return WRONG_SIZE;
-        if (reply.data.length === 0) return WRONG_SIZE;
-      }
-      return bytes;
     },
   };
+}
+
+function isNotYet(got: Uint8Array | null | typeof WRONG_SIZE | NotYet): got is NotYet {
+  return typeof got === "object" && got !== null && "notYet" in got;
+}
+
+/** One read of an object: its description by name, then its chunks. */
+async function readObject(
+  request: Requester,
+  sha256: string,
+  size: number,
+): Promise<Uint8Array | null | typeof WRONG_SIZE | NotYet> {
+  const name = CONTENT_SUBJECTS.meta(sha256).split(".").pop()!;
+  const described = await request(CONTENT_SUBJECTS.metaGet.replace(/\*$/, name), "");
+  if (status(described.headers) === 404) return { notYet: null };
+  if (status(described.headers) >= 300) {
+    throw new Error(
+      `the object store answered ${status(described.headers)} ${
+        described.headers?.description ?? ""
+      }`,
+    );
+  }
+  const meta = JSON.parse(new TextDecoder().decode(described.data)) as ObjectMeta;
+  if (meta.deleted === true) return null;
+  if (meta.size !== size || typeof meta.nuid !== "string") return WRONG_SIZE;
+  const chunks = CONTENT_SUBJECTS.chunks(meta.nuid);
+  const bytes = new Uint8Array(size);
+  let done = 0;
+  let seq = 1;
+  while (done < size) {
+    const reply = await request(
+      CONTENT_SUBJECTS.directGet,
+      JSON.stringify({ seq, next_by_subj: chunks }),
+    );
+    if (status(reply.headers) === 404) return { notYet: WRONG_SIZE };
+    if (status(reply.headers) !== 0 && status(reply.headers) !== 200) return WRONG_SIZE;
+    if (done + reply.data.length > size) return WRONG_SIZE;
+    bytes.set(reply.data, done);
+    done += reply.data.length;
+    seq = Number(reply.headers?.get("Nats-Sequence")) + 1;
+    if (!Number.isSafeInteger(seq)) return WRONG_SIZE;
+    if (reply.data.length === 0) return WRONG_SIZE;
+  }
+  return bytes;
 }
