@@ -9,7 +9,7 @@ import { dirname, join, relative } from "node:path";
 import { makeCertificates } from "../lib/certs.ts";
 import { clusterBlock, newRouteCredentials, type RouteCredentials } from "../lib/routes.ts";
 import { createSigningKey } from "../../src/link/signature.ts";
-import { meshFiles, type MeshState, readState, writeState } from "./state.ts";
+import { type ClusterServer, meshFiles, type MeshState, readState, writeState } from "./state.ts";
 
 /** A running local broker; stop it (or `await using` it) when done. */
 export interface LocalBroker extends AsyncDisposable {
@@ -76,6 +76,33 @@ export async function initState(
     nodes: {},
     tokens: {},
   };
+  await writeState(dir, state);
+  return state;
+}
+
+/**
+ * Create a mesh directory's state for a cluster (`servers`, the first one also the
+ * control plane's): tokens name every server, routes log in with `routes`;
+ * `domain`: the cluster's JetStream domain, when a site's leaf will join it.
+ */
+export async function initClusterState(
+  dir: string,
+  servers: readonly ClusterServer[],
+  { caPem, routes, domain }: { caPem: string; routes: RouteCredentials; domain?: string },
+): Promise<MeshState> {
+  const first = servers[0];
+  const state = await initState(dir, {
+    url: first.url,
+    controlUrl: first.url,
+    caPem,
+    pin: first.pin,
+    pidFile: first.pidFile,
+    logFile: first.logFile,
+  });
+  state.cluster = servers.map(({ url, pin, pidFile, logFile }) => ({ url, pin, pidFile, logFile }));
+  state.controlUrls = servers.map((s) => s.url);
+  state.routes = routes;
+  if (domain !== undefined) state.domain = domain;
   await writeState(dir, state);
   return state;
 }
@@ -290,25 +317,7 @@ export async function startLocalCluster(
       clusterMember(name, `tls://${host}:${port.client}`, host, port, configFile, logFile),
     );
   }
-  {
-    const state = await initState(dir, {
-      url: cluster[0].url,
-      controlUrl: cluster[0].url,
-      caPem: cluster[0].caPem,
-      pin: cluster[0].pin,
-      pidFile: cluster[0].pidFile,
-      logFile: cluster[0].logFile,
-    });
-    state.cluster = cluster.map(({ url, pin, pidFile, logFile }) => ({
-      url,
-      pin,
-      pidFile,
-      logFile,
-    }));
-    state.controlUrls = cluster.map((s) => s.url);
-    state.routes = routeCredentials;
-    await writeState(dir, state);
-  }
+  await initClusterState(dir, cluster, { caPem: cluster[0].caPem, routes: routeCredentials });
   const stop = async () => {
     await Promise.all(members.map((m) => m.kill()));
   };

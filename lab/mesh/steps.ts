@@ -10,8 +10,7 @@ import { bundle, CHECKOUT } from "../lib/bundle.ts";
 import { HOST_INSTALLS, HOST_PATH, hostCommand, hostInstall } from "../lib/host.ts";
 import { MACHINE_DENO } from "../lib/machine.ts";
 import { fail, type Step, type StepContext } from "../lib/scenario.ts";
-import { includeAuth, initState } from "./broker.ts";
-import { writeState } from "./state.ts";
+import { includeAuth, initClusterState, initState } from "./broker.ts";
 import { JS_DOMAIN } from "../lib/cluster.ts";
 import { newRouteCredentials } from "../lib/routes.ts";
 import { run } from "../lib/_run.ts";
@@ -139,24 +138,11 @@ export function meshUpCluster(): Step {
       await ctx.lab.cluster({
         routes,
         async prepare(servers) {
-          const state = await initState(dir, {
-            url: servers[0].url,
-            controlUrl: servers[0].url,
+          await initClusterState(dir, servers, {
             caPem: await Deno.readTextFile(join(ctx.lab.dir, "cluster", "ca.pem")),
-            pin: servers[0].pin,
-            pidFile: servers[0].pidFile,
-            logFile: servers[0].logFile,
+            routes,
+            domain: JS_DOMAIN,
           });
-          state.cluster = servers.map(({ url, pin, pidFile, logFile }) => ({
-            url,
-            pin,
-            pidFile,
-            logFile,
-          }));
-          state.controlUrls = servers.map((s) => s.url);
-          state.domain = JS_DOMAIN;
-          state.routes = routes;
-          await writeState(dir, state);
           // Every server's configuration lies at the same depth: one relative include.
           return includeAuth(servers[0].configFile, dir);
         },
