@@ -119,7 +119,12 @@ export function enrolFleet(nodes: string[], via?: string): Step {
   };
 }
 
-/** Starts the packaged host on a light machine (no init): in the background, its own session. */
+/**
+ * Starts the packaged host on a light machine (no init) the way the tarball's init
+ * files do: its launcher (`nox-mesh-host-launch run …`, NOX_MESH_HOST_PKG=tarball)
+ * in the background, in its own session, which runs the host and starts it again
+ * when it dies. Both write to PLAIN_HOST_LOG.
+ */
 export async function startPlainHost(
   m: Machine,
   heartbeatS: number,
@@ -130,12 +135,59 @@ export async function startPlainHost(
     "-c",
     `setsid "$1" run --heartbeat-interval "$2" --drift-interval "$3" >>"$4" 2>&1 </dev/null &`,
     "start-host",
-    hostCommand(m),
+    `${hostCommand(m)}-launch`,
     String(heartbeatS),
     String(driftS),
     PLAIN_HOST_LOG,
-  ], { env: { PATH: HOST_PATH } });
+  ], {
+    env: {
+      PATH: HOST_PATH,
+      NOX_MESH_HOST_PKG: "tarball",
+      NOX_MESH_HOST_BIN: hostCommand(m),
+      NOX_MESH_HOST_STATE_DIR: "/var/lib/mesh-host",
+    },
+  });
   if (r.code !== 0) fail(`the host started on ${m.name}`, `exit ${r.code}: ${r.stderr.trim()}`);
+}
+
+/**
+ * SIGKILL of the host on `node` (its launcher lives on): the launcher starts it
+ * again, counting a failure, and the new process's link comes up.
+ */
+export function killHostOnce(node: string): Step {
+  return {
+    title: `kill -9 the host on ${node}; its launcher starts it again and its link comes up`,
+    timeoutS: 120,
+    async run(ctx) {
+      const m = ctx.machine(node);
+      const pidOf = async () =>
+        ((await hostStatus(m)).service as { pid?: number; running?: boolean } | null) ?? null;
+      const before = await pidOf();
+      if (!before?.running || !before.pid) {
+        fail(`a running host on ${node}`, JSON.stringify(before));
+      }
+      // The shell's own kill: a light machine may have no kill program.
+      const killed = await m.exec(["/bin/sh", "-c", 'kill -9 "$1"', "kill", String(before.pid)]);
+      if (killed.code !== 0) fail(`kill -9 ${before.pid} on ${node}`, killed.stderr.trim());
+      await until(`the host on ${node} running again with its link up`, 90_000, async () => {
+        const s = await hostStatus(m).catch(() => undefined);
+        const service = s?.service as { pid?: number; running?: boolean } | null | undefined;
+        const link = s?.link as { state?: string } | undefined;
+        return service?.running && service.pid !== before.pid && link?.state === "up"
+          ? true
+          : undefined;
+      }, 250);
+      const log = (await m.exec(["cat", PLAIN_HOST_LOG])).stdout;
+      if (!/nox-mesh-host failed \(exit 137\), 1 in a row; starting again/.test(log)) {
+        fail(
+          `the launcher on ${node} saying it starts the killed host again`,
+          log.split("\n").filter((l) => l.startsWith("nox-mesh-host-launch:")).slice(-5).join(
+            " | ",
+          ),
+        );
+      }
+    },
+  };
 }
 
 /** `status --json` of the host on a machine. */

@@ -6,6 +6,7 @@ import {
   enrolFleet,
   fleetMemory,
   fleetNames,
+  killHostOnce,
   rolloutFleet,
   startFleet,
 } from "../mesh/fleet_steps.ts";
@@ -23,7 +24,8 @@ export const scenario: Scenario = {
   name: "fleet",
   summary: `${FLEET_NODES} light nodes enrol on a three-server cluster; one declaration per node ` +
     "is published: publish-to-applied p50/p99/max, broker memory (/varz) and each host's RSS; " +
-    "every node's report is kept once",
+    "every node's report is kept once; a host killed with SIGKILL is started again by its " +
+    "launcher and applies the next serial",
   machines: Object.fromEntries(
     nodes.map((n): [string, ScenarioMachine] => [n, { flavour: "plain", host: true }]),
   ),
@@ -35,5 +37,10 @@ export const scenario: Scenario = {
     assertFleetFiles(nodes, 1),
     assertReportsOnce(nodes, [1]),
     fleetMemory(nodes),
+    // Supervision: the launcher brings a killed host back, and it applies what follows.
+    killHostOnce(nodes[0]),
+    rolloutFleet(nodes, 2),
+    assertFleetFiles(nodes, 2),
+    assertReportsOnce(nodes, [1, 2]),
   ],
 };

@@ -25,7 +25,8 @@ const result = await runScenario(scenario, {
 });
 if (!result.ok) Deno.exit(1);
 
-const rows = figures.rollouts.at(-1)?.rows ?? [];
+// Serial 1: every host long up (serial 2 follows a host killed and started again).
+const rows = figures.rollouts.find((r) => r.serial === 1)?.rows ?? [];
 const ms = rows.map((r) => r.appliedAt! - r.publishedAt).sort((a, b) => a - b);
 const q = (p: number) => ms[Math.min(ms.length - 1, Math.ceil(p * ms.length) - 1)];
 const mib = (b: number) => `${(b / 2 ** 20).toFixed(1)} MiB`;
