@@ -71,7 +71,7 @@ Exit codes: 0 stopped by a signal or for a self-upgrade, 10 restart wanted (memo
       throw error;
     }
     using _runLock = runLock;
-    const { runService } = await import("../run/loop.ts");
+    const { runService, wantsRestart } = await import("../run/loop.ts");
     // Under systemd the journal takes a line's priority from its <N> prefix.
     const journal = journalIsOutput(readEnv);
     const result = await runService(host, {
@@ -82,7 +82,7 @@ Exit codes: 0 stopped by a signal or for a self-upgrade, 10 restart wanted (memo
       heartbeatIntervalSeconds,
     });
     // Not a failure, not an upgrade: the launcher starts it again without counting.
-    return result.reason === "memory" || result.reason === "identity" ? EXIT.restart : EXIT.ok;
+    return wantsRestart(result.reason) ? EXIT.restart : EXIT.ok;
   },
 };
 

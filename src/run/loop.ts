@@ -68,6 +68,11 @@ export interface RunResult {
   detail: string;
 }
 
+/** Whether the service ended to be started again at once (exit 10, not counted). */
+export function wantsRestart(reason: RunResult["reason"]): boolean {
+  return reason === "memory" || reason === "identity";
+}
+
 /** A declaration admitted from the link (its serial accepted) and not applied yet. */
 interface Pending {
   declaration: Declaration;
@@ -450,12 +455,7 @@ class RunLoop {
     }
     // An upgrade of the host staged for the launcher: after the report, exit 0 as for a
     // replaced program file, so the launcher applies it and starts the new version.
-    if (report.restart !== undefined && !this.#stop) {
-      this.#log(
-        `run: self-upgrade: ${report.restart}; exiting 0 so the supervisor starts the new version`,
-      );
-      this.#halt({ reason: "upgrade", detail: report.restart });
-    }
+    if (report.restart !== undefined && !this.#stop) this.#upgradeExit(report.restart);
     this.#armDrift();
     this.#writeStatus();
   }
@@ -520,6 +520,11 @@ class RunLoop {
     const why = await this.#program.changed();
     if (!why) return;
     await this.#program.settle();
+    this.#upgradeExit(why);
+  }
+
+  /** A new version waits (a replaced program file, a stage): exit 0 for the supervisor. */
+  #upgradeExit(why: string): void {
     this.#log(`run: self-upgrade: ${why}; exiting 0 so the supervisor starts the new version`);
     this.#halt({ reason: "upgrade", detail: why });
   }
@@ -528,7 +533,7 @@ class RunLoop {
     const result = this.#stop ?? { reason: "signal", detail: "stopped" };
     this.#phase = result.reason === "upgrade"
       ? "upgrading"
-      : result.reason === "memory" || result.reason === "identity"
+      : wantsRestart(result.reason)
       ? "restarting"
       : "stopping";
     this.#drift.clear();
@@ -545,7 +550,7 @@ class RunLoop {
     }
     this.#phase = result.reason === "upgrade"
       ? "upgrading"
-      : result.reason === "memory" || result.reason === "identity"
+      : wantsRestart(result.reason)
       ? "restarting"
       : "stopped";
     this.#writeStatus();
