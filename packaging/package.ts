@@ -13,7 +13,7 @@ import { parseArgs } from "node:util";
 import { join } from "node:path";
 import { HostError } from "../src/errors.ts";
 import { build, BUILD_ARCHES, type BuildResult } from "./build.ts";
-import type { RuntimeArch } from "./tarball/runtime.ts";
+import { type RuntimeArch, runtimePins } from "./tarball/runtime.ts";
 import { TARGET_OSES, type TargetOs } from "./permissions.ts";
 import { SHELLS } from "../src/cli/completions.ts";
 import { IMAGE_FILE } from "./image.ts";
@@ -362,7 +362,16 @@ export async function stageAlpine(b: BuildResult): Promise<string> {
   for (const name of Object.keys(sources)) {
     sums.push(`${await digest(join(dir, name), "SHA-512")}  ${name}`);
   }
-  const apkbuild = (await Deno.readTextFile(repo("packaging/alpine/APKBUILD")))
+  const recipe = await Deno.readTextFile(repo("packaging/alpine/APKBUILD"));
+  const tested = (await runtimePins()).version;
+  if (!recipe.includes(`\ndepends="deno~${tested}"\n`)) {
+    throw new PackageError(
+      `packaging/alpine/APKBUILD does not depend on deno~${tested}, the Deno the host is ` +
+        "tested on (packaging/tarball/runtime.json)",
+      `write depends="deno~${tested}" there`,
+    );
+  }
+  const apkbuild = recipe
     .replace(/^pkgver=.*$/m, `pkgver=${b.version}`)
     .replace(/^sha512sums=".*"$/ms, `sha512sums="\n${sums.join("\n")}\n"`);
   await Deno.writeTextFile(join(dir, "APKBUILD"), apkbuild);
