@@ -5,7 +5,6 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { build } from "../packaging/build.ts";
-import { stageAlpine } from "../packaging/package.ts";
 import { runtimePins } from "../packaging/tarball/runtime.ts";
 import { PROGRAM, runtimeProblem, VERSION } from "../src/version.ts";
 import { count, launch, makeWorld } from "./_launcher_world.ts";
