@@ -2,7 +2,8 @@
 // qemu-user-static, with the arm64 C library of libc6-arm64-cross and libgcc-s1-arm64-cross):
 // the aarch64 tarball and Arch package carry the arm64 runtime, the tarball's host answers
 // `version` and `profile`, applies a declaration of files and directories and applies it
-// again unchanged; the Arch package installs with pacman for aarch64 and its host answers.
+// again unchanged; the Arch package installs with pacman for aarch64 and its host answers; the
+// carried image's arm64 instance runs as a podman container.
 // Each emulated start of the host takes seconds: these tests are few on purpose.
 //
 // An aarch64 program runs here through binfmt_misc: the tests register Debian's
@@ -16,6 +17,8 @@ import { build, type BuildResult } from "../packaging/build.ts";
 import { packageArch, packageTarball } from "../packaging/package.ts";
 import { EMULATORS, runtimePins } from "../packaging/tarball/runtime.ts";
 import { VERSION } from "../src/version.ts";
+import { IMAGE_FILE, IMAGE_NAME, pauseImage } from "../packaging/image.ts";
+import { privatePodman } from "./os/_podman.ts";
 import { makeSandbox, place, removeSandbox, runInSandbox, type Sandbox } from "./_sandbox.ts";
 
 const { qemu: QEMU, libs: LIBS } = EMULATORS.aarch64;
@@ -213,6 +216,39 @@ Deno.test({
       await removeSandbox(s);
       await Deno.remove(dir, { recursive: true });
     }
+  },
+});
+
+Deno.test({
+  name:
+    `aarch64 substrate image under QEMU: podman choosing arm64 from the carried archive stores the arm64 instance, which answers to the digest the bundles pin, and its container runs and stops on SIGTERM with 0${skipped}`,
+  ignore: SKIP !== undefined,
+  async fn() {
+    await ensureBinfmt();
+    await using pm = await privatePodman();
+    const image = await pauseImage();
+    const archive = join(pm.dir, IMAGE_FILE);
+    await Deno.writeFile(archive, image.archive);
+    // `podman load` takes the machine's platform; an aarch64 machine's choice, made here.
+    await pm.podman("pull", "--arch", "arm64", `oci-archive:${archive}`);
+    const pinned = `${IMAGE_NAME}@${image.digest}`;
+    assert.equal(
+      await pm.podman("image", "inspect", "--format", "{{.Architecture}}", pinned),
+      "arm64",
+    );
+    const digests = await pm.podman("image", "inspect", "--format", "{{.RepoDigests}}", pinned);
+    assert.ok(digests.includes(`${IMAGE_NAME}@${image.manifests.aarch64}`), digests);
+    await pm.podman("run", "--detach", "--name", "pause-arm64", pinned);
+    assert.equal(
+      await pm.podman("container", "inspect", "--format", "{{.State.Running}}", "pause-arm64"),
+      "true",
+    );
+    await pm.podman("stop", "--time", "60", "pause-arm64");
+    assert.equal(
+      await pm.podman("container", "inspect", "--format", "{{.State.ExitCode}}", "pause-arm64"),
+      "0",
+      "stopped by its SIGTERM handler, not killed (137)",
+    );
   },
 });
 
