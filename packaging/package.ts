@@ -12,7 +12,8 @@
 import { parseArgs } from "node:util";
 import { join } from "node:path";
 import { HostError } from "../src/errors.ts";
-import { build, type BuildResult } from "./build.ts";
+import { build, BUILD_ARCHES, type BuildResult } from "./build.ts";
+import { type RuntimeArch, runtimePins } from "./tarball/runtime.ts";
 import { TARGET_OSES, type TargetOs } from "./permissions.ts";
 import { SHELLS } from "../src/cli/completions.ts";
 import { IMAGE_FILE } from "./image.ts";
@@ -147,10 +148,17 @@ async function stage(b: BuildResult, dir: string, files: Record<string, string>)
   }
 }
 
-/** The host files of a build: the program, plus the bundle in the bundled form. */
+/**
+ * The host files of a build: the program, plus the bundle in the bundled form, and the
+ * runtime with its licence where the build carries one (the tarball, Arch).
+ */
 function hostFiles(b: BuildResult): Record<string, string> {
   const files: Record<string, string> = { "nox-mesh-host": "nox-mesh-host" };
   if (b.form === "bundled") files["nox-mesh-host.js"] = "nox-mesh-host.js";
+  if (b.form === "bundled" && b.runtime) {
+    files["deno"] = "deno";
+    files["deno.LICENSE"] = "deno.LICENSE";
+  }
   return files;
 }
 
@@ -164,6 +172,12 @@ export async function packageArch(
   { sign }: { sign?: GpgSigner } = {},
 ): Promise<string> {
   const dir = join(b.dir, "makepkg");
+  if (b.form === "bundled" && !b.runtime) {
+    throw new PackageError(
+      `the bundled build in ${b.dir} carries no Deno runtime`,
+      "build it with packaging/build.ts for os arch",
+    );
+  }
   await stage(b, dir, {
     ...hostFiles(b),
     ...docFiles(b),
@@ -179,8 +193,9 @@ export async function packageArch(
   await Deno.writeTextFile(join(dir, "PKGBUILD"), pkgbuild);
   const dest = join(b.dir, "repo");
   await Deno.mkdir(dest, { recursive: true });
-  await makepkgAsNobody(dir, dest, { args: ["--nodeps"] });
-  const prefix = `nox-mesh-host-${b.version}-${pkgrel}-`;
+  // CARCH: the architecture the package is for (its name says it), whatever this machine is.
+  await makepkgAsNobody(dir, dest, { args: ["--nodeps"], env: { CARCH: b.arch } });
+  const prefix = `nox-mesh-host-${b.version}-${pkgrel}-${b.arch}.`;
   const file = [...Deno.readDirSync(dest)].map((e) => e.name)
     .find((n) => n.startsWith(prefix) && /\.pkg\.tar(\.\w+)?$/.test(n));
   if (!file) {
@@ -259,13 +274,15 @@ async function tarballTime(): Promise<number> {
 /**
  * The tarball `tar -xz -C /usr/local` unpacks (tarballEntries), and its SHA256SUMS; returns
  * the tarball. Reproducible: the same build gives the same bytes (entries sorted, owner
- * 0:0, modes and times fixed, gzip without name or time). With a minisign signer,
- * SHA256SUMS.minisig (and minisign.pub) lie beside them.
+ * 0:0, modes and times fixed, gzip without name or time). The tarball goes into `into`
+ * (default the build's directory), where SHA256SUMS then covers every tarball of this
+ * version (one per architecture when they share a release directory). With a minisign
+ * signer, SHA256SUMS.minisig (and minisign.pub) lie beside them.
  */
 export async function packageTarball(
   b: BuildResult,
-  arch: string = Deno.build.arch,
-  { minisign }: { minisign?: MinisignSigner } = {},
+  arch: string = b.arch,
+  { minisign, into = b.dir }: { minisign?: MinisignSigner; into?: string } = {},
 ): Promise<string> {
   const dir = join(b.dir, "tar");
   await Deno.remove(dir, { recursive: true }).catch(() => {});
@@ -278,7 +295,8 @@ export async function packageTarball(
     await Deno.chmod(join(dir, name), mode);
   }
   const name = `nox-mesh-host-${b.version}-${arch}.tar.gz`;
-  const tarball = join(b.dir, name);
+  await Deno.mkdir(into, { recursive: true });
+  const tarball = join(into, name);
   const tar = join(b.dir, `${name}.tar`);
   await run("tar", [
     "--create",
@@ -303,22 +321,25 @@ export async function packageTarball(
     throw new PackageError(`gzip ${tar} failed: ${new TextDecoder().decode(gzip.stderr)}`, "");
   }
   await Deno.remove(tar);
-  await Deno.writeTextFile(
-    join(b.dir, "SHA256SUMS"),
-    `${await digest(tarball, "SHA-256")}  ${name}\n`,
-  );
+  const prefix = `nox-mesh-host-${b.version}-`;
+  const released = [...Deno.readDirSync(into)].map((e) => e.name)
+    .filter((n) => n.startsWith(prefix) && n.endsWith(".tar.gz")).sort();
+  const sums: string[] = [];
+  for (const file of released) sums.push(`${await digest(join(into, file), "SHA-256")}  ${file}`);
+  await Deno.writeTextFile(join(into, "SHA256SUMS"), sums.join("\n") + "\n");
   if (minisign) {
-    await Deno.remove(join(b.dir, "SHA256SUMS.minisig")).catch(() => {});
+    await Deno.remove(join(into, "SHA256SUMS.minisig")).catch(() => {});
+    const arches = released.map((n) => n.slice(prefix.length, -".tar.gz".length)).join(" ");
     await run("minisign", [
       "-S",
       "-s",
       minisign.secretKey,
       "-m",
-      join(b.dir, "SHA256SUMS"),
+      join(into, "SHA256SUMS"),
       "-t",
-      `nox-mesh-host ${b.version} ${arch}`,
+      `nox-mesh-host ${b.version} ${arches}`,
     ]);
-    await Deno.copyFile(minisign.publicKey, join(b.dir, "minisign.pub"));
+    await Deno.copyFile(minisign.publicKey, join(into, "minisign.pub"));
   }
   await Deno.remove(dir, { recursive: true });
   return tarball;
@@ -341,7 +362,16 @@ export async function stageAlpine(b: BuildResult): Promise<string> {
   for (const name of Object.keys(sources)) {
     sums.push(`${await digest(join(dir, name), "SHA-512")}  ${name}`);
   }
-  const apkbuild = (await Deno.readTextFile(repo("packaging/alpine/APKBUILD")))
+  const recipe = await Deno.readTextFile(repo("packaging/alpine/APKBUILD"));
+  const tested = (await runtimePins()).version;
+  if (!recipe.includes(`\ndepends="deno~${tested}"\n`)) {
+    throw new PackageError(
+      `packaging/alpine/APKBUILD does not depend on deno~${tested}, the Deno the host is ` +
+        "tested on (packaging/tarball/runtime.json)",
+      `write depends="deno~${tested}" there`,
+    );
+  }
+  const apkbuild = recipe
     .replace(/^pkgver=.*$/m, `pkgver=${b.version}`)
     .replace(/^sha512sums=".*"$/ms, `sha512sums="\n${sums.join("\n")}\n"`);
   await Deno.writeTextFile(join(dir, "APKBUILD"), apkbuild);
@@ -357,43 +387,59 @@ if (import.meta.main) {
       version: { type: "string" },
       sign: { type: "string" },
       "minisign-key": { type: "string" },
+      arch: { type: "string", default: "all" },
     },
   });
   const os = positionals[0] as TargetOs;
-  if (!TARGET_OSES.includes(os)) {
+  const wanted = values.arch === "all" ? BUILD_ARCHES : [values.arch as RuntimeArch];
+  if (!TARGET_OSES.includes(os) || !wanted.every((a) => BUILD_ARCHES.includes(a))) {
     console.error(
-      `usage: deno task package ${
-        TARGET_OSES.join("|")
-      } [--pkgrel N] [--form auto|compiled|bundled] [--version V] [--sign GPGKEY] ` +
-        "[--minisign-key FILE]",
+      `usage: deno task package ${TARGET_OSES.join("|")} [--arch all|${
+        BUILD_ARCHES.join("|")
+      }] [--pkgrel N] [--form auto|compiled|bundled] ` +
+        "[--version V] [--sign GPGKEY] [--minisign-key FILE]",
     );
     Deno.exit(64);
   }
+  // This machine's architecture first: its build goes to dist/<os>/ (which a build empties),
+  // another's to dist/<os>-<arch>/; the tarballs of all of them and one SHA256SUMS go to
+  // dist/tarball/. Alpine's package is noarch (the bundle on Alpine's deno): staged once.
+  const arches = os === "alpine"
+    ? [Deno.build.arch as RuntimeArch]
+    : [...wanted].sort((a, b) => Number(b === Deno.build.arch) - Number(a === Deno.build.arch));
+  const release = repo("dist/tarball");
   try {
-    const b = await build({
-      os,
-      form: values.form as "auto" | "compiled" | "bundled",
-      version: values.version,
-    });
-    const sign = values.sign ? { key: values.sign } : undefined;
-    const key = values["minisign-key"];
-    const minisign = key ? { secretKey: key, publicKey: key.replace(/\.key$/, ".pub") } : undefined;
-    if (os === "arch") {
-      console.log(`built ${await packageArch(b, Number(values.pkgrel), { sign })}`);
-    }
-    if (os === "tarball") {
-      const tarball = await packageTarball(b, undefined, { minisign });
-      const mib = ((await Deno.stat(tarball)).size / 2 ** 20).toFixed(1);
-      console.log(
-        `built ${tarball} (${mib} MiB, ${b.form}${
-          b.runtime ? ` with Deno ${b.runtime}` : ""
-        }) and SHA256SUMS${minisign ? " (signed)" : ""}`,
-      );
-    }
-    if (os === "alpine") {
-      console.log(
-        `staged ${await stageAlpine(b)}: run abuild there on Alpine (no apk/abuild here)`,
-      );
+    for (const arch of arches) {
+      const b = await build({
+        os,
+        arch,
+        form: values.form as "auto" | "compiled" | "bundled",
+        version: values.version,
+        ...(arch === Deno.build.arch ? {} : { out: repo(`dist/${os}-${arch}`) }),
+      });
+      const sign = values.sign ? { key: values.sign } : undefined;
+      const key = values["minisign-key"];
+      const minisign = key
+        ? { secretKey: key, publicKey: key.replace(/\.key$/, ".pub") }
+        : undefined;
+      if (os === "arch") {
+        console.log(`built ${await packageArch(b, Number(values.pkgrel), { sign })}`);
+      }
+      if (os === "tarball") {
+        const tarball = await packageTarball(b, undefined, { minisign, into: release });
+        const mib = ((await Deno.stat(tarball)).size / 2 ** 20).toFixed(1);
+        console.log(
+          `built ${tarball} (${mib} MiB, ${b.form}${
+            b.runtime ? ` with Deno ${b.runtime}` : ""
+          }) and SHA256SUMS${minisign ? " (signed)" : ""}`,
+        );
+      }
+      if (os === "alpine") {
+        console.log(
+          `staged ${await stageAlpine(b)}: run abuild there on Alpine (no apk/abuild here; ` +
+            "noarch: the bundle runs on Alpine's deno on every architecture)",
+        );
+      }
     }
   } catch (e) {
     if (!(e instanceof HostError)) throw e;

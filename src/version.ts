@@ -12,3 +12,31 @@ export const FORM: "compiled" | "bundled" | "source" = "source";
 
 /** The commit this copy was built from (stamped by packaging/build.ts), or "unknown". */
 export const COMMIT = "unknown";
+
+/**
+ * The Deno version this build is tested on (packaging/tarball/runtime.json pins it, and the
+ * build stamps it here like VERSION); null when run from a checkout, where any runtime goes.
+ * A built host refuses to start on another (runtimeProblem): the Arch package and the tarball
+ * carry exactly this runtime, while Alpine's package runs on Alpine's own `deno`.
+ */
+export const RUNTIME_TESTED: string | null = null;
+
+/** The version of the Deno runtime this process runs on (version --json, heartbeat, inventory). */
+export function runtimeVersion(): string {
+  return Deno.version.deno;
+}
+
+/**
+ * Why this process must not run on `running`, or undefined when it may: a built host runs
+ * only on the Deno version it was tested on (any build of it: "2.9.6" accepts "2.9.6" and
+ * "2.9.6.1", as apk's `deno~2.9.6` does, never 2.9.7 or 2.10.0).
+ */
+export function runtimeProblem(
+  running: string = runtimeVersion(),
+  tested: string | null = RUNTIME_TESTED,
+): string | undefined {
+  if (tested === null || running === tested || running.startsWith(`${tested}.`)) return undefined;
+  return `${PROGRAM} ${VERSION} is tested on Deno ${tested} and refuses to run on Deno ${running}: ` +
+    `install deno ${tested} (on Alpine: apk add 'deno~${tested}'), or a ${PROGRAM} tested on ` +
+    `Deno ${running}`;
+}

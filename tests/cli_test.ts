@@ -151,8 +151,11 @@ Deno.test("a bad configuration file exits 78 and names the setting", async () =>
   assert.match(run.stderr, /colour: is not a known setting/);
 });
 
-Deno.test("version prints the compiled-in version", async () => {
+Deno.test("version prints the compiled-in version and the Deno runtime it runs on", async () => {
   const run = await runHost(["version", "--json"]);
   assert.equal(run.code, 0);
-  assert.match(JSON.parse(run.stdout).version, /^\d+\.\d+\.\d+/);
+  const said = JSON.parse(run.stdout);
+  assert.match(said.version, /^\d+\.\d+\.\d+/);
+  assert.equal(said.deno, Deno.version.deno);
+  assert.equal(said.arch, Deno.build.arch);
 });

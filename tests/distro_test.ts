@@ -215,6 +215,10 @@ Deno.test("arch package: licence, man pages, completions where Arch puts them; n
       // The Arch bundle and the image its action loads (packaging/image.ts).
       "usr/share/nox-mesh-host/substrate.lock",
       "usr/share/nox-mesh-host/images/pause.oci.tar",
+      // The runtime it carries (bundled form), its licence beside it and where Arch looks.
+      "usr/lib/nox-mesh-host/deno",
+      "usr/lib/nox-mesh-host/deno.LICENSE",
+      "usr/share/licenses/nox-mesh-host/deno.LICENSE",
     ]
   ) assert.ok(files.includes(want), `${want} in the package`);
   const work = join(dir, "x");
@@ -226,6 +230,12 @@ Deno.test("arch package: licence, man pages, completions where Arch puts them; n
   );
   const pkginfo = await Deno.readTextFile(join(work, ".PKGINFO"));
   assert.match(pkginfo, /^license = Apache-2\.0$/m);
+  assert.doesNotMatch(pkginfo, /^depend = /m, "no dependency: not even deno");
+  assert.match(pkginfo, new RegExp(`^arch = ${Deno.build.arch}$`, "m"));
+  assert.match(
+    await Deno.readTextFile(join(work, "usr/share/licenses/nox-mesh-host/deno.LICENSE")),
+    /MIT License/,
+  );
   for (const dep of ["wireguard-tools", "nftables", "podman"]) {
     assert.match(pkginfo, new RegExp(`^optdepend = ${dep}: \\S.+$`, "m"), `${dep} with a reason`);
   }
@@ -240,7 +250,7 @@ Deno.test("arch package: licence, man pages, completions where Arch puts them; n
     assert.ok(!/[sS]/.test(e.mode), `${e.path} neither setuid nor setgid (${e.mode})`);
     const want = e.mode.startsWith("d")
       ? (e.path === "var/lib/mesh-host" ? "drwx------" : "drwxr-xr-x")
-      : e.path.startsWith("usr/bin/")
+      : e.path.startsWith("usr/bin/") || e.path === "usr/lib/nox-mesh-host/deno"
       ? "-rwxr-xr-x"
       : "-rw-r--r--";
     assert.equal(e.mode, want, `${e.path} mode`);
@@ -304,7 +314,11 @@ Deno.test("APKBUILD: what apkbuild-lint and Alpine's policy check, and ready for
     (apkbuild.match(new RegExp(`^${name}="([^"]*)"`, "m")) ??
       apkbuild.match(new RegExp(`^${name}=(\\S*)$`, "m")))?.[1]?.trim();
   assert.equal(value("license"), "Apache-2.0");
-  assert.equal(value("depends"), "deno", "the bundled form runs on Alpine's deno, nothing else");
+  assert.match(
+    value("depends")!,
+    /^deno~\d+\.\d+\.\d+$/,
+    "the bundled form runs on Alpine's deno at the tested version, nothing else",
+  );
   assert.equal(value("makedepends"), "scdoc");
   const desc = value("pkgdesc")!;
   assert.ok(desc.length < 128, `pkgdesc under 128 characters (${desc.length})`);
@@ -429,7 +443,7 @@ Deno.test("tarball: carries the licence; SHA256SUMS is signed with minisign, and
 
 // ---------------------------------------------------- version, changelog
 
-Deno.test("version --json of a build: version, form, Deno version and the commit it was built from", async () => {
+Deno.test("version --json of a build: version, form, Deno version and architecture, and the commit it was built from", async () => {
   const { b } = await signedArch();
   const r = await sh(Deno.execPath(), [
     "run",
@@ -449,6 +463,7 @@ Deno.test("version --json of a build: version, form, Deno version and the commit
       version: VERSION,
       form: "bundled",
       deno: Deno.version.deno,
+      arch: Deno.build.arch,
       commit: head,
     },
   );

@@ -245,7 +245,7 @@ Deno.test("link failures name the side and the reason", () => {
   }
 });
 
-Deno.test("a heartbeat carries id, running version, last serial and outcome, uptime, memory; under 1 KiB without the held list", async () => {
+Deno.test("a heartbeat carries id, running version and runtime, last serial and outcome, uptime, memory; under 1 KiB without the held list", async () => {
   await using s = await scratch();
   using host = await hostOn(s);
   const resources = Array.from(
@@ -277,6 +277,7 @@ Deno.test("a heartbeat carries id, running version, last serial and outcome, upt
   assert.ok(size < 1024, `heartbeat is ${size} bytes`);
   assert.equal(beat.node, "node-with-a-long-name-0123456789");
   assert.equal(beat.version, (await import("../src/version.ts")).VERSION);
+  assert.equal(beat.deno, Deno.version.deno, "the runtime it runs on");
   assert.deepEqual(beat.last && { serial: beat.last.serial, outcome: beat.last.outcome }, {
     serial: 123456,
     outcome: "converged",

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { build } from "../packaging/build.ts";
 import { packageArch, packageTarball, stageAlpine } from "../packaging/package.ts";
 import { VERSION } from "../src/version.ts";
+import { runtimePins } from "../packaging/tarball/runtime.ts";
 import { makeSandbox, place, removeSandbox, runInSandbox } from "./_sandbox.ts";
 import { run } from "./_pacman.ts";
 
@@ -49,11 +50,12 @@ Deno.test("arch: the PKGBUILD is shellcheck clean, carries the host's version, a
   }
 });
 
-Deno.test("arch: makepkg builds the package into a local repo; pacman installs it, the host runs, -S of a newer build from the repo upgrades it", async () => {
+Deno.test("arch: makepkg builds the package into a local repo; pacman installs it with no deno on the machine, the host runs on the runtime it carries, -S of a newer build from the repo upgrades it", async () => {
   const dir = await tempDir();
   const s = await makeSandbox();
   try {
     const b = await build({ os: "arch", form: "bundled", out: join(dir, "arch") });
+    assert.equal(b.runtime, (await runtimePins()).version);
     const first = await packageArch(b, 1);
     const second = await packageArch(b, 2);
     const repoDir = join(b.dir, "repo");
@@ -62,14 +64,30 @@ Deno.test("arch: makepkg builds the package into a local repo; pacman installs i
       "/etc/noxpk-pacman.conf",
       `[options]\nArchitecture = auto\nSigLevel = Never\n[nox-mesh-host]\nServer = file://${repoDir}\n`,
     );
-    // Real paths, real pacman, inside the sandbox's overlays. Arch's deno is this machine's.
-    const pacman =
-      "pacman --config /etc/noxpk-pacman.conf --noconfirm --assume-installed deno=2.9.6";
+    // No deno on this "machine": whiteouts hide the system's (/usr/bin/deno and the npm
+    // package it points into), and pacman is told of none: the package needs none.
+    for (const hidden of ["/usr/bin/deno", "/usr/lib/node_modules/deno"]) {
+      const mk = await run("sh", [
+        "-c",
+        `mkdir -p "$(dirname '${s.upper(hidden)}')" && mknod '${s.upper(hidden)}' c 0 0`,
+      ]);
+      assert.equal(mk, "");
+    }
+    // Real paths, real pacman, inside the sandbox's overlays.
+    const pacman = "pacman --config /etc/noxpk-pacman.conf --noconfirm";
     const script = `set -eu
       mkdir -p /var/lib/pacman
+      if command -v deno >&2; then echo "a deno is on PATH" >&2; exit 1; fi
       ${pacman} -U '${first}' >&2
       pacman -Q nox-mesh-host
       /usr/bin/nox-mesh-host version
+      pacman -Qi nox-mesh-host | grep '^Depends On'
+      pacman -Qi nox-mesh-host | grep '^Architecture'
+      /usr/bin/nox-mesh-host version --json | grep -o '"deno":"[^"]*"'
+      /usr/lib/nox-mesh-host/deno --version | head -1
+      cmp /usr/lib/nox-mesh-host/deno '${join(b.dir, "deno")}'
+      cmp /usr/share/licenses/nox-mesh-host/deno.LICENSE /usr/lib/nox-mesh-host/deno.LICENSE
+      grep -q 'MIT License' /usr/lib/nox-mesh-host/deno.LICENSE
       test -x /usr/bin/nox-mesh-host-launch
       test "$(stat -c %a /var/lib/mesh-host)" = 700
       cmp /usr/share/nox-mesh-host/substrate.lock '${repo("packaging/arch/substrate.lock")}'
@@ -82,14 +100,22 @@ Deno.test("arch: makepkg builds the package into a local repo; pacman installs i
       grep -c 'upgraded nox-mesh-host (0.1.0-1 -> 0.1.0-2)' /var/log/pacman.log`;
     const r = await runInSandbox(s, ["sh", "-c", script]);
     assert.equal(r.code, 0, r.stdout + r.stderr);
-    assert.deepEqual(r.stdout.trim().split("\n"), [
+    const deno = (await runtimePins()).version;
+    assert.deepEqual(r.stdout.trim().split("\n").map((l) => l.replace(/ +/g, " ")), [
       `nox-mesh-host ${VERSION}-1`,
       `nox-mesh-host ${VERSION}`,
+      "Depends On : None",
+      `Architecture : ${Deno.build.arch}`,
+      `"deno":"${deno}"`,
+      `deno ${deno} (stable, release, ${Deno.build.arch}-unknown-linux-gnu)`,
       `nox-mesh-host ${VERSION}-2`,
-      `nox-mesh-host-${VERSION}-2-any.pkg.tar.gz`,
+      `nox-mesh-host-${VERSION}-2-${Deno.build.arch}.pkg.tar.gz`,
       "1",
     ]);
-    assert.equal(second.split("/").pop(), `nox-mesh-host-${VERSION}-2-any.pkg.tar.gz`);
+    assert.equal(
+      second.split("/").pop(),
+      `nox-mesh-host-${VERSION}-2-${Deno.build.arch}.pkg.tar.gz`,
+    );
   } finally {
     await removeSandbox(s);
     await Deno.remove(dir, { recursive: true });
@@ -104,7 +130,7 @@ Deno.test("alpine (lint only: no apk or abuild on this machine): APKBUILD is she
   }
   assert.match(apkbuild, /^pkgname=nox-mesh-host$/m);
   assert.match(apkbuild, new RegExp(`^pkgver=${VERSION.replaceAll(".", "\\.")}$`, "m"));
-  assert.match(apkbuild, /^depends="deno"$/m, "the bundled form runs on Alpine's deno");
+  assert.match(apkbuild, /^depends="deno~\S+"$/m, "the bundled form runs on Alpine's deno");
   assert.match(apkbuild, /^package\(\) \{$/m);
   assert.match(apkbuild, /"\$pkgdir"\/etc\/init\.d\/nox-mesh-host$/m);
   assert.match(apkbuild, /"\$pkgdir"\/etc\/conf\.d\/nox-mesh-host$/m);

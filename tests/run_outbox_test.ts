@@ -172,6 +172,7 @@ Deno.test("the inventory goes upward on first link and when it changes; `mesh no
   assert.equal(first.node, "node-a");
   assert.equal(first.publicKey, store.meta(META.publicKey));
   assert.equal(first.version, VERSION);
+  assert.equal(first.deno, Deno.version.deno, "the runtime it runs on");
   assert.deepEqual(first.held, []);
   // Enrolment made the node's WireGuard key: its public half is in the inventory.
   assert.equal(first.overlayKey, (await readOverlayKey(s.stateDir))?.publicKey);

@@ -26,13 +26,29 @@ async function shipped(os: "arch" | "alpine"): Promise<{ text: string; bundle: B
   return { text, bundle: JSON.parse(text) };
 }
 
-Deno.test("substrate image: the same bytes on every build; its digest is its manifest's; /pause runs here and exits 0 on SIGTERM", async () => {
+/**
+ * Runs a /pause program (argv), waits until it sleeps in `sleepCall` (the system call
+ * number /proc/PID/syscall shows: its handlers are installed by then), sends SIGTERM;
+ * returns its exit status.
+ */
+async function pauseThenTerm(argv: string[], sleepCall: number): Promise<Deno.CommandStatus> {
+  const child = new Deno.Command(argv[0], { args: argv.slice(1), stdin: "null" }).spawn();
+  for (let i = 0; i < 600; i++) {
+    const call = await Deno.readTextFile(`/proc/${child.pid}/syscall`).catch(() => "");
+    if (call.split(" ")[0] === String(sleepCall)) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  child.kill("SIGTERM");
+  return await child.status;
+}
+
+Deno.test("substrate image: the same bytes on every build; its digest is its index's, one manifest per architecture; each /pause is its architecture's code and exits 0 on SIGTERM (aarch64's under QEMU)", async () => {
   const a = await pauseImage();
   const b = await pauseImage();
   assert.deepEqual(a.archive, b.archive);
   assert.equal(a.digest, b.digest);
   assert.match(a.digest, /^sha256:[a-f0-9]{64}$/);
-  // The archive as tar reads it: the manifest blob's name is the digest the bundles pin.
+  // The archive as tar reads it: the index blob's name is the digest the bundles pin.
   const dir = await Deno.makeTempDir({ prefix: "noxsub-img-" });
   try {
     await Deno.writeFile(join(dir, "x.tar"), a.archive);
@@ -41,20 +57,56 @@ Deno.test("substrate image: the same bytes on every build; its digest is its man
     const listing = new TextDecoder().decode(list.stdout);
     assert.match(listing, new RegExp(`blobs/sha256/${a.digest.slice(7)}\\n`));
     for (const line of listing.trim().split("\n")) assert.match(line, /root\/root .* 1970-01-01/);
-    if (Deno.build.arch !== "x86_64") return; // the program is x86-64 code
-    const pause = join(dir, "pause");
-    await Deno.writeFile(pause, pauseElf(), { mode: 0o755 });
-    const child = new Deno.Command(pause, { stdin: "null" }).spawn();
-    // It must be waiting in pause(2) (its handler installed) before the signal: give it time.
-    for (let i = 0; i < 100; i++) {
-      const stat = await Deno.readTextFile(`/proc/${child.pid}/stat`).catch(() => "");
-      if (stat.includes(") S ")) break;
-      await new Promise((r) => setTimeout(r, 50));
+    const unpacked = join(dir, "x");
+    await Deno.mkdir(unpacked);
+    const x = await new Deno.Command("tar", { args: ["-xf", join(dir, "x.tar"), "-C", unpacked] })
+      .output();
+    assert.ok(x.success);
+    const blob = (d: string) => join(unpacked, "blobs/sha256", d.slice(7));
+    const read = async (d: string) => JSON.parse(await Deno.readTextFile(blob(d)));
+    const top = JSON.parse(await Deno.readTextFile(join(unpacked, "index.json")));
+    assert.equal(top.manifests.length, 1);
+    assert.equal(top.manifests[0].digest, a.digest);
+    const index = await read(a.digest);
+    assert.equal(index.mediaType, "application/vnd.oci.image.index.v1+json");
+    assert.deepEqual(
+      index.manifests.map((m: { platform: { architecture: string }; digest: string }) => [
+        m.platform.architecture,
+        m.digest,
+      ]),
+      [["amd64", a.manifests.x86_64], ["arm64", a.manifests.aarch64]],
+    );
+    // Each manifest's config says its platform and its one layer holds that arch's /pause.
+    for (
+      const [arch, machine, platform] of [[
+        "x86_64",
+        62,
+        "amd64",
+      ], ["aarch64", 183, "arm64"]] as const
+    ) {
+      const manifest = await read(a.manifests[arch]);
+      assert.equal((await read(manifest.config.digest)).architecture, platform);
+      const layer = await Deno.readFile(blob(manifest.layers[0].digest));
+      assert.deepEqual(layer.subarray(512, 512 + pauseElf(arch).length), pauseElf(arch), arch);
+      assert.equal(new DataView(pauseElf(arch).buffer).getUint16(18, true), machine, arch);
     }
-    child.kill("SIGTERM");
-    const status = await child.status;
-    assert.equal(status.code, 0, "SIGTERM makes it exit 0 (a container stops at once)");
-    assert.equal(status.signal, null);
+    for (const arch of ["x86_64", "aarch64"] as const) {
+      const pause = join(dir, `pause-${arch}`);
+      await Deno.writeFile(pause, pauseElf(arch), { mode: 0o755 });
+      const qemu = `/usr/bin/qemu-${arch}-static`;
+      const here = arch === Deno.build.arch;
+      const emulated = !here && await Deno.stat(qemu).then(() => true, () => false);
+      if (!here && !emulated) {
+        console.log(`(${arch} /pause not run: ${qemu} is not installed)`);
+        continue;
+      }
+      // Native: pause(2) on x86-64 (34), ppoll on aarch64 (73); under QEMU on this x86-64
+      // machine the guest's ppoll is the host's (271).
+      const sleepCall = here ? (arch === "x86_64" ? 34 : 73) : 271;
+      const status = await pauseThenTerm(here ? [pause] : [qemu, pause], sleepCall);
+      assert.equal(status.code, 0, `${arch}: SIGTERM makes it exit 0 (a container stops at once)`);
+      assert.equal(status.signal, null, arch);
+    }
   } finally {
     await Deno.remove(dir, { recursive: true });
   }

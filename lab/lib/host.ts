@@ -15,7 +15,7 @@ export interface HostInstall {
   command: string;
   /** The bundle the shim runs (the file a self-upgrade replaces). */
   bundle: string;
-  /** The deno the shim runs: the system's (Arch package) or the tarball's own. */
+  /** The deno the shim runs: the one each package carries (Arch, tarball). */
   deno: string;
 }
 
@@ -66,8 +66,8 @@ export const HOST_PATH = "/usr/bin:/usr/sbin:/bin:/sbin";
 
 /**
  * Installs the host from its real package: on systemd machines `pacman -S
- * nox-mesh-host` from the lab repository (/lab/repo, which pulls the `deno`
- * package), plus the host.json of the Arch-like flavour; on the others (and
+ * nox-mesh-host` from the lab repository (/lab/repo; the package carries its own
+ * Deno runtime), plus the host.json of the Arch-like flavour; on the others (and
  * machines raised with `hostFrom: "tarball"`) the tarball in /lab/tarball, checked
  * against its SHA256SUMS and unpacked into /usr/local (it carries its own Deno
  * runtime). Nothing is started.

@@ -8,7 +8,10 @@
  * - `current`: this checkout's VERSION (what machines install);
  * - `next`: the same code stamped with a higher version (an upgrade);
  * - `broken`: a higher version whose program crashes on start (a bad upgrade),
- *   made from lab/lib/clients/broken_host.ts with the same permission set.
+ *   made from lab/lib/clients/broken_host.ts with the same permission set; its Arch
+ *   package carries a runtime file of its own (the pinned deno with a line appended after
+ *   its image: it runs the same, and its digest differs), so a rollback shows that the
+ *   runtime came back with the package.
  */
 import { createHash } from "node:crypto";
 import { join, relative } from "node:path";
@@ -19,6 +22,7 @@ import { CACHE_DIR } from "./base.ts";
 import { CHECKOUT } from "./bundle.ts";
 import { exists } from "./_run.ts";
 import { labKeys, labMinisign, withLabGpg } from "./keys.ts";
+import { LabError } from "./errors.ts";
 
 /** Which build. */
 export type HostBuild = "current" | "next" | "broken";
@@ -37,6 +41,8 @@ export function pacmanVersion(which: HostBuild): string {
 
 const SOURCES = ["mod.ts", "deno.json", "deno.lock", "src", "os", "packaging", "launcher"];
 const BROKEN_ENTRY = "lab/lib/clients/broken_host.ts";
+/** This file: how the builds are made (the broken build's own runtime copy) is part of them. */
+const RECIPE = "lab/lib/host_builds.ts";
 
 let sourceKey: Promise<string> | undefined;
 const built = new Map<string, Promise<string>>();
@@ -52,7 +58,7 @@ function hashSources(): Promise<string> {
       if (!info.isDirectory) return void files.push(path);
       for await (const entry of Deno.readDir(path)) await walk(join(path, entry.name));
     };
-    for (const s of [...SOURCES, BROKEN_ENTRY]) await walk(join(CHECKOUT, s));
+    for (const s of [...SOURCES, BROKEN_ENTRY, RECIPE]) await walk(join(CHECKOUT, s));
     for (const file of files.sort()) {
       hash.update(relative(CHECKOUT, file)).update("\0").update(await Deno.readFile(file));
     }
@@ -99,8 +105,19 @@ async function cached(
   return await promise;
 }
 
+/** The architecture of the host's Arch packages in the lab (this machine's). */
+export const PACKAGE_ARCH: string = Deno.build.arch;
+
+/** The file name of a build's Arch package. */
+export function packageFileName(which: HostBuild): string {
+  return `nox-mesh-host-${pacmanVersion(which)}-${PACKAGE_ARCH}.pkg.tar.gz`;
+}
+
+/** Where an Arch package installs the runtime it carries. */
+export const CARRIED_RUNTIME = "/usr/lib/nox-mesh-host/deno";
+
 /**
- * The Arch package file of a build (nox-mesh-host-<version>-1-any.pkg.tar.gz), signed by
+ * The Arch package file of a build (nox-mesh-host-<version>-1-<arch>.pkg.tar.gz), signed by
  * the lab packager key (FILE.sig beside it).
  */
 export function hostPackage(which: HostBuild, log: (line: string) => void): Promise<string> {
@@ -110,11 +127,48 @@ export function hostPackage(which: HostBuild, log: (line: string) => void): Prom
       form: "bundled",
       out: join(dir, "build"),
       version: HOST_VERSIONS[which],
+      runtimeCache: join(CACHE_DIR, "runtime"),
       ...(which === "broken" ? { entry: join(CHECKOUT, BROKEN_ENTRY) } : {}),
     });
+    if (which === "broken") await ownRuntimeCopy(join(b.dir, "deno"));
     const keys = await labKeys(log);
     return await withLabGpg(keys, (sign) => packageArch(b, 1, { sign }));
   }, log);
+}
+
+/**
+ * Replaces the build's runtime (a hard link into the runtime cache) with a copy that has a
+ * line appended after the ELF image: the same program, another file.
+ */
+async function ownRuntimeCopy(deno: string): Promise<void> {
+  const copy = `${deno}.own`;
+  await Deno.copyFile(deno, copy);
+  const line = new TextEncoder().encode("\nnoxlab: the broken build's own copy of the runtime\n");
+  await Deno.writeFile(copy, line, { append: true });
+  await Deno.rename(copy, deno);
+}
+
+/** The sha256 (hex) of the runtime a build's Arch package carries, read from the package. */
+export async function carriedRuntimeDigest(
+  which: HostBuild,
+  log: (line: string) => void,
+): Promise<string> {
+  const pkg = await hostPackage(which, log);
+  const out = await new Deno.Command("sh", {
+    args: [
+      "-c",
+      'bsdtar -xOf "$1" "$2" | sha256sum',
+      "sh",
+      pkg,
+      CARRIED_RUNTIME.slice(1),
+    ],
+    stdin: "null",
+  }).output();
+  const digest = new TextDecoder().decode(out.stdout).split(" ")[0];
+  if (!out.success || !/^[0-9a-f]{64}$/.test(digest)) {
+    throw new LabError("command-failed", `cannot read ${CARRIED_RUNTIME} from ${pkg}`);
+  }
+  return digest;
 }
 
 /**

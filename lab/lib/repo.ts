@@ -2,7 +2,6 @@ import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { CACHE_DIR } from "./base.ts";
 import { LabError } from "./errors.ts";
-import { DENO_BINARY } from "./machine.ts";
 import { exists, run, tail } from "./_run.ts";
 import { makepkgAsNobody, repoAdd, signFile } from "../../packaging/package.ts";
 import { labKeys, withLabGpg } from "./keys.ts";
@@ -12,8 +11,6 @@ import { labKeys, withLabGpg } from "./keys.ts";
  * The cached part, built once with makepkg, holds:
  * - the test package noxlab-hello in two versions: the database offers
  *   TEST_PACKAGE.latest; the older file stays beside it for exact-version installs;
- * - `deno`, this lab host's own deno binary packaged as /usr/bin/deno: the host's
- *   Arch package (bundled form) depends on it, so `pacman -S nox-mesh-host` pulls it.
  * - `podman`, a STAND-IN: it installs only a marker file (PODMAN_STAND_IN.marker). The
  *   machines' real podman (and runc, conmon) comes from their Debian image; the stand-in
  *   lets the shipped Arch bundle's `package podman` be installed by a real pacman
@@ -71,45 +68,15 @@ package() {
 `;
 }
 
-/** The `deno` package: this host's binary at /usr/bin/deno, uncompressed (fast to unpack). */
-function denoPkgbuild(version: string): string {
-  return `pkgname=deno
-pkgver=${version}
-pkgrel=1
-pkgdesc="Deno runtime (the lab host's own binary, packaged for the lab's machines)"
-arch=(${arch()})
-license=(MIT)
-options=(!strip !debug)
-source=(deno)
-sha256sums=(SKIP)
-package() {
-  install -Dm0755 deno "$pkgdir/usr/bin/deno"
-}
-`;
-}
-
-function arch(): string {
-  return Deno.build.arch === "aarch64" ? "aarch64" : "x86_64";
-}
-
-/** The version of the deno binary the machines get (`deno --version`, first line). */
-async function denoVersion(): Promise<string> {
-  const r = await run([DENO_BINARY, "--version"], { what: "deno --version" });
-  const version = /^deno (\S+)/.exec(r.stdout)?.[1];
-  if (!version) throw new LabError("command-failed", `deno --version said ${r.stdout}`);
-  return version;
-}
-
-/** Builds the repository once (cached by recipe and deno binary) and returns its directory. */
+/**
+ * Builds the repository once (cached by recipe) and returns its directory. It offers no
+ * `deno`: the host's Arch package carries its own runtime and depends on none.
+ */
 export async function ensureRepo(log: (line: string) => void = () => {}): Promise<string> {
-  const deno = await denoVersion();
-  const binary = await Deno.stat(DENO_BINARY);
   const keys = await labKeys(log);
   const recipe = [
     ...TEST_PACKAGE.versions.map(helloPkgbuild),
-    denoPkgbuild(deno),
     podmanPkgbuild(),
-    `${DENO_BINARY} ${binary.size} ${binary.mtime?.getTime()}`,
     `signed by ${keys.fingerprint}`,
   ].join("\n");
   const key = `repo-${createHash("sha256").update(recipe).digest("hex").slice(0, 16)}`;
@@ -122,7 +89,7 @@ export async function ensureRepo(log: (line: string) => void = () => {}): Promis
     await lock.lock(true);
     if (await exists(db)) return dir;
     log(
-      `building the lab pacman repository ${key} with makepkg (noxlab-hello, deno ${deno}, the podman stand-in)`,
+      `building the lab pacman repository ${key} with makepkg (noxlab-hello, the podman stand-in)`,
     );
     const work = await Deno.makeTempDir({ prefix: "noxlab-repo-" });
     try {
@@ -133,7 +100,6 @@ export async function ensureRepo(log: (line: string) => void = () => {}): Promis
       for (const version of TEST_PACKAGE.versions) {
         await makepkg(work, out, `hello-${version}`, helloPkgbuild(version), ".pkg.tar.gz");
       }
-      await makepkg(work, out, "deno", denoPkgbuild(deno), ".pkg.tar", DENO_BINARY);
       await makepkg(work, out, "podman", podmanPkgbuild(), ".pkg.tar.gz");
       const files = [...Deno.readDirSync(out)].map((e) => join(out, e.name))
         .filter((f) => /\.pkg\.tar(\.gz)?$/.test(f));
@@ -154,7 +120,7 @@ export async function ensureRepo(log: (line: string) => void = () => {}): Promis
 
 /**
  * Copies the cached repository into `target` (a lab's share): package files as hard
- * links where the file system allows (deno's is ~100 MB), the database as copies,
+ * links where the file system allows, the database as copies,
  * since repo-add rewrites them when a lab adds its own packages.
  */
 export async function copyRepo(cached: string, target: string): Promise<void> {
@@ -189,17 +155,11 @@ async function makepkg(
   name: string,
   pkgbuild: string,
   pkgext: string,
-  source?: string,
 ): Promise<void> {
   const build = join(work, name);
   await Deno.mkdir(build, { mode: 0o777 });
   await Deno.chmod(build, 0o777);
   await Deno.writeTextFile(join(build, "PKGBUILD"), pkgbuild);
-  if (source) {
-    const copy = join(build, source.split("/").pop()!);
-    await Deno.copyFile(source, copy);
-    await Deno.chmod(copy, 0o755);
-  }
   try {
     await makepkgAsNobody(build, out, {
       env: { PKGEXT: pkgext },

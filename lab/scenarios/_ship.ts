@@ -70,8 +70,8 @@ const shown = (p: Process) => `${p.pid}: ${p.argv.join(" ").slice(0, 160)}`;
 
 /**
  * The init runs the launcher (systemd as PID 1, or OpenRC's supervise-daemon), and the
- * launcher's one child is the host's `run` on its deno (the system's for the Arch package,
- * the tarball's own for the tarball) with exactly the flags of the machine's permission
+ * launcher's one child is the host's `run` on the deno its package carries (Arch's in
+ * /usr/lib/nox-mesh-host, the tarball's in /usr/local/lib/nox-mesh-host) with exactly the flags of the machine's permission
  * set (packaging/<os>/permissions).
  */
 export function assertLaunched(machine: string): Step {

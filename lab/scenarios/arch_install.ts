@@ -8,6 +8,7 @@ import {
   writeFile,
 } from "../lib/scenario.ts";
 import { ARCH_LIKE_CONFIG } from "../lib/host.ts";
+import { CARRIED_RUNTIME, packageFileName } from "../lib/host_builds.ts";
 import { assertLaunched, assertServiceSaid, CURRENT, STATE, unmaskPodman } from "./_ship.ts";
 import {
   assertBashCompletes,
@@ -19,8 +20,9 @@ import {
 /** The host installed as a user installs it on Arch, and started by systemd through the launcher. */
 export const scenario: Scenario = {
   name: "arch-install",
-  summary: "pacman -S nox-mesh-host from the lab repository (pulls deno), systemctl enable " +
-    "--now: the launcher runs the host under the Arch permission set; with no identity it " +
+  summary: "pacman -S nox-mesh-host from the lab repository (no deno: it carries its own), " +
+    "systemctl enable --now: the launcher runs the host on its runtime under the Arch " +
+    "permission set; with no identity it " +
     "applies the shipped bundle; known-good written, failures cleared, rollback copy kept; " +
     "pacman requires signatures (lab packager key) and refuses a tampered package; licence, " +
     "man pages and bash completion installed and working",
@@ -36,7 +38,10 @@ export const scenario: Scenario = {
     assertSignaturesRequired("arch"),
     run("arch", ["pacman", "-Sy", "--noconfirm", "--noprogressbar", "nox-mesh-host"]),
     assertPackage("arch", "nox-mesh-host", { version: `${CURRENT}-1` }),
-    assertPackage("arch", "deno"),
+    // It carries its runtime: no deno package is pulled (the lab repository offers none).
+    assertPackage("arch", "deno", { absent: true }),
+    assertFile("arch", CARRIED_RUNTIME, { type: "file" }),
+    assertFile("arch", "/usr/lib/nox-mesh-host/deno.LICENSE", { type: "file" }),
     run("arch", ["nox-mesh-host", "version"], { stdoutIncludes: `nox-mesh-host ${CURRENT}\n` }),
     run("arch", ["nox-mesh-host", "version", "--json"], { stdoutIncludes: `"form":"bundled"` }),
     assertFile("arch", "/usr/share/licenses/nox-mesh-host/LICENSE", { type: "file" }),
@@ -60,7 +65,7 @@ export const scenario: Scenario = {
     run("arch", ["nox-mesh-host", "status"], {
       stdoutIncludes: "/usr/share/nox-mesh-host/substrate.lock",
     }),
-    assertFile("arch", `${STATE}/rollback/${CURRENT}/nox-mesh-host-${CURRENT}-1-any.pkg.tar.gz`, {
+    assertFile("arch", `${STATE}/rollback/${CURRENT}/${packageFileName("current")}`, {
       type: "file",
     }),
     assertServiceSaid("arch", `kept the package file of nox-mesh-host ${CURRENT}`, 1),

@@ -8,6 +8,8 @@ import {
   writeFile,
 } from "../lib/scenario.ts";
 import { ARCH_LIKE_CONFIG } from "../lib/host.ts";
+import { CARRIED_RUNTIME, carriedRuntimeDigest, packageFileName } from "../lib/host_builds.ts";
+import { fail, type Step } from "../lib/_step.ts";
 import {
   assertApplies,
   assertHostExited,
@@ -33,10 +35,38 @@ import {
 
 /** Small back-off (launcher/README.md) so that six failed starts take seconds: 2, 3, 3 s. */
 const LAUNCH_ENV = "NOX_MESH_HOST_BACKOFF=2\nNOX_MESH_HOST_BACKOFF_MAX=3\n";
-const KEPT = `${STATE}/rollback/${CURRENT}/nox-mesh-host-${CURRENT}-1-any.pkg.tar.gz`;
+const KEPT = `${STATE}/rollback/${CURRENT}/${packageFileName("current")}`;
 const HALT = "the machine, not the version, needs a look";
 let upgradedAt = 0;
 let clearedAt = 0;
+/** The sha256 of the runtime the known-good (current) package carries. */
+let knownGoodRuntime = "";
+
+/** The broken build's package carries another runtime file than the known-good one's. */
+function runtimesDiffer(): Step {
+  return {
+    title: `the broken package carries a runtime file of its own at ${CARRIED_RUNTIME}`,
+    timeoutS: 300,
+    async run(ctx) {
+      const log = (line: string) => ctx.lab.log(line);
+      knownGoodRuntime = await carriedRuntimeDigest("current", log);
+      const broken = await carriedRuntimeDigest("broken", log);
+      if (broken === knownGoodRuntime) fail("two different runtime files", `both ${broken}`);
+    },
+  };
+}
+
+/** The runtime file installed on `machine` is the one the known-good package carries. */
+function runtimeIsKnownGood(machine: string): Step {
+  return {
+    title: `assert on ${machine}: ${CARRIED_RUNTIME} is the known-good package's`,
+    async run(ctx) {
+      const r = await ctx.machine(machine).exec(["sha256sum", CARRIED_RUNTIME], { check: true });
+      const seen = r.stdout.split(" ")[0];
+      if (seen !== knownGoodRuntime) fail(`the known-good runtime ${knownGoodRuntime}`, seen);
+    },
+  };
+}
 
 /**
  * A broken upgrade is rolled back once to the known-good version, which then reports
@@ -44,8 +74,9 @@ let clearedAt = 0;
  */
 export const scenario: Scenario = {
   name: "arch-rollback",
-  summary: "an upgrade to a build that crashes on start fails 3 times; the launcher rolls back " +
-    "once to the kept known-good package and the node heartbeats its old version, refusing to " +
+  summary: "an upgrade to a build that crashes on start (and carries another runtime file) " +
+    "fails 3 times; the launcher rolls back once to the kept known-good package, whose runtime " +
+    "comes back with it, and the node heartbeats its old version, refusing to " +
     "reinstall the broken one the declaration still names; then the " +
     "known-good version fails too (bad host.json): one more rollback, 3 failures, HALTED, " +
     "and the unit stays stopped (exit 78) until a person fixes the cause and removes halted",
@@ -69,6 +100,8 @@ export const scenario: Scenario = {
     run("arch", ["systemctl", "enable", "--now", "nox-mesh-host"]),
     waitFor(assertFile("arch", `${STATE}/known-good`, { content: `${CURRENT}\n` }), 60),
     assertFile("arch", KEPT, { type: "file" }),
+    runtimesDiffer(),
+    runtimeIsKnownGood("arch"),
 
     // A bad release: the host installs it, exits 0, and the new version crashes on start.
     publishHost("broken"),
@@ -78,6 +111,9 @@ export const scenario: Scenario = {
     waitFor(assertServiceSaid("arch", `rolling back to known-good ${CURRENT} from ${KEPT}`), 90),
     waitFor(assertPackage("arch", "nox-mesh-host", { version: `${CURRENT}-1` }), 60),
     waitFor(assertRunningVersion("arch", CURRENT, () => upgradedAt), 60),
+    // The runtime is the package's: rolled back with it (checked once the host runs again:
+    // pacman -Q names the version while pacman may still be writing its files).
+    runtimeIsKnownGood("arch"),
     waitFor(assertFile("arch", `${STATE}/failures`, { absent: true }), 30),
     assertFile("arch", `${STATE}/rolled-back`, { content: `3 ${CURRENT}\n` }),
     assertFile("arch", `${STATE}/rolled-back-from`, { content: `${BROKEN}\n` }),

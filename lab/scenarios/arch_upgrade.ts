@@ -1,5 +1,6 @@
 import { assertFile, assertPackage, run, type Scenario, waitFor } from "../lib/scenario.ts";
 import { ARCH_LIKE_CONFIG } from "../lib/host.ts";
+import { packageFileName } from "../lib/host_builds.ts";
 import {
   assertApplies,
   assertRunningVersion,
@@ -65,10 +66,10 @@ export const scenario: Scenario = {
     assertUnitProperty("arch", "nox-mesh-host", "NRestarts", "0"),
     assertLaunched("arch"),
     // Kept: the package file of the running version, and of the known-good one at its start.
-    assertFile("arch", `${STATE}/rollback/${NEXT}/nox-mesh-host-${NEXT}-1-any.pkg.tar.gz`, {
+    assertFile("arch", `${STATE}/rollback/${NEXT}/${packageFileName("next")}`, {
       type: "file",
     }),
-    assertFile("arch", `${STATE}/rollback/${CURRENT}/nox-mesh-host-${CURRENT}-1-any.pkg.tar.gz`, {
+    assertFile("arch", `${STATE}/rollback/${CURRENT}/${packageFileName("current")}`, {
       type: "file",
     }),
   ],

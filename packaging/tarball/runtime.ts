@@ -1,9 +1,10 @@
 /**
- * The Deno runtime the tarball carries when it ships the bundled form (DESIGN.md §12): the
- * `deno` executable of the npm package `@deno/linux-x64-glibc`, at the version this build runs
- * on, and Deno's licence from the npm package `deno` of the same version (the platform
- * package carries none). Both are fetched with `npm pack` into a cache outside the checkout
- * and checked against the integrity pinned in runtime.json before anything is used.
+ * The Deno runtime the tarball and the Arch package carry when they ship the bundled form
+ * (DESIGN.md §12): the `deno` executable of the npm package for the build's architecture
+ * (`@deno/linux-x64-glibc`, `@deno/linux-arm64-glibc`), at the version this build runs on,
+ * and Deno's licence from the npm package `deno` of the same version (the platform packages
+ * carry none). Both are fetched with `npm pack` into a cache outside the checkout and checked
+ * against the integrity pinned in runtime.json before anything is used.
  */
 import { join } from "node:path";
 import { HostError } from "../../src/errors.ts";
@@ -19,9 +20,25 @@ interface Pins {
   licence: string;
 }
 
-/** The runtime files, ready to be copied into a tarball. */
+/** The architectures a runtime is pinned for (Deno.build.arch's spelling, and pacman's). */
+export type RuntimeArch = "x86_64" | "aarch64";
+
+/** The ELF machine (e_machine) of each architecture's executables. */
+const ELF_MACHINE: Record<RuntimeArch, number> = { x86_64: 62, aarch64: 183 };
+
+/**
+ * How to run another architecture's executable on this machine: QEMU's user-mode emulator
+ * (Debian's qemu-user-static) and that architecture's C library (Debian's cross packages).
+ */
+export const EMULATORS: Record<RuntimeArch, { qemu: string; libs: string }> = {
+  x86_64: { qemu: "/usr/bin/qemu-x86_64-static", libs: "/usr/x86_64-linux-gnu" },
+  aarch64: { qemu: "/usr/bin/qemu-aarch64-static", libs: "/usr/aarch64-linux-gnu" },
+};
+
+/** The runtime files, ready to be copied into a package. */
 export interface Runtime {
   version: string;
+  arch: RuntimeArch;
   /** The `deno` executable. */
   deno: string;
   /** Deno's licence (MIT), shipped beside it as `deno.LICENSE`. */
@@ -90,15 +107,39 @@ async function fetchPackage(name: string, version: string, want: string, dir: st
   return file;
 }
 
+/** The e_machine of an ELF file's header, or undefined when it is not a 64-bit LE ELF. */
+async function elfMachine(path: string): Promise<number | undefined> {
+  using file = await Deno.open(path);
+  const head = new Uint8Array(20);
+  if ((await file.read(head)) !== 20) return undefined;
+  const elf = head[0] === 0x7f && head[1] === 0x45 && head[2] === 0x4c && head[3] === 0x46;
+  if (!elf || head[4] !== 2 || head[5] !== 1) return undefined;
+  return new DataView(head.buffer).getUint16(18, true);
+}
+
 /**
- * The runtime for `arch` (Deno.build.arch's spelling), fetched into `cache` once and
- * checked: the packages' integrity against runtime.json, and the executable must say it
- * is that version. The version must be the one this build runs on: the bundle is made by
- * this deno and runs on that one.
+ * The argv that runs `deno` of `arch` here: itself on this architecture, else under QEMU's
+ * user-mode emulation when it is installed (undefined when it is not).
+ */
+export async function runnable(deno: string, arch: RuntimeArch): Promise<string[] | undefined> {
+  if (arch === Deno.build.arch) return [deno];
+  const { qemu, libs } = EMULATORS[arch];
+  return (await exists(qemu)) && (await exists(libs)) ? [qemu, "-L", libs, deno] : undefined;
+}
+
+/**
+ * The runtime for `arch`, fetched into `cache` once and checked: the packages' integrity
+ * against runtime.json, the executable's ELF machine, and it must say it is that version
+ * (another architecture's under QEMU where installed; the pinned integrity alone where not).
+ * The version must be the one this build runs on: the bundle is made by this deno and runs
+ * on that one.
  */
 export async function ensureRuntime(
   cache: string,
-  { arch = Deno.build.arch, buildVersion = Deno.version.deno } = {},
+  {
+    arch = Deno.build.arch as RuntimeArch,
+    buildVersion = Deno.version.deno,
+  }: { arch?: RuntimeArch; buildVersion?: string } = {},
 ): Promise<Runtime> {
   const pins = await runtimePins();
   if (pins.version !== buildVersion) {
@@ -117,7 +158,12 @@ export async function ensureRuntime(
     );
   }
   const dir = join(cache, `deno-${pins.version}-${arch}`);
-  const runtime = { version: pins.version, deno: join(dir, "deno"), licence: join(dir, "LICENSE") };
+  const runtime = {
+    version: pins.version,
+    arch,
+    deno: join(dir, "deno"),
+    licence: join(dir, "LICENSE"),
+  };
   if (await exists(join(dir, "ready"))) return runtime;
   await Deno.mkdir(cache, { recursive: true });
   const packed: string[] = [];
@@ -134,8 +180,17 @@ export async function ensureRuntime(
     await Deno.rename(join(work, "lic", "LICENSE"), join(work, "LICENSE"));
     await Deno.chmod(join(work, "deno"), 0o755);
     await Deno.chmod(join(work, "LICENSE"), 0o644);
-    const said = await run(join(work, "deno"), ["--version"]);
-    if (!said.startsWith(`deno ${pins.version} `)) {
+    const machine = await elfMachine(join(work, "deno"));
+    if (machine !== ELF_MACHINE[arch]) {
+      throw new RuntimeError(
+        `the deno of ${platform}@${pins.version} is not an ${arch} executable (ELF machine ` +
+          `${machine ?? "none"})`,
+        `runtime.json's platforms must name the package built for ${arch}`,
+      );
+    }
+    const argv = await runnable(join(work, "deno"), arch);
+    const said = argv ? await run(argv[0], [...argv.slice(1), "--version"]) : undefined;
+    if (said !== undefined && !said.startsWith(`deno ${pins.version} `)) {
       throw new RuntimeError(
         `the deno of ${platform}@${pins.version} says "${said.split("\n")[0]}"`,
         "the package does not hold the runtime it names",

@@ -8,6 +8,7 @@ import { readOverlayKey } from "../overlay_key.ts";
 import type { Command, CommandContext } from "./command.ts";
 import { subject } from "./format.ts";
 import { EXIT } from "./io.ts";
+import { PROGRAM, runtimeVersion, VERSION } from "../version.ts";
 
 async function profileOf(ctx: CommandContext): Promise<Profile> {
   if (!ctx.io.profile) {
@@ -42,9 +43,9 @@ export const inventoryCommand: Command = {
   name: "inventory",
   summary: "show identity, profile, what this node holds and what it last applied",
   usage: "inventory",
-  help: `Show this node's inventory: its identity (with its WireGuard public key, once
-made), its profile (see "profile"), every resource it holds (recorded after
-read-back), and its last apply.
+  help: `Show this node's inventory: the host's version and the Deno version it runs on, its
+identity (with its WireGuard public key, once made), its profile (see "profile"), every
+resource it holds (recorded after read-back), and its last apply.
 Reads the store and detects the profile; changes nothing.
 Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
 `,
@@ -57,6 +58,8 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
     const current = store.current();
     const overlayKey = await readOverlayKey(config.stateDir);
     const inventory = {
+      // What runs here: the host's version and the Deno runtime under it.
+      host: { version: VERSION, deno: runtimeVersion() },
       identity: {
         node: store.meta(META.node) ?? null,
         stateDir: config.stateDir,
@@ -89,6 +92,7 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
     const lines = [
       `node         ${inventory.identity.node ?? "no identity (not enrolled)"}\n`,
       `store        ${store.path}\n`,
+      `host         ${PROGRAM} ${inventory.host.version} on Deno ${inventory.host.deno}\n`,
       `wireguard    ${inventory.identity.wireguardPublicKey ?? "no key yet"}\n`,
       profileText(profile),
       `held         ${inventory.held.length} resources\n`,

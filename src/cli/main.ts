@@ -3,7 +3,7 @@ import { parseArgs } from "node:util";
 import { ConfigError } from "../config.ts";
 import { DeclarationRefused } from "../declaration/envelope.ts";
 import { BusyError, HostError, UsageError } from "../errors.ts";
-import { COMMIT, FORM, PROGRAM, VERSION } from "../version.ts";
+import { COMMIT, FORM, PROGRAM, runtimeProblem, runtimeVersion, VERSION } from "../version.ts";
 import { applyCommand, InputError, planCommand } from "./cmd_apply.ts";
 import { type Command, GLOBAL_HELP, GLOBAL_OPTIONS } from "./command.ts";
 import { type CliIo, EXIT } from "./io.ts";
@@ -19,7 +19,7 @@ const versionCommand: Command = {
   usage: "version",
   help: `Print the version of the running host. With --json: the version, the form it was
 built in (compiled, bundled, or source when run from a checkout), the Deno version it runs
-on and the commit it was built from.
+on and its architecture, and the commit it was built from.
 `,
   options: {},
   positionals: [0, 0],
@@ -30,7 +30,8 @@ on and the commit it was built from.
           program: PROGRAM,
           version: VERSION,
           form: FORM,
-          deno: Deno.version.deno,
+          deno: runtimeVersion(),
+          arch: Deno.build.arch,
           commit: COMMIT,
         }) + "\n"
         : `${PROGRAM} ${VERSION}\n`,
@@ -92,6 +93,14 @@ export async function main(args: string[], io: CliIo): Promise<number> {
   }
   const command = COMMANDS.find((c) => c.name === name);
   if (!command) return usage(io, `unknown command "${name}"`);
+  // A built host runs only on the Deno it was tested on (Alpine's package runs on the
+  // distribution's deno, which an upgrade can replace): one line, and a failure the
+  // launcher counts. `version` still answers, to say what runs here.
+  const untested = command === versionCommand ? undefined : runtimeProblem();
+  if (untested) {
+    io.stderr(`${PROGRAM}: ${untested}\n`);
+    return EXIT.software;
+  }
 
   let parsed;
   try {

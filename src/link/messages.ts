@@ -11,7 +11,7 @@ import type { Problem } from "../declaration/envelope.ts";
 import type { RefusalReason } from "../engine/admit.ts";
 import type { Store } from "../store/store.ts";
 import type { ResourceResult } from "../engine/types.ts";
-import { VERSION } from "../version.ts";
+import { runtimeVersion, VERSION } from "../version.ts";
 import type { CapabilityState, Profile } from "../profile.ts";
 
 /** What started a reconcile or an apply. */
@@ -72,6 +72,8 @@ export interface HeartbeatMessage {
   node: string;
   /** The RUNNING version (compiled in), not what is installed. */
   version: string;
+  /** The Deno version it runs on (added after v1's first form; absent from older hosts). */
+  deno: string;
   at: string;
   uptimeS: number;
   rssBytes: number;
@@ -162,6 +164,7 @@ export function heartbeatMessage(
     kind: "heartbeat",
     node,
     version: VERSION,
+    deno: runtimeVersion(),
     at: new Date().toISOString(),
     uptimeS: Math.round((performance.now() - facts.startedAt) / 1000),
     rssBytes: Deno.memoryUsage().rss,
@@ -203,6 +206,11 @@ export interface InventoryMessage {
   publicKey: string;
   /** The RUNNING version. */
   version: string;
+  /**
+   * The Deno version it runs on (added after v1's first form; absent from older hosts). In
+   * the digest: a runtime changed under the host sends the inventory again.
+   */
+  deno: string;
   at: string;
   /** Digest of everything below (not `at`): the control plane can tell "unchanged". */
   digest: string;
@@ -245,6 +253,7 @@ export function inventoryMessage(
     node: identity.node,
     publicKey: identity.publicKey,
     version: VERSION,
+    deno: runtimeVersion(),
     profile: facts.profile,
     held: facts.held,
     overlayKey: facts.overlayKey,

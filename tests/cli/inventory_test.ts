@@ -4,6 +4,7 @@ import { main } from "../../src/cli/main.ts";
 import type { CliIo } from "../../src/cli/io.ts";
 import type { Profile } from "../../src/profile.ts";
 import { ensureOverlayKey } from "../../src/overlay_key.ts";
+import { VERSION } from "../../src/version.ts";
 
 const PROFILE: Profile = {
   detectedAt: "2026-01-01T00:00:00Z",
@@ -36,7 +37,7 @@ Deno.test("profile --json prints the detected profile as one document", async ()
   assert.deepEqual(JSON.parse(out.join("")), PROFILE);
 });
 
-Deno.test("inventory: identity, profile, held resources and the last apply", async () => {
+Deno.test("inventory: the host and its runtime, identity, profile, held resources and the last apply", async () => {
   const dir = await Deno.makeTempDir({ prefix: "noxad-inv-" });
   try {
     const decl = `${dir}/decl.json`;
@@ -71,6 +72,7 @@ Deno.test("inventory: identity, profile, held resources and the last apply", asy
       wireguardPublicKey: null,
     });
     assert.deepEqual(inv.profile, PROFILE);
+    assert.deepEqual(inv.host, { version: VERSION, deno: Deno.version.deno });
     assert.deepEqual(inv.held.map((h: { id: string; type: string }) => [h.id, h.type]), [[
       "d",
       "directory",
@@ -82,6 +84,10 @@ Deno.test("inventory: identity, profile, held resources and the last apply", asy
     assert.match(text.join(""), /\nheld {9}1 resources\n {2}directory d {2}.*\/managed\/d\n/);
     assert.match(text.join(""), /\nlast apply {3}#1 converged at /);
     assert.match(text.join(""), /\nwireguard {4}no key yet\n/);
+    assert.match(
+      text.join(""),
+      new RegExp(`\nhost {9}nox-mesh-host ${VERSION} on Deno ${Deno.version.deno}\n`),
+    );
 
     // Once the node has its WireGuard key, the inventory shows the public half only.
     const key = await ensureOverlayKey(`${dir}/state`);
