@@ -191,9 +191,11 @@ try {
   // When the declaration leaves the control plane: the first copy a subscriber of its
   // subject sees (whatever the body's form; `declare` may publish again on a timeout).
   let onBroker: number | undefined;
+  let unseen: Error | undefined;
   control.nc.subscribe(subjectsOf(NODE).declaration, {
-    callback: () => {
-      onBroker ??= performance.now();
+    callback: (error) => {
+      if (error) unseen ??= error;
+      else onBroker ??= performance.now();
     },
   });
   await control.nc.flush();
@@ -211,6 +213,7 @@ try {
       `the report of serial ${s}`,
       () => {
         if (refused.length) throw new Error(`the node did not apply a push: ${refused.join("; ")}`);
+        if (unseen) throw new Error(`the control plane cannot watch the declarations: ${unseen}`);
         return reported.has(s) && onBroker !== undefined;
       },
       run,
