@@ -1,0 +1,107 @@
+/**
+ * No benchmark rots unseen: every bench task of deno.json runs here in a smoke form (a few
+ * iterations, a tiny workload), exactly as `deno task NAME ARGS` runs it, and must exit 0
+ * and print its table. The figures of a smoke run mean nothing and none is asserted; the
+ * full runs stay out of the tests (tests/bench/RESULTS.md). A bench task added to deno.json
+ * without a smoke form here fails the first test.
+ */
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { isClean, leftovers } from "../../lab/lib/clean.ts";
+
+const REPO = join(import.meta.dirname!, "..", "..");
+const root = Deno.uid() === 0;
+
+/** A bench's smoke form: its arguments, and lines its table must hold (any figure). */
+interface Smoke {
+  args: () => string[];
+  /** What each smoke form needs root for. */
+  root: string;
+  table: RegExp[];
+  /** A generous bound on the whole run (a hung bench fails instead of hanging the tests). */
+  boundS: number;
+}
+
+const labPrefix = "noxbs" + crypto.randomUUID().slice(0, 3);
+
+const SMOKE: Record<string, Smoke> = {
+  "bench": {
+    args: () => ["--runs", "1", "--files", "20", "--settle", "1"],
+    root: "its scratch roots are under /var/lib, owned by root",
+    table: [
+      /^\| F: empty script, same flags \| \d+ ms \|/m,
+      /^\| version \| \d+ ms \| -?\d+ ms \| [\d.]+ MiB \|/m,
+      /^\| first apply \| \d+ ms \|/m,
+      /^\| no-op re-apply \| \d+ ms \|/m,
+      /^\| drift repair \(1 edited, 1 deleted\), \+ 1 × 64 KiB \| \d+ ms \|/m,
+      /^\| in-process no-op \(admit \+ apply 22 resources, [^|]*\| [\d.]+ ms \|/m,
+      /^\| `run` idle RSS \(store of 22 resources, no link\) \| - \| - \| [\d.]+ MiB \|/m,
+    ],
+    boundS: 300,
+  },
+  "bench:link": {
+    args: () => ["--pushes", "2", "--starts", "1", "--idle", "1"],
+    root: "the pushed file is owned by root",
+    table: [
+      /^start to first reconcile \(median of 1\) +[\d.]+ ms/m,
+      /^on the broker to applied, p50 \(2 pushes\) +[\d.]+ ms/m,
+      /^declare\(\) to applied, p99 +[\d.]+ ms/m,
+      /^idle RSS +[\d.]+ MiB/m,
+      /^exit on SIGTERM +0 /m,
+    ],
+    boundS: 300,
+  },
+  "bench:fleet": {
+    args: () => ["--nodes", "2", "--prefix", labPrefix],
+    root: "the lab's machines and namespaces",
+    table: [
+      /^### 2 nodes, commit /m,
+      /^\| publish to applied, p99 \| \d+ ms \|/m,
+      /^\| nats[123] resident \(\/varz mem\) \| [\d.]+ MiB/m,
+      /^\| host RSS per node, max \| [\d.]+ MiB \|/m,
+    ],
+    boundS: 900,
+  },
+};
+
+const config = JSON.parse(await Deno.readTextFile(join(REPO, "deno.json")));
+const tasks = config.tasks as Record<string, string>;
+const benchTasks = Object.keys(tasks).filter((name) =>
+  name.startsWith("bench") || tasks[name].includes("tests/bench/")
+);
+
+Deno.test("bench smoke: every bench task in deno.json has a smoke form", () => {
+  assert.deepEqual(benchTasks.sort(), Object.keys(SMOKE).sort());
+});
+
+for (const [task, smoke] of Object.entries(SMOKE)) {
+  const args = smoke.args();
+  Deno.test({
+    name: root
+      ? `bench smoke: deno task ${task} ${args.join(" ")} runs and prints its table`
+      : `bench smoke: deno task ${task} (skipped: needs root: ${smoke.root})`,
+    ignore: !root,
+    async fn() {
+      // GNU timeout signals the whole process group: the task, the bench and what it started.
+      const out = await new Deno.Command("timeout", {
+        args: ["--kill-after=30", String(smoke.boundS), Deno.execPath(), "task", task, ...args],
+        cwd: REPO,
+        stdin: "null",
+        stdout: "piped",
+        stderr: "piped",
+        env: { NO_COLOR: "1" },
+      }).output();
+      const stdout = new TextDecoder().decode(out.stdout);
+      const stderr = new TextDecoder().decode(out.stderr);
+      const said = `stdout:\n${stdout.slice(-4000)}\nstderr:\n${stderr.slice(-4000)}`;
+      assert.equal(out.code, 0, `deno task ${task} exited ${out.code}\n${said}`);
+      for (const line of smoke.table) {
+        assert.match(stdout, line, `no ${line} in its table\n${said}`);
+      }
+      if (task === "bench:fleet") {
+        const left = await leftovers(labPrefix);
+        assert.ok(isClean(left), `the fleet bench left: ${JSON.stringify(left, null, 2)}`);
+      }
+    },
+  });
+}
