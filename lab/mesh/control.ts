@@ -19,12 +19,14 @@ import type { PeerCertificate } from "node:tls";
 import { createUser, fromPublic, type KeyPair } from "@nats-io/nkeys";
 import {
   createSigningKey,
+  isSignatureProblem,
   ROTATION_HEADER,
   rotationHeader,
   SIGNATURE_HEADER,
   signDeclaration,
   signingKeyFromSeed,
   signRotation,
+  verifyDeclaration,
 } from "../../src/link/signature.ts";
 import { pinnedTls } from "../../src/link/connection.ts";
 import { type EnrolRequest, enrolStatement } from "../../src/link/enrol.ts";
@@ -384,11 +386,15 @@ export class ControlPlane implements AsyncDisposable {
    * the old key's seed is dropped). Tokens minted from now on pin the new key. With
    * `republish` (the default), every admitted node's last declaration is published
    * again under its next serial, signed by the new key, so each node switches at
-   * once instead of with its next declaration.
+   * once instead of with its next declaration: only one this control plane signed
+   * (its signature verifies against the key rotated away from); anything else the
+   * stream holds is never signed again (`skipped`).
    */
   async rotateKey(
     { republish = true }: { republish?: boolean } = {},
-  ): Promise<{ from: string; to: string; republished: Record<string, number> }> {
+  ): Promise<
+    { from: string; to: string; republished: Record<string, number>; skipped: string[] }
+  > {
     const next = createSigningKey();
     const { from, to } = await withState(this.dir, (s) => {
       const current = signingKeyFromSeed(s.signer.seed);
@@ -400,23 +406,33 @@ export class ControlPlane implements AsyncDisposable {
       return { from: current.getPublicKey(), to: next.getPublicKey() };
     });
     const republished: Record<string, number> = {};
+    const skipped: string[] = [];
     if (republish) {
       for (const node of Object.keys((await this.state()).nodes)) {
         const last = await this.lastDeclaration(node);
         if (!last) continue;
-        let declaration: Record<string, unknown>;
+        const body = new TextEncoder().encode(last.body);
+        const verified = verifyDeclaration(
+          from,
+          node,
+          body,
+          last.signature ?? undefined,
+          last.rotation ?? undefined,
+        );
+        let declaration: Record<string, unknown> | undefined;
         try {
-          declaration = JSON.parse(last.body);
-        } catch {
-          continue; // not one this control plane made (published as is): left alone
+          declaration = isSignatureProblem(verified) ? undefined : JSON.parse(last.body);
+        } catch { /* not JSON */ }
+        if (typeof declaration !== "object" || declaration === null) {
+          skipped.push(node); // not signed by this control plane, or not an object it made
+          continue;
         }
-        if (typeof declaration !== "object" || declaration === null) continue;
         delete declaration.serial;
         const { serial } = await this.declare(node, declaration);
         if (serial !== null) republished[node] = serial;
       }
     }
-    return { from, to, republished };
+    return { from, to, republished, skipped };
   }
 
   /**
