@@ -130,7 +130,9 @@ try {
     cwd: REPO,
   }).output();
   if (!made.success) throw new Error("deno bundle failed");
-  const enrol = host(["enrol", "--token", await control.mintToken(NODE)]);
+  const tokenFile = posix.join(dir, "token");
+  await Deno.writeTextFile(tokenFile, await control.mintToken(NODE), { mode: 0o600 });
+  const enrol = host(["enrol", "--token-file", tokenFile]);
   if ((await enrol.child.status).code !== 0) throw new Error(`enrol failed:\n${enrol.log()}`);
   let serial = 1;
   await control.nc.request(subjectsOf(NODE).declaration, declaration(serial), { timeout: 10_000 });
