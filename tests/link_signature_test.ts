@@ -387,6 +387,30 @@ Deno.test("the same declaration signed again by the rotated-to key is held, and 
   assert.equal(host.store.meta(META.signer), next.getPublicKey());
 });
 
+Deno.test("expiry is judged for a declaration to take: the one held stays held after its not-after, a new one is refused", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  enrolAs(host, "node-a", P);
+  const data = bytes({ version: 1, node: "node-a", serial: 4, resources: [] });
+  const signature = signDeclaration(control, "node-a", data, {
+    notAfter: new Date(Date.now() + 3600e3),
+  });
+  const taken = await admitFromLink(host, data, "mesh.decl.node-a", { signature });
+  assert.ok(taken.verdict === "apply");
+  accept(host, taken);
+  const later = Date.now() + 2 * 3600e3;
+  const again = await admitFromLink(host, data, "mesh.decl.node-a", { signature }, later);
+  assert.equal(again.verdict, "held", "the catch-up of the declaration held, after its not-after");
+  const next = bytes({ version: 1, node: "node-a", serial: 5, resources: [] });
+  const expired = await admitFromLink(host, next, "mesh.decl.node-a", {
+    signature: signDeclaration(control, "node-a", next, {
+      notAfter: new Date(Date.now() + 3600e3),
+    }),
+  }, later);
+  assert.ok(expired.verdict === "refused" && expired.reason === "expired");
+  assert.equal(expired.serial, 5);
+});
+
 Deno.test("a store of schema 2 keeps its last serial as the pinned key's, for its node", async () => {
   await using s = await scratch();
   await Deno.mkdir(s.stateDir, { recursive: true });

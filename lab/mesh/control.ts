@@ -20,6 +20,7 @@ import { createUser, fromPublic, type KeyPair } from "@nats-io/nkeys";
 import {
   createSigningKey,
   isSignatureProblem,
+  MAX_ROTATIONS,
   ROTATION_HEADER,
   rotationHeader,
   SIGNATURE_HEADER,
@@ -376,7 +377,8 @@ export class ControlPlane implements AsyncDisposable {
   > {
     const state = await this.state();
     const key = signingKeyFromSeed(state.signer.seed);
-    const rotations = state.rotations ?? [];
+    // Nodes read the last MAX_ROTATIONS; one pinned to a key older than those enrols again.
+    const rotations = (state.rotations ?? []).slice(-MAX_ROTATIONS);
     return (node, body, options = {}) => signedHeaders(key, rotations, node, body, options);
   }
 

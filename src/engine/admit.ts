@@ -2,17 +2,17 @@
  * Admission: a declaration's text is parsed once, here, into the value every
  * later step uses (`admit`). From the link (`admitFromLink`) it must first carry a
  * signature of the declaration statement for this node (src/link/signature.ts) by
- * the pinned signing key, or by a key the pinned key rotated to, not past its
- * `not-after` (nothing parses an unsigned or wrongly signed declaration); then pass
- * the safe parse (no `action`, none of the host's own files or units), be
- * addressed to this node, and carry a serial newer than the last one accepted
- * for this node from that key (the store's `link_serials`, kept across restarts
- * and re-enrolments, so a replay is refused then too). The same declaration
+ * the pinned signing key, or by a key the pinned key rotated to (nothing parses an
+ * unsigned or wrongly signed declaration); then pass the safe parse (no `action`,
+ * none of the host's own files or units), be addressed to this node, carry a
+ * serial newer than the last one accepted for this node from that key (the
+ * store's `link_serials`, kept across restarts and re-enrolments, so a replay is
+ * refused then too), and not be past its `not-after`. The same declaration
  * arriving again (a duplicate delivery, or the catch-up on reconnect) is "held",
- * not a replay.
+ * not a replay, and not judged for expiry: the node holds it already.
  */
 import { type Declaration, DeclarationRefused, type Problem } from "../declaration/envelope.ts";
-import { isSignatureProblem, verifyDeclaration } from "../link/signature.ts";
+import { expiry, isSignatureProblem, verifyDeclaration } from "../link/signature.ts";
 import { META } from "../store/meta.ts";
 import type { Engine } from "./mod.ts";
 import { parseDeclaration, parseTrustedDeclaration } from "./parse.ts";
@@ -138,7 +138,9 @@ export async function admitFromLink(
       problems: [{ path: "(signature)", message: "no pinned signing key" }],
     };
   }
-  const verified = verifyDeclaration(pinned, self, data, signature, rotation, now);
+  // Expiry is judged last, for a declaration that would be taken: one this node
+  // already holds stays "held" whatever its not-after (a catch-up on every reconnect).
+  const verified = verifyDeclaration(pinned, self, data, signature, rotation);
   if (isSignatureProblem(verified)) {
     return {
       verdict: "refused",
@@ -196,6 +198,16 @@ export async function admitFromLink(
       message: `${refused}: serial ${serial} is not newer than the last accepted serial ` +
         `${last.serial} (a replay or a stale declaration)`,
       problems: [{ path: "serial", message: `must be greater than ${last.serial}` }],
+    };
+  }
+  const expired = expiry(verified.notAfter, now);
+  if (expired) {
+    return {
+      verdict: "refused",
+      reason: "expired",
+      serial,
+      message: `${refused}: ${expired.message}`,
+      problems: [{ path: "(signature)", message: expired.message }],
     };
   }
   return { verdict: "apply", serial, digest, declaration, ...signed };

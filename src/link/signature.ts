@@ -159,8 +159,9 @@ export function rotationHeader(rotations: readonly string[]): string {
 /**
  * Check that `header` is a signature of `bytes` for `node` by the pinned key
  * `pinned`, or by a key the pinned key rotated to (`rotation`, the
- * `Mesh-Key-Rotation` header), and that it has not expired at `now`. Returns
- * what holds, or what is wrong; never throws on bad input.
+ * `Mesh-Key-Rotation` header), and, when `now` is given, that it has not expired
+ * then (see {@link expiry}). Returns what holds, or what is wrong; never throws on
+ * bad input.
  */
 export function verifyDeclaration(
   pinned: string,
@@ -168,7 +169,7 @@ export function verifyDeclaration(
   bytes: Uint8Array,
   header: string | undefined,
   rotation?: string,
-  now: number = Date.now(),
+  now?: number,
 ): VerifiedSignature | SignatureProblem {
   if (header === undefined || header.trim() === "") {
     return {
@@ -210,19 +211,26 @@ export function verifyDeclaration(
         "signing, it was signed for another node or purpose, or another key signed it)",
     };
   }
-  if (parsed.notAfter !== undefined && now > Date.parse(parsed.notAfter) + NOT_AFTER_SKEW_MS) {
-    return {
-      reason: "expired",
-      message: `the declaration was signed to be taken until ${parsed.notAfter}, and this ` +
-        `node's clock reads ${new Date(now).toISOString()}; if that clock is wrong, set it ` +
-        "right (the node takes the declaration again once it is), else the control plane must " +
-        "sign it again",
-    };
-  }
+  const expired = now === undefined ? undefined : expiry(parsed.notAfter, now);
+  if (expired) return expired;
   return {
     signer: parsed.key,
     path,
     ...(parsed.notAfter === undefined ? {} : { notAfter: parsed.notAfter }),
+  };
+}
+
+/**
+ * Whether a declaration signed to be taken until `notAfter` is expired at `now`
+ * (this node's clock), with {@link NOT_AFTER_SKEW_MS} of skew allowed.
+ */
+export function expiry(notAfter: string | undefined, now: number): SignatureProblem | undefined {
+  if (notAfter === undefined || now <= Date.parse(notAfter) + NOT_AFTER_SKEW_MS) return undefined;
+  return {
+    reason: "expired",
+    message: `the declaration was signed to be taken until ${notAfter}, and this node's clock ` +
+      `reads ${new Date(now).toISOString()}; if that clock is wrong, set it right (the node ` +
+      "takes the declaration again once it is), else the control plane must sign it again",
   };
 }
 
