@@ -11,9 +11,10 @@ set -eu
 #   pacman-package-manager makepkg libarchive-tools   the lab's local pacman repository
 #   gpg minisign scdoc                  signing the lab repository and the tarball; man pages
 #   wireguard-go wireguard-tools nftables   the overlay and firewall kinds' tools
+#   faketime                            a node whose clock is wrong (tests/link_rotation_test.ts)
 PACKAGES="mmdebstrap debian-archive-keyring systemd-container util-linux iproute2 nats-server
 openssl pacman-package-manager makepkg libarchive-tools gpg minisign scdoc wireguard-go
-wireguard-tools nftables"
+wireguard-tools nftables faketime"
 
 say() { printf 'lab setup: %s\n' "$*" >&2; }
 

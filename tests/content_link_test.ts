@@ -18,8 +18,9 @@ import { type Mesh, spawnHost, startMesh, until } from "./_mesh.ts";
 const BYTES = new Uint8Array(5 * 1024 * 1024 + 123).map((_, i) => (i * 131 + (i >> 9)) & 0xff);
 
 async function enrol(mesh: Mesh, node: string, s: Scratch): Promise<void> {
-  const run = await runHost(["enrol", "--token", await mesh.control.mintToken(node)], {
+  const run = await runHost(["enrol", "--token", "-"], {
     env: s.env,
+    stdin: await mesh.control.mintToken(node),
   });
   assert.equal(run.code, 0, run.stderr);
 }

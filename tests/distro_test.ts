@@ -109,6 +109,9 @@ Deno.test("completions: generated from the command table, they offer exactly wha
       `${dir}/sub`,
     ]);
     assert.deepEqual(await inDir(["nox-mesh-host", "apply", "--wait", "@"]), []);
+    // The token is read from stdin or a file, never given itself: `--token` offers `-` only.
+    assert.deepEqual(await inDir(["nox-mesh-host", "enrol", "--token", ""]), ["-"]);
+    assert.deepEqual(await inDir(["nox-mesh-host", "enrol", "--token-file", "@nox"]), [bash]);
     assert.deepEqual(await inDir(["nox-mesh-host", "apply", "@nox"]), [bash]);
   } finally {
     await Deno.remove(dir, { recursive: true });

@@ -11,14 +11,14 @@ import { fromSeed } from "@nats-io/nkeys";
 import { createSigningKey, signDeclaration, signingKeyFromSeed } from "../src/link/signature.ts";
 import { joinInboxPrefix, subjectsOf } from "../src/link/subjects.ts";
 import { Store } from "../src/store/store.ts";
-import { runHost, scratch } from "./_helpers.ts";
+import { readOr, runHost, scratch } from "./_helpers.ts";
 import { fileResource, spawnHost, startMesh, until } from "./_mesh.ts";
 
 Deno.test("enrol: the node makes its own key (0600, never sent), the token works once", async () => {
   await using mesh = await startMesh();
   await using s = await scratch();
   const token = await mesh.control.mintToken("node-a");
-  const first = await runHost(["enrol", "--token", token], { env: s.env });
+  const first = await runHost(["enrol", "--token", "-"], { env: s.env, stdin: token });
   assert.equal(first.code, 0, first.stderr);
   assert.match(
     first.stdout,
@@ -46,12 +46,13 @@ Deno.test("enrol: the node makes its own key (0600, never sent), the token works
   assert.ok(!new TextDecoder().decode(storeBytes).includes(seed), "no seed in the store");
 
   await using other = await scratch();
-  const again = await runHost(["enrol", "--token", token], { env: other.env });
+  const again = await runHost(["enrol", "--token", "-"], { env: other.env, stdin: token });
   assert.equal(again.code, 69, again.stderr);
   assert.match(again.stderr, /refused the token's one-time key: the token was already used/);
 
-  const twice = await runHost(["enrol", "--token", await mesh.control.mintToken("node-a")], {
+  const twice = await runHost(["enrol", "--token", "-"], {
     env: s.env,
+    stdin: await mesh.control.mintToken("node-a"),
   });
   assert.equal(twice.code, 69);
   assert.match(twice.stderr, /already enrolled as "node-a"/);
@@ -73,8 +74,9 @@ Deno.test("enrol refuses a broker whose certificate is not the pinned one, befor
     ...token,
     brokers: [{ ...token.brokers[0], ...p }],
   });
-  const run = await runHost(["enrol", "--token", encodeToken(broker({ pin: wrongPin }))], {
+  const run = await runHost(["enrol", "--token", "-"], {
     env: s.env,
+    stdin: encodeToken(broker({ pin: wrongPin })),
   });
   assert.equal(run.code, 69, run.stderr);
   assert.match(
@@ -89,7 +91,7 @@ Deno.test("enrol refuses a broker whose certificate is not the pinned one, befor
     /Authorization Violation/,
   );
   // The token is still unused: the right one works afterwards.
-  const ok = await runHost(["enrol", "--token", encodeToken(token)], { env: s.env });
+  const ok = await runHost(["enrol", "--token", "-"], { env: s.env, stdin: encodeToken(token) });
   assert.equal(ok.code, 0, ok.stderr);
 });
 
@@ -195,12 +197,10 @@ Deno.test("enrol failures say which side and why: wrong CA, DNS, TCP", async () 
   try {
     const { makeCertificates } = await import("../lab/lib/certs.ts");
     const certs = await makeCertificates(otherCa);
-    const wrongCa = await runHost(
-      ["enrol", "--token", encodeToken({ ...token, ca: certs.caPem })],
-      {
-        env: s.env,
-      },
-    );
+    const wrongCa = await runHost(["enrol", "--token", "-"], {
+      env: s.env,
+      stdin: encodeToken({ ...token, ca: certs.caPem }),
+    });
     assert.equal(wrongCa.code, 69);
     assert.match(
       wrongCa.stderr,
@@ -209,10 +209,10 @@ Deno.test("enrol failures say which side and why: wrong CA, DNS, TCP", async () 
   } finally {
     await Deno.remove(otherCa, { recursive: true });
   }
-  const dns = await runHost(
-    ["enrol", "--token", encodeToken(broker({ url: "tls://no-such-broker.invalid:4222" }))],
-    { env: s.env },
-  );
+  const dns = await runHost(["enrol", "--token", "-"], {
+    env: s.env,
+    stdin: encodeToken(broker({ url: "tls://no-such-broker.invalid:4222" })),
+  });
   assert.equal(dns.code, 69);
   assert.match(
     dns.stderr,
@@ -221,13 +221,13 @@ Deno.test("enrol failures say which side and why: wrong CA, DNS, TCP", async () 
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const closedPort = (listener.addr as Deno.NetAddr).port;
   listener.close();
-  const tcp = await runHost(
-    ["enrol", "--token", encodeToken(broker({ url: `tls://127.0.0.1:${closedPort}` }))],
-    { env: s.env },
-  );
+  const tcp = await runHost(["enrol", "--token", "-"], {
+    env: s.env,
+    stdin: encodeToken(broker({ url: `tls://127.0.0.1:${closedPort}` })),
+  });
   assert.equal(tcp.code, 69);
   assert.match(tcp.stderr, new RegExp(`TCP: 127\\.0\\.0\\.1:${closedPort} refused the connection`));
-  const bad = await runHost(["enrol", "--token", "garbage!"], { env: s.env });
+  const bad = await runHost(["enrol", "--token", "-"], { env: s.env, stdin: "garbage!" });
   assert.equal(bad.code, 64);
   assert.match(bad.stderr, /the enrolment token is not a token/);
 });
@@ -237,8 +237,9 @@ Deno.test("the broker confines a node: A cannot read B's declarations nor report
   await using a = await scratch();
   await using b = await scratch();
   for (const [node, s] of [["node-a", a], ["node-b", b]] as const) {
-    const run = await runHost(["enrol", "--token", await mesh.control.mintToken(node)], {
+    const run = await runHost(["enrol", "--token", "-"], {
       env: s.env,
+      stdin: await mesh.control.mintToken(node),
     });
     assert.equal(run.code, 0, run.stderr);
   }
@@ -328,8 +329,9 @@ Deno.test("the broker confines a node: A cannot read B's declarations nor report
 Deno.test("a pushed declaration is applied only when signed by the pinned key: unsigned, tampered or another key's are refused and reported", async () => {
   await using mesh = await startMesh();
   await using s = await scratch();
-  const run = await runHost(["enrol", "--token", await mesh.control.mintToken("node-a")], {
+  const run = await runHost(["enrol", "--token", "-"], {
     env: s.env,
+    stdin: await mesh.control.mintToken("node-a"),
   });
   assert.equal(run.code, 0, run.stderr);
   {
@@ -356,7 +358,7 @@ Deno.test("a pushed declaration is applied only when signed by the pinned key: u
   // The control plane's signature of other bytes on a changed body.
   const key = signingKeyFromSeed((await mesh.control.state()).signer.seed);
   await mesh.control.declare("node-a", body(3, "tampered\n"), {
-    signature: signDeclaration(key, body(3, "tampere\n")),
+    signature: signDeclaration(key, "node-a", body(3, "tampere\n")),
   });
   const refused = await until("three refusals", async () => {
     const all = (await mesh.control.reports("node-a")).filter((r) => r.kind === "refused");
@@ -367,7 +369,8 @@ Deno.test("a pushed declaration is applied only when signed by the pinned key: u
     ["bad-signature", 2],
     ["bad-signature", 3],
   ]);
-  assert.match(String(refused[1].message), /does not verify against the pinned signing key O/);
+  assert.match(String(refused[1].message), /signed by O\w+, not by the pinned signing key O/);
+  assert.match(String(refused[2].message), /does not verify against the pinned signing key O/);
   await assert.rejects(Deno.readTextFile(f), Deno.errors.NotFound);
 
   // Signed by the control plane's key: applied.
@@ -387,8 +390,9 @@ Deno.test("broker accounts: a reply subject cannot reach another node's subject 
   await using a = await scratch();
   await using b = await scratch();
   for (const [node, s] of [["node-a", a], ["node-b", b]] as const) {
-    const run = await runHost(["enrol", "--token", await mesh.control.mintToken(node)], {
+    const run = await runHost(["enrol", "--token", "-"], {
       env: s.env,
+      stdin: await mesh.control.mintToken(node),
     });
     assert.equal(run.code, 0, run.stderr);
   }
@@ -489,7 +493,7 @@ Deno.test("a join key has its own inbox: it cannot listen to the node's inbox", 
   }
 });
 
-Deno.test("enrol takes the token from stdin or a file without a warning; on the command line it warns", async () => {
+Deno.test("enrol takes the token from stdin or a file; on the command line it is refused, unused, with how to give it", async () => {
   await using mesh = await startMesh();
   await using viaStdin = await scratch();
   await using viaFile = await scratch();
@@ -511,12 +515,21 @@ Deno.test("enrol takes the token from stdin or a file without a warning; on the 
   assert.match(fromFile.stdout, /^enrolled as node-b /);
   assert.doesNotMatch(fromFile.stderr, warning);
 
-  const argv = await runHost(["enrol", "--token", await mesh.control.mintToken("node-c")], {
-    env: viaArgv.env,
-  });
-  assert.equal(argv.code, 0, argv.stderr);
-  assert.match(argv.stderr, warning);
-  assert.match(argv.stderr, /use --token - \(stdin\) or --token-file FILE/);
+  const token = await mesh.control.mintToken("node-c");
+  for (const args of [["--token", token], [`--token=${token}`]]) {
+    const argv = await runHost(["enrol", ...args], { env: viaArgv.env });
+    assert.equal(argv.code, 64, argv.stderr);
+    assert.match(
+      argv.stderr,
+      /a token on the command line can be read by any local user \(ps, \/proc\/<pid>\/cmdline\).*not used/,
+    );
+    assert.match(argv.stderr, /--token - < token\.txt\).*--token-file token\.txt/);
+    assert.doesNotMatch(argv.stderr, new RegExp(token.slice(0, 20)), "the token is not echoed");
+  }
+  assert.equal(await readOr(posix.join(viaArgv.stateDir, "node.nk")), undefined);
+  // The refused token is still unused: given on stdin, it enrols.
+  const later = await runHost(["enrol", "--token", "-"], { env: viaArgv.env, stdin: token });
+  assert.equal(later.code, 0, later.stderr);
 
   const missing = await runHost(["enrol", "--token-file", posix.join(viaFile.dir, "nope")], {
     env: viaFile.env,

@@ -55,8 +55,48 @@ Deno.test("run under the journal: a refusal is <4>; outside the journal lines ar
 });
 
 Deno.test("logLine: each line of a multi-line text carries the level", () => {
-  assert.equal(logLine("a\nb", "warning", true), "<4>a\n<4>b\n");
+  assert.equal(logLine("a\n  b", "warning", true), "<4>a\n<4>  b\n");
   assert.equal(logLine("a", "debug", true), "<7>a\n");
   assert.equal(logLine("a", undefined, true), "<6>a\n");
   assert.equal(logLine("a", "error", false), "a\n");
+});
+
+Deno.test("logLine: control characters from tools and brokers are escaped; a line they start is indented", () => {
+  const hostile = "x\u001b]0;pwned\u0007\r\u001b[2Kevil\u0000\u007f\u009b31m\u202egnp.exe\tend";
+  const plain = logLine(`apply failed: ${hostile}`, "error", false);
+  assert.equal(
+    plain,
+    "apply failed: x\\x1b]0;pwned\\x07\\r\\x1b[2Kevil\\x00\\x7f\\u009b31m\\u202egnp.exe\tend\n",
+  );
+  assert.equal(logLine(hostile, "warning", true), `<4>${plain.slice(14)}`);
+  // A newline in someone else's text cannot start a line that looks like the host's own.
+  assert.equal(
+    logLine("link: refused: Authorization\nrun: stopped (signal: SIGTERM)", "info", false),
+    "link: refused: Authorization\n  run: stopped (signal: SIGTERM)\n",
+  );
+  assert.equal(logLine("a:\n  b\n\tc", "info", true), "<6>a:\n<6>  b\n<6>\tc\n");
+});
+
+Deno.test("run outside the journal (the OpenRC log): a tool's hostile output reaches the log escaped", async () => {
+  await using s = await scratch({ bundle: "/nonexistent-dir/substrate.lock" });
+  const bundle = posix.join(s.dir, "substrate.lock");
+  await Deno.writeTextFile(s.configPath, JSON.stringify({ managedRoots: [s.root], bundle }));
+  // ip(8) names the device it did not find as it was given: raw escape sequences, BEL, CR.
+  const device = "x\u001b]0;pwned\u0007\r\u001b[2Kevil";
+  const ip = ["/usr/sbin/ip", "link", "show", "dev", device];
+  await Deno.writeTextFile(
+    bundle,
+    JSON.stringify({
+      version: 1,
+      resources: [{ type: "action", id: "hostile", run: ip, verify: ip }],
+    }),
+  );
+  for (const env of [s.env, { ...s.env, JOURNAL_STREAM: "8:123456" }]) {
+    await using host = await spawnHost(["run", "--heartbeat-interval", "1"], env);
+    const [line] = await host.waitLog(/^.*apply \(start, bundle\): failed:.*$/m);
+    assert.equal(await host.stop("SIGTERM"), 0);
+    assert.match(line, /Device "x\\x1b\]0;pwned\\x07\\r\\x1b\[2Kevil" does not exist/);
+    // deno-lint-ignore no-control-regex
+    assert.doesNotMatch(host.log(), /[\x00-\x08\x0b-\x1f\x7f]/, "no raw control character");
+  }
 });

@@ -19,8 +19,9 @@ const REPO = new URL("..", import.meta.url).pathname;
 
 async function enrolled(mesh: Mesh, name: string): Promise<Scratch> {
   const s = await scratch();
-  const run = await runHost(["enrol", "--token", await mesh.control.mintToken(name)], {
+  const run = await runHost(["enrol", "--token", "-"], {
     env: s.env,
+    stdin: await mesh.control.mintToken(name),
   });
   assert.equal(run.code, 0, run.stderr);
   return s;

@@ -107,7 +107,7 @@ Deno.test("a declaration pushed while another process holds the apply lock past 
   await using mesh = await startMesh();
   await using s = await bundledMachine();
   const token = await mesh.control.mintToken("node-a");
-  const enrolled = await runHost(["enrol", "--token", token], { env: s.env });
+  const enrolled = await runHost(["enrol", "--token", "-"], { env: s.env, stdin: token });
   assert.equal(enrolled.code, 0, enrolled.stderr);
   await using host = await spawnHost(["run", "--heartbeat-interval", "1"], s.env);
   await host.waitLog(/link: up to /);

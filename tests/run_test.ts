@@ -12,8 +12,9 @@ import { fileResource, type Mesh, spawnHost, startMesh, until } from "./_mesh.ts
 type Report = Record<string, unknown>;
 
 async function node(mesh: Mesh, name: string, s: Scratch): Promise<void> {
-  const run = await runHost(["enrol", "--token", await mesh.control.mintToken(name)], {
+  const run = await runHost(["enrol", "--token", "-"], {
     env: s.env,
+    stdin: await mesh.control.mintToken(name),
   });
   assert.equal(run.code, 0, run.stderr);
 }

@@ -30,7 +30,10 @@ async function replace(path: string): Promise<void> {
 }
 
 async function enrolled(mesh: Mesh, env: Record<string, string>): Promise<void> {
-  const run = await runHost(["enrol", "--token", await mesh.control.mintToken("node-a")], { env });
+  const run = await runHost(["enrol", "--token", "-"], {
+    env,
+    stdin: await mesh.control.mintToken("node-a"),
+  });
   assert.equal(run.code, 0, run.stderr);
 }
 

@@ -8,9 +8,13 @@
  *   serve   --dir D [--once] [--timeout S] answer enrolments (foreground; --once: one, then exit)
  *   streams --dir D                        make sure the JetStream streams exist
  *   token   --dir D NODE [--ttl SECS]      mint a one-time enrolment token
- *   declare --dir D NODE FILE [--serial N] [--as-is] [--unsigned]
+ *   declare --dir D NODE FILE [--serial N] [--as-is] [--unsigned] [--valid-for SECS]
  *                                          publish a declaration to NODE, signed with the
- *                                          control plane's key (--unsigned: no signature)
+ *                                          control plane's key (--unsigned: no signature;
+ *                                          --valid-for: nodes refuse it SECS from now on)
+ *   rotate-key --dir D [--no-republish]    a new signing key, the rotation to it signed by
+ *                                          the current one; every node's last declaration
+ *                                          published again under the new key (JSON)
  *   put     --dir D FILE [--as SHA256]     put FILE into the mesh's object store, named by its
  *                                          SHA-256, which it prints (--as: under another
  *                                          name, to put a tampered object in a test)
@@ -57,6 +61,8 @@ const { values, positionals } = parseArgs({
     "as-is": { type: "boolean" },
     records: { type: "boolean" },
     unsigned: { type: "boolean" },
+    "valid-for": { type: "string" },
+    "no-republish": { type: "boolean" },
     json: { type: "boolean" },
     once: { type: "boolean" },
     count: { type: "string" },
@@ -189,7 +195,14 @@ switch (command) {
     if (!node || !file) fail("declare NODE FILE");
     await using control = await ControlPlane.open(dir);
     const bytes = await Deno.readFile(file);
-    const sign = values.unsigned ? { signWith: null } : {};
+    const validFor = values["valid-for"];
+    if (validFor !== undefined && !/^[1-9]\d*$/.test(validFor)) {
+      fail(`--valid-for is "${validFor}": give a whole number of seconds`);
+    }
+    const sign = {
+      ...(values.unsigned ? { signWith: null } : {}),
+      ...(validFor ? { notAfter: new Date(Date.now() + Number(validFor) * 1000) } : {}),
+    };
     const result = values["as-is"]
       ? await control.declare(node, bytes, sign)
       : await control.declare(node, JSON.parse(new TextDecoder().decode(bytes)), {
@@ -257,6 +270,11 @@ switch (command) {
     );
     await untilSignal();
     await control.close();
+    break;
+  }
+  case "rotate-key": {
+    await using control = await ControlPlane.open(dir);
+    console.log(JSON.stringify(await control.rotateKey({ republish: !values["no-republish"] })));
     break;
   }
   case "revoke": {

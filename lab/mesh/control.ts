@@ -9,6 +9,7 @@ import {
   connect,
   headers,
   type Msg,
+  type MsgHdrs,
   type NatsConnection,
   nkeyAuthenticator,
   type Subscription,
@@ -16,7 +17,18 @@ import {
 } from "@nats-io/transport-node";
 import type { PeerCertificate } from "node:tls";
 import { createUser, fromPublic, type KeyPair } from "@nats-io/nkeys";
-import { SIGNATURE_HEADER, signDeclaration, signingKeyFromSeed } from "../../src/link/signature.ts";
+import {
+  createSigningKey,
+  isSignatureProblem,
+  MAX_ROTATIONS,
+  ROTATION_HEADER,
+  rotationHeader,
+  SIGNATURE_HEADER,
+  signDeclaration,
+  signingKeyFromSeed,
+  signRotation,
+  verifyDeclaration,
+} from "../../src/link/signature.ts";
 import { pinnedTls } from "../../src/link/connection.ts";
 import { type EnrolRequest, enrolStatement } from "../../src/link/enrol.ts";
 import {
@@ -349,20 +361,101 @@ export class ControlPlane implements AsyncDisposable {
   }
 
   /**
+   * A function that gives the headers of a declaration to a node, signed with the
+   * control plane's current key (the statement for that node, src/link/signature.ts)
+   * and carrying its rotations; `notAfter` makes nodes refuse it after then. Reads
+   * the key once: for publishing many (benchmarks), call it once and reuse it.
+   *
+   * @example
+   * ```ts
+   * const sign = await control.declarationSigner();
+   * nc.publish(subjectsOf("n1").declaration, body, { headers: sign("n1", body) });
+   * ```
+   */
+  async declarationSigner(): Promise<
+    (node: string, body: Uint8Array, options?: SignOptions) => MsgHdrs
+  > {
+    const state = await this.state();
+    const key = signingKeyFromSeed(state.signer.seed);
+    // Nodes read the last MAX_ROTATIONS; one pinned to a key older than those enrols again.
+    const rotations = (state.rotations ?? []).slice(-MAX_ROTATIONS);
+    return (node, body, options = {}) => signedHeaders(key, rotations, node, body, options);
+  }
+
+  /**
+   * Rotate the declaration signing key: a new key, and a rotation to it signed by
+   * the current one (kept in mesh.json and sent with every declaration from now on;
+   * the old key's seed is dropped). Tokens minted from now on pin the new key. With
+   * `republish` (the default), every admitted node's last declaration is published
+   * again under its next serial, signed by the new key, so each node switches at
+   * once instead of with its next declaration: only one this control plane signed
+   * (its signature verifies against the key rotated away from); anything else the
+   * stream holds is never signed again (`skipped`).
+   */
+  async rotateKey(
+    { republish = true }: { republish?: boolean } = {},
+  ): Promise<
+    { from: string; to: string; republished: Record<string, number>; skipped: string[] }
+  > {
+    const next = createSigningKey();
+    const { from, to } = await withState(this.dir, (s) => {
+      const current = signingKeyFromSeed(s.signer.seed);
+      s.rotations = [...(s.rotations ?? []), signRotation(current, next.getPublicKey())];
+      s.signer = {
+        seed: new TextDecoder().decode(next.getSeed()),
+        publicKey: next.getPublicKey(),
+      };
+      return { from: current.getPublicKey(), to: next.getPublicKey() };
+    });
+    const republished: Record<string, number> = {};
+    const skipped: string[] = [];
+    if (republish) {
+      for (const node of Object.keys((await this.state()).nodes)) {
+        const last = await this.lastDeclaration(node);
+        if (!last) continue;
+        const body = new TextEncoder().encode(last.body);
+        const verified = verifyDeclaration(
+          from,
+          node,
+          body,
+          last.signature ?? undefined,
+          last.rotation ?? undefined,
+        );
+        let declaration: Record<string, unknown> | undefined;
+        try {
+          declaration = isSignatureProblem(verified) ? undefined : JSON.parse(last.body);
+        } catch { /* not JSON */ }
+        if (typeof declaration !== "object" || declaration === null) {
+          skipped.push(node); // not signed by this control plane, or not an object it made
+          continue;
+        }
+        delete declaration.serial;
+        const { serial } = await this.declare(node, declaration);
+        if (serial !== null) republished[node] = serial;
+      }
+    }
+    return { from, to, republished, skipped };
+  }
+
+  /**
    * Publish a declaration to `node` through JetStream (kept as its last one),
-   * signed over its exact bytes with the control plane's signing key (header
-   * `Mesh-Signature`). An object gets `node` (when absent) and the next serial
+   * signed with the control plane's signing key (the statement for `node` over its
+   * exact bytes, header `Mesh-Signature`, with the key's rotations in
+   * `Mesh-Key-Rotation`). An object gets `node` (when absent) and the next serial
    * (unless it has one or `serial` is given); bytes are published as they are.
-   * `signWith` signs with another key instead, `null` sends no signature, and
-   * `signature` sends that header value as it is (refusal tests).
+   * `notAfter` makes nodes refuse it after then. `signWith` signs with another key
+   * instead, `null` sends no signature, `signature` and `rotation` send those header
+   * values as they are (refusal tests).
    */
   async declare(
     node: string,
     declaration: Record<string, unknown> | Uint8Array,
-    { serial, signWith, signature }: {
+    { serial, signWith, signature, rotation, notAfter }: {
       serial?: number;
       signWith?: KeyPair | null;
       signature?: string;
+      rotation?: string;
+      notAfter?: Date;
     } = {},
   ): Promise<{ serial: number | null; seq: number }> {
     let body: Uint8Array;
@@ -379,12 +472,14 @@ export class ControlPlane implements AsyncDisposable {
       });
       body = new TextEncoder().encode(JSON.stringify({ node, ...declaration, serial: used }));
     }
-    const h = headers();
-    const key = signWith === undefined
-      ? signingKeyFromSeed((await this.state()).signer.seed)
-      : signWith;
-    const value = signature ?? (key ? signDeclaration(key, body) : undefined);
-    if (value !== undefined) h.set(SIGNATURE_HEADER, value);
+    let h: MsgHdrs;
+    if (signWith === undefined) {
+      h = (await this.declarationSigner())(node, body, { notAfter });
+    } else {
+      h = signWith ? signedHeaders(signWith, [], node, body, { notAfter }) : headers();
+    }
+    if (signature !== undefined) h.set(SIGNATURE_HEADER, signature);
+    if (rotation !== undefined) h.set(ROTATION_HEADER, rotation);
     // A cluster electing a stream leader (just started, or a server lost) has no
     // responder for a moment: try again for up to 30 s. Storing the same bytes twice
     // is harmless (last per subject; the node holds that serial already).
@@ -413,7 +508,9 @@ export class ControlPlane implements AsyncDisposable {
   /** `node`'s last stored declaration (stream sequence, bytes, signature header), or undefined. */
   async lastDeclaration(
     node: string,
-  ): Promise<{ seq: number; body: string; signature: string | null } | undefined> {
+  ): Promise<
+    { seq: number; body: string; signature: string | null; rotation: string | null } | undefined
+  > {
     const reply = await this.nc.request(subjectsOf(node).directGet, new Uint8Array(0), {
       timeout: 10_000,
     });
@@ -422,6 +519,7 @@ export class ControlPlane implements AsyncDisposable {
       seq: Number(reply.headers?.get("Nats-Sequence")),
       body: reply.string(),
       signature: reply.headers?.has(SIGNATURE_HEADER) ? reply.headers.get(SIGNATURE_HEADER) : null,
+      rotation: reply.headers?.has(ROTATION_HEADER) ? reply.headers.get(ROTATION_HEADER) : null,
     };
   }
 
@@ -547,6 +645,25 @@ interface StoredMessage {
   seq: number;
   hdrs?: string;
   data?: string;
+}
+
+/** How a declaration is signed: `notAfter` makes nodes refuse it after then. */
+export interface SignOptions {
+  notAfter?: Date;
+}
+
+/** The headers of `body` for `node`: its signature by `key`, and the rotations to `key`. */
+function signedHeaders(
+  key: KeyPair,
+  rotations: readonly string[],
+  node: string,
+  body: Uint8Array,
+  { notAfter }: SignOptions,
+): MsgHdrs {
+  const h = headers();
+  h.set(SIGNATURE_HEADER, signDeclaration(key, node, body, { notAfter }));
+  if (rotations.length > 0) h.set(ROTATION_HEADER, rotationHeader(rotations));
+  return h;
 }
 
 function decodeBase64Text(b64: string): string {

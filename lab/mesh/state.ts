@@ -52,6 +52,13 @@ export interface MeshState {
    * root on every node.
    */
   signer: { seed: string; publicKey: string };
+  /**
+   * The signing key's rotations, oldest first, each `from:to:sig` signed by the key
+   * it leaves (src/link/signature.ts): sent with every declaration, so a node that
+   * pins any earlier key follows them to `signer`. The keys rotated away from are
+   * not kept.
+   */
+  rotations?: string[];
   /** nats-server's pid file and log, for reloads. */
   pidFile: string;
   logFile: string;

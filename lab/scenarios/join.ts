@@ -16,7 +16,8 @@ let token = "";
 export const scenario: Scenario = {
   name: "join",
   summary: "a machine enrols with a one-time token, applies a pushed declaration and its report " +
-    "arrives; a second use of the token (from another machine) is refused",
+    "arrives; a second use of the token (from another machine) is refused, and a token on the " +
+    "command line is refused before it is used",
   broker: true,
   machines: {
     joiner: { flavour: "systemd", host: true, files: HOST_UNIT_FILES },
@@ -31,12 +32,27 @@ export const scenario: Scenario = {
     waitFor(assertFile("joiner", "/srv/motd", { content: "joined\n" }), 60),
     waitFor(assertApplies("joiner", [1]), 30),
     {
-      title: "the same token on another machine is refused",
+      title: "a token on the command line is refused before anything is sent",
       run: (ctx) =>
         assertFails("thief", ["nox-mesh-host", "enrol", "--token", token], {
-          code: 69,
-          stderrIncludes: "the token was already used",
+          code: 64,
+          stderrIncludes: "a token on the command line can be read by any local user",
         }).run(ctx),
+    },
+    {
+      title: "the same token on another machine (on stdin) is refused",
+      async run(ctx) {
+        const r = await ctx.machine("thief").exec(["nox-mesh-host", "enrol", "--token", "-"], {
+          input: token,
+        });
+        if (r.code !== 69 || !r.stderr.includes("the token was already used")) {
+          throw new Error(
+            `expected exit 69 saying "the token was already used"; got exit ${r.code}: ${
+              r.stderr.slice(0, 500)
+            }`,
+          );
+        }
+      },
     },
   ],
 };

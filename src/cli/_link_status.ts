@@ -11,6 +11,8 @@ export interface LinkStatus {
       publicKey: string;
       brokers: { url: string; pin: string }[];
       enrolledAt: string;
+      /** The control plane's signing key this node trusts (pinned, or rotated to). */
+      signer: string;
     }
     | null;
   service: {
@@ -57,6 +59,7 @@ export function linkStatus(store: Store, now: Date = new Date()): LinkStatus {
         publicKey: identity.publicKey,
         brokers: identity.brokers,
         enrolledAt: identity.enrolledAt,
+        signer: identity.signer,
       }
       : null,
     service: run && {

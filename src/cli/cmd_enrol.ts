@@ -6,11 +6,11 @@ import type { Command } from "./command.ts";
 import { EXIT } from "./io.ts";
 import { brokerList } from "../link/identity.ts";
 
-/** `enrol --token -|TOKEN` or `enrol --token-file FILE`. */
+/** `enrol --token -` (stdin) or `enrol --token-file FILE`; never the token itself in argv. */
 export const enrolCommand: Command = {
   name: "enrol",
   summary: "join the mesh with a one-time token (makes this node's own key)",
-  usage: "enrol --token -|--token-file FILE|--token TOKEN  [--replace]",
+  usage: "enrol --token -|--token-file FILE  [--replace]",
   help: `Enrol this node with a one-time token from the control plane. The token names
 the node, the broker's address, the broker's CA certificate and the SHA-256
 fingerprint of its certificate (both checked before anything secret is sent), and
@@ -24,8 +24,8 @@ makes its own key pair; the private seed is written to <state-dir>/node.nk (mode
 Options:
   --token -          read the token from standard input (keeps it out of ps and /proc)
   --token-file FILE  read the token from FILE
-  --token TOKEN      the token itself: any local user can read it from ps or /proc while
-                     enrol runs, so this form warns; prefer stdin or a file
+                     (the token itself on the command line is refused: any local user
+                     can read a command line from ps or /proc while enrol runs)
   --replace          enrol again although this node already has an identity (a new key;
                      a running service restarts itself within a heartbeat interval so
                      that its link uses the new key)
@@ -57,12 +57,13 @@ Exit codes: 0 enrolled, 64 usage or an unusable token, 69 the broker or control 
     } else if (given === "-") {
       token = new TextDecoder().decode(await ctx.io.stdin()).trim();
     } else if (typeof given === "string" && given !== "") {
-      ctx.io.stderr(
-        "enrol: warning: a token given on the command line can be read by any local user " +
-          "(ps, /proc/<pid>/cmdline) while enrol runs; use --token - (stdin) or " +
-          "--token-file FILE\n",
+      throw new UsageError(
+        "a token on the command line can be read by any local user (ps, /proc/<pid>/cmdline) " +
+          "while enrol runs, so it was not used: give it on standard input " +
+          "(nox-mesh-host enrol --token - < token.txt) or in a file readable only by root " +
+          "(--token-file token.txt); where others can log in, make a new token, since this " +
+          "one was visible for a moment",
       );
-      token = given;
     } else {
       throw new UsageError(
         "give the enrolment token: --token - (read stdin) or --token-file FILE",

@@ -12,8 +12,11 @@ export const SHELLS = ["bash", "zsh", "fish"] as const;
 /** One of {@link SHELLS}. */
 export type Shell = typeof SHELLS[number];
 
-/** What follows an option that takes a value: a file, a directory, or nothing to offer. */
-export type ValueKind = "file" | "directory" | "none";
+/**
+ * What follows an option that takes a value: a file, a directory, nothing to offer,
+ * or `-` only (standard input: `enrol --token -`, which never takes the token itself).
+ */
+export type ValueKind = "file" | "directory" | "none" | "stdin";
 
 /**
  * What each option that takes a value completes to. Every string option of the table
@@ -22,7 +25,7 @@ export type ValueKind = "file" | "directory" | "none";
 export const OPTION_VALUES: Readonly<Record<string, ValueKind>> = {
   "state-dir": "directory",
   config: "file",
-  token: "none",
+  token: "stdin",
   "token-file": "file",
   wait: "none",
   "drift-interval": "none",
@@ -106,6 +109,9 @@ ${funcName}() {
   }) mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return 0 ;;
 		${byKind("file").join("|") || "--"}) mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return 0 ;;
 		${byKind("none").join("|") || "--"}) return 0 ;;
+		${
+    byKind("stdin").join("|") || "--"
+  }) mapfile -t COMPREPLY < <(compgen -W '-' -- "$cur"); return 0 ;;
 	esac
 	case \${COMP_WORDS[1]} in
 ${cases.join("\n")}
@@ -132,6 +138,8 @@ function zshOption(o: CompletionOption): string {
     ? ":file:_files"
     : o.value === "none"
     ? ":value: "
+    : o.value === "stdin"
+    ? ":stdin:(-)"
     : "";
   const spec = (w: string) => `'${w}[${o.long}]${action}'`;
   if (!o.short) return spec(`--${o.long}`);
@@ -188,6 +196,8 @@ function fish(table: CompletionCommand[]): string {
         ? " -r -F"
         : o.value === "none"
         ? " -x"
+        : o.value === "stdin"
+        ? " -x -a '-'"
         : "";
       lines.push(
         `complete -c ${PROGRAM} ${when} -l ${o.long}${o.short ? ` -s ${o.short}` : ""}${value}`,

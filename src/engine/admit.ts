@@ -1,16 +1,18 @@
 /**
  * Admission: a declaration's text is parsed once, here, into the value every
- * later step uses (`admit`). From the link it must also be (`admitFromLink`) the
- * safe parse, after its signature: over the exact
- * bytes, by the signing key pinned at enrolment (nothing parses an unsigned or
- * wrongly signed declaration); then (no `action`, none of
- * the host's own files or units), addressed to this node, carrying a serial newer
- * than the last one accepted (kept in store meta, so a replay is refused across
- * restarts too). The same declaration arriving again (a duplicate delivery, or
- * the catch-up on reconnect) is "held", not a replay.
+ * later step uses (`admit`). From the link (`admitFromLink`) it must first carry a
+ * signature of the declaration statement for this node (src/link/signature.ts) by
+ * the pinned signing key, or by a key the pinned key rotated to (nothing parses an
+ * unsigned or wrongly signed declaration); then pass the safe parse (no `action`,
+ * none of the host's own files or units), be addressed to this node, carry a
+ * serial newer than the last one accepted for this node from that key (the
+ * store's `link_serials`, kept across restarts and re-enrolments, so a replay is
+ * refused then too), and not be past its `not-after`. The same declaration
+ * arriving again (a duplicate delivery, or the catch-up on reconnect) is "held",
+ * not a replay, and not judged for expiry: the node holds it already.
  */
 import { type Declaration, DeclarationRefused, type Problem } from "../declaration/envelope.ts";
-import { verifyDeclaration } from "../link/signature.ts";
+import { expiry, isSignatureProblem, verifyDeclaration } from "../link/signature.ts";
 import { META } from "../store/meta.ts";
 import type { Engine } from "./mod.ts";
 import { parseDeclaration, parseTrustedDeclaration } from "./parse.ts";
@@ -75,16 +77,27 @@ const lastAdmitted = new WeakMap<
 export type RefusalReason =
   | "unsigned"
   | "bad-signature"
+  | "bad-rotation"
+  | "expired"
   | "unpinned"
   | "invalid"
   | "wrong-node"
   | "replay"
   | "unaddressed";
 
+/** Who signed an admitted declaration, and the rotation followed to that key, if any. */
+export interface Signed {
+  /** The key that signed it: the pinned key, or the end of the rotation. */
+  signer: string;
+  node: string;
+  /** Set when `signer` is not the pinned key: the pinned key rotated to it. */
+  rotatedFrom?: string;
+}
+
 /** What to do with a declaration from the link. */
 export type Admission =
-  | { verdict: "apply"; serial: number; digest: string; declaration: Declaration }
-  | { verdict: "held"; serial: number; declaration: Declaration }
+  | ({ verdict: "apply"; serial: number; digest: string; declaration: Declaration } & Signed)
+  | ({ verdict: "held"; serial: number; digest: string; declaration: Declaration } & Signed)
   | {
     verdict: "refused";
     reason: RefusalReason;
@@ -93,19 +106,29 @@ export type Admission =
     problems: Problem[];
   };
 
+/** The signature headers a declaration arrived with (absent when the message had none). */
+export interface SignatureHeaders {
+  /** `Mesh-Signature`. */
+  signature?: string;
+  /** `Mesh-Key-Rotation`. */
+  rotation?: string;
+}
+
 /**
- * Decide about `data` received on `subject` with the `Mesh-Signature` header
- * `signature`; changes nothing (see `accept`).
+ * Decide about `data` received on `subject` with its signature headers;
+ * changes nothing (see `accept`). `now` is the node's clock, for `not-after`.
  */
 export async function admitFromLink(
   engine: Engine,
   data: Uint8Array,
   subject: string,
-  signature: string | undefined,
+  { signature, rotation }: SignatureHeaders,
+  now: number = Date.now(),
 ): Promise<Admission> {
   const refused = `${subject} refused, nothing was applied`;
-  const signer = engine.store.meta(META.signer);
-  if (!signer) {
+  const pinned = engine.store.meta(META.signer);
+  const self = engine.store.meta(META.node);
+  if (!pinned || !self) {
     return {
       verdict: "refused",
       reason: "unpinned",
@@ -115,14 +138,16 @@ export async function admitFromLink(
       problems: [{ path: "(signature)", message: "no pinned signing key" }],
     };
   }
-  const bad = verifyDeclaration(signer, data, signature);
-  if (bad) {
+  // Expiry is judged last, for a declaration that would be taken: one this node
+  // already holds stays "held" whatever its not-after (a catch-up on every reconnect).
+  const verified = verifyDeclaration(pinned, self, data, signature, rotation);
+  if (isSignatureProblem(verified)) {
     return {
       verdict: "refused",
-      reason: bad.reason,
+      reason: verified.reason,
       serial: rawSerial(data),
-      message: `${refused}: ${bad.message}`,
-      problems: [{ path: "(signature)", message: bad.message }],
+      message: `${refused}: ${verified.message}`,
+      problems: [{ path: "(signature)", message: verified.message }],
     };
   }
   let declaration;
@@ -150,34 +175,60 @@ export async function admitFromLink(
       problems: [{ path: missing, message: "is required over the link" }],
     };
   }
-  const lastText = engine.store.meta(META.serial);
-  const last = lastText === undefined ? undefined : Number(lastText);
-  if (last !== undefined && serial === last && digest === engine.store.meta(META.digest)) {
-    return { verdict: "held", serial, declaration };
+  // The floor: the highest serial accepted for this node from any key on the way
+  // from the pinned key to the signer (the pinned key alone without a rotation).
+  let last: { serial: number; digest: string } | undefined;
+  for (const key of verified.path) {
+    const record = engine.store.linkSerial(key, node);
+    if (record && (!last || record.serial > last.serial)) last = record;
   }
-  if (last !== undefined && serial <= last) {
+  const signed: Signed = {
+    signer: verified.signer,
+    node,
+    ...(verified.signer === pinned ? {} : { rotatedFrom: pinned }),
+  };
+  if (last && serial === last.serial && digest === last.digest) {
+    return { verdict: "held", serial, digest, declaration, ...signed };
+  }
+  if (last && serial <= last.serial) {
     return {
       verdict: "refused",
       reason: "replay",
       serial,
-      message: `${refused}: serial ${serial} is not newer than the last accepted serial ${last} ` +
-        "(a replay or a stale declaration)",
-      problems: [{ path: "serial", message: `must be greater than ${last}` }],
+      message: `${refused}: serial ${serial} is not newer than the last accepted serial ` +
+        `${last.serial} (a replay or a stale declaration)`,
+      problems: [{ path: "serial", message: `must be greater than ${last.serial}` }],
     };
   }
-  return { verdict: "apply", serial, digest, declaration };
+  const expired = expiry(verified.notAfter, now);
+  if (expired) {
+    return {
+      verdict: "refused",
+      reason: "expired",
+      serial,
+      message: `${refused}: ${expired.message}`,
+      problems: [{ path: "(signature)", message: expired.message }],
+    };
+  }
+  return { verdict: "apply", serial, digest, declaration, ...signed };
 }
 
-/** Record an admitted declaration as the last accepted one (before it is applied). */
+/**
+ * Record an admitted declaration as the last accepted one for its signing key and
+ * node (before it is applied, synced to disk); a declaration signed by a key the
+ * pinned key rotated to makes that key the pinned one, in the same commit.
+ */
 export function accept(
   engine: Pick<Engine, "store">,
-  admission: { serial: number; digest: string },
+  admission: { serial: number; digest: string } & Signed,
 ): void {
-  // Synced to disk before the apply: after a power cut, a replay of an older serial is still refused.
-  engine.store.setMetaDurably({
-    [META.serial]: String(admission.serial),
-    [META.digest]: admission.digest,
-  });
+  const { signer, node, serial, digest, rotatedFrom } = admission;
+  engine.store.recordLinkSerial(
+    { signer, node, serial, digest },
+    rotatedFrom === undefined ? undefined : {
+      [META.signerRotated]: JSON.stringify({ from: rotatedFrom, at: new Date().toISOString() }),
+    },
+  );
 }
 
 function rawSerial(data: Uint8Array): number | undefined {

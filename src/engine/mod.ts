@@ -24,7 +24,15 @@ import type { ApplyOptions, ApplyReport, EngineContext, PlanEntry } from "./type
 
 export type * from "./types.ts";
 import { admit, type AdmitOptions } from "./admit.ts";
-export { accept, type Admission, admit, admitFromLink, type AdmitOptions } from "./admit.ts";
+export {
+  accept,
+  type Admission,
+  admit,
+  admitFromLink,
+  type AdmitOptions,
+  type SignatureHeaders,
+  type Signed,
+} from "./admit.ts";
 
 /** Which adapters a caller needs: the file system alone, or everything the machine has. */
 export type ProviderScope = "files" | "all";

@@ -1,5 +1,5 @@
 /**
- * Enrolment (`enrol --token T`): check the token, make this node's own NKey pair
+ * Enrolment (`enrol --token -` or `--token-file F`): check the token, make this node's own NKey pair
  * (the seed is written 0600 and never leaves the machine), ask the control plane
  * over the pinned TLS link, using the token's one-time join key, to admit the
  * new public key, prove the admission by connecting with the node's own key,

@@ -56,13 +56,12 @@ export function readIdentity(store: Store): Identity | undefined {
 
 /**
  * Record an identity; the node id goes last, so a half-written identity is no
- * identity. A different node id or signing key starts a fresh serial sequence.
+ * identity. The serials accepted so far stay: they are kept per signing key and
+ * node (the store's `link_serials`), so a node enrolled again under a name it
+ * had before still refuses what that key signed for that name before.
  */
 export function writeIdentity(store: Store, identity: Identity): void {
-  if (store.meta(META.node) !== identity.node || store.meta(META.signer) !== identity.signer) {
-    store.setMeta(META.serial, undefined);
-    store.setMeta(META.digest, undefined);
-  }
+  store.setMeta(META.signerRotated, undefined);
   store.setMeta(META.brokers, JSON.stringify(identity.brokers));
   store.setMeta(META.url, undefined);
   store.setMeta(META.pin, undefined);

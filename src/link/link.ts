@@ -26,7 +26,7 @@ import { CONNECTION_TIMING, type ConnectionTiming, openConnection } from "./conn
 import { classifyLinkError, LinkError } from "./errors.ts";
 import type { Identity } from "./identity.ts";
 import type { LogLevel } from "../log.ts";
-import { SIGNATURE_HEADER } from "./signature.ts";
+import { ROTATION_HEADER, SIGNATURE_HEADER } from "./signature.ts";
 import { MESSAGE_ID_HEADER, subjectsOf } from "./subjects.ts";
 import { objectStoreSource } from "./content.ts";
 import type { ContentSource } from "../store/content.ts";
@@ -54,11 +54,13 @@ export interface LinkState {
   lastError?: { code: string; side: string; message: string; at: string };
 }
 
-/** A declaration as it arrived: the exact bytes and the signature header (unchecked). */
+/** A declaration as it arrived: the exact bytes and the signature headers (unchecked). */
 export interface Pushed {
   data: Uint8Array;
   /** The `Mesh-Signature` header, absent when the message had none. */
   signature?: string;
+  /** The `Mesh-Key-Rotation` header, absent when the message had none. */
+  rotation?: string;
 }
 
 /** What the run loop hears from the link. */
@@ -222,6 +224,14 @@ export class Link {
     if (!(code === 0 || (code >= 200 && code < 300))) return;
     if (this.#seen(reply.data)) return;
     this.#handlers.onDeclaration(pushed(reply.data, reply.headers));
+  }
+
+  /**
+   * Forget the declaration delivered last, so that the next `recheck` hands it
+   * on again: one refused as expired is taken once the node's clock is set right.
+   */
+  forget(): void {
+    this.#lastDelivered = undefined;
   }
 
   /** Whether `data` is the declaration the link delivered last (and remember it if not). */
@@ -466,8 +476,10 @@ export class Link {
 }
 
 function pushed(data: Uint8Array, headers: MsgHdrs | undefined): Pushed {
-  const signature = headers?.has(SIGNATURE_HEADER) ? headers.get(SIGNATURE_HEADER) : undefined;
-  return signature === undefined ? { data } : { data, signature };
+  const out: Pushed = { data };
+  if (headers?.has(SIGNATURE_HEADER)) out.signature = headers.get(SIGNATURE_HEADER);
+  if (headers?.has(ROTATION_HEADER)) out.rotation = headers.get(ROTATION_HEADER);
+  return out;
 }
 
 function race(work: Promise<unknown>, ms: number): Promise<void> {

@@ -52,7 +52,9 @@ export interface RefusalMessage {
   serial: number | null;
   /**
    * unsigned (no signature header), bad-signature (it does not verify against the
-   * pinned signing key), unpinned (this node holds no signing key: enrolled with an
+   * pinned signing key, for this node), bad-rotation (signed by another key, and no
+   * rotation signed by the pinned key leads to it), expired (past its not-after by
+   * this node's clock), unpinned (this node holds no signing key: enrolled with an
    * old token), invalid (the parse refused it), wrong-node, replay, unaddressed
    * (no node or serial).
    */

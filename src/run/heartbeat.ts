@@ -6,7 +6,6 @@
 import type { Identity } from "../link/identity.ts";
 import type { Link } from "../link/link.ts";
 import { heartbeatMessage, heldSummary } from "../link/messages.ts";
-import { META } from "../store/meta.ts";
 import type { Store } from "../store/store.ts";
 
 /** What a heartbeat says about the running process. */
@@ -32,11 +31,10 @@ export class Heartbeats {
     if (link.state.phase !== "up") return;
     const held = heldSummary(this.#store);
     const sendList = withList || held.digest !== this.#heldDigestSent;
-    const serialText = this.#store.meta(META.serial);
     const message = heartbeatMessage(
       identity.node,
       this.#store,
-      { ...liveness, serial: serialText === undefined ? null : Number(serialText) },
+      { ...liveness, serial: this.#store.lastLinkSerial()?.serial ?? null },
       held,
       sendList,
     );

@@ -20,7 +20,6 @@ import { accept, admit, admitFromLink, apply, type Engine } from "../engine/mod.
 import type { Source } from "../engine/types.ts";
 import { VERSION } from "../version.ts";
 import { type Identity, readIdentity, readSeed } from "../link/identity.ts";
-import { META } from "../store/meta.ts";
 import { Link, type LinkOptions } from "../link/link.ts";
 import { subjectsOf } from "../link/subjects.ts";
 import {
@@ -60,6 +59,8 @@ export interface RunOptions {
   startLinkWaitMs?: number;
   /** While not enrolled, how often to look for an identity in the store (ms, default 2 s). */
   enrolCheckMs?: number;
+  /** The clock a declaration's `not-after` is checked against (default Date.now). */
+  now?: () => number;
 }
 
 /** Why the service ended (signal, upgrade: exit 0; memory, identity: EXIT.restart). */
@@ -116,6 +117,8 @@ class RunLoop {
   #program: ProgramWatch | undefined;
   readonly #launcher: LauncherContract;
   #pending: Pending | undefined;
+  /** The signature of the last declaration refused as expired (reported once). */
+  #expired: string | undefined;
   #startDone = false;
   #stopTicking: (() => void) | undefined;
   #stopEnrolWatch: (() => void) | undefined;
@@ -216,8 +219,8 @@ class RunLoop {
     let settle: (outcome: "up" | "down") => void = () => {};
     const first = new Promise<"up" | "down">((resolve) => settle = resolve);
     this.#link = new Link(identity, seed, {
-      onDeclaration: ({ data, signature }) =>
-        this.#enqueue({ kind: "declaration", data, signature, trigger: "declaration" }),
+      onDeclaration: (pushed) =>
+        this.#enqueue({ kind: "declaration", ...pushed, trigger: "declaration" }),
       onUp: ({ catchUp }) => {
         const trigger: Trigger = this.#startDone ? "reconnect" : "start";
         this.#startDone = true;
@@ -226,9 +229,7 @@ class RunLoop {
         this.#outbox.kick();
         this.#inventory.linked();
         this.#enqueue(
-          catchUp
-            ? { kind: "declaration", data: catchUp.data, signature: catchUp.signature, trigger }
-            : { kind: "reconcile", trigger },
+          catchUp ? { kind: "declaration", ...catchUp, trigger } : { kind: "reconcile", trigger },
         );
       },
       onState: (state) => {
@@ -299,8 +300,17 @@ class RunLoop {
   async #do(work: Work): Promise<void> {
     if (work.kind === "reconcile") return await this.#reconcile(work.trigger);
     const subject = subjectsOf(this.#identity?.node ?? "").declaration;
-    const admission = await admitFromLink(this.#host, work.data, subject, work.signature);
+    const admission = await admitFromLink(
+      this.#host,
+      work.data,
+      subject,
+      work,
+      (this.#opt.now ?? Date.now)(),
+    );
+    if (admission.verdict !== "refused") this.#expired = undefined;
     if (admission.verdict === "held") {
+      // Signed again by a key the pinned key rotated to: that key is pinned now.
+      if (admission.rotatedFrom !== undefined) this.#accept(admission);
       const pending = this.#unapplied(admission.declaration, subject);
       // Accepted, but its apply never started (the lock was busy, or the process ended
       // in between): the link will not deliver it again, so it is applied now.
@@ -314,14 +324,35 @@ class RunLoop {
     }
     if (admission.verdict === "refused") {
       const { serial, reason, message, problems } = admission;
+      if (reason === "expired") {
+        // Perhaps this node's clock is wrong: the link hands the same declaration on
+        // again at the next tick (taken once the clock is right); said once.
+        this.#link?.forget();
+        if (this.#expired === work.signature) return await this.#afterRefusal(work.trigger);
+        this.#expired = work.signature;
+      }
       this.#refuse(serial, reason, message, problems);
       return await this.#afterRefusal(work.trigger);
     }
-    accept(this.#host, admission);
+    this.#accept(admission);
     const { declaration, digest } = admission;
     const pending = { declaration, digest, origin: subject };
     this.#pending = pending;
     await this.#apply(declaration, "link", subject, work.trigger, pending);
+  }
+
+  /** Record an admitted declaration as accepted (and a rotation followed to its key). */
+  #accept(admission: Parameters<typeof accept>[1]): void {
+    accept(this.#host, admission);
+    if (admission.rotatedFrom !== undefined) {
+      this.#log(
+        `link: the control plane's signing key moved from ${admission.rotatedFrom} to ` +
+          `${admission.signer} (a rotation signed by the key pinned before); only the new key ` +
+          "is trusted from now on",
+        "warning",
+      );
+      if (this.#identity) this.#identity = { ...this.#identity, signer: admission.signer };
+    }
   }
 
   /**
@@ -330,7 +361,7 @@ class RunLoop {
    */
   #unapplied(declaration: Declaration, origin: string): Pending | undefined {
     if (this.#pending?.digest === declaration.digest) return this.#pending;
-    const digest = this.#host.store.meta(META.digest);
+    const digest = this.#host.store.lastLinkSerial()?.digest;
     const current = this.#host.store.currentHead();
     if (digest === undefined || digest !== declaration.digest) return undefined;
     if (current && (current.source !== "link" || current.digest === digest)) return undefined;
@@ -348,7 +379,7 @@ class RunLoop {
     // not deliver it again, and the store still holds the older declaration.
     const pending = this.#pending;
     if (pending) {
-      if (this.#host.store.meta(META.digest) === pending.digest) {
+      if (this.#host.store.lastLinkSerial()?.digest === pending.digest) {
         return await this.#apply(pending.declaration, "link", pending.origin, trigger, pending);
       }
       this.#pending = undefined; // superseded by a newer admitted declaration

@@ -7,7 +7,13 @@ import type { Trigger } from "../link/messages.ts";
 /** One piece of work for the loop. */
 export type Work =
   | { kind: "reconcile"; trigger: Trigger }
-  | { kind: "declaration"; data: Uint8Array; signature?: string; trigger: Trigger };
+  | {
+    kind: "declaration";
+    data: Uint8Array;
+    signature?: string;
+    rotation?: string;
+    trigger: Trigger;
+  };
 
 /** A queue the loop waits on; closing it ends the wait. */
 export class WorkQueue {

@@ -17,12 +17,14 @@ export const META = {
   seedFile: "link_seed_file",
   publicKey: "link_public_key",
   enrolledAt: "link_enrolled_at",
-  /** The control plane's signing public key, pinned by the token: declarations must verify. */
+  /**
+   * The control plane's signing public key, pinned by the token and moved on by a
+   * signed key rotation: declarations must verify against it. The last serial
+   * accepted per (signing key, node) is in the table `link_serials`.
+   */
   signer: "link_signer",
-  /** The serial of the last declaration accepted from the link (replays are refused). */
-  serial: "link_serial",
-  /** The digest of that declaration (the same one arriving again is not a replay). */
-  digest: "link_digest",
+  /** The last rotation followed: JSON `{from, at}` (the key pinned before, and when). */
+  signerRotated: "link_signer_rotated",
   /** A JSON status record the run process keeps up to date (see src/run/run_status.ts). */
   runStatus: "run_status",
   /** Reports the outbox's bounds dropped that no delivered report has told of yet. */

@@ -85,4 +85,28 @@ export const MIGRATIONS: readonly string[] = [
     dropped INTEGER                            -- older reports the bounds dropped before it
   ) STRICT;
   `,
+  // 3: the last serial accepted from the link, per (signing key, node): a re-enrolment under
+  // an earlier name, or with a key used before, keeps refusing what that key signed for that
+  // name before (it was one meta value, cleared whenever the node or the key changed).
+  `
+  CREATE TABLE link_serials (
+    signer TEXT NOT NULL,    -- the signing public key the declaration verified against (O...)
+    node   TEXT NOT NULL,    -- the node it was addressed to
+    serial INTEGER NOT NULL, -- the last serial accepted from that key for that node
+    digest TEXT NOT NULL,    -- that declaration's digest (the same one again is not a replay)
+    at     TEXT NOT NULL,    -- when it was accepted (ISO)
+    PRIMARY KEY (signer, node)
+  ) STRICT;
+
+  INSERT INTO link_serials (signer, node, serial, digest, at)
+    SELECT k.value, n.value, CAST(s.value AS INTEGER), coalesce(d.value, ''),
+           strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+    FROM meta AS k
+      JOIN meta AS n ON n.key = 'node_id'
+      JOIN meta AS s ON s.key = 'link_serial'
+      LEFT JOIN meta AS d ON d.key = 'link_digest'
+    WHERE k.key = 'link_signer' AND k.value <> '' AND s.value GLOB '[0-9]*';
+
+  DELETE FROM meta WHERE key IN ('link_serial', 'link_digest');
+  `,
 ];

@@ -18,6 +18,7 @@ import type {
   ResultOutcome,
   Source,
 } from "../engine/types.ts";
+import { META } from "./meta.ts";
 import { MIGRATIONS } from "./migrations.ts";
 import { OutboxTable } from "./outbox.ts";
 
@@ -74,6 +75,12 @@ export class Store {
         `INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
       ),
       deleteMeta: s(`DELETE FROM meta WHERE key = ?`),
+      linkSerial: s(`SELECT serial, digest FROM link_serials WHERE signer = ? AND node = ?`),
+      setLinkSerial: s(
+        `INSERT INTO link_serials (signer, node, serial, digest, at) VALUES (?, ?, ?, ?, ?)
+         ON CONFLICT (signer, node) DO UPDATE SET serial = excluded.serial,
+           digest = excluded.digest, at = excluded.at`,
+      ),
       current: s(`SELECT * FROM declaration WHERE slot = 1`),
       currentHead: s(`SELECT source, origin, serial, digest FROM declaration WHERE slot = 1`),
       accept: s(
@@ -214,15 +221,40 @@ export class Store {
   }
 
   /**
-   * Set meta values in one transaction that is on disk when this returns
-   * (synchronous = FULL for that commit: the WAL is synced), for values that must
-   * survive a power cut, such as the link's last accepted serial.
+   * The last serial accepted from the link from signing key `signer` for `node`,
+   * with that declaration's digest; kept across re-enrolments.
    */
-  setMetaDurably(values: Record<string, string>): void {
+  linkSerial(signer: string, node: string): { serial: number; digest: string } | undefined {
+    const row = this.#stmt.linkSerial.get(signer, node) as Row | undefined;
+    return row ? { serial: Number(row.serial), digest: row.digest as string } : undefined;
+  }
+
+  /** {@link linkSerial} for the pinned signing key and this node (status, heartbeats). */
+  lastLinkSerial(): { serial: number; digest: string } | undefined {
+    const signer = this.meta(META.signer);
+    const node = this.meta(META.node);
+    return signer && node ? this.linkSerial(signer, node) : undefined;
+  }
+
+  /**
+   * Record `serial` (and `digest`) as the last accepted from `signer` for `node`,
+   * in one commit that is on disk when this returns (after a power cut a replay
+   * of an older serial is still refused). With `pin`, `signer` also becomes the
+   * pinned signing key in that commit (a key rotation), with `meta` beside it.
+   */
+  recordLinkSerial(
+    accepted: { signer: string; node: string; serial: number; digest: string },
+    pin?: Record<string, string>,
+  ): void {
     this.#db.exec(`PRAGMA synchronous = FULL`);
     try {
       this.#transaction(() => {
-        for (const [key, value] of Object.entries(values)) this.#stmt.setMeta.run(key, value);
+        const { signer, node, serial, digest } = accepted;
+        this.#stmt.setLinkSerial.run(signer, node, serial, digest, now());
+        if (pin) {
+          for (const [key, value] of Object.entries(pin)) this.#stmt.setMeta.run(key, value);
+          this.#stmt.setMeta.run(META.signer, signer);
+        }
       });
     } finally {
       this.#db.exec(`PRAGMA synchronous = NORMAL`);

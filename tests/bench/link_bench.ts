@@ -150,7 +150,9 @@ try {
   if (!made.success) {
     throw new Error(`deno bundle failed: ${new TextDecoder().decode(made.stderr)}`);
   }
-  const enrol = host(["enrol", "--token", await control.mintToken(NODE)]);
+  const tokenFile = posix.join(dir, "token");
+  await Deno.writeTextFile(tokenFile, await control.mintToken(NODE), { mode: 0o600 });
+  const enrol = host(["enrol", "--token-file", tokenFile]);
   if ((await enrol.child.status).code !== 0) throw new Error(`enrol failed:\n${enrol.log()}`);
   let serial = 1;
   await control.declare(NODE, declaration(serial), { serial });
