@@ -11,6 +11,7 @@ import {
   apkGlobals,
   apkSolverProblem,
   isApkNotFound,
+  OWN_PACKAGE_CACHE,
   parseApkInfoExists,
   parseApkPolicy,
   splitNameVersion,
@@ -372,4 +373,14 @@ Deno.test("apk: the host's own package gets --cache-dir only where the launcher 
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("apk: the host's --cache-dir is the directory the launcher keeps the files from", () => {
+  const launcher = Deno.readTextFileSync(
+    new URL("../../launcher/nox-mesh-host-launch", import.meta.url),
+  );
+  assert.match(
+    launcher,
+    new RegExp(`^apk_cache=\\$state/${OWN_PACKAGE_CACHE.replace(".", "\\.")}$`, "m"),
+  );
 });
