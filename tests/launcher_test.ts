@@ -531,11 +531,11 @@ for (const apkVersion of APK_VERSIONS) {
       const [file, reason] of [
         [
           "nox-mesh-host-2.0-r0.apk",
-          /does not match the checksum recorded when it was kept \(Q1xND6gXmxBmPM7eGjm8yOiwcDjcg=; now Q1KxNatOjWiXnFxd13\+zXHbYRLLCI=\): refusing/,
+          /does not match the checksum recorded when it was kept \(Q1T\/pSyHYPLGAlJEgJZGmZfUS\/02Y=; now Q1m2egwQQayPD3kQgvfHUqX4aBcJk=\): refusing/,
         ],
         [
           "tampered-control.apk",
-          /does not match the checksum recorded when it was kept \(Q1xND6gXmxBmPM7eGjm8yOiwcDjcg=; now unreadable\): refusing/,
+          /does not match the checksum recorded when it was kept \(Q1T\/pSyHYPLGAlJEgJZGmZfUS\/02Y=; now unreadable\): refusing/,
         ],
         // Altered data: apk 2.14 computes the same identity (the control segment is intact)
         // and apk verify refuses it; apk 3.0 cannot index it at all.
@@ -543,7 +543,7 @@ for (const apkVersion of APK_VERSIONS) {
           "tampered-data.apk",
           apkVersion === "2.14.10"
             ? /apk verify refused the kept package files of 1\.0 in .*: nothing was changed/
-            : /\(Q1xND6gXmxBmPM7eGjm8yOiwcDjcg=; now unreadable\): refusing/,
+            : /\(Q1T\/pSyHYPLGAlJEgJZGmZfUS\/02Y=; now unreadable\): refusing/,
         ],
       ] as const
     ) {

@@ -303,7 +303,7 @@ const depName = (dep: string) => dep.replace(/^!/, "").replace(/[=<>~@].*$/, "")
  * in apk-tools 2.14.10 and 3.0.6). An entry `X (no such package):` required by
  * `world[…]`, or a package that only `breaks: world[NAME=V]`, means what was
  * asked is not offered; `X (no such package):` required only by packages is a
- * missing dependency; `deno-2.1.4-r0: breaks: needsnewdeno-1.0-r0[deno>=3]` a
+ * missing dependency; `deno-2.9.6-r0: breaks: needsnewdeno-1.0-r0[deno>=3]` a
  * dependency offered only at a version the asked package does not accept;
  * `demo-2.0-r0: breaks: pinsdemo-1.0-r0[demo=1.0-r0]` (the asked package) an
  * installed package holding it at another version; `openrc-0.55.1-r2: breaks:

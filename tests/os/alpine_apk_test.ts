@@ -217,13 +217,13 @@ for (const version of APK_VERSIONS) {
       kind: "dependency-conflict",
       needs: "deno>=3",
       by: "needsnewdeno-1.0-r0",
-      offered: "deno-2.1.4-r0",
+      offered: "deno-2.9.6-r0",
     });
     assert.deepEqual(problem("add-host-needs-newer-deno", "nox-mesh-host"), {
       kind: "dependency-conflict",
-      needs: "deno>=2.9.6",
+      needs: "deno~2.10",
       by: "nox-mesh-host-3.0-r0",
-      offered: "deno-2.1.4-r0",
+      offered: "deno-2.9.6-r0",
     });
     assert.deepEqual(problem("add-pinned-by-other", "demo"), {
       kind: "held",
@@ -246,7 +246,7 @@ for (const version of APK_VERSIONS) {
     assert.equal(other?.kind, "other");
     assert.match(
       (other as { report: string }).report,
-      /^unable to select packages: deno-2\.1\.4-r0: breaks: needsnewdeno-1\.0-r0\[deno>=3\]/,
+      /^unable to select packages: deno-2\.9\.6-r0: breaks: needsnewdeno-1\.0-r0\[deno>=3\]/,
     );
   });
 
@@ -274,13 +274,13 @@ for (const version of APK_VERSIONS) {
         "needsnewdeno",
         undefined,
         "package.dependency-conflict",
-        /needsnewdeno cannot be installed: needsnewdeno-1\.0-r0 needs deno>=3, and the repositories offer deno-2\.1\.4-r0/,
+        /needsnewdeno cannot be installed: needsnewdeno-1\.0-r0 needs deno>=3, and the repositories offer deno-2\.9\.6-r0/,
       );
       await refused(
         "nox-mesh-host",
         "3.0-r0",
         "package.dependency-conflict",
-        /nox-mesh-host=3\.0-r0 cannot be installed: nox-mesh-host-3\.0-r0 needs deno>=2\.9\.6/,
+        /nox-mesh-host=3\.0-r0 cannot be installed: nox-mesh-host-3\.0-r0 needs deno~2\.10/,
       );
       await refused(
         "meshvirt",
