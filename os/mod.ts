@@ -108,7 +108,10 @@ export function providersFor(profile: Profile, options: ProviderOptions = {}): P
     : isNative(caps.packages.provider ?? "", profile.os)
     ? usable(caps.packages, set.packages)
     : undefined;
-  if (pm) providers.packages = ADAPTERS.packages[pm]?.({ env });
+  if (pm) {
+    const stateDir = options.stateDir ? { stateDir: options.stateDir } : {};
+    providers.packages = ADAPTERS.packages[pm]?.({ env, ...stateDir });
+  }
   // The tarball is its own package manager for the host, whatever manages the rest.
   if (ADAPTERS.self) {
     // It stages an upgrade in the host's state directory for the launcher.

@@ -9,7 +9,10 @@ export interface AdapterEnv {
 
 /** The package managers, service managers and container runtimes a build carries, by name. */
 export interface AdapterRegistry {
-  packages: Partial<Record<"pacman" | "apk", (options: AdapterEnv) => PackageManager>>;
+  /** `stateDir`: the host's state directory (apk keeps the host's own package files there). */
+  packages: Partial<
+    Record<"pacman" | "apk", (options: AdapterEnv & { stateDir?: string }) => PackageManager>
+  >;
   services: Partial<Record<"systemd" | "openrc", (options: AdapterEnv) => ServiceManager>>;
   /**
    * The host's own package when the installation is its own package manager (the tarball:

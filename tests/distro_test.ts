@@ -13,6 +13,7 @@ import type { CliIo } from "../src/cli/io.ts";
 import { GLOBAL_OPTIONS } from "../src/cli/command.ts";
 import { VERSION } from "../src/version.ts";
 import { run } from "./_pacman.ts";
+import { APK_VERSIONS, apkSnapshot, originPackages } from "./_apk_world.ts";
 
 const repo = (p: string): string => new URL(`../${p}`, import.meta.url).pathname;
 const text = (p: string) => Deno.readTextFileSync(repo(p));
@@ -403,6 +404,33 @@ Deno.test("APKBUILD: what apkbuild-lint and Alpine's policy check, and ready for
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("Alpine: the init script is in -openrc, which apk adds only where openrc is installed, and the README says so (real apk-tools 2.14.10 and 3.0.6)", () => {
+  const apkbuild = text("packaging/alpine/APKBUILD");
+  // abuild's own split (no openrc() of ours): -openrc takes etc/init.d and etc/conf.d and
+  // gets install_if="openrc nox-mesh-host=VERSION"; the main package does not depend on it.
+  assert.match(apkbuild, /^\t\$pkgname-openrc$/m);
+  assert.doesNotMatch(apkbuild, /^openrc\(\)/m);
+  assert.match(apkbuild, /"\$pkgdir"\/etc\/init\.d\/nox-mesh-host$/m);
+  for (const version of APK_VERSIONS) {
+    const names = (state: string) =>
+      originPackages(apkSnapshot(version, state, "installed")).map((l) => l.split(" ")[0]);
+    // `apk add nox-mesh-host` without openrc: no -openrc, no /etc/init.d (add-without-openrc).
+    assert.deepEqual(names("n1"), ["nox-mesh-host"], version);
+    assert.doesNotMatch(apkSnapshot(version, "n1", "installed"), /^F:etc\/init\.d$/m, version);
+    // `apk add openrc nox-mesh-host`: -openrc comes with its init script (add-with-openrc).
+    assert.deepEqual(names("n2"), ["nox-mesh-host", "nox-mesh-host-openrc"], version);
+    assert.match(apkSnapshot(version, "n2", "installed"), /^F:etc\/init\.d\nR:nox-mesh-host$/m);
+  }
+  const readme = text("README.md");
+  const alpine = readme.slice(
+    readme.indexOf("**Alpine Linux**"),
+    readme.indexOf("Both packages are signed"),
+  );
+  assert.match(alpine, /rc-update add nox-mesh-host default/);
+  assert.match(alpine, /`nox-mesh-host-openrc`, which apk\s+adds by itself wherever `openrc` is/);
+  assert.match(alpine, /`apk add openrc nox-mesh-host` brings both/);
 });
 
 async function* walk(dir: string): AsyncGenerator<string> {

@@ -3,12 +3,10 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import {
-  APK_FIXTURES,
   count,
   fileSha256,
   hostLog,
   launch,
-  makeApkWorld,
   makeWorld,
   RunningLauncher,
   starts,
@@ -17,6 +15,14 @@ import {
   type World,
   writeStandIn,
 } from "./_launcher_world.ts";
+import {
+  APK_SPLIT,
+  APK_VERSIONS,
+  apkSnapshot,
+  makeApkSplitWorld,
+  originPackages,
+  upgradeScript,
+} from "./_apk_world.ts";
 import { buildStandInPackage, installed, makePacmanRoot, publish, run, sha256 } from "./_pacman.ts";
 
 async function cleanup(w: World): Promise<void> {
@@ -394,100 +400,182 @@ Deno.test("launcher: rollback with a real pacman", async (t) => {
   await Deno.remove(dir, { recursive: true });
 });
 
-Deno.test("launcher: rollback with apk (a stand-in replaying real apk-tools 2.14.10 recordings)", async (t) => {
-  const pkgs = join(APK_FIXTURES, "packages");
-  const upgrade = "confirm run UPGRADE exit 0";
-  /** An apk world whose UPGRADE step installs 2.0-r0 and then runs `extra` (shell). */
-  async function apkWorld(steps: string[], extra = (_w: World) => "", repo?: string) {
-    const w = await makeApkWorld({ steps, repo });
-    const script = join(w.dir, "upgrade");
-    await Deno.writeTextFile(
-      script,
-      `#!/bin/sh\nset -e\napk add --no-progress nox-mesh-host=2.0-r0 >&2\n${extra(w)}`,
-      { mode: 0o755 },
-    );
-    const plan = join(w.plan, "steps");
-    await Deno.writeTextFile(plan, (await Deno.readTextFile(plan)).replaceAll("UPGRADE", script));
-    return w;
-  }
-  const calls = async (w: { apk: string }) =>
-    (await Deno.readTextFile(join(w.apk, "calls"))).trim().split("\n");
-  const kept = (w: World) => join(w.state, "rollback/1.0/nox-mesh-host-1.0-r0.apk");
+for (const apkVersion of APK_VERSIONS) {
+  Deno.test(`launcher: rollback with apk (a stand-in replaying real apk-tools ${apkVersion} with the package split as abuild splits it)`, async (t) => {
+    const pkgs = join(APK_SPLIT, "packages");
+    const snapshot = (s: string, what: "installed" | "world") => apkSnapshot(apkVersion, s, what);
+    const calls = async (w: { apk: string }) =>
+      (await Deno.readTextFile(join(w.apk, "calls"))).trim().split("\n");
+    /** An apk world whose UPGRADE step upgrades the host to 2.0-r0 as its adapter does. */
+    async function apkWorld(steps: string[]) {
+      const w = await makeApkSplitWorld({ steps, version: apkVersion });
+      const plan = join(w.plan, "steps");
+      await Deno.writeTextFile(
+        plan,
+        (await Deno.readTextFile(plan))
+          .replaceAll("UPGRADE21", await upgradeScript(w, "2.1-r0"))
+          .replaceAll("UPGRADE", await upgradeScript(w, "2.0-r0")),
+      );
+      return w;
+    }
+    const upgrade = "confirm run UPGRADE exit 0";
+    const kept = (w: World, v: string, file: string) => join(w.state, "rollback", v, file);
+    const same = async (a: string, b: string) =>
+      assert.equal(await fileSha256(a), await fileSha256(b), `${a} is ${b}`);
 
-  await t.step(
-    "with apk's cache off, each version is kept by fetch, verified, and rolled back to",
-    async () => {
-      const w = await apkWorld([upgrade, "exit 1", "exit 1", "exit 1", "confirm wait"]);
-      const res = await runUntilReady(w);
-      assert.equal(res.code, 0, res.stderr);
-      assert.deepEqual(await starts(w), ["1.0", "2.0", "2.0", "2.0", "1.0"]);
-      assert.equal(count(res.stderr, "rolling back to known-good 1.0"), 1);
-      // Kept with the identity apk recorded for the installed 1.0-r0 (C: in its database).
-      assert.equal(
-        await Deno.readTextFile(join(w.state, "rollback/1.0/checksum")),
-        "Q1Ezu5EkUwZsHVuuB7Q51yYn5le3o=\n",
-      );
-      assert.equal(
-        await fileSha256(kept(w)),
-        await fileSha256(join(pkgs, "nox-mesh-host-1.0-r0.apk")),
-      );
-      const log = await calls(w);
-      assert.ok(log.includes(`add --no-progress ${kept(w)}`), log.join("\n"));
-      assert.ok(!log.some((c) => c.includes("allow-untrusted")), "never --allow-untrusted");
-      assert.ok(
-        !log.some((c) => /fetch .*=/.test(c)),
-        "never fetch NAME=VERSION (apk 2.x refuses it)",
-      );
-      assert.deepEqual(
-        log.filter((c) => c.startsWith("index ") && c.endsWith("/nox-mesh-host-1.0-r0.apk")),
-        [`index ${w.state}/rollback/.new/nox-mesh-host-1.0-r0.apk`, `index ${kept(w)}`],
-        "verified when kept and again before it is installed",
-      );
-      assert.equal(await stateFile(w, "rolled-back-from"), "2.0");
-      await cleanup(w);
-    },
-  );
-
-  await t.step("the repository offering another build: the fetched file is not kept", async () => {
-    const w = await apkWorld(["wait"], undefined, "2.0");
-    const res = await runUntilReady(w);
-    assert.equal(res.code, 0, res.stderr);
-    assert.match(
-      res.stderr,
-      /found no package file of nox-mesh-host 1\.0 with the checksum apk recorded \(Q1Ezu5EkUwZsHVuuB7Q51yYn5le3o=\)/,
+    await t.step(
+      "the build the host installed is kept from apk's --cache-dir, although a newer one is offered by then",
+      async () => {
+        const w = await apkWorld([upgrade, "confirm wait"]);
+        const res = await runUntilReady(w);
+        assert.equal(res.code, 0, res.stderr);
+        assert.deepEqual(await starts(w), ["1.0", "2.0"]);
+        // Kept at 2.0's first start, with 2.1 offered by then: `apk fetch nox-mesh-host`
+        // would have brought 2.1 (fetch-a2-main), so only apk's own copy is the installed build.
+        for (const p of ["nox-mesh-host-2.0-r0.apk", "nox-mesh-host-openrc-2.0-r0.apk"]) {
+          await same(kept(w, "2.0", p), join(pkgs, p));
+        }
+        assert.equal(
+          await stateFile(w, "rollback/2.0/checksum"),
+          originPackages(snapshot("a2", "installed")).map((l) => {
+            const [p, v, c] = l.split(" ");
+            return `${c} ${p}-${v}.apk`;
+          }).join("\n"),
+        );
+        const log = await calls(w);
+        const upgraded = log.findIndex((c) => c.includes("nox-mesh-host=2.0-r0"));
+        assert.ok(upgraded > 0, log.join("\n"));
+        assert.ok(!log.slice(upgraded).some((c) => c.startsWith("fetch ")), log.join("\n"));
+        assert.deepEqual([...Deno.readDirSync(join(w.state, "rollback/.apk-cache"))], []);
+        await cleanup(w);
+      },
     );
-    assert.equal(await stateFile(w, "rollback/1.0/checksum"), undefined);
-    await cleanup(w);
+
+    await t.step(
+      "three crashes roll back every package of the host's origin in one apk add: the init script stays, world pins only the host, and its next upgrade takes -openrc along",
+      async () => {
+        const w = await apkWorld([
+          upgrade,
+          "exit 1",
+          "exit 1",
+          "exit 1",
+          "confirm run UPGRADE21 exit 0",
+          "confirm wait",
+        ]);
+        const res = await runUntilReady(w);
+        assert.equal(res.code, 0, res.stderr);
+        assert.deepEqual(await starts(w), ["1.0", "2.0", "2.0", "2.0", "1.0", "2.1"]);
+        assert.equal(count(res.stderr, "rolling back to known-good 1.0"), 1);
+        const log = await calls(w);
+        const files = ["nox-mesh-host-1.0-r0.apk", "nox-mesh-host-openrc-1.0-r0.apk"]
+          .map((f) => join(w.state, "rollback/1.0", f)).join(" ");
+        assert.ok(log.includes(`verify ${files}`), log.join("\n"));
+        assert.ok(log.includes(`add --no-progress ${files}`), log.join("\n"));
+        assert.ok(!log.some((c) => c.includes("allow-untrusted")), "never --allow-untrusted");
+        // What the real apk left after that add: -openrc 1.0 installed with its init script
+        // (the main file alone purged it, rollback-a2-main), world pinned to both files.
+        assert.match(snapshot("a3", "installed"), /^P:nox-mesh-host-openrc\nV:1\.0-r0$/m);
+        assert.match(snapshot("a3", "installed"), /^F:etc\/init\.d\nR:nox-mesh-host$/m);
+        assert.match(snapshot("a3", "world"), /^nox-mesh-host-openrc></m);
+        // The launcher put -openrc's world entry back as it was (none): with its pin, apk
+        // kept -openrc at 1.0 when the host next upgraded (upgrade-a3-kept).
+        assert.doesNotMatch(snapshot("a3w", "world"), /openrc></);
+        assert.match(snapshot("a3w", "world"), /^nox-mesh-host><Q1/m);
+        // So the upgrade to 2.1 took -openrc along (the stand-in answered it from a3w).
+        assert.deepEqual(
+          originPackages(await Deno.readTextFile(w.db)),
+          originPackages(snapshot("a4", "installed")),
+        );
+        assert.match(await Deno.readTextFile(w.db), /^P:nox-mesh-host-openrc\nV:2\.1-r0$/m);
+        assert.equal(await stateFile(w, "rolled-back-from"), "2.0");
+        await cleanup(w);
+      },
+    );
+
+    await t.step(
+      "a rollback apk stops part-way leaves world and the installed packages as they were, and halts saying so",
+      async () => {
+        const w = await apkWorld([upgrade, "run SQUATTER exit 1", "exit 1", "exit 1", "wait"]);
+        const squatter = join(w.dir, "squatter");
+        await Deno.writeTextFile(squatter, "#!/bin/sh\napk add --no-progress squatter >&2\n", {
+          mode: 0o755,
+        });
+        const plan = join(w.plan, "steps");
+        await Deno.writeTextFile(
+          plan,
+          (await Deno.readTextFile(plan)).replace("SQUATTER", squatter),
+        );
+        const res = await launch(w);
+        assert.equal(res.code, 78, res.stderr);
+        assert.deepEqual(await starts(w), ["1.0", "2.0", "2.0", "2.0"]);
+        const halted = (await stateFile(w, "halted"))!;
+        assert.match(halted, /apk could not install the kept files of 1\.0/);
+        assert.match(
+          halted,
+          /and the installed packages of nox-mesh-host are as before the rollback \(2\.0\)/,
+        );
+        // apk had downgraded both and pinned world to the 1.0 files (rollback-b1, then b2):
+        assert.match(snapshot("b2", "world"), /^nox-mesh-host></m);
+        // put back: world byte for byte, and the host's packages as they were before.
+        assert.equal(await Deno.readTextFile(w.world), snapshot("b1", "world"));
+        assert.deepEqual(
+          originPackages(await Deno.readTextFile(w.db)),
+          originPackages(snapshot("b1", "installed")),
+        );
+        assert.match(await Deno.readTextFile(w.bin), /^version=2\.0$/m);
+        await cleanup(w);
+      },
+    );
+
+    for (
+      const [file, reason] of [
+        [
+          "nox-mesh-host-2.0-r0.apk",
+          /does not match the checksum recorded when it was kept \(Q1T\/pSyHYPLGAlJEgJZGmZfUS\/02Y=; now Q1m2egwQQayPD3kQgvfHUqX4aBcJk=\): refusing/,
+        ],
+        [
+          "tampered-control.apk",
+          /does not match the checksum recorded when it was kept \(Q1T\/pSyHYPLGAlJEgJZGmZfUS\/02Y=; now unreadable\): refusing/,
+        ],
+        // Altered data: apk 2.14 computes the same identity (the control segment is intact)
+        // and apk verify refuses it; apk 3.0 cannot index it at all.
+        [
+          "tampered-data.apk",
+          apkVersion === "2.14.10"
+            ? /apk verify refused the kept package files of 1\.0 in .*: nothing was changed/
+            : /\(Q1T\/pSyHYPLGAlJEgJZGmZfUS\/02Y=; now unreadable\): refusing/,
+        ],
+      ] as const
+    ) {
+      await t.step(
+        `a kept copy replaced by ${file} is refused: nothing changes, the launcher halts`,
+        async () => {
+          const w = await apkWorld([upgrade, "exit 1", "exit 1", "exit 1", "wait"]);
+          const plan = join(w.plan, "steps");
+          const swap = join(w.dir, "swap");
+          await Deno.writeTextFile(
+            swap,
+            `#!/bin/sh\ncp '${join(pkgs, file)}' '${kept(w, "1.0", "nox-mesh-host-1.0-r0.apk")}'\n`,
+            { mode: 0o755 },
+          );
+          await Deno.writeTextFile(
+            plan,
+            (await Deno.readTextFile(plan)).replace("exit 1", `run ${swap} exit 1`),
+          );
+          const res = await launch(w);
+          assert.equal(res.code, 78, res.stderr);
+          assert.match((await stateFile(w, "halted"))!, reason);
+          assert.deepEqual(await starts(w), ["1.0", "2.0", "2.0", "2.0"]);
+          assert.match(await Deno.readTextFile(w.bin), /^version=2\.0$/m, "2.0 is still installed");
+          assert.equal(await Deno.readTextFile(w.world), snapshot("a2", "world"));
+          assert.equal(await Deno.readTextFile(w.db), snapshot("a2", "installed"));
+          assert.ok(!(await calls(w)).some((c) => c.startsWith("add --no-progress /")));
+          await cleanup(w);
+        },
+      );
+    }
   });
-
-  for (
-    const [file, reason] of [
-      [
-        "nox-mesh-host-2.0-r0.apk",
-        /does not match the checksum recorded when it was kept \(Q1Ezu5EkUwZsHVuuB7Q51yYn5le3o=; now Q1TNSZCXahadPCBJXV2D\/gE1hwvJI=\): refusing/,
-      ],
-      [
-        "tampered-control.apk",
-        /does not match the checksum recorded when it was kept \(Q1Ezu5EkUwZsHVuuB7Q51yYn5le3o=; now unreadable\): refusing/,
-      ],
-      // Same control segment (so the same identity), altered data: apk's own check refuses it.
-      ["tampered-data.apk", /rolling back to 1\.0 with apk failed/],
-    ] as const
-  ) {
-    await t.step(`a kept copy replaced by ${file} is refused: the rollback halts`, async () => {
-      const w = await apkWorld(
-        [upgrade, "exit 1", "exit 1", "exit 1", "wait"],
-        (w) => `cp '${join(pkgs, file)}' '${kept(w)}'\n`,
-      );
-      const res = await launch(w);
-      assert.equal(res.code, 78, res.stderr);
-      assert.match((await stateFile(w, "halted"))!, reason);
-      assert.deepEqual(await starts(w), ["1.0", "2.0", "2.0", "2.0"]);
-      assert.match(await Deno.readTextFile(w.bin), /^version=2\.0$/m, "2.0 is still installed");
-      await cleanup(w);
-    });
-  }
-});
+}
 
 /**
  * A tarball of `version` made with real GNU tar from a tree laid out as the release is

@@ -1,8 +1,9 @@
 /**
  * apk is not available on Debian or npm, so the adapter runs against a
- * stand-in `apk` that replays what a real apk-tools 2.14.10 printed for the
- * same command line (tests/fixtures/apk/, recorded once from apk built from
- * its source; see the README there).
+ * stand-in `apk` that replays what a real apk-tools printed for the same
+ * command line (tests/fixtures/apk/: 2.14.10; tests/fixtures/apk/split/:
+ * 2.14.10 and 3.0.6; recorded once from apk built from its source; see the
+ * READMEs there).
  */
 import assert from "node:assert/strict";
 import {
@@ -10,12 +11,14 @@ import {
   apkGlobals,
   apkSolverProblem,
   isApkNotFound,
+  OWN_PACKAGE_CACHE,
   parseApkInfoExists,
   parseApkPolicy,
   splitNameVersion,
 } from "../../os/alpine-apk/mod.ts";
 import { HostError } from "../../src/errors.ts";
 import { PackageNotFoundError } from "../../src/providers.ts";
+import { APK_SPLIT, APK_VERSIONS, apkRecording, writeApkStandIn } from "../_apk_world.ts";
 
 const FIXTURES = new URL("../fixtures/apk", import.meta.url).pathname;
 
@@ -198,4 +201,186 @@ Deno.test("apk: the upstream version drops -rN (the launcher records versions so
   assert.equal(apk.upstreamVersion("0.2.0-r1"), "0.2.0");
   assert.equal(apk.upstreamVersion("1.36.1-r15"), "1.36.1");
   assert.equal(apk.upstreamVersion("0.2.0-1"), "0.2.0-1", "pacman's form is not apk's");
+});
+
+// --------------------------------------------- apk-tools 2.14.10 and 3.0.6, the split package
+
+for (const version of APK_VERSIONS) {
+  Deno.test(`apk ${version}: each solver refusal is read as what it is (real outputs)`, () => {
+    const problem = (file: string, name: string) => {
+      const r = apkRecording(version, file);
+      assert.notEqual(r.exit, 0, file);
+      return apkSolverProblem(r.stderr + r.stdout, name);
+    };
+    assert.deepEqual(problem("add-not-found", "wireguard-toolz"), { kind: "not-found" });
+    assert.deepEqual(problem("add-needs-newer-deno", "needsnewdeno"), {
+      kind: "dependency-conflict",
+      needs: "deno>=3",
+      by: "needsnewdeno-1.0-r0",
+      offered: "deno-2.9.6-r0",
+    });
+    assert.deepEqual(problem("add-host-needs-newer-deno", "nox-mesh-host"), {
+      kind: "dependency-conflict",
+      needs: "deno~2.10",
+      by: "nox-mesh-host-3.0-r0",
+      offered: "deno-2.9.6-r0",
+    });
+    assert.deepEqual(problem("add-pinned-by-other", "demo"), {
+      kind: "held",
+      wanted: "demo-2.0-r0",
+      by: "pinsdemo-1.0-r0",
+      requires: "demo=1.0-r0",
+    });
+    assert.deepEqual(problem("add-conflict", "noxconflict"), {
+      kind: "conflict",
+      by: "noxconflict-1.0-r0",
+      installed: "openrc-0.55.1-r2",
+    });
+    // The note wraps onto a second line; the providers are read whole.
+    assert.deepEqual(problem("add-virtual", "meshvirt"), {
+      kind: "ambiguous",
+      providers: ["provone", "provtwo"],
+    });
+    // A report about other packages than the one asked is no "not found" either.
+    const other = problem("add-needs-newer-deno", "wireguard-tools");
+    assert.equal(other?.kind, "other");
+    assert.match(
+      (other as { report: string }).report,
+      /^unable to select packages: deno-2\.9\.6-r0: breaks: needsnewdeno-1\.0-r0\[deno>=3\]/,
+    );
+  });
+
+  Deno.test(`apk ${version} (stand-in replaying it): a refusal other than "not found" is its own error, with no fallback`, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "noxad-apk-split-" });
+    try {
+      const program = `${dir}/apk`;
+      const state = `${dir}/state`;
+      await writeApkStandIn({ program, dir: state, version });
+      await Deno.mkdir(`${dir}/files`);
+      const apk = alpineApk({ program, fileDirs: [`${dir}/files`] });
+      const refused = async (
+        name: string,
+        version: string | undefined,
+        code: string,
+        what: RegExp,
+      ) =>
+        await assert.rejects(
+          apk.install(name, version),
+          (e: unknown) =>
+            e instanceof HostError && !(e instanceof PackageNotFoundError) && e.code === code &&
+            what.test(e.message),
+        );
+      await refused(
+        "needsnewdeno",
+        undefined,
+        "package.dependency-conflict",
+        /needsnewdeno cannot be installed: needsnewdeno-1\.0-r0 needs deno>=3, and the repositories offer deno-2\.9\.6-r0/,
+      );
+      await refused(
+        "nox-mesh-host",
+        "3.0-r0",
+        "package.dependency-conflict",
+        /nox-mesh-host=3\.0-r0 cannot be installed: nox-mesh-host-3\.0-r0 needs deno~2\.10/,
+      );
+      await refused(
+        "meshvirt",
+        undefined,
+        "package.ambiguous",
+        /meshvirt is a name several packages provide \(provone, provtwo\)/,
+      );
+      await refused(
+        "noxconflict",
+        undefined,
+        "package.conflict",
+        /noxconflict-1\.0-r0 conflicts with the installed openrc-0\.55\.1-r2/,
+      );
+      await apk.install("pinsdemo");
+      await refused(
+        "demo",
+        "2.0-r0",
+        "package.held",
+        /demo=2\.0-r0 cannot be installed: the installed pinsdemo-1\.0-r0 requires demo=1\.0-r0/,
+      );
+      assert.deepEqual((await Deno.readTextFile(`${state}/calls`)).trim().split("\n"), [
+        "add --no-progress needsnewdeno",
+        "add --no-progress nox-mesh-host=3.0-r0",
+        "add --no-progress meshvirt",
+        "add --no-progress noxconflict",
+        "add --no-progress pinsdemo",
+        "add --no-progress demo=2.0-r0",
+      ], "each tried once: no package-file fallback, no second add");
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  });
+
+  Deno.test(`apk ${version} (stand-in replaying it): the host's own package is installed with --cache-dir, where apk leaves the very files it installs for the launcher`, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "noxad-apk-keep-" });
+    try {
+      const program = `${dir}/apk`;
+      const state = `${dir}/apk-state`;
+      const stateDir = `${dir}/mesh-host`;
+      const keep = `${stateDir}/rollback/.apk-cache`;
+      await writeApkStandIn({ program, dir: state, version });
+      await Deno.mkdir(keep, { recursive: true });
+      const apk = alpineApk({ program, stateDir });
+      await apk.install("nox-mesh-host", "2.0-r0");
+      // What apk-tools left in its --cache-dir: the main package and -openrc, exactly.
+      const kept = [...Deno.readDirSync(keep)].map((e) => e.name).sort();
+      assert.deepEqual(
+        kept,
+        apkRecording(version, "upgrade-a1-kept").cached.map(([n]) => n).sort(),
+      );
+      for (const [name, file] of apkRecording(version, "upgrade-a1-kept").cached) {
+        assert.deepEqual(
+          await Deno.readFile(`${keep}/${name}`),
+          await Deno.readFile(`${APK_SPLIT}/packages/${file}`),
+        );
+      }
+      // Any other package: apk's usual cache, as before.
+      await apk.install("squatter");
+      assert.deepEqual((await Deno.readTextFile(`${state}/calls`)).trim().split("\n"), [
+        `--cache-dir ${keep} add --update-cache --no-progress nox-mesh-host=2.0-r0`,
+        "add --no-progress squatter",
+      ]);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  });
+}
+
+Deno.test("apk: the host's own package gets --cache-dir only where the launcher made the directory and apk's cache is off", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "noxad-apk-argv-" });
+  try {
+    await Deno.writeTextFile(`${dir}/apk`, `#!/bin/sh\nprintf '%s\\n' "$*" >>'${dir}/calls'\n`, {
+      mode: 0o755,
+    });
+    await Deno.chmod(`${dir}/apk`, 0o755);
+    const stateDir = `${dir}/state`;
+    await Deno.mkdir(stateDir);
+    const program = `${dir}/apk`;
+    await alpineApk({ program, stateDir }).install("nox-mesh-host", "2.0-r0"); // no directory
+    await Deno.mkdir(`${stateDir}/rollback/.apk-cache`, { recursive: true });
+    await alpineApk({ program }).install("nox-mesh-host", "2.0-r0"); // no state directory given
+    await alpineApk({ program, stateDir, cacheDir: `${dir}/c` }).install("nox-mesh-host", "2.0-r0");
+    await alpineApk({ program, stateDir }).install("nox-mesh-host", "2.0-r0");
+    assert.deepEqual((await Deno.readTextFile(`${dir}/calls`)).trim().split("\n"), [
+      "add --no-progress nox-mesh-host=2.0-r0",
+      "add --no-progress nox-mesh-host=2.0-r0",
+      `--cache-dir ${dir}/c add --no-progress nox-mesh-host=2.0-r0`,
+      `--cache-dir ${stateDir}/rollback/.apk-cache add --update-cache --no-progress nox-mesh-host=2.0-r0`,
+    ]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("apk: the host's --cache-dir is the directory the launcher keeps the files from", () => {
+  const launcher = Deno.readTextFileSync(
+    new URL("../../launcher/nox-mesh-host-launch", import.meta.url),
+  );
+  assert.match(
+    launcher,
+    new RegExp(`^apk_cache=\\$state/${OWN_PACKAGE_CACHE.replace(".", "\\.")}$`, "m"),
+  );
 });
