@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import { applyText, openEngine, planText } from "../src/engine/mod.ts";
-import { posixFileSystem, type PosixFileSystemOptions } from "../os/posix-fs/mod.ts";
+import { type FsAct, posixFileSystem, type PosixFileSystemOptions } from "../os/posix-fs/mod.ts";
 import type { FileSystem } from "../src/providers.ts";
 import { exists, modeOf, runHost, type Scratch, scratch } from "./_helpers.ts";
 
@@ -333,5 +333,412 @@ Deno.test("owner and mode set on a descriptor stay under the permission set: a r
     );
   } finally {
     await Deno.remove(root, { recursive: true });
+  }
+});
+
+// ---------------------------------------------------------------------------------------------
+// Real races: a process of nobody's swaps two names as fast as it can while the host applies
+// again and again. No hook: whatever the host does by name, it does while the names move.
+
+const FLIPPER = new URL("./fixtures/flip_names.ts", import.meta.url).pathname;
+
+/** A running flipper: nobody swapping `a` and `b` (renameat2 RENAME_EXCHANGE). */
+interface Flipper extends AsyncDisposable {
+  /** How many swaps it has made so far. */
+  flips(): number;
+}
+
+/** Start nobody's flipper over `a` and `b` (both in a directory nobody owns), for at most `seconds`. */
+async function flipping(work: string, a: string, b: string, seconds: number): Promise<Flipper> {
+  const report = `${work}/flips`;
+  const denoDir = `${work}/deno-dir`;
+  await Deno.mkdir(denoDir, { recursive: true });
+  await Deno.chown(denoDir, NOBODY, NOBODY);
+  await Deno.writeTextFile(report, "");
+  await Deno.chown(report, NOBODY, NOBODY);
+  const child = new Deno.Command("setpriv", {
+    args: [
+      `--reuid=${NOBODY}`,
+      `--regid=${NOBODY}`,
+      "--clear-groups",
+      Deno.execPath(),
+      "run",
+      "--quiet",
+      "--no-config",
+      "--allow-ffi",
+      `--allow-write=${report}`,
+      FLIPPER,
+      a,
+      b,
+      String(seconds),
+      report,
+    ],
+    env: { DENO_DIR: denoDir, HOME: work, NO_COLOR: "1" },
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const flips = () => Number((Deno.readTextFileSync(report).split(" ")[0]) || 0);
+  // Wait until it runs (it writes its first count), so no apply happens before the swaps.
+  for (let i = 0; Deno.readTextFileSync(report) === ""; i++) {
+    if (i > 600) throw new Error("the flipper did not start within 60 s");
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    flips,
+    async [Symbol.asyncDispose]() {
+      try {
+        child.kill("SIGKILL");
+      } catch { /* already exited */ }
+      await child.status;
+      await child.stderr.cancel();
+    },
+  };
+}
+
+/** Apply `resources` again and again for `seconds` (at most `max` times), or until `changed()`. */
+async function applyWhileFlipping(
+  host: Awaited<ReturnType<typeof hostWith>>,
+  resources: unknown[],
+  { seconds, max, changed }: { seconds: number; max: number; changed: () => Promise<boolean> },
+): Promise<{ applies: number; converged: number; hit: boolean }> {
+  const until = performance.now() + seconds * 1000;
+  let applies = 0;
+  let converged = 0;
+  while (applies < max && performance.now() < until) {
+    const report = await apply(host, resources);
+    applies++;
+    if (report.outcome === "converged") converged++;
+    if (await changed()) return { applies, converged, hit: true };
+  }
+  return { applies, converged, hit: false };
+}
+
+/** The attribute of a path that an attack would change: owner, group and mode, and content. */
+async function fingerprint(path: string): Promise<string> {
+  const info = await Deno.lstat(path);
+  const content = info.isFile ? await Deno.readTextFile(path) : "";
+  return `${info.uid}:${info.gid}:${(info.mode! & 0o7777).toString(8)}:${content}`;
+}
+
+Deno.test("race, real processes: nobody flips ~/.local with a link to a stand-in for /usr/local while the host applies ~/.local/bin as nobody's; the stand-in is never touched", async () => {
+  const { s, home } = await world();
+  await using _ = s;
+  // nobody's own ~/.local/bin, and the link nobody swaps in for ~/.local.
+  asNobody(
+    'mkdir -p -- "$1/.local/bin" && chmod 0755 -- "$1/.local/bin" && ln -s -- "$2" "$1/.local-swap"',
+    home,
+    `${s.dir}/usr-local`,
+  );
+  // A root-owned stand-in for /usr/local/bin, outside every managed root.
+  const standIn = `${s.dir}/usr-local/bin`;
+  await Deno.mkdir(standIn, { recursive: true });
+  await Deno.chmod(`${s.dir}/usr-local`, 0o755);
+  await Deno.chmod(standIn, 0o755);
+  const before = await fingerprint(standIn);
+  const resources = [
+    { type: "directory", id: "bin", path: `${home}/.local/bin`, mode: "0755", ...owned },
+  ];
+  using host = await hostWith(s, posixFileSystem());
+  assert.equal((await apply(host, resources)).outcome, "converged");
+  let result;
+  {
+    await using flipper = await flipping(s.dir, `${home}/.local`, `${home}/.local-swap`, 60);
+    result = await applyWhileFlipping(host, resources, {
+      seconds: 20,
+      max: 10_000,
+      changed: async () => (await fingerprint(standIn)) !== before,
+    });
+    assert.ok(flipper.flips() > 1000, `the flipper ran (${flipper.flips()} swaps)`);
+  }
+  console.log(`    ${result.applies} applies while flipping, ${result.converged} converged`);
+  assert.equal(result.hit, false, `the stand-in changed after ${result.applies} applies`);
+  assert.equal(await fingerprint(standIn), before);
+  assert.ok(result.applies >= 500, `enough applies ran (${result.applies})`);
+  // The names may be left swapped: put them back, and the host manages the real one.
+  if ((await Deno.lstat(`${home}/.local`)).isSymlink) {
+    asNobody(
+      'mv -- "$1/.local" "$1/.tmp" && mv -- "$1/.local-swap" "$1/.local" && mv -- "$1/.tmp" "$1/.local-swap"',
+      home,
+    );
+  }
+  assert.equal((await apply(host, resources)).outcome, "converged");
+});
+
+Deno.test("race, real processes: nobody flips ~/.ssh with a link to a root-only directory while the host writes ~/.ssh/authorized_keys as root's; the root-only file is never replaced", async () => {
+  const { s, home } = await world();
+  await using _ = s;
+  asNobody(
+    'mkdir -m 0700 -- "$1/.ssh" && ln -s -- "$2" "$1/.ssh-swap"',
+    home,
+    `${s.dir}/root-ssh`,
+  );
+  // Root's own authorized_keys, outside every managed root.
+  const victim = `${s.dir}/root-ssh/authorized_keys`;
+  await Deno.mkdir(`${s.dir}/root-ssh`, { mode: 0o700 });
+  await Deno.writeTextFile(victim, "ssh-ed25519 ROOT root@host\n", { mode: 0o600 });
+  await Deno.chmod(victim, 0o600);
+  const before = await fingerprint(victim);
+  const resources = [{
+    type: "file",
+    id: "keys",
+    path: `${home}/.ssh/authorized_keys`,
+    content: "ssh-ed25519 USER nobody@host\n",
+    mode: "0644",
+    owner: "root",
+    group: "root",
+  }];
+  using host = await hostWith(s, posixFileSystem());
+  assert.equal((await apply(host, resources)).outcome, "converged");
+  let result;
+  {
+    await using flipper = await flipping(s.dir, `${home}/.ssh`, `${home}/.ssh-swap`, 60);
+    result = await applyWhileFlipping(host, resources, {
+      seconds: 25,
+      max: 8000,
+      changed: async () =>
+        (await fingerprint(victim)) !== before ||
+        [...Deno.readDirSync(`${s.dir}/root-ssh`)].length !== 1,
+    });
+    assert.ok(flipper.flips() > 1000, `the flipper ran (${flipper.flips()} swaps)`);
+  }
+  console.log(`    ${result.applies} applies while flipping, ${result.converged} converged`);
+  const seen = [...Deno.readDirSync(`${s.dir}/root-ssh`)].map((e) => e.name).sort();
+  assert.equal(
+    result.hit,
+    false,
+    `root's directory changed after ${result.applies} applies: ${seen.join(", ")}; ` +
+      `authorized_keys is ${await fingerprint(victim)}`,
+  );
+  assert.equal(await fingerprint(victim), before);
+  assert.deepEqual([...Deno.readDirSync(`${s.dir}/root-ssh`)].map((e) => e.name), [
+    "authorized_keys",
+  ]);
+  assert.ok(result.applies >= 300, `enough applies ran (${result.applies})`);
+  if ((await Deno.lstat(`${home}/.ssh`)).isSymlink) {
+    asNobody(
+      'mv -- "$1/.ssh" "$1/.tmp" && mv -- "$1/.ssh-swap" "$1/.ssh" && mv -- "$1/.tmp" "$1/.ssh-swap"',
+      home,
+    );
+  }
+  assert.equal((await apply(host, resources)).outcome, "converged");
+  assert.equal(
+    await Deno.readTextFile(`${home}/.ssh/authorized_keys`),
+    "ssh-ed25519 USER nobody@host\n",
+  );
+});
+
+Deno.test("race, real processes: nobody flips ~/.cache with a link to a root-only directory while the host creates and releases a directory and a file there; nothing of root's is removed or changed", async () => {
+  const { s, home } = await world();
+  await using _ = s;
+  const victimDir = `${s.dir}/root-cache`;
+  asNobody('mkdir -- "$1/.cache" && ln -s -- "$2" "$1/.cache-swap"', home, victimDir);
+  // Root's look-alikes of what the host creates and releases: an empty directory, a file.
+  await Deno.mkdir(`${victimDir}/app`, { recursive: true, mode: 0o700 });
+  await Deno.chmod(victimDir, 0o700);
+  await Deno.chmod(`${victimDir}/app`, 0o700);
+  await Deno.writeTextFile(`${victimDir}/app.conf`, "root's\n", { mode: 0o600 });
+  await Deno.chmod(`${victimDir}/app.conf`, 0o600);
+  const victims = async () =>
+    `${await fingerprint(`${victimDir}/app`)} ${await fingerprint(`${victimDir}/app.conf`)} ${
+      [...Deno.readDirSync(victimDir)].map((e) => e.name).sort()
+    }`;
+  const before = await victims();
+  const declared = [
+    { type: "directory", id: "app", path: `${home}/.cache/app`, mode: "0755", ...owned },
+    {
+      type: "file",
+      id: "conf",
+      path: `${home}/.cache/app.conf`,
+      content: "nobody's\n",
+      mode: "0644",
+      ...owned,
+    },
+  ];
+  using host = await hostWith(s, posixFileSystem());
+  let releases = 0;
+  let hit = false;
+  let cycles = 0;
+  {
+    await using flipper = await flipping(s.dir, `${home}/.cache`, `${home}/.cache-swap`, 60);
+    const until = performance.now() + 20_000;
+    // Declared, then dropped: every cycle the host creates them and removes them again.
+    while (cycles < 2000 && performance.now() < until && !hit) {
+      cycles++;
+      await apply(host, declared);
+      const dropped = await apply(host, []);
+      releases += dropped.results.filter((r) => r.outcome === "removed").length;
+      hit = (await victims().catch((e) => `gone: ${e}`)) !== before;
+    }
+    assert.ok(flipper.flips() > 1000, `the flipper ran (${flipper.flips()} swaps)`);
+  }
+  console.log(`    ${cycles} create/release cycles while flipping, ${releases} removals`);
+  assert.equal(
+    hit,
+    false,
+    `root's directory changed after ${cycles} cycles: ${await victims().catch((e) => e)}`,
+  );
+  assert.ok(releases > 50, `the host did remove things meanwhile (${releases})`);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Each act, one at a time: the adapter's hook runs inside the directory it holds, right before
+// it acts; nobody then moves the directory above away and puts a link to root's look-alike in
+// its place. What the host does lands in the directory it held (now moved), or nowhere.
+
+/**
+ * A home with nobody's ~/.cfg holding app/ (0700) and app.conf ("nobody's"), and root's
+ * look-alike `victim` (app/ 0700 holding a file, app.conf "root's", 0600) outside every root.
+ */
+async function cfgWorld() {
+  const w = await world();
+  const cfg = `${w.home}/.cfg`;
+  asNobody(
+    'mkdir -m 0755 -- "$1" && mkdir -m 0700 -- "$1/app" && printf "nobody\'s\\n" > "$1/app.conf"',
+    cfg,
+  );
+  const victim = `${w.s.dir}/root-cfg`;
+  await Deno.mkdir(`${victim}/app`, { recursive: true, mode: 0o700 });
+  await Deno.chmod(`${victim}/app`, 0o700);
+  await Deno.writeTextFile(`${victim}/app/keep`, "");
+  await Deno.writeTextFile(`${victim}/app.conf`, "root's\n", { mode: 0o600 });
+  await Deno.chmod(`${victim}/app.conf`, 0o600);
+  const snapshot = async () =>
+    [
+      await fingerprint(`${victim}/app`),
+      await fingerprint(`${victim}/app.conf`),
+      [...Deno.readDirSync(victim)].map((e) => e.name).sort().join(","),
+      [...Deno.readDirSync(`${victim}/app`)].map((e) => e.name).sort().join(","),
+    ].join(" ");
+  return { ...w, cfg, victim, moved: `${cfg}.moved`, before: await snapshot(), snapshot };
+}
+
+/** The adapter whose hook swaps ~/.cfg for a link to `victim` at the first `act` on `path`. */
+function swapAt(act: FsAct, path: string, cfg: string, victim: string) {
+  const seen = { swaps: 0 };
+  const fs = posixFileSystem({
+    beforeAct(a, p) {
+      if (seen.swaps === 0 && a === act && p === path) {
+        seen.swaps++;
+        swapForSymlink(cfg, victim);
+      }
+    },
+  });
+  return { fs, seen };
+}
+
+const conf = (cfg: string, content: string) => ({
+  type: "file",
+  id: "conf",
+  path: `${cfg}/app.conf`,
+  content,
+  mode: "0644",
+  ...owned,
+});
+const appDir = (cfg: string, mode = "0700") => ({
+  type: "directory",
+  id: "app",
+  path: `${cfg}/app`,
+  mode,
+  ...owned,
+});
+
+Deno.test("each act in a held directory: a read and an lstat see what is in the directory held, not what a link put in its place", async () => {
+  for (
+    const [act, resource, expect] of [
+      ["read", (cfg: string) => conf(cfg, "nobody's\n"), "in-sync"],
+      ["lstat", (cfg: string) => appDir(cfg), "in-sync"],
+    ] as const
+  ) {
+    const w = await cfgWorld();
+    await using _ = w.s;
+    const r = resource(w.cfg);
+    const { fs, seen } = swapAt(act, r.path, w.cfg, w.victim);
+    using host = await hostWith(w.s, fs);
+    const plan = await planText(host, text([r]), { source: "file", origin: "test" });
+    assert.equal(seen.swaps, 1, `${act}: the swap happened`);
+    // root's look-alike differs (content, owner): had the host looked there, it would say so.
+    assert.equal(plan[0].status, expect, `${act}: ${JSON.stringify(plan[0])}`);
+    assert.equal(await w.snapshot(), w.before, `${act}: root's look-alike is untouched`);
+  }
+});
+
+Deno.test("each act in a held directory: create, rename, mkdir, chown, remove and sync act in the directory held, never in what a link put in its place", async () => {
+  const cases: {
+    act: FsAct;
+    at: (cfg: string) => string;
+    first?: (cfg: string) => unknown[];
+    then: (cfg: string) => unknown[];
+    /** What the held directory (moved away by then) holds afterwards. */
+    after: (moved: string) => Promise<void>;
+  }[] = [
+    {
+      act: "create",
+      at: (cfg) => `${cfg}/app.conf`,
+      then: (cfg) => [conf(cfg, "declared\n")],
+      // Created in the held directory; the rename, there again, finds the link and refuses.
+      after: async (moved) =>
+        assert.equal(await Deno.readTextFile(`${moved}/.app.conf.nox-new`), "declared\n"),
+    },
+    {
+      act: "rename",
+      at: (cfg) => `${cfg}/app.conf`,
+      then: (cfg) => [conf(cfg, "declared\n")],
+      after: async (moved) =>
+        assert.equal(await Deno.readTextFile(`${moved}/app.conf`), "declared\n"),
+    },
+    {
+      act: "mkdir",
+      at: (cfg) => `${cfg}/new`,
+      then: (cfg) => [{ ...appDir(cfg), id: "new", path: `${cfg}/new`, mode: "0750" }],
+      after: async (moved) => {
+        const info = await Deno.lstat(`${moved}/new`);
+        assert.deepEqual([info.uid, info.mode! & 0o7777], [NOBODY, 0o750]);
+      },
+    },
+    {
+      act: "chown",
+      at: (cfg) => `${cfg}/app`,
+      then: (cfg) => [appDir(cfg, "0755")],
+      after: async (moved) =>
+        assert.equal((await Deno.lstat(`${moved}/app`)).mode! & 0o7777, 0o755),
+    },
+    {
+      act: "remove",
+      at: (cfg) => `${cfg}/made`,
+      first: (cfg) => [{ ...appDir(cfg), id: "made", path: `${cfg}/made` }],
+      then: () => [],
+      after: async (moved) => assert.equal(await exists(`${moved}/made`), false),
+    },
+    {
+      act: "remove",
+      at: (cfg) => `${cfg}/made.conf`,
+      first: (cfg) => [{ ...conf(cfg, "x\n"), id: "made", path: `${cfg}/made.conf` }],
+      then: () => [],
+      after: async (moved) => assert.equal(await exists(`${moved}/made.conf`), false),
+    },
+    {
+      act: "sync",
+      at: (cfg) => cfg,
+      then: (cfg) => [conf(cfg, "declared\n")],
+      after: async (moved) =>
+        assert.equal(await Deno.readTextFile(`${moved}/app.conf`), "declared\n"),
+    },
+  ];
+  for (const c of cases) {
+    const w = await cfgWorld();
+    await using _ = w.s;
+    const path = c.at(w.cfg);
+    const { fs, seen } = swapAt(c.act, path, w.cfg, w.victim);
+    using host = await hostWith(w.s, fs);
+    if (c.first) {
+      const made = await apply(host, c.first(w.cfg));
+      assert.equal(made.outcome, "converged", `${c.act} ${path}: ${made.error}`);
+    }
+    const report = await apply(host, c.then(w.cfg));
+    assert.equal(seen.swaps, 1, `${c.act} ${path}: the swap happened`);
+    assert.equal(await w.snapshot(), w.before, `${c.act} ${path}: root's look-alike is untouched`);
+    await c.after(w.moved);
+    // After the swap the path leads through a link: whatever came next was refused.
+    if (report.outcome !== "converged") assert.match(report.error!, /is a symlink/);
   }
 });

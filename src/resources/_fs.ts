@@ -1,6 +1,5 @@
 /** Helpers shared by the file and directory kinds. */
 import { posix } from "node:path";
-import { ancestors, isWithin } from "../declaration/paths.ts";
 import type { PathInfo } from "../providers.ts";
 import {
   type Change,
@@ -11,38 +10,6 @@ import {
   resolveUser,
   ResourceError,
 } from "./kind.ts";
-
-/**
- * Refuse a path whose ancestors include a symlink or a non-directory: the host
- * never writes through a symlink. Returns the first missing ancestor, if any.
- * With `seen`, ancestors already known to be real directories are not asked again.
- */
-export async function checkAncestors(
-  ctx: KindContext,
-  path: string,
-  seen?: Set<string>,
-): Promise<string | undefined> {
-  const fs = ctx.providers.fs;
-  const root = ctx.managedRoots.find((r) => isWithin(path, r));
-  for (const dir of ancestors(path)) {
-    if ((root !== undefined && !isWithin(dir, root)) || seen?.has(dir)) continue;
-    const info = await fs.lstat(dir);
-    if (info === null) return dir;
-    if (info.kind === "symlink") {
-      throw new ResourceError("resource.symlink", `${dir} (above ${path}) is a symlink`, {
-        hint: "the host never writes through a symlink; declare the real path instead",
-      });
-    }
-    if (info.kind !== "directory") {
-      throw new ResourceError(
-        "resource.not-a-directory",
-        `${dir} (above ${path}) is not a directory`,
-      );
-    }
-    seen?.add(dir);
-  }
-  return undefined;
-}
 
 /** Refuse a symlink or a thing of the wrong kind at the managed path itself. */
 export function expectKind(path: string, info: PathInfo, kind: "file" | "directory"): void {
