@@ -12,6 +12,7 @@ import { applyText, openEngine, planText } from "../src/engine/mod.ts";
 import { type FsAct, posixFileSystem, type PosixFileSystemOptions } from "../os/posix-fs/mod.ts";
 import type { FileSystem } from "../src/providers.ts";
 import { exists, modeOf, runHost, type Scratch, scratch } from "./_helpers.ts";
+import { privatePodman, SERVE } from "./os/_podman.ts";
 
 const NOBODY = 65534;
 
@@ -741,4 +742,84 @@ Deno.test("each act in a held directory: create, rename, mkdir, chown, remove an
     // After the swap the path leads through a link: whatever came next was refused.
     if (report.outcome !== "converged") assert.match(report.error!, /is a symlink/);
   }
+});
+
+// ---------------------------------------------------------------------------------------------
+// Container mount sources: the runtime resolves a source by name at create and at every start,
+// so the host cannot hold it for the runtime; a source someone but root could swap is refused.
+
+Deno.test("container mounts (podman): a source in a directory a user owns is refused, naming it; swapped for a link to root's directory it is never mounted; a source only root can replace is mounted", async () => {
+  await using p = await privatePodman();
+  const { s, home } = await world();
+  await using _ = s;
+  const victim = `${s.dir}/root-data`;
+  await Deno.mkdir(victim, { mode: 0o700 });
+  await Deno.chmod(victim, 0o700);
+  await Deno.writeTextFile(`${victim}/secret`, "root's secret\n", { mode: 0o600 });
+  asNobody('mkdir -- "$1/data" && printf "nobody\'s\\n" > "$1/data/file"', home);
+  using host = await openEngine({
+    stateDir: s.stateDir,
+    configPath: s.configPath,
+    providers: () => Promise.resolve({ fs: posixFileSystem(), containers: p.runtime }),
+  });
+  const box = (name: string, source: string) => ({
+    type: "container",
+    id: name,
+    name,
+    image: p.image,
+    args: SERVE,
+    env: {},
+    mounts: [{ source, target: "/data", readOnly: true }],
+    restart: "no",
+  });
+  // The attack: nobody puts a link to root's directory where the source is.
+  swapForSymlink(`${home}/data`, victim);
+  const swapped = await apply(host, [box("noxfr-swapped", `${home}/data`)]);
+  const seen = await p.podman("exec", "noxfr-swapped", "cat", "/data/secret").catch(() => "");
+  assert.equal(seen, "", "root's directory was mounted into the container");
+  assert.equal(swapped.outcome, "failed");
+  assert.match(
+    swapped.error!,
+    /mount source .*\/home\/data is refused: .*\/home belongs to uid 65534/,
+  );
+  assert.equal(await p.runtime.inspect("noxfr-swapped"), null);
+  // The same source as a real directory: still refused, since nobody could swap it later
+  // (the runtime resolves it again at every start); the message names whose directory it is.
+  asNobody('rm -- "$1/data" && mv -- "$1/data.moved" "$1/data"', home);
+  const theirs = await apply(host, [box("noxfr-owned", `${home}/data`)]);
+  assert.equal(theirs.outcome, "failed");
+  assert.match(
+    theirs.error!,
+    /the mount source .*\/home\/data is refused: .*\/home belongs to uid 65534, so a local user could put a symlink \(to \/\) at .*\/home\/data/,
+  );
+  const plan = await planText(host, text([box("noxfr-owned", `${home}/data`)]), {
+    source: "file",
+    origin: "test",
+  });
+  assert.match(plan[0].detail!, /\/home belongs to uid 65534/);
+  assert.equal(await p.runtime.inspect("noxfr-owned"), null);
+  // Where only root can replace each step (the source itself may be nobody's), it is mounted.
+  await Deno.mkdir(`${s.root}/srv`, { mode: 0o755 });
+  await Deno.chmod(`${s.root}/srv`, 0o755);
+  await Deno.mkdir(`${s.root}/srv/data`);
+  await Deno.chown(`${s.root}/srv/data`, NOBODY, NOBODY);
+  await Deno.writeTextFile(`${s.root}/srv/data/file`, "served\n");
+  const good = await apply(host, [box("noxfr-good", `${s.root}/srv/data`)]);
+  assert.equal(good.outcome, "converged", good.error);
+  assert.equal(await p.podman("exec", "noxfr-good", "cat", "/data/file"), "served");
+  // A source still missing: where only root could make it, a directory declared before the
+  // container makes it (plan says create); where nobody could make it first, refused.
+  const made = { type: "directory", id: "made", path: `${s.root}/srv/made`, mode: "0755" };
+  const planned = await planText(
+    host,
+    text([{ ...made, ...owned }, box("noxfr-made", `${s.root}/srv/made`)]),
+    { source: "file", origin: "test" },
+  );
+  assert.deepEqual(
+    planned.slice(0, 2).map((e) => e.status),
+    ["create", "create"],
+    planned[1].detail,
+  );
+  const missing = await apply(host, [box("noxfr-missing", `${home}/later`)]);
+  assert.match(missing.error!, /\/home belongs to uid 65534, so a local user could put a symlink/);
 });

@@ -105,9 +105,10 @@ export interface KindContext {
   /** Directories whose entries this apply changed; the engine syncs them at the end. */
   touchedDirectories: Set<string>;
   /**
-   * The managed roots. Symlink checks walk from the root down: what lies above
-   * a root is the machine's own layout, configured by whoever chose the root
-   * (and not readable under the host's permission set).
+   * The managed roots. A container's mount sources are held to who can write the
+   * directories from their root down: what lies above a root is the machine's own
+   * layout, configured by whoever chose the root (and not readable under the
+   * host's permission set).
    */
   managedRoots: readonly string[];
   /** mode/owner/group strings already resolved to numbers in this pass. */
