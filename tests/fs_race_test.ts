@@ -744,6 +744,51 @@ Deno.test("each act in a held directory: create, rename, mkdir, chown, remove an
   }
 });
 
+Deno.test("between verbs the process stands where it started, or in the state directory where the permission set does not let it go back (a service in /), never in a user's directory", async () => {
+  const { s, home } = await world();
+  await using _ = s;
+  asNobody('mkdir -- "$1/.ssh"', home);
+  const state = `${s.dir}/state-dir`;
+  await Deno.mkdir(state);
+  const script = `${s.dir}/write.ts`;
+  const adapter = new URL("../os/posix-fs/mod.ts", import.meta.url).href;
+  await Deno.writeTextFile(
+    script,
+    `import { posixFileSystem } from ${JSON.stringify(adapter)};
+const fs = posixFileSystem({ home: ${JSON.stringify(state)} });
+await fs.writeFileAtomic(${JSON.stringify(`${home}/.ssh/keys`)}, new TextEncoder().encode("k\\n"),
+  { mode: 0o644, uid: 0, gid: 0 });
+console.log(Deno.cwd());
+`,
+  );
+  // Started in /, which the set does not let it read (as a service is).
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--quiet",
+      "--no-config",
+      `--allow-read=${s.dir}`,
+      `--allow-write=${s.root}`,
+      script,
+    ],
+    cwd: "/",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const decode = (b: Uint8Array) => new TextDecoder().decode(b);
+  assert.equal(out.code, 0, decode(out.stderr));
+  assert.equal(decode(out.stdout).trim(), state);
+  assert.equal(await Deno.readTextFile(`${home}/.ssh/keys`), "k\n");
+  // In this process (started where it may go back to), every verb came back.
+  const here = Deno.cwd();
+  using host = await hostWith(s, posixFileSystem());
+  const report = await apply(host, [
+    { type: "file", id: "k", path: `${home}/.ssh/other`, content: "x\n", mode: "0644", ...owned },
+  ]);
+  assert.equal(report.outcome, "converged", report.error);
+  assert.equal(Deno.cwd(), here);
+});
+
 // ---------------------------------------------------------------------------------------------
 // Container mount sources: the runtime resolves a source by name at create and at every start,
 // so the host cannot hold it for the runtime; a source someone but root could swap is refused.
