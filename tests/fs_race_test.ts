@@ -353,6 +353,10 @@ interface Flipper extends AsyncDisposable {
 async function flipping(work: string, a: string, b: string, seconds: number): Promise<Flipper> {
   const report = `${work}/flips`;
   const denoDir = `${work}/deno-dir`;
+  // A copy nobody can read wherever the checkout lies (a home directory may be 0700).
+  const script = `${work}/flip_names.ts`;
+  await Deno.copyFile(FLIPPER, script);
+  await Deno.chmod(script, 0o644);
   await Deno.mkdir(denoDir, { recursive: true });
   await Deno.chown(denoDir, NOBODY, NOBODY);
   await Deno.writeTextFile(report, "");
@@ -368,7 +372,7 @@ async function flipping(work: string, a: string, b: string, seconds: number): Pr
       "--no-config",
       "--allow-ffi",
       `--allow-write=${report}`,
-      FLIPPER,
+      script,
       a,
       b,
       String(seconds),
@@ -378,19 +382,28 @@ async function flipping(work: string, a: string, b: string, seconds: number): Pr
     stdout: "null",
     stderr: "piped",
   }).spawn();
+  let exited = false;
+  const status = child.status.finally(() => exited = true);
+  const stop = async () => {
+    try {
+      child.kill("SIGKILL");
+    } catch { /* already exited */ }
+    await status;
+  };
   const flips = () => Number((Deno.readTextFileSync(report).split(" ")[0]) || 0);
   // Wait until it runs (it writes its first count), so no apply happens before the swaps.
   for (let i = 0; Deno.readTextFileSync(report) === ""; i++) {
-    if (i > 600) throw new Error("the flipper did not start within 60 s");
+    if (exited || i > 600) {
+      await stop();
+      const why = new TextDecoder().decode(await new Response(child.stderr).bytes());
+      throw new Error(`the flipper did not start: ${why || "nothing said in 60 s"}`);
+    }
     await new Promise((r) => setTimeout(r, 100));
   }
   return {
     flips,
     async [Symbol.asyncDispose]() {
-      try {
-        child.kill("SIGKILL");
-      } catch { /* already exited */ }
-      await child.status;
+      await stop();
       await child.stderr.cancel();
     },
   };
