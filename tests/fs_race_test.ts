@@ -458,7 +458,7 @@ Deno.test("race, real processes: nobody flips ~/.local with a link to a stand-in
   {
     await using flipper = await flipping(s.dir, `${home}/.local`, `${home}/.local-swap`, 60);
     result = await applyWhileFlipping(host, resources, {
-      seconds: 20,
+      seconds: 15,
       max: 10_000,
       changed: async () => (await fingerprint(standIn)) !== before,
     });
@@ -507,7 +507,7 @@ Deno.test("race, real processes: nobody flips ~/.ssh with a link to a root-only 
   {
     await using flipper = await flipping(s.dir, `${home}/.ssh`, `${home}/.ssh-swap`, 60);
     result = await applyWhileFlipping(host, resources, {
-      seconds: 25,
+      seconds: 15,
       max: 8000,
       changed: async () =>
         (await fingerprint(victim)) !== before ||
@@ -574,7 +574,7 @@ Deno.test("race, real processes: nobody flips ~/.cache with a link to a root-onl
   let cycles = 0;
   {
     await using flipper = await flipping(s.dir, `${home}/.cache`, `${home}/.cache-swap`, 60);
-    const until = performance.now() + 20_000;
+    const until = performance.now() + 15_000;
     // Declared, then dropped: every cycle the host creates them and removes them again.
     while (cycles < 2000 && performance.now() < until && !hit) {
       cycles++;
