@@ -591,7 +591,7 @@ Deno.test("race, real processes: nobody flips ~/.cache with a link to a root-onl
     false,
     `root's directory changed after ${cycles} cycles: ${await victims().catch((e) => e)}`,
   );
-  assert.ok(releases > 50, `the host did remove things meanwhile (${releases})`);
+  assert.ok(releases >= 10, `the host did remove things meanwhile (${releases})`);
 });
 
 // ---------------------------------------------------------------------------------------------
