@@ -1,11 +1,15 @@
 /**
  * The file system boundary as an attacker meets it (DESIGN.md §18): a local user
  * who owns a directory holding a managed file (a home directory with
- * authorized_keys) swaps names for symlinks or FIFOs while the host works there.
- * The swaps are made by the unprivileged user `nobody` (setpriv), at the exact
- * moment an attacker would aim for: the adapter's test hook `afterCreate` (right
- * after it created a temporary file or a directory, before owner and mode are
- * set), or a wrapper around the real adapter (between the kind's look and its act).
+ * authorized_keys) swaps names for symlinks or FIFOs while the host works there,
+ * the directories above the file included. The swaps are made by the unprivileged
+ * user `nobody` (setpriv): at the exact moment an attacker would aim for (the
+ * adapter's test hooks `afterCreate` and `beforeAct`, or a wrapper around the real
+ * adapter between the kind's look and its act), and by a real process of nobody's
+ * swapping two names with renameat2(RENAME_EXCHANGE) as fast as it can while the
+ * host applies, creates and removes thousands of times (tests/fixtures/
+ * flip_names.ts). Container mount sources, which the runtime resolves by name,
+ * are tested with a real podman.
  */
 import assert from "node:assert/strict";
 import { applyText, openEngine, planText } from "../src/engine/mod.ts";
