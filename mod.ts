@@ -56,7 +56,7 @@ export function processIo(): CliIo {
     stdin: () => new Response(Deno.stdin.readable).bytes(),
     providers: (scope, config) =>
       scope === "files"
-        ? Promise.resolve({ fs: posixFileSystem() })
+        ? Promise.resolve({ fs: posixFileSystem({ home: config.stateDir }) })
         : detectProviders({ packageManager: config.packageManager, stateDir: config.stateDir }),
     profile: () => detectProfile(),
     signal: aborter.signal,

@@ -93,7 +93,12 @@ export function providersFor(profile: Profile, options: ProviderOptions = {}): P
   const caps = profile.capabilities;
   const usable = <T extends string>(cap: typeof caps.init, allowed: readonly T[]) =>
     cap.state === "working" && allowed.includes(cap.provider as T) ? cap.provider as T : undefined;
-  const providers: Providers = { fs: posixFileSystem(), commands: commandRunner() };
+  const providers: Providers = {
+    // Between its verbs the file system adapter waits in the state directory when the
+    // process was started where the permission set does not let it go back (a service in /).
+    fs: posixFileSystem(options.stateDir ? { home: options.stateDir } : {}),
+    commands: commandRunner(),
+  };
   const chosen = options.packageManager;
   if (chosen !== undefined && !CARRIED.packages.includes(chosen as "pacman")) {
     throw new HostError(

@@ -32,14 +32,18 @@ export interface FileRead {
 
 /**
  * The file system, as the file and directory resources need it. The verbs take
- * paths, but an adapter works on descriptors: it never follows a symlink at the
- * path it is given, never sets owner or mode by name (only on a descriptor it
- * opened), and never blocks on a FIFO. What it finds at a path that is not the
- * kind of thing the verb works on, or that was swapped while it worked, it
- * refuses with {@link UnsafePathError}.
+ * paths, but an adapter acts inside directories it holds: it goes into the
+ * directory a verb works in, proves it is the one at exactly that path with no
+ * symlink from / down, and acts there by the last name alone, so a directory
+ * above swapped for a symlink meanwhile changes nothing it does (DESIGN.md §18).
+ * It never follows a symlink at the path it is given, never sets owner or mode by
+ * name (only on a descriptor it opened), and never blocks on a FIFO. What it finds
+ * at a path that is not the kind of thing the verb works on, a symlink or a
+ * non-directory above it, or a name swapped while it worked, it refuses with
+ * {@link UnsafePathError}; a missing directory above the path is NotFound.
  */
 export interface FileSystem {
-  /** lstat: `null` when nothing is at the path. */
+  /** lstat: `null` when nothing is at the path (or the directory above it is missing). */
   lstat(path: string): Promise<PathInfo | null>;
   /**
    * Read a regular file through one descriptor (opened without following a
@@ -51,9 +55,10 @@ export interface FileSystem {
    * Write a regular file atomically: a new temporary file in the same directory
    * (never opened through a symlink), data written, owner and mode set and data
    * synced on its descriptor, then `beforeRename()` (which may throw to abandon
-   * the write), then rename over `path` once the directory and the temporary
-   * name are checked to still be the ones written. The temporary file never
-   * survives a failure.
+   * the write), then, in the directory at that path (proven again), the temporary
+   * name checked to still be the file written and renamed over the last name.
+   * The temporary file never survives a failure, unless its directory was swapped
+   * away meanwhile (then it is left where it was made).
    */
   writeFileAtomic(
     path: string,
@@ -65,13 +70,18 @@ export interface FileSystem {
   discardPartialWrite(path: string): Promise<void>;
   /**
    * mkdir (not recursive, private at first), then owner and mode set on the new
-   * directory's descriptor; fails if the parent is missing.
+   * directory's descriptor; fails (NotFound) if the parent is missing.
    */
   makeDirectory(path: string, attributes: Attributes): Promise<void>;
   /** Set owner and mode of an existing DIRECTORY, on its descriptor (never through a symlink). */
   setAttributes(path: string, attributes: Attributes): Promise<void>;
-  /** Remove a file or an EMPTY directory (never recursive, never through a symlink). */
-  remove(path: string): Promise<void>;
+  /**
+   * Remove a file (unlink; a directory there is refused) or an EMPTY directory
+   * (rmdir: one with entries is `"not-empty"` and stays); never recursive, never
+   * through a symlink. `"gone"` when nothing was there.
+   */
+  remove(path: string, kind: "file" | "directory"): Promise<Removal>;
+  /** Whether a directory has no entries (what a removal would find; `plan` asks). */
   isEmptyDirectory(path: string): Promise<boolean>;
   /** fsync a directory so renames and creations in it are durable. */
   syncDirectory(path: string): Promise<void>;
@@ -80,6 +90,9 @@ export interface FileSystem {
   /** The numeric id of a group name on this machine, `undefined` when unknown. */
   groupId(name: string): Promise<number | undefined>;
 }
+
+/** What {@link FileSystem.remove} did. */
+export type Removal = "removed" | "not-empty" | "gone";
 
 /**
  * A path the file system refused to work on: not the kind of thing the verb

@@ -1,17 +1,22 @@
 /**
  * The file system boundary as an attacker meets it (DESIGN.md §18): a local user
  * who owns a directory holding a managed file (a home directory with
- * authorized_keys) swaps names for symlinks or FIFOs while the host works there.
- * The swaps are made by the unprivileged user `nobody` (setpriv), at the exact
- * moment an attacker would aim for: the adapter's test hook `afterCreate` (right
- * after it created a temporary file or a directory, before owner and mode are
- * set), or a wrapper around the real adapter (between the kind's look and its act).
+ * authorized_keys) swaps names for symlinks or FIFOs while the host works there,
+ * the directories above the file included. The swaps are made by the unprivileged
+ * user `nobody` (setpriv): at the exact moment an attacker would aim for (the
+ * adapter's test hooks `afterCreate` and `beforeAct`, or a wrapper around the real
+ * adapter between the kind's look and its act), and by a real process of nobody's
+ * swapping two names with renameat2(RENAME_EXCHANGE) as fast as it can while the
+ * host applies, creates and removes thousands of times (tests/fixtures/
+ * flip_names.ts). Container mount sources, which the runtime resolves by name,
+ * are tested with a real podman.
  */
 import assert from "node:assert/strict";
 import { applyText, openEngine, planText } from "../src/engine/mod.ts";
-import { posixFileSystem, type PosixFileSystemOptions } from "../os/posix-fs/mod.ts";
+import { type FsAct, posixFileSystem, type PosixFileSystemOptions } from "../os/posix-fs/mod.ts";
 import type { FileSystem } from "../src/providers.ts";
 import { exists, modeOf, runHost, type Scratch, scratch } from "./_helpers.ts";
+import { privatePodman, SERVE } from "./os/_podman.ts";
 
 const NOBODY = 65534;
 
@@ -334,4 +339,549 @@ Deno.test("owner and mode set on a descriptor stay under the permission set: a r
   } finally {
     await Deno.remove(root, { recursive: true });
   }
+});
+
+// ---------------------------------------------------------------------------------------------
+// Real races: a process of nobody's swaps two names as fast as it can while the host applies
+// again and again. No hook: whatever the host does by name, it does while the names move.
+
+const FLIPPER = new URL("./fixtures/flip_names.ts", import.meta.url).pathname;
+
+/** A running flipper: nobody swapping `a` and `b` (renameat2 RENAME_EXCHANGE). */
+interface Flipper extends AsyncDisposable {
+  /** How many swaps it has made so far. */
+  flips(): number;
+}
+
+/** Start nobody's flipper over `a` and `b` (both in a directory nobody owns), for at most `seconds`. */
+async function flipping(work: string, a: string, b: string, seconds: number): Promise<Flipper> {
+  const report = `${work}/flips`;
+  const denoDir = `${work}/deno-dir`;
+  // A copy nobody can read wherever the checkout lies (a home directory may be 0700).
+  const script = `${work}/flip_names.ts`;
+  await Deno.copyFile(FLIPPER, script);
+  await Deno.chmod(script, 0o644);
+  await Deno.mkdir(denoDir, { recursive: true });
+  await Deno.chown(denoDir, NOBODY, NOBODY);
+  await Deno.writeTextFile(report, "");
+  await Deno.chown(report, NOBODY, NOBODY);
+  const child = new Deno.Command("setpriv", {
+    args: [
+      `--reuid=${NOBODY}`,
+      `--regid=${NOBODY}`,
+      "--clear-groups",
+      Deno.execPath(),
+      "run",
+      "--quiet",
+      "--no-config",
+      "--allow-ffi",
+      `--allow-write=${report}`,
+      script,
+      a,
+      b,
+      String(seconds),
+      report,
+    ],
+    env: { DENO_DIR: denoDir, HOME: work, NO_COLOR: "1" },
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  let exited = false;
+  const status = child.status.finally(() => exited = true);
+  const stop = async () => {
+    try {
+      child.kill("SIGKILL");
+    } catch { /* already exited */ }
+    await status;
+  };
+  const flips = () => Number((Deno.readTextFileSync(report).split(" ")[0]) || 0);
+  // Wait until it runs (it writes its first count), so no apply happens before the swaps.
+  for (let i = 0; Deno.readTextFileSync(report) === ""; i++) {
+    if (exited || i > 600) {
+      await stop();
+      const why = new TextDecoder().decode(await new Response(child.stderr).bytes());
+      throw new Error(`the flipper did not start: ${why || "nothing said in 60 s"}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    flips,
+    async [Symbol.asyncDispose]() {
+      await stop();
+      await child.stderr.cancel();
+    },
+  };
+}
+
+/** Apply `resources` again and again for `seconds` (at most `max` times), or until `changed()`. */
+async function applyWhileFlipping(
+  host: Awaited<ReturnType<typeof hostWith>>,
+  resources: unknown[],
+  { seconds, max, changed }: { seconds: number; max: number; changed: () => Promise<boolean> },
+): Promise<{ applies: number; converged: number; hit: boolean }> {
+  const until = performance.now() + seconds * 1000;
+  let applies = 0;
+  let converged = 0;
+  while (applies < max && performance.now() < until) {
+    const report = await apply(host, resources);
+    applies++;
+    if (report.outcome === "converged") converged++;
+    if (await changed()) return { applies, converged, hit: true };
+  }
+  return { applies, converged, hit: false };
+}
+
+/** The attribute of a path that an attack would change: owner, group and mode, and content. */
+async function fingerprint(path: string): Promise<string> {
+  const info = await Deno.lstat(path);
+  const content = info.isFile ? await Deno.readTextFile(path) : "";
+  return `${info.uid}:${info.gid}:${(info.mode! & 0o7777).toString(8)}:${content}`;
+}
+
+Deno.test("race, real processes: nobody flips ~/.local with a link to a stand-in for /usr/local while the host applies ~/.local/bin as nobody's; the stand-in is never touched", async () => {
+  const { s, home } = await world();
+  await using _ = s;
+  // nobody's own ~/.local/bin, and the link nobody swaps in for ~/.local.
+  asNobody(
+    'mkdir -p -- "$1/.local/bin" && chmod 0755 -- "$1/.local/bin" && ln -s -- "$2" "$1/.local-swap"',
+    home,
+    `${s.dir}/usr-local`,
+  );
+  // A root-owned stand-in for /usr/local/bin, outside every managed root.
+  const standIn = `${s.dir}/usr-local/bin`;
+  await Deno.mkdir(standIn, { recursive: true });
+  await Deno.chmod(`${s.dir}/usr-local`, 0o755);
+  await Deno.chmod(standIn, 0o755);
+  const before = await fingerprint(standIn);
+  const resources = [
+    { type: "directory", id: "bin", path: `${home}/.local/bin`, mode: "0755", ...owned },
+  ];
+  using host = await hostWith(s, posixFileSystem());
+  assert.equal((await apply(host, resources)).outcome, "converged");
+  let result;
+  {
+    await using flipper = await flipping(s.dir, `${home}/.local`, `${home}/.local-swap`, 60);
+    result = await applyWhileFlipping(host, resources, {
+      seconds: 15,
+      max: 10_000,
+      changed: async () => (await fingerprint(standIn)) !== before,
+    });
+    assert.ok(flipper.flips() > 1000, `the flipper ran (${flipper.flips()} swaps)`);
+  }
+  console.log(`    ${result.applies} applies while flipping, ${result.converged} converged`);
+  assert.equal(result.hit, false, `the stand-in changed after ${result.applies} applies`);
+  assert.equal(await fingerprint(standIn), before);
+  assert.ok(result.applies >= 500, `enough applies ran (${result.applies})`);
+  // The names may be left swapped: put them back, and the host manages the real one.
+  if ((await Deno.lstat(`${home}/.local`)).isSymlink) {
+    asNobody(
+      'mv -- "$1/.local" "$1/.tmp" && mv -- "$1/.local-swap" "$1/.local" && mv -- "$1/.tmp" "$1/.local-swap"',
+      home,
+    );
+  }
+  assert.equal((await apply(host, resources)).outcome, "converged");
+});
+
+Deno.test("race, real processes: nobody flips ~/.ssh with a link to a root-only directory while the host writes ~/.ssh/authorized_keys as root's; the root-only file is never replaced", async () => {
+  const { s, home } = await world();
+  await using _ = s;
+  asNobody(
+    'mkdir -m 0700 -- "$1/.ssh" && ln -s -- "$2" "$1/.ssh-swap"',
+    home,
+    `${s.dir}/root-ssh`,
+  );
+  // Root's own authorized_keys, outside every managed root.
+  const victim = `${s.dir}/root-ssh/authorized_keys`;
+  await Deno.mkdir(`${s.dir}/root-ssh`, { mode: 0o700 });
+  await Deno.writeTextFile(victim, "ssh-ed25519 ROOT root@host\n", { mode: 0o600 });
+  await Deno.chmod(victim, 0o600);
+  const before = await fingerprint(victim);
+  const resources = [{
+    type: "file",
+    id: "keys",
+    path: `${home}/.ssh/authorized_keys`,
+    content: "ssh-ed25519 USER nobody@host\n",
+    mode: "0644",
+    owner: "root",
+    group: "root",
+  }];
+  using host = await hostWith(s, posixFileSystem());
+  assert.equal((await apply(host, resources)).outcome, "converged");
+  let result;
+  {
+    await using flipper = await flipping(s.dir, `${home}/.ssh`, `${home}/.ssh-swap`, 60);
+    result = await applyWhileFlipping(host, resources, {
+      seconds: 15,
+      max: 8000,
+      changed: async () =>
+        (await fingerprint(victim)) !== before ||
+        [...Deno.readDirSync(`${s.dir}/root-ssh`)].length !== 1,
+    });
+    assert.ok(flipper.flips() > 1000, `the flipper ran (${flipper.flips()} swaps)`);
+  }
+  console.log(`    ${result.applies} applies while flipping, ${result.converged} converged`);
+  const seen = [...Deno.readDirSync(`${s.dir}/root-ssh`)].map((e) => e.name).sort();
+  assert.equal(
+    result.hit,
+    false,
+    `root's directory changed after ${result.applies} applies: ${seen.join(", ")}; ` +
+      `authorized_keys is ${await fingerprint(victim)}`,
+  );
+  assert.equal(await fingerprint(victim), before);
+  assert.deepEqual([...Deno.readDirSync(`${s.dir}/root-ssh`)].map((e) => e.name), [
+    "authorized_keys",
+  ]);
+  assert.ok(result.applies >= 300, `enough applies ran (${result.applies})`);
+  if ((await Deno.lstat(`${home}/.ssh`)).isSymlink) {
+    asNobody(
+      'mv -- "$1/.ssh" "$1/.tmp" && mv -- "$1/.ssh-swap" "$1/.ssh" && mv -- "$1/.tmp" "$1/.ssh-swap"',
+      home,
+    );
+  }
+  assert.equal((await apply(host, resources)).outcome, "converged");
+  assert.equal(
+    await Deno.readTextFile(`${home}/.ssh/authorized_keys`),
+    "ssh-ed25519 USER nobody@host\n",
+  );
+});
+
+Deno.test("race, real processes: nobody flips ~/.cache with a link to a root-only directory while the host creates and releases a directory and a file there; nothing of root's is removed or changed", async () => {
+  const { s, home } = await world();
+  await using _ = s;
+  const victimDir = `${s.dir}/root-cache`;
+  asNobody('mkdir -- "$1/.cache" && ln -s -- "$2" "$1/.cache-swap"', home, victimDir);
+  // Root's look-alikes of what the host creates and releases: an empty directory, a file.
+  await Deno.mkdir(`${victimDir}/app`, { recursive: true, mode: 0o700 });
+  await Deno.chmod(victimDir, 0o700);
+  await Deno.chmod(`${victimDir}/app`, 0o700);
+  await Deno.writeTextFile(`${victimDir}/app.conf`, "root's\n", { mode: 0o600 });
+  await Deno.chmod(`${victimDir}/app.conf`, 0o600);
+  const victims = async () =>
+    `${await fingerprint(`${victimDir}/app`)} ${await fingerprint(`${victimDir}/app.conf`)} ${
+      [...Deno.readDirSync(victimDir)].map((e) => e.name).sort()
+    }`;
+  const before = await victims();
+  const declared = [
+    { type: "directory", id: "app", path: `${home}/.cache/app`, mode: "0755", ...owned },
+    {
+      type: "file",
+      id: "conf",
+      path: `${home}/.cache/app.conf`,
+      content: "nobody's\n",
+      mode: "0644",
+      ...owned,
+    },
+  ];
+  using host = await hostWith(s, posixFileSystem());
+  let releases = 0;
+  let hit = false;
+  let cycles = 0;
+  {
+    await using flipper = await flipping(s.dir, `${home}/.cache`, `${home}/.cache-swap`, 60);
+    const until = performance.now() + 15_000;
+    // Declared, then dropped: every cycle the host creates them and removes them again.
+    while (cycles < 2000 && performance.now() < until && !hit) {
+      cycles++;
+      await apply(host, declared);
+      const dropped = await apply(host, []);
+      releases += dropped.results.filter((r) => r.outcome === "removed").length;
+      hit = (await victims().catch((e) => `gone: ${e}`)) !== before;
+    }
+    assert.ok(flipper.flips() > 1000, `the flipper ran (${flipper.flips()} swaps)`);
+  }
+  console.log(`    ${cycles} create/release cycles while flipping, ${releases} removals`);
+  assert.equal(
+    hit,
+    false,
+    `root's directory changed after ${cycles} cycles: ${await victims().catch((e) => e)}`,
+  );
+  assert.ok(releases >= 10, `the host did remove things meanwhile (${releases})`);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Each act, one at a time: the adapter's hook runs inside the directory it holds, right before
+// it acts; nobody then moves the directory above away and puts a link to root's look-alike in
+// its place. What the host does lands in the directory it held (now moved), or nowhere.
+
+/**
+ * A home with nobody's ~/.cfg holding app/ (0700) and app.conf ("nobody's"), and root's
+ * look-alike `victim` (app/ 0700 holding a file, app.conf "root's", 0600) outside every root.
+ */
+async function cfgWorld() {
+  const w = await world();
+  const cfg = `${w.home}/.cfg`;
+  asNobody(
+    'mkdir -m 0755 -- "$1" && mkdir -m 0700 -- "$1/app" && printf "nobody\'s\\n" > "$1/app.conf"',
+    cfg,
+  );
+  const victim = `${w.s.dir}/root-cfg`;
+  await Deno.mkdir(`${victim}/app`, { recursive: true, mode: 0o700 });
+  await Deno.chmod(`${victim}/app`, 0o700);
+  await Deno.writeTextFile(`${victim}/app/keep`, "");
+  await Deno.writeTextFile(`${victim}/app.conf`, "root's\n", { mode: 0o600 });
+  await Deno.chmod(`${victim}/app.conf`, 0o600);
+  const snapshot = async () =>
+    [
+      await fingerprint(`${victim}/app`),
+      await fingerprint(`${victim}/app.conf`),
+      [...Deno.readDirSync(victim)].map((e) => e.name).sort().join(","),
+      [...Deno.readDirSync(`${victim}/app`)].map((e) => e.name).sort().join(","),
+    ].join(" ");
+  return { ...w, cfg, victim, moved: `${cfg}.moved`, before: await snapshot(), snapshot };
+}
+
+/** The adapter whose hook swaps ~/.cfg for a link to `victim` at the first `act` on `path`. */
+function swapAt(act: FsAct, path: string, cfg: string, victim: string) {
+  const seen = { swaps: 0 };
+  const fs = posixFileSystem({
+    beforeAct(a, p) {
+      if (seen.swaps === 0 && a === act && p === path) {
+        seen.swaps++;
+        swapForSymlink(cfg, victim);
+      }
+    },
+  });
+  return { fs, seen };
+}
+
+const conf = (cfg: string, content: string) => ({
+  type: "file",
+  id: "conf",
+  path: `${cfg}/app.conf`,
+  content,
+  mode: "0644",
+  ...owned,
+});
+const appDir = (cfg: string, mode = "0700") => ({
+  type: "directory",
+  id: "app",
+  path: `${cfg}/app`,
+  mode,
+  ...owned,
+});
+
+Deno.test("each act in a held directory: a read and an lstat see what is in the directory held, not what a link put in its place", async () => {
+  for (
+    const [act, resource, expect] of [
+      ["read", (cfg: string) => conf(cfg, "nobody's\n"), "in-sync"],
+      ["lstat", (cfg: string) => appDir(cfg), "in-sync"],
+    ] as const
+  ) {
+    const w = await cfgWorld();
+    await using _ = w.s;
+    const r = resource(w.cfg);
+    const { fs, seen } = swapAt(act, r.path, w.cfg, w.victim);
+    using host = await hostWith(w.s, fs);
+    const plan = await planText(host, text([r]), { source: "file", origin: "test" });
+    assert.equal(seen.swaps, 1, `${act}: the swap happened`);
+    // root's look-alike differs (content, owner): had the host looked there, it would say so.
+    assert.equal(plan[0].status, expect, `${act}: ${JSON.stringify(plan[0])}`);
+    assert.equal(await w.snapshot(), w.before, `${act}: root's look-alike is untouched`);
+  }
+});
+
+Deno.test("each act in a held directory: create, rename, mkdir, chown, remove and sync act in the directory held, never in what a link put in its place", async () => {
+  const cases: {
+    act: FsAct;
+    at: (cfg: string) => string;
+    first?: (cfg: string) => unknown[];
+    then: (cfg: string) => unknown[];
+    /** What the held directory (moved away by then) holds afterwards. */
+    after: (moved: string) => Promise<void>;
+  }[] = [
+    {
+      act: "create",
+      at: (cfg) => `${cfg}/app.conf`,
+      then: (cfg) => [conf(cfg, "declared\n")],
+      // Created in the held directory; the rename, there again, finds the link and refuses.
+      after: async (moved) =>
+        assert.equal(await Deno.readTextFile(`${moved}/.app.conf.nox-new`), "declared\n"),
+    },
+    {
+      act: "rename",
+      at: (cfg) => `${cfg}/app.conf`,
+      then: (cfg) => [conf(cfg, "declared\n")],
+      after: async (moved) =>
+        assert.equal(await Deno.readTextFile(`${moved}/app.conf`), "declared\n"),
+    },
+    {
+      act: "mkdir",
+      at: (cfg) => `${cfg}/new`,
+      then: (cfg) => [{ ...appDir(cfg), id: "new", path: `${cfg}/new`, mode: "0750" }],
+      after: async (moved) => {
+        const info = await Deno.lstat(`${moved}/new`);
+        assert.deepEqual([info.uid, info.mode! & 0o7777], [NOBODY, 0o750]);
+      },
+    },
+    {
+      act: "chown",
+      at: (cfg) => `${cfg}/app`,
+      then: (cfg) => [appDir(cfg, "0755")],
+      after: async (moved) =>
+        assert.equal((await Deno.lstat(`${moved}/app`)).mode! & 0o7777, 0o755),
+    },
+    {
+      act: "remove",
+      at: (cfg) => `${cfg}/made`,
+      first: (cfg) => [{ ...appDir(cfg), id: "made", path: `${cfg}/made` }],
+      then: () => [],
+      after: async (moved) => assert.equal(await exists(`${moved}/made`), false),
+    },
+    {
+      act: "remove",
+      at: (cfg) => `${cfg}/made.conf`,
+      first: (cfg) => [{ ...conf(cfg, "x\n"), id: "made", path: `${cfg}/made.conf` }],
+      then: () => [],
+      after: async (moved) => assert.equal(await exists(`${moved}/made.conf`), false),
+    },
+    {
+      act: "sync",
+      at: (cfg) => cfg,
+      then: (cfg) => [conf(cfg, "declared\n")],
+      after: async (moved) =>
+        assert.equal(await Deno.readTextFile(`${moved}/app.conf`), "declared\n"),
+    },
+  ];
+  for (const c of cases) {
+    const w = await cfgWorld();
+    await using _ = w.s;
+    const path = c.at(w.cfg);
+    const { fs, seen } = swapAt(c.act, path, w.cfg, w.victim);
+    using host = await hostWith(w.s, fs);
+    if (c.first) {
+      const made = await apply(host, c.first(w.cfg));
+      assert.equal(made.outcome, "converged", `${c.act} ${path}: ${made.error}`);
+    }
+    const report = await apply(host, c.then(w.cfg));
+    assert.equal(seen.swaps, 1, `${c.act} ${path}: the swap happened`);
+    assert.equal(await w.snapshot(), w.before, `${c.act} ${path}: root's look-alike is untouched`);
+    await c.after(w.moved);
+    // After the swap the path leads through a link: whatever came next was refused.
+    if (report.outcome !== "converged") assert.match(report.error!, /is a symlink/);
+  }
+});
+
+Deno.test("between verbs the process stands where it started, or in the state directory where the permission set does not let it go back (a service in /), never in a user's directory", async () => {
+  const { s, home } = await world();
+  await using _ = s;
+  asNobody('mkdir -- "$1/.ssh"', home);
+  const state = `${s.dir}/state-dir`;
+  await Deno.mkdir(state);
+  const script = `${s.dir}/write.ts`;
+  const adapter = new URL("../os/posix-fs/mod.ts", import.meta.url).href;
+  await Deno.writeTextFile(
+    script,
+    `import { posixFileSystem } from ${JSON.stringify(adapter)};
+const fs = posixFileSystem({ home: ${JSON.stringify(state)} });
+await fs.writeFileAtomic(${JSON.stringify(`${home}/.ssh/keys`)}, new TextEncoder().encode("k\\n"),
+  { mode: 0o644, uid: 0, gid: 0 });
+console.log(Deno.cwd());
+`,
+  );
+  // Started in /, which the set does not let it read (as a service is).
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--quiet",
+      "--no-config",
+      `--allow-read=${s.dir}`,
+      `--allow-write=${s.root}`,
+      script,
+    ],
+    cwd: "/",
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const decode = (b: Uint8Array) => new TextDecoder().decode(b);
+  assert.equal(out.code, 0, decode(out.stderr));
+  assert.equal(decode(out.stdout).trim(), state);
+  assert.equal(await Deno.readTextFile(`${home}/.ssh/keys`), "k\n");
+  // In this process (started where it may go back to), every verb came back.
+  const here = Deno.cwd();
+  using host = await hostWith(s, posixFileSystem());
+  const report = await apply(host, [
+    { type: "file", id: "k", path: `${home}/.ssh/other`, content: "x\n", mode: "0644", ...owned },
+  ]);
+  assert.equal(report.outcome, "converged", report.error);
+  assert.equal(Deno.cwd(), here);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Container mount sources: the runtime resolves a source by name at create and at every start,
+// so the host cannot hold it for the runtime; a source someone but root could swap is refused.
+
+Deno.test("container mounts (podman): a source in a directory a user owns is refused, naming it; swapped for a link to root's directory it is never mounted; a source only root can replace is mounted", async () => {
+  await using p = await privatePodman();
+  const { s, home } = await world();
+  await using _ = s;
+  const victim = `${s.dir}/root-data`;
+  await Deno.mkdir(victim, { mode: 0o700 });
+  await Deno.chmod(victim, 0o700);
+  await Deno.writeTextFile(`${victim}/secret`, "root's secret\n", { mode: 0o600 });
+  asNobody('mkdir -- "$1/data" && printf "nobody\'s\\n" > "$1/data/file"', home);
+  using host = await openEngine({
+    stateDir: s.stateDir,
+    configPath: s.configPath,
+    providers: () => Promise.resolve({ fs: posixFileSystem(), containers: p.runtime }),
+  });
+  const box = (name: string, source: string) => ({
+    type: "container",
+    id: name,
+    name,
+    image: p.image,
+    args: SERVE,
+    env: {},
+    mounts: [{ source, target: "/data", readOnly: true }],
+    restart: "no",
+  });
+  // The attack: nobody puts a link to root's directory where the source is.
+  swapForSymlink(`${home}/data`, victim);
+  const swapped = await apply(host, [box("noxfr-swapped", `${home}/data`)]);
+  const seen = await p.podman("exec", "noxfr-swapped", "cat", "/data/secret").catch(() => "");
+  assert.equal(seen, "", "root's directory was mounted into the container");
+  assert.equal(swapped.outcome, "failed");
+  assert.match(
+    swapped.error!,
+    /mount source .*\/home\/data is refused: .*\/home belongs to uid 65534/,
+  );
+  assert.equal(await p.runtime.inspect("noxfr-swapped"), null);
+  // The same source as a real directory: still refused, since nobody could swap it later
+  // (the runtime resolves it again at every start); the message names whose directory it is.
+  asNobody('rm -- "$1/data" && mv -- "$1/data.moved" "$1/data"', home);
+  const theirs = await apply(host, [box("noxfr-owned", `${home}/data`)]);
+  assert.equal(theirs.outcome, "failed");
+  assert.match(
+    theirs.error!,
+    /the mount source .*\/home\/data is refused: .*\/home belongs to uid 65534, so a local user could put a symlink \(to \/\) at .*\/home\/data/,
+  );
+  const plan = await planText(host, text([box("noxfr-owned", `${home}/data`)]), {
+    source: "file",
+    origin: "test",
+  });
+  assert.match(plan[0].detail!, /\/home belongs to uid 65534/);
+  assert.equal(await p.runtime.inspect("noxfr-owned"), null);
+  // Where only root can replace each step (the source itself may be nobody's), it is mounted.
+  await Deno.mkdir(`${s.root}/srv`, { mode: 0o755 });
+  await Deno.chmod(`${s.root}/srv`, 0o755);
+  await Deno.mkdir(`${s.root}/srv/data`);
+  await Deno.chown(`${s.root}/srv/data`, NOBODY, NOBODY);
+  await Deno.writeTextFile(`${s.root}/srv/data/file`, "served\n");
+  const good = await apply(host, [box("noxfr-good", `${s.root}/srv/data`)]);
+  assert.equal(good.outcome, "converged", good.error);
+  assert.equal(await p.podman("exec", "noxfr-good", "cat", "/data/file"), "served");
+  // A source still missing: where only root could make it, a directory declared before the
+  // container makes it (plan says create); where nobody could make it first, refused.
+  const made = { type: "directory", id: "made", path: `${s.root}/srv/made`, mode: "0755" };
+  const planned = await planText(
+    host,
+    text([{ ...made, ...owned }, box("noxfr-made", `${s.root}/srv/made`)]),
+    { source: "file", origin: "test" },
+  );
+  assert.deepEqual(
+    planned.slice(0, 2).map((e) => e.status),
+    ["create", "create"],
+    planned[1].detail,
+  );
+  const missing = await apply(host, [box("noxfr-missing", `${home}/later`)]);
+  assert.match(missing.error!, /\/home belongs to uid 65534, so a local user could put a symlink/);
 });

@@ -167,8 +167,9 @@ Deno.test("runtime: the built host runs under its arch set, applies in a managed
     assert.equal(ok.code, 0, ok.stdout + ok.stderr);
     assert.equal(JSON.parse(ok.stdout).outcome, "converged");
     assert.equal(await Deno.readTextFile(s.upper("/srv/noxpk/hello")), "hello\n");
-    // A root below an unreadable directory (/var/lib under /var): the symlink checks
-    // start at the managed root, so nothing above it needs to be readable.
+    // A root below an unreadable directory (/var/lib under /var): the file system adapter
+    // enters only the directory it works in (chdir, then getcwd, which needs no
+    // permission), so nothing above the managed root needs to be readable.
     const deep = await runInSandbox(s, [set.binary, "apply", "--json", "-"], {
       stdin: decl("/var/lib/noxpk", "/var/lib/noxpk/hello"),
     });

@@ -4,11 +4,21 @@
  * /etc/group for names. Verbs only; the file and directory resources decide
  * what to do with them.
  *
- * Every verb that sets owner or mode does it on a descriptor it opened itself,
- * never by name: a name in a directory someone else owns can be swapped for a
- * symlink at any moment, a descriptor cannot (DESIGN.md §18). Deno's own file
- * API has no O_NOFOLLOW, fchown or fchmod, hence node:fs, which Deno's
- * permission set still checks at each open.
+ * Every act happens in a directory the host holds, by one last name, never
+ * through a path resolved again (DESIGN.md §18). Deno has no openat and refuses
+ * /proc/self/fd without --allow-all, so the one directory the runtime lets a call
+ * act in without naming it again is the process's working directory: a verb
+ * goes into the directory it works in (chdir), proves that the directory it now
+ * stands in is the one at exactly that path, with no symlink anywhere from / down
+ * (getcwd, which the kernel answers from the directory itself, must equal the
+ * path), and then acts there by the last name alone: opened O_NOFOLLOW, created
+ * O_EXCL, renamed, made or removed within that directory, whatever anyone renames
+ * meanwhile. Deno checks its permission set against the same place (a relative
+ * name is resolved from the real working directory), so deny-write holds there
+ * too. Then the verb goes back (see {@link WorkingDirectory}). Owner and mode are
+ * set on descriptors only (fchown/fchmod), never by name. Deno's own file API has
+ * no O_NOFOLLOW, fchown or fchmod, hence node:fs, which Deno's permission set
+ * still checks at each open.
  */
 import * as nodeFs from "node:fs";
 import { posix } from "node:path";
@@ -17,6 +27,7 @@ import {
   type FileRead,
   type FileSystem,
   type PathInfo,
+  type Removal,
   UnsafePathError,
 } from "../../src/providers.ts";
 
@@ -29,10 +40,29 @@ const DIRECTORY = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK;
 /** A temporary file: a new one, never an existing name (a symlink included). */
 const NEW_FILE = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW;
 
+/** The acts a verb makes inside a directory it holds (for the tests' hook). */
+export type FsAct =
+  | "lstat"
+  | "read"
+  | "create"
+  | "rename"
+  | "mkdir"
+  | "chown"
+  | "remove"
+  | "list"
+  | "sync";
+
 /** Options for the adapter; the account databases can be pointed elsewhere for tests. */
 export interface PosixFileSystemOptions {
   passwdPath?: string;
   groupPath?: string;
+  /**
+   * Where the process waits between verbs when the working directory it was
+   * started in cannot be entered again under the permission set (a service
+   * started in `/`): the host gives its state directory. Without it, the process
+   * stays in the last directory a verb worked in.
+   */
+  home?: string;
   /**
    * TESTS ONLY (never set by the host): called right after the adapter created
    * `path` (the temporary file of a write, or a new directory) and before it
@@ -40,6 +70,13 @@ export interface PosixFileSystemOptions {
    * where an attacker would (tests/fs_race_test.ts).
    */
   afterCreate?: (path: string) => void;
+  /**
+   * TESTS ONLY (never set by the host): called inside the directory a verb holds,
+   * after it was proven to be the one at its path and right before the verb acts
+   * there, so a test can swap the directories above for symlinks at each step
+   * (tests/fs_race_test.ts).
+   */
+  beforeAct?: (act: FsAct, path: string) => void;
 }
 
 /** Create the POSIX file system adapter. */
@@ -47,38 +84,62 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
   const users = new AccountDatabase(options.passwdPath ?? "/etc/passwd");
   const groups = new AccountDatabase(options.groupPath ?? "/etc/group");
   const afterCreate = options.afterCreate ?? (() => {});
+  const beforeAct = options.beforeAct ?? (() => {});
+  const cwd = new WorkingDirectory(options.home);
   // Synchronous calls on purpose: a check pass makes thousands of these in a row,
-  // and sync file ops cost a fraction of the async ones.
+  // sync file ops cost a fraction of the async ones, and the working directory is
+  // the process's: a verb must never wait (await) while it stands in one.
   return {
-    lstat: (path) => attempt(() => lstat(path)),
-    readFile: (path, size) => attempt(() => readRegularFile(path, size)),
+    lstat: (path) => attempt(() => lstat(cwd, path, beforeAct)),
+    readFile: (path, size) =>
+      attempt(() =>
+        cwd.within(posix.dirname(path), path, () => {
+          beforeAct("read", path);
+          return readRegularFile(posix.basename(path), path, size);
+        })
+      ),
     writeFileAtomic: (path, data, attributes, beforeRename) =>
-      writeFileAtomic(path, data, attributes, afterCreate, beforeRename),
-    discardPartialWrite,
+      writeFileAtomic(cwd, path, data, attributes, { afterCreate, beforeAct }, beforeRename),
+    discardPartialWrite: (path) => attempt(() => discardPartialWrite(cwd, path)),
     makeDirectory: (path, attributes) =>
-      attempt(() => {
-        // Created private first, so nobody sees it with the wrong owner or mode.
-        Deno.mkdirSync(path, { mode: 0o700 });
-        afterCreate(path);
-        using dir = openDirectory(path, "is no longer the directory the host just made");
-        setOn(dir, attributes);
-      }),
+      attempt(() =>
+        cwd.within(posix.dirname(path), path, () => {
+          const name = posix.basename(path);
+          beforeAct("mkdir", path);
+          // Created private first, so nobody sees it with the wrong owner or mode.
+          Deno.mkdirSync(name, { mode: 0o700 });
+          afterCreate(path);
+          using dir = openDirectory(name, path, "is no longer the directory the host just made");
+          setOn(dir, attributes);
+        })
+      ),
     setAttributes: (path, attributes) =>
-      attempt(() => {
-        // The descriptor is opened for reading (a directory cannot be opened for
-        // writing), which Deno's permission set checks as a read: ask it about the
-        // write the change is, so the set stays the ceiling it is for chmod by name.
-        requireWrite(path);
-        using dir = openDirectory(path, "is not a directory");
-        setOn(dir, attributes);
-      }),
-    remove: (path) => Deno.remove(path), // unlink/rmdir: never follows a symlink
-    async isEmptyDirectory(path) {
-      for await (const _ of Deno.readDir(path)) return false;
-      return true;
-    },
+      attempt(() =>
+        cwd.within(posix.dirname(path), path, () => {
+          const name = posix.basename(path);
+          // The descriptor is opened for reading (a directory cannot be opened for
+          // writing), which Deno's permission set checks as a read: ask it about the
+          // write the change is, so the set stays the ceiling it is for chmod by name.
+          requireWrite(name, path);
+          beforeAct("chown", path);
+          using dir = openDirectory(name, path, "is not a directory");
+          setOn(dir, attributes);
+        })
+      ),
+    remove: (path, kind) => attempt(() => remove(cwd, path, kind, beforeAct)),
+    isEmptyDirectory: (path) =>
+      attempt(() =>
+        cwd.within(path, path, () => {
+          beforeAct("list", path);
+          for (const _ of Deno.readDirSync(".")) return false;
+          return true;
+        })
+      ),
     async syncDirectory(path) {
-      using dir = openDirectory(path, "is not a directory");
+      using dir = cwd.within(path, path, () => {
+        beforeAct("sync", path);
+        return openDirectory(".", path, "is not a directory");
+      });
       await fsync(dir.fd);
     },
     userId: (name) => users.idOf(name),
@@ -94,6 +155,122 @@ function attempt<T>(call: () => T): Promise<T> {
     return Promise.reject(error);
   }
 }
+
+/**
+ * The process's working directory, as the one directory the host holds at a time
+ * (Deno offers no other: no openat, no fchdir, and /proc/self/fd only to
+ * --allow-all). {@link within} goes into a directory, proves it is the one at
+ * exactly that path, runs a synchronous act there and comes back: to the
+ * directory the process started in when the permission set lets it go there
+ * again, else to `home` (the state directory), so nothing else in the process,
+ * nor a program it starts, ever runs in a directory a user may own.
+ */
+class WorkingDirectory {
+  readonly #back: string[];
+  #inside = false;
+
+  constructor(home?: string) {
+    let origin: string | undefined;
+    try {
+      origin = Deno.cwd();
+    } catch { /* removed meanwhile: nowhere to go back to */ }
+    this.#back = [origin, home].filter((d): d is string => d !== undefined);
+  }
+
+  /**
+   * Run `act` (synchronous: nothing may wait while the process stands in `dir`)
+   * inside `dir`, which must be, right after the process went in, the directory at
+   * exactly that path: a symlink or a non-directory anywhere from / down refuses it
+   * (an {@link UnsafePathError} naming the component), a missing one is NotFound.
+   * `target` is the path the verb is about, for messages.
+   */
+  within<T>(dir: string, target: string, act: () => T): T {
+    if (this.#inside) throw new Error("posix-fs: a verb started inside another one");
+    this.#inside = true;
+    try {
+      this.#enter(dir, target);
+      try {
+        return act();
+      } finally {
+        this.#leave();
+      }
+    } finally {
+      this.#inside = false;
+    }
+  }
+
+  #enter(dir: string, target: string): void {
+    try {
+      Deno.chdir(dir);
+    } catch (error) {
+      if (error instanceof Deno.errors.NotCapable) throw error;
+      // Missing, not a directory, a symlink loop: say which component, and how.
+      throw unsafeComponent(dir, target) ?? error;
+    }
+    let here: string | undefined;
+    try {
+      here = Deno.cwd();
+    } catch { /* removed since: not the directory the path names */ }
+    if (here === dir) return;
+    this.#leave();
+    throw unsafeComponent(dir, target) ?? new UnsafePathError(
+      dir,
+      `was swapped while the host worked${here === undefined ? "" : ` (it led to ${here})`}; ` +
+        `nothing was done for ${target}`,
+      SWAP_HINT,
+    );
+  }
+
+  #leave(): void {
+    for (let i = 0; i < this.#back.length; i++) {
+      try {
+        Deno.chdir(this.#back[i]);
+        return;
+      } catch (error) {
+        // Not allowed (a service started in /): never again. Missing: the next one, this time.
+        if (error instanceof Deno.errors.NotCapable) this.#back.splice(i--, 1);
+      }
+    }
+  }
+}
+
+/**
+ * Why `dir` cannot be entered as the directory at that path: its first component
+ * (from / down) that is a symlink or not a directory, as an error naming it, or
+ * NotFound for the first that is missing; `undefined` when every component looks
+ * right now (it was swapped back meanwhile). For messages only: the refusal is
+ * already decided.
+ */
+function unsafeComponent(dir: string, target: string): Error | undefined {
+  const parts = dir.split("/").filter(Boolean);
+  for (let i = 1; i <= parts.length; i++) {
+    const at = `/${parts.slice(0, i).join("/")}`;
+    let info: Deno.FileInfo;
+    try {
+      info = Deno.lstatSync(at);
+    } catch (error) {
+      if (error instanceof Deno.errors.NotCapable) continue; // above the managed roots
+      if (error instanceof Deno.errors.NotFound) {
+        return new Deno.errors.NotFound(`${at} does not exist (on the way to ${target})`);
+      }
+      return error as Error;
+    }
+    if (info.isDirectory) continue;
+    const what = info.isSymlink ? "a symlink" : info.isFile ? "a file" : "a special file";
+    if (at === target) {
+      return new UnsafePathError(at, `is not a directory: it is ${what}`, SYMLINK_HINT);
+    }
+    return new UnsafePathError(
+      at,
+      `(above ${target}) is ${info.isSymlink ? "a symlink" : `not a directory but ${what}`}`,
+      SYMLINK_HINT,
+    );
+  }
+  return undefined;
+}
+
+const SYMLINK_HINT = "the host acts only through real directories, from / down, never through a " +
+  "symlink; declare the real path, or see who can write the directory above it";
 
 /** An open descriptor, closed when it goes out of scope (`using`). */
 class Descriptor implements Disposable {
@@ -140,34 +317,33 @@ function fsync(fd: number): Promise<void> {
   );
 }
 
-/** What is at a path, in a few words, for an error message (never for a decision). */
-function describeAt(path: string): string {
-  const info = (() => {
-    try {
-      return lstat(path);
-    } catch {
-      return undefined;
-    }
-  })();
-  if (info === undefined) return "something the host cannot look at";
+/** What is at `name` (in the directory the process stands in), for an error message. */
+function describeHere(name: string): string {
+  let info: Deno.FileInfo | null;
+  try {
+    info = lstatOrNull(name);
+  } catch {
+    return "something the host cannot look at";
+  }
   if (info === null) return "nothing";
-  return info.kind === "other" ? "a special file" : `a ${info.kind}`;
+  return `a ${kindOf(info) === "other" ? "special file" : kindOf(info)}`;
 }
 
 /**
- * Open a directory without following a symlink at `path`; anything but a
- * directory is refused with an error naming it ("PATH WHY: now a symlink").
+ * Open the directory `name` (in the directory the process stands in) without
+ * following a symlink; anything but a directory is refused with an error naming
+ * `path` ("PATH WHY: it is a symlink").
  */
-function openDirectory(path: string, why: string): Descriptor {
+function openDirectory(name: string, path: string, why: string): Descriptor {
   let fd: number;
   try {
-    fd = sys(() => nodeFs.openSync(path, DIRECTORY));
+    fd = sys(() => nodeFs.openSync(name, DIRECTORY));
   } catch (error) {
     const code = (error as { code?: unknown }).code;
     if (code !== "ELOOP" && code !== "ENOTDIR") throw error;
     throw new UnsafePathError(
       path,
-      `${why}: it is ${describeAt(path)}`,
+      `${why}: it is ${describeHere(name)}`,
       "the host never acts through a symlink or on a path swapped while it works; " +
         "see who can write the directory above it",
     );
@@ -181,38 +357,65 @@ function setOn(target: Descriptor, { mode, uid, gid }: Attributes): void {
   sys(() => nodeFs.fchmodSync(target.fd, mode));
 }
 
-/** Refuse, as Deno's runtime would, a change the permission set does not allow. */
-function requireWrite(path: string): void {
-  if (Deno.permissions.querySync({ name: "write", path }).state !== "granted") {
+/**
+ * Refuse, as Deno's runtime would, a change the permission set does not allow:
+ * `name` is asked about where the process stands (the real place), `path` named.
+ */
+function requireWrite(name: string, path: string): void {
+  if (Deno.permissions.querySync({ name: "write", path: name }).state !== "granted") {
     throw new Deno.errors.NotCapable(
       `Requires write access to "${path}", run again with the --allow-write flag`,
     );
   }
 }
 
-function lstat(path: string): PathInfo | null {
-  let info: Deno.FileInfo;
-  try {
-    info = Deno.lstatSync(path);
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return null;
-    throw error;
-  }
-  const kind = info.isSymlink
+function kindOf(info: Deno.FileInfo): PathInfo["kind"] {
+  return info.isSymlink
     ? "symlink"
     : info.isFile
     ? "file"
     : info.isDirectory
     ? "directory"
     : "other";
+}
+
+function pathInfoOf(info: Deno.FileInfo): PathInfo {
   return {
-    kind,
+    kind: kindOf(info),
     mode: (info.mode ?? 0) & 0o7777,
     uid: info.uid ?? -1,
     gid: info.gid ?? -1,
     size: info.size,
   };
 }
+
+/**
+ * lstat `path` in its directory, held. A managed root's own directory (`/`,
+ * `/var`, `/usr`) is outside the permission set and cannot be entered: a managed
+ * root itself is looked at by name, as the trusted start of every path.
+ */
+function lstat(cwd: WorkingDirectory, path: string, beforeAct: PosixHook): PathInfo | null {
+  const dir = posix.dirname(path);
+  let info: Deno.FileInfo | null;
+  try {
+    info = cwd.within(dir, path, () => {
+      beforeAct("lstat", path);
+      return lstatOrNull(posix.basename(path));
+    });
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return null;
+    if (
+      !(error instanceof Deno.errors.NotCapable) ||
+      Deno.permissions.querySync({ name: "read", path: dir }).state === "granted"
+    ) {
+      throw error;
+    }
+    info = lstatOrNull(path);
+  }
+  return info === null ? null : pathInfoOf(info);
+}
+
+type PosixHook = (act: FsAct, path: string) => void;
 
 /** A descriptor's fstat as a PathInfo (a symlink never, O_NOFOLLOW refused it). */
 function pathInfo(stat: nodeFs.Stats): PathInfo {
@@ -233,10 +436,11 @@ function specialKind(stat: nodeFs.Stats): string {
   return "a special file";
 }
 
-function readRegularFile(path: string, size?: number): FileRead {
+/** Read the regular file `name` in the directory the process stands in (`path`, for messages). */
+function readRegularFile(name: string, path: string, size?: number): FileRead {
   let fd: number;
   try {
-    fd = sys(() => nodeFs.openSync(path, READ));
+    fd = sys(() => nodeFs.openSync(name, READ));
   } catch (error) {
     if ((error as { code?: unknown }).code !== "ELOOP") throw error;
     throw new UnsafePathError(path, "is a symlink, not a regular file", READ_HINT);
@@ -265,9 +469,9 @@ function sameFile(byName: Deno.FileInfo | null, held: nodeFs.Stats): boolean {
   return byName !== null && byName.dev === held.dev && byName.ino === held.ino;
 }
 
-function lstatOrNull(path: string): Deno.FileInfo | null {
+function lstatOrNull(name: string): Deno.FileInfo | null {
   try {
-    return Deno.lstatSync(path);
+    return Deno.lstatSync(name);
   } catch (error) {
     if (error instanceof Deno.errors.NotFound) return null;
     throw error;
@@ -275,77 +479,131 @@ function lstatOrNull(path: string): Deno.FileInfo | null {
 }
 
 /**
- * The temporary name a write of `path` uses. One name per path is enough: the
- * apply lock allows one writer, and a name that is known can be cleaned up
- * after a crash (see discardPartialWrite).
+ * The temporary name a write of `name` uses, beside it. One name per path is
+ * enough: the apply lock allows one writer, and a name that is known can be
+ * cleaned up after a crash (see discardPartialWrite).
  */
-function tempPathFor(path: string): string {
-  return posix.join(posix.dirname(path), `.${posix.basename(path).slice(0, 200)}.nox-new`);
+function tempNameFor(name: string): string {
+  return `.${name.slice(0, 200)}.nox-new`;
 }
 
-async function discardPartialWrite(path: string): Promise<void> {
-  // Deno.remove never follows a symlink: a planted link is removed, not its target.
-  await Deno.remove(tempPathFor(path)).catch((error) => {
+function discardPartialWrite(cwd: WorkingDirectory, path: string): void {
+  try {
+    cwd.within(posix.dirname(path), path, () => {
+      const temp = tempNameFor(posix.basename(path));
+      // unlink, in the directory held: a planted link is removed, not its target.
+      if (lstatOrNull(temp)?.isDirectory === false) Deno.removeSync(temp);
+    });
+  } catch (error) {
     if (!(error instanceof Deno.errors.NotFound)) throw error;
-  });
+  }
+}
+
+/**
+ * Remove the file or the empty directory `path`, in its directory, held: unlink
+ * for a file (never a directory), rmdir for a directory (never one with entries;
+ * the kernel checks, at the instant it removes).
+ */
+function remove(
+  cwd: WorkingDirectory,
+  path: string,
+  kind: "file" | "directory",
+  beforeAct: PosixHook,
+): Removal {
+  try {
+    return cwd.within(posix.dirname(path), path, (): Removal => {
+      const name = posix.basename(path);
+      beforeAct("remove", path);
+      if (kind === "directory") {
+        try {
+          nodeFs.rmdirSync(name);
+        } catch (error) {
+          const code = (error as { code?: unknown }).code;
+          if (code === "ENOTEMPTY" || code === "EEXIST") return "not-empty";
+          if (code === "ENOENT") return "gone";
+          if (code === "ENOTDIR") {
+            throw new UnsafePathError(
+              path,
+              `is no longer a directory: it is ${describeHere(name)}`,
+            );
+          }
+          throw translated(error);
+        }
+        return "removed";
+      }
+      const info = lstatOrNull(name);
+      if (info === null) return "gone";
+      if (info.isDirectory) {
+        throw new UnsafePathError(path, "is no longer a file: it is a directory");
+      }
+      Deno.removeSync(name);
+      return "removed";
+    });
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return "gone";
+    throw error;
+  }
 }
 
 async function writeFileAtomic(
+  cwd: WorkingDirectory,
   path: string,
   data: Uint8Array,
   attributes: Attributes,
-  afterCreate: (path: string) => void,
+  hooks: { afterCreate: (path: string) => void; beforeAct: PosixHook },
   beforeRename?: () => Promise<void>,
 ): Promise<void> {
   // Synchronous calls, but for the fsync: a thread pool round trip per call costs
   // more than the call (creates in one directory serialize on it anyway), while
   // the fsyncs of concurrent writes overlap and the journal merges them.
   const dir = posix.dirname(path);
-  const temp = tempPathFor(path);
-  // The directory, resolved once: before the rename its name must still lead here.
-  using parent = openDirectory(dir, `(the directory of ${path}) is not a directory`);
-  const parentStat = parent.stat();
+  const name = posix.basename(path);
+  const temp = tempNameFor(name);
+  let file: Descriptor | undefined;
   let written: nodeFs.Stats | undefined;
   let renamed = false;
   try {
-    {
-      using file = createTemp(temp);
+    // In the directory, held: a new temporary file, its data, owner and mode.
+    cwd.within(dir, path, () => {
+      hooks.beforeAct("create", path);
+      file = createTemp(temp, `${dir}/${temp}`);
       written = file.stat();
-      afterCreate(temp);
+      hooks.afterCreate(`${dir}/${temp}`);
       let done = 0;
       while (done < data.length) {
-        done += sys(() => nodeFs.writeSync(file.fd, data, done, data.length - done));
+        done += sys(() => nodeFs.writeSync(file!.fd, data, done, data.length - done));
       }
       setOn(file, attributes);
-      await fsync(file.fd);
-    }
+    });
+    await fsync(file!.fd);
     await beforeRename?.();
-    // The last look before the rename: the directory's name still leads to the
-    // directory opened above, and the temporary name is still the file written.
-    if (!sameFile(lstatOrNull(dir), parentStat)) {
-      throw new UnsafePathError(
-        dir,
-        `was replaced while ${path} was being written; nothing was renamed`,
-        SWAP_HINT,
-      );
-    }
-    if (!sameFile(lstatOrNull(temp), written)) {
-      throw new UnsafePathError(
-        temp,
-        `(the temporary file of ${path}) was replaced while it was being written; ` +
-          "nothing was renamed",
-        SWAP_HINT,
-      );
-    }
-    Deno.renameSync(temp, path);
-    renamed = true;
+    // Back in the directory at that path (proven again), the temporary name must
+    // still be the file written (held open meanwhile, so its inode is not reused):
+    // then it is renamed over the last name, in that directory.
+    cwd.within(dir, path, () => {
+      hooks.beforeAct("rename", path);
+      if (!sameFile(lstatOrNull(temp), written!)) {
+        throw new UnsafePathError(
+          `${dir}/${temp}`,
+          `(the temporary file of ${path}) was replaced while it was being written; ` +
+            "nothing was renamed",
+          SWAP_HINT,
+        );
+      }
+      Deno.renameSync(temp, name);
+      renamed = true;
+    });
   } finally {
-    // Only the file this write made is removed; a name someone else put there is left.
-    if (!renamed && written !== undefined && sameFile(lstatOrNull(temp), written)) {
+    // Only the file this write made is removed, and only where it was made: a name
+    // someone else put there, or a directory no longer at that path, is left.
+    if (!renamed && written !== undefined) {
       try {
-        Deno.removeSync(temp);
-      } catch { /* gone meanwhile */ }
+        cwd.within(dir, path, () => {
+          if (sameFile(lstatOrNull(temp), written!)) Deno.removeSync(temp);
+        });
+      } catch { /* gone meanwhile, or the directory was swapped: left in place */ }
     }
+    file?.[Symbol.dispose]();
   }
 }
 
@@ -353,12 +611,13 @@ const SWAP_HINT = "someone who can write that directory swapped names while the 
   "the host never acts through what is put there";
 
 /**
- * Create the temporary file: O_CREAT|O_EXCL|O_NOFOLLOW, so it is always a new
- * file, never opened through a symlink someone planted; one left by a crashed
- * write is removed first (unlink: a planted link is removed, not its target).
+ * Create the temporary file `temp` in the directory the process stands in:
+ * O_CREAT|O_EXCL|O_NOFOLLOW, so it is always a new file, never opened through a
+ * symlink someone planted; one left by a crashed write is removed first (unlink:
+ * a planted link is removed, not its target).
  */
-function createTemp(temp: string): Descriptor {
-  const open = () => new Descriptor(sys(() => nodeFs.openSync(temp, NEW_FILE, 0o600)), temp);
+function createTemp(temp: string, path: string): Descriptor {
+  const open = () => new Descriptor(sys(() => nodeFs.openSync(temp, NEW_FILE, 0o600)), path);
   try {
     return open();
   } catch (error) {

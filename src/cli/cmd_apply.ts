@@ -1,4 +1,5 @@
 /** `apply` and `plan`: a declaration from a file, standard input, or the bundle. */
+import { posix } from "node:path";
 import { loadConfig } from "../config.ts";
 import { applyText, openEngine, planText } from "../engine/mod.ts";
 import type { Source } from "../engine/types.ts";
@@ -99,7 +100,9 @@ async function readInput(
   if (file === "-") {
     return { text: await ctx.io.stdin(), source: bundle ? "bundle" : "file", origin: "stdin" };
   }
-  const path = file ?? (await loadConfig(ctx.flags)).bundlePath;
+  // Absolute, as recorded and as its blobs/ are looked for: the file system adapter
+  // moves the process's working directory while it works (os/posix-fs).
+  const path = posix.resolve(file ?? (await loadConfig(ctx.flags)).bundlePath);
   try {
     return { text: await Deno.readFile(path), source: bundle ? "bundle" : "file", origin: path };
   } catch (error) {

@@ -366,8 +366,6 @@ async function changeTogether(
       });
     }
   }
-  // Read back with ancestors looked at afresh: the checks' cache predates the commits.
-  const readBack: KindContext = { ...kctx, realDirectories: new Set() };
   const outcomes: Outcome[] = [];
   let change = 0;
   for (const item of items) {
@@ -400,7 +398,7 @@ async function changeTogether(
     }
     let after: Diff<Change>;
     try {
-      after = await kindOf(item.resource).check(readBack, item.resource);
+      after = await kindOf(item.resource).check(kctx, item.resource);
     } catch (error) {
       outcomes.push({ error });
       break;

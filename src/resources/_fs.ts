@@ -1,4 +1,4 @@
-/** Helpers shared by the file and directory kinds. */
+/** Helpers shared by the file and directory kinds (and the container kind's mount sources). */
 import { posix } from "node:path";
 import { ancestors, isWithin } from "../declaration/paths.ts";
 import type { PathInfo } from "../providers.ts";
@@ -13,34 +13,68 @@ import {
 } from "./kind.ts";
 
 /**
- * Refuse a path whose ancestors include a symlink or a non-directory: the host
- * never writes through a symlink. Returns the first missing ancestor, if any.
- * With `seen`, ancestors already known to be real directories are not asked again.
+ * Refuse a container mount source that someone other than root could swap. The
+ * container runtime is handed a path and resolves it by name, at create and again
+ * at every start (a restart policy, a reboot), long after the host looked, so the
+ * host cannot hold it open for the runtime: instead every step from the managed
+ * root down to the source must be one only root can change. A directory lets
+ * others replace an entry when it is not root's, or is group- (a group other than
+ * root) or world-writable, unless it is sticky and the entry is root's (/tmp); a
+ * missing entry, anyone who may write there can create. The source itself may be
+ * anyone's (what is inside it is what the container is given), but not a symlink.
+ * A source that is missing where only root could make it is left to the runtime
+ * (a directory declared before the container makes it).
  */
-export async function checkAncestors(
-  ctx: KindContext,
-  path: string,
-  seen?: Set<string>,
-): Promise<string | undefined> {
+export async function checkMountSource(ctx: KindContext, source: string): Promise<void> {
   const fs = ctx.providers.fs;
-  const root = ctx.managedRoots.find((r) => isWithin(path, r));
-  for (const dir of ancestors(path)) {
-    if ((root !== undefined && !isWithin(dir, root)) || seen?.has(dir)) continue;
-    const info = await fs.lstat(dir);
-    if (info === null) return dir;
-    if (info.kind === "symlink") {
-      throw new ResourceError("resource.symlink", `${dir} (above ${path}) is a symlink`, {
-        hint: "the host never writes through a symlink; declare the real path instead",
-      });
-    }
-    if (info.kind !== "directory") {
+  const root = ctx.managedRoots.find((r) => isWithin(source, r));
+  const steps = [...ancestors(source), source].filter((p) =>
+    root === undefined || isWithin(p, root)
+  );
+  const hint = "mount a directory that only root can replace: every directory from the managed " +
+    "root down to it owned by root and not writable by a group or by everyone (as under /srv " +
+    "or /opt), or move what the container needs there";
+  let above: { path: string; info: PathInfo } | undefined;
+  for (const path of steps) {
+    const info = await fs.lstat(path);
+    const who = above === undefined ? undefined : swappableBy(above.info, info);
+    if (who !== undefined) {
       throw new ResourceError(
-        "resource.not-a-directory",
-        `${dir} (above ${path}) is not a directory`,
+        "resource.unsafe-mount-source",
+        `the mount source ${source} is refused: ${above!.path} ${who}, so a local user could ` +
+          `put a symlink (to /) at ${path} before the container runtime mounts it, which it ` +
+          "does by name at every start",
+        { hint },
       );
     }
-    seen?.add(dir);
+    if (info === null) return;
+    const what = path === source
+      ? `the mount source ${source}`
+      : `${path} (above the mount source ${source})`;
+    if (info.kind === "symlink") {
+      throw new ResourceError(
+        "resource.unsafe-mount-source",
+        `${what} is a symlink, which the container runtime would follow`,
+        { hint },
+      );
+    }
+    if (path !== source && info.kind !== "directory") {
+      throw new ResourceError("resource.not-a-directory", `${what} is not a directory`);
+    }
+    above = { path, info };
   }
+}
+
+/**
+ * Who other than root can rename, remove or (`entry` null: missing) create the
+ * entry in the directory `dir`, in words; `undefined` when only root can.
+ */
+function swappableBy(dir: PathInfo, entry: PathInfo | null): string | undefined {
+  if (dir.uid !== 0) return `belongs to uid ${dir.uid}`;
+  // Sticky: only an entry's owner (or the directory's, root here) may rename or remove it.
+  if ((dir.mode & 0o1000) !== 0 && entry !== null && entry.uid === 0) return undefined;
+  if ((dir.mode & 0o002) !== 0) return "is writable by everyone";
+  if ((dir.mode & 0o020) !== 0 && dir.gid !== 0) return `is writable by group ${dir.gid}`;
   return undefined;
 }
 

@@ -29,6 +29,7 @@ import {
 } from "./kind.ts";
 import { NoProviderError, ResourceError } from "./kind.ts";
 import { checkManagedPath } from "./_rules.ts";
+import { checkMountSource } from "./_fs.ts";
 
 /** A mount path: absolute, and nothing the runtime's `--mount a=b,c=d` syntax cannot carry. */
 const mountPath = v.pipe(
@@ -133,6 +134,11 @@ function notOurs(name: string, runtime: string): ResourceError {
   );
 }
 
+/** Refuse the container when any of its mount sources could be swapped by someone but root. */
+async function checkMountSources(ctx: KindContext, resource: ContainerResource): Promise<void> {
+  for (const { source } of resource.mounts) await checkMountSource(ctx, source);
+}
+
 /** The container kind. */
 export const containerKind: ResourceKind<ContainerResource, ContainerChange> = {
   type: "container",
@@ -151,6 +157,7 @@ export const containerKind: ResourceKind<ContainerResource, ContainerChange> = {
 
   async check(ctx: KindContext, resource: ContainerResource): Promise<Diff<ContainerChange>> {
     const runtime = containers(ctx);
+    await checkMountSources(ctx, resource);
     const info = await runtime.inspect(resource.name);
     if (info === null) return { exists: false, changes: [change("create")] };
     if (!isOurs(info)) throw notOurs(resource.name, runtime.name);
@@ -195,7 +202,9 @@ export const containerKind: ResourceKind<ContainerResource, ContainerChange> = {
     diff: Diff<ContainerChange>,
   ): Promise<void> {
     const runtime = containers(ctx);
-    // Look again right before acting: never remove what is not ours.
+    // Look again right before acting: never remove what is not ours, never hand the
+    // runtime a mount source someone else could swap (it resolves them at every start).
+    await checkMountSources(ctx, resource);
     const info = await runtime.inspect(resource.name);
     // A new run already: the read-back must not restart it for its restartOn.
     ctx.restarted.set(resource.id, { how: "start", before: null });

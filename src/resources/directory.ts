@@ -16,7 +16,6 @@ import { checkManagedPath } from "./_rules.ts";
 import {
   type AttributeChange,
   attributeChanges,
-  checkAncestors,
   declaredAttributes,
   expectKind,
   missingParent,
@@ -57,11 +56,9 @@ export const directoryKind: ResourceKind<DirectoryResource, DirectoryChange> = {
   },
 
   async check(ctx: KindContext, resource: DirectoryResource): Promise<Diff<DirectoryChange>> {
-    const fs = ctx.providers.fs;
-    if (await checkAncestors(ctx, resource.path, ctx.realDirectories) !== undefined) {
-      return CREATE;
-    }
-    const info = await fs.lstat(resource.path);
+    // In the directory above, held by the adapter: a symlink anywhere above is
+    // refused there, a missing directory above means this one is to be made.
+    const info = await ctx.providers.fs.lstat(resource.path);
     if (info === null) return CREATE;
     expectKind(resource.path, info, "directory");
     return {
@@ -77,7 +74,6 @@ export const directoryKind: ResourceKind<DirectoryResource, DirectoryChange> = {
   ): Promise<void> {
     const fs = ctx.providers.fs;
     const attributes = await declaredAttributes(ctx, resource);
-    await checkAncestors(ctx, resource.path);
     const info = await fs.lstat(resource.path);
     if (info === null) {
       try {
@@ -110,13 +106,13 @@ export const directoryKind: ResourceKind<DirectoryResource, DirectoryChange> = {
         detail: `now a ${info.kind}, not the directory the host created; left in place`,
       };
     }
-    if (!(await fs.isEmptyDirectory(path))) {
-      return { outcome: "forgotten", detail: "not empty, kept" };
-    }
-    if (!dryRun) {
-      await fs.remove(path);
-      ctx.touchedDirectories.add(posix.dirname(path));
-    }
+    const kept: Release = { outcome: "forgotten", detail: "not empty, kept" };
+    if (dryRun) return (await fs.isEmptyDirectory(path)) ? { outcome: "removed" } : kept;
+    // rmdir decides, at the instant it removes: an entry made since the look keeps it.
+    const removal = await fs.remove(path, "directory");
+    if (removal === "not-empty") return kept;
+    if (removal === "gone") return { outcome: "removed", detail: "already gone" };
+    ctx.touchedDirectories.add(posix.dirname(path));
     return { outcome: "removed" };
   },
 };

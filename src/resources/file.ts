@@ -19,7 +19,6 @@ import type { FileRead } from "../providers.ts";
 import {
   type AttributeChange,
   attributeChanges,
-  checkAncestors,
   declaredAttributes,
   expectKind,
   missingParent,
@@ -142,14 +141,13 @@ export const fileKind: ResourceKind<FileResource, FileChange> = {
 
   async check(ctx: KindContext, resource: FileResource): Promise<Diff<FileChange>> {
     const fs = ctx.providers.fs;
-    if (await checkAncestors(ctx, resource.path, ctx.realDirectories) !== undefined) {
-      return CREATE;
-    }
     if (ctx.sweepPartialWrites) await fs.discardPartialWrite(resource.path);
     const want = resource.contentSha256 === undefined ? fileContent(resource) : undefined;
     // One descriptor for what is compared, and no lstat before it: a symlink or a FIFO
     // is refused at the open (never followed, never waited on), and size, mode and
-    // owner are those of the file whose bytes were read.
+    // owner are those of the file whose bytes were read. The adapter opens it in the
+    // directory above, held: a symlink anywhere above is refused, a missing
+    // directory above is NotFound (the file is to be created).
     let read: FileRead;
     try {
       read = await fs.readFile(resource.path, want?.length ?? resource.size);
@@ -177,15 +175,10 @@ export const fileKind: ResourceKind<FileResource, FileChange> = {
     const attributes = await declaredAttributes(ctx, resource);
     // Any difference, even mode alone, is repaired by a fresh atomic write:
     // rename replaces the path itself, so nothing is ever done through a symlink
-    // at the path (the check refused one); the guard makes sure no directory above
-    // it was swapped for a symlink since.
-    const guard = async () => {
-      await ctx.beforeCommit?.();
-      await checkAncestors(ctx, resource.path);
-    };
+    // at the path (the check refused one), and the adapter creates and renames in
+    // the directory above, held, proven again at the rename.
+    const guard = ctx.beforeCommit;
     try {
-      // The check the engine just made saw real directories; the guard looks again,
-      // fresh, at the last moment before the rename.
       const data = resource.contentSha256 === undefined
         ? fileContent(resource)
         : await referencedContent(ctx, resource);
@@ -214,10 +207,11 @@ export const fileKind: ResourceKind<FileResource, FileChange> = {
         detail: `now a ${info.kind}, not the file the host created; left in place`,
       };
     }
-    if (!dryRun) {
-      await ctx.providers.fs.remove(path);
-      ctx.touchedDirectories.add(posix.dirname(path));
+    if (dryRun) return { outcome: "removed" };
+    if (await ctx.providers.fs.remove(path, "file") === "gone") {
+      return { outcome: "removed", detail: "already gone" };
     }
+    ctx.touchedDirectories.add(posix.dirname(path));
     return { outcome: "removed" };
   },
 };

@@ -105,15 +105,10 @@ export interface KindContext {
   /** Directories whose entries this apply changed; the engine syncs them at the end. */
   touchedDirectories: Set<string>;
   /**
-   * Ancestors already seen to be real directories in this pass, so checks of many
-   * files in one tree do not lstat the same parents again. Only checks use it;
-   * every write re-checks its ancestors fresh just before it renames.
-   */
-  realDirectories: Set<string>;
-  /**
-   * The managed roots. Symlink checks walk from the root down: what lies above
-   * a root is the machine's own layout, configured by whoever chose the root
-   * (and not readable under the host's permission set).
+   * The managed roots. A container's mount sources are held to who can write the
+   * directories from their root down: what lies above a root is the machine's own
+   * layout, configured by whoever chose the root (and not readable under the
+   * host's permission set).
    */
   managedRoots: readonly string[];
   /** mode/owner/group strings already resolved to numbers in this pass. */
@@ -200,7 +195,6 @@ export function newKindContext(
     restarted: new Map(),
     takesEffectOnRestart: new Map(),
     touchedDirectories: new Set(),
-    realDirectories: new Set(),
     managedRoots,
     attributes: new Map(),
     rolledBackFrom,
