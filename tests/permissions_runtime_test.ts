@@ -17,8 +17,9 @@ async function install(s: Sandbox, os: TargetOs, entry: string): Promise<Permiss
   const set = await loadPermissionSet(os);
   await place(s, set.binary, await Deno.readFile(join(out, "nox-mesh-host")), 0o755);
   await place(s, set.bundle, await Deno.readFile(join(out, "nox-mesh-host.js")));
-  if (os === "tarball") {
-    // The tarball's shim runs the runtime it carries, beside the bundle (a hard link: 95 MB).
+  if (os !== "alpine") {
+    // The Arch package's and the tarball's shims run the runtime they carry (a hard link: 95 MB);
+    // Alpine's runs the distribution's deno.
     await Deno.mkdir(s.upper(dirname(set.deno)), { recursive: true });
     await Deno.link(join(out, "deno"), s.upper(set.deno));
   }
