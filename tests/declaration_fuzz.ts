@@ -487,9 +487,11 @@ export function fuzzCase(seed: number, index: number): FuzzCase {
     if (original === null || typeof original !== "object" || Array.isArray(original)) return;
     const copy = structuredClone(original) as Record<string, Json>;
     copy.id = `${String(copy.id)}-2`;
-    const field = KEY_FIELD[String(copy.type)];
+    const field = Object.hasOwn(KEY_FIELD, String(copy.type))
+      ? KEY_FIELD[String(copy.type)]
+      : undefined;
     const key = field === undefined ? undefined : copy[field];
-    if (typeof key === "string") {
+    if (field !== undefined && typeof key === "string") {
       const r = random();
       if (r < 0.3) {
         const at = Math.floor(random() * key.length);
@@ -626,28 +628,28 @@ function runsProgram(name: string, value: string | number): boolean {
     /^(kernel\.usermodehelper|fs\.binfmt_misc)\../.test(name);
 }
 
-/** Protections, with the values that keep them on. */
-const KEEPS_ON: Record<string, (n: number) => boolean> = {
-  "kernel.randomize_va_space": (n) => n >= 2,
-  "kernel.kptr_restrict": (n) => n >= 1,
-  "kernel.dmesg_restrict": (n) => n >= 1,
-  "fs.suid_dumpable": (n) => n === 0,
-  "fs.protected_symlinks": (n) => n >= 1,
-  "fs.protected_hardlinks": (n) => n >= 1,
-  "fs.protected_fifos": (n) => n >= 1,
-  "fs.protected_regular": (n) => n >= 1,
-  "kernel.yama.ptrace_scope": (n) => n >= 1,
-  "kernel.unprivileged_bpf_disabled": (n) => n >= 1,
-};
+/** Protections, with the values that keep them on (a Map: no name reaches Object.prototype). */
+const KEEPS_ON = new Map<string, (n: number) => boolean>(Object.entries({
+  "kernel.randomize_va_space": (n: number) => n >= 2,
+  "kernel.kptr_restrict": (n: number) => n >= 1,
+  "kernel.dmesg_restrict": (n: number) => n >= 1,
+  "fs.suid_dumpable": (n: number) => n === 0,
+  "fs.protected_symlinks": (n: number) => n >= 1,
+  "fs.protected_hardlinks": (n: number) => n >= 1,
+  "fs.protected_fifos": (n: number) => n >= 1,
+  "fs.protected_regular": (n: number) => n >= 1,
+  "kernel.yama.ptrace_scope": (n: number) => n >= 1,
+  "kernel.unprivileged_bpf_disabled": (n: number) => n >= 1,
+}));
 
 /** Values the kernel never lowers again. */
-const ONE_WAY_VALUES: Record<string, number> = {
-  "kernel.modules_disabled": 1,
-  "kernel.kexec_load_disabled": 1,
-  "kernel.yama.ptrace_scope": 3,
-  "kernel.unprivileged_bpf_disabled": 1,
-  "kernel.io_uring_disabled": 2,
-};
+const ONE_WAY_VALUES = new Map<string, number>([
+  ["kernel.modules_disabled", 1],
+  ["kernel.kexec_load_disabled", 1],
+  ["kernel.yama.ptrace_scope", 3],
+  ["kernel.unprivileged_bpf_disabled", 1],
+  ["kernel.io_uring_disabled", 2],
+]);
 
 /** Services that reboot, power off, suspend or isolate the node (both inits). */
 const STOPS_NODE = new Set([
@@ -783,10 +785,11 @@ export function brokenInvariants(resources: Resource[], trusted: boolean): strin
         if (/[\0\n\r]/.test(String(r.value))) broken.push(`value of ${name} is not one line`);
         if (!trusted && runsProgram(name, r.value)) broken.push(`${name} runs a program`);
         const n = kernelInt(r.value);
-        if (!trusted && KEEPS_ON[name] && (n === undefined || !KEEPS_ON[name](n))) {
+        const keepsOn = KEEPS_ON.get(name);
+        if (!trusted && keepsOn && (n === undefined || !keepsOn(n))) {
           broken.push(`${name} = ${r.value} turns a protection off`);
         }
-        const oneWay = ONE_WAY_VALUES[name] !== undefined && n === ONE_WAY_VALUES[name];
+        const oneWay = ONE_WAY_VALUES.has(name) && n === ONE_WAY_VALUES.get(name);
         if (oneWay !== (r.permanent === true)) {
           broken.push(
             `${name} = ${r.value} ${oneWay ? "one-way, not" : "is not one-way, yet"} permanent`,
