@@ -45,23 +45,38 @@ export function parseStrictJson(
 const MAX_LISTED = 1000;
 
 interface Frame {
-  /** Path of this object or array. */
-  path: string;
-  /** Keys seen so far (objects only). */
-  keys?: Set<string>;
+  /** The frame this object or array is in, and its key or index there (none: the top). */
+  parent: Frame | undefined;
+  at: string | number;
+  /** Its path, once asked for (only a problem asks). */
+  path: string | undefined;
+  /** Keys seen so far (objects only): a list while short, a set when long. */
+  keys: string[] | Set<string> | undefined;
   /** The key whose value comes next (objects), or undefined while a key is expected. */
-  key?: string;
+  key: string | undefined;
   /** The index of the current element (arrays). */
   index: number;
 }
 
 const QUOTE = 0x22, BACKSLASH = 0x5c;
 
-/** Join a path and a key the way problems are named (`a.b[3].c`). */
-function child(frame: Frame | undefined): string {
-  if (frame === undefined) return "";
-  if (frame.keys === undefined) return `${frame.path}[${frame.index}]`;
-  return frame.path === "" ? frame.key! : `${frame.path}.${frame.key}`;
+/** The path of a frame (`a.b[3]`), written when a problem needs it. */
+function pathOf(frame: Frame): string {
+  if (frame.path === undefined) {
+    frame.path = frame.parent === undefined ? "" : join(pathOf(frame.parent), frame.at);
+  }
+  return frame.path;
+}
+
+/** A path and a key or index, the way problems are named (`a.b[3].c`). */
+function join(path: string, at: string | number): string {
+  if (typeof at === "number") return `${path}[${at}]`;
+  return path === "" ? at : `${path}.${at}`;
+}
+
+/** Where the value that comes next in `frame` is: its key (objects) or index (arrays). */
+function next(frame: Frame): string | number {
+  return frame.keys === undefined ? frame.index : frame.key!;
 }
 
 /** How deep objects and arrays may nest (resources[i].peers[j].allowedIps[k] is 5 deep). */
@@ -134,32 +149,40 @@ function scanKeys(text: string, add: (problem: JsonProblem) => void): void {
         const raw = text.slice(i + 1, end);
         const key: string = raw.includes("\\") ? JSON.parse(text.slice(i, end + 1)) : raw;
         top.key = key;
-        const at = child(top);
+        const seen = Array.isArray(top.keys) ? top.keys.includes(key) : top.keys.has(key);
         if (key === "__proto__") {
           add({
-            path: at,
+            path: join(pathOf(top), key),
             message: `"__proto__" is not a key a declaration may use (JavaScript gives it a ` +
               `meaning of its own); remove it`,
           });
-        } else if (top.keys.has(key)) {
+        } else if (seen) {
           add({
-            path: at,
+            path: join(pathOf(top), key),
             message: `duplicate key "${key}": JSON keeps only the last value, so a reader of ` +
               `the text may see another value than the host would apply; write each key once`,
           });
         }
-        top.keys.add(key);
+        if (!Array.isArray(top.keys)) top.keys.add(key);
+        else if (top.keys.push(key) > 16) top.keys = new Set(top.keys);
       }
       i = end;
       continue;
     }
     switch (c) {
       case 0x7b: // {
-        stack.push({ path: child(stack[stack.length - 1]), keys: new Set(), index: 0 });
+      case 0x5b: { // [
+        const parent = stack[stack.length - 1];
+        stack.push({
+          parent,
+          at: parent === undefined ? "" : next(parent),
+          path: undefined,
+          keys: c === 0x7b ? [] : undefined,
+          key: undefined,
+          index: 0,
+        });
         break;
-      case 0x5b: // [
-        stack.push({ path: child(stack[stack.length - 1]), index: 0 });
-        break;
+      }
       case 0x7d: // }
       case 0x5d: // ]
         stack.pop();
@@ -177,24 +200,34 @@ function scanKeys(text: string, add: (problem: JsonProblem) => void): void {
 /** Name every string (value or key) that is not well-formed Unicode. */
 function checkStrings(value: unknown, path: string, add: (problem: JsonProblem) => void): void {
   // A path is written only for a problem or a container: lists of strings may be long.
-  const item = (item: unknown, at: () => string) => {
-    if (typeof item === "string") {
-      if (!item.isWellFormed()) {
-        add({
-          path: at(),
-          message: "is not well-formed Unicode (a lone surrogate such as \\ud800); " +
-            "write the characters it means",
-        });
-      }
-    } else if (item !== null && typeof item === "object") checkStrings(item, at(), add);
-  };
   if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) item(value[i], () => `${path}[${i}]`);
+    for (let i = 0; i < value.length; i++) checkItem(value[i], path, i, add);
   } else if (value !== null && typeof value === "object") {
     for (const key of Object.keys(value)) {
-      const at = () => path === "" ? key : `${path}.${key}`;
-      if (!key.isWellFormed()) add({ path: at(), message: "this key is not well-formed Unicode" });
-      item((value as Record<string, unknown>)[key], at);
+      if (!key.isWellFormed()) {
+        add({ path: join(path, key), message: "this key is not well-formed Unicode" });
+      }
+      checkItem((value as Record<string, unknown>)[key], path, key, add);
     }
-  } else item(value, () => path);
+  } else checkItem(value, "", undefined, add);
+}
+
+/** {@link checkStrings} for one item at `at` of the container at `path`. */
+function checkItem(
+  item: unknown,
+  path: string,
+  at: string | number | undefined,
+  add: (problem: JsonProblem) => void,
+): void {
+  if (typeof item === "string") {
+    if (!item.isWellFormed()) {
+      add({
+        path: at === undefined ? path : join(path, at),
+        message: "is not well-formed Unicode (a lone surrogate such as \\ud800); " +
+          "write the characters it means",
+      });
+    }
+  } else if (item !== null && typeof item === "object") {
+    checkStrings(item, at === undefined ? path : join(path, at), add);
+  }
 }
