@@ -7,7 +7,14 @@ import * as v from "valibot";
 import { posix } from "node:path";
 import { HostError } from "./errors.ts";
 import { pathProblem } from "./declaration/paths.ts";
-import { DEFAULT_LIMITS, type Limits, type OwnResources } from "./declaration/envelope.ts";
+import {
+  DEFAULT_LIMITS,
+  type Limits,
+  type OwnResources,
+  type Permit,
+} from "./declaration/envelope.ts";
+import { canonicalSetting, isGuardedSetting, isSettingName } from "./resources/sysctl.ts";
+import { stopsTheNode } from "./resources/service.ts";
 import { PROGRAM } from "./version.ts";
 
 /** Everything the host needs to know about where it lives and what it may manage. */
@@ -35,6 +42,12 @@ export interface HostConfig {
   limits: Limits;
   /** The host's own files and service, never manageable by a declaration. */
   own: OwnResources;
+  /**
+   * What this machine lets declarations from the link or a file do although the safe parse
+   * refuses it by default (kernel settings that run programs or turn a protection off,
+   * services that stop the node); the bundle may always.
+   */
+  permit: Permit;
 }
 
 /** Default locations and values (DESIGN.md §3, §8, §15). */
@@ -92,6 +105,30 @@ const FileSchema = v.strictObject({
   memoryCeilingMiB: v.optional(
     v.pipe(v.number(), v.safeInteger(), v.minValue(32, "at least 32 MiB")),
   ),
+  permit: v.optional(v.strictObject({
+    sysctls: v.optional(v.array(v.pipe(
+      v.string(),
+      v.check(
+        (k) => isSettingName(k) && isGuardedSetting(canonicalSetting(k)),
+        (i) =>
+          `${
+            JSON.stringify(i.input)
+          } is not a kernel setting the safe parse refuses (those that run programs or ` +
+          "turn a protection off, listed in nox-mesh-host-declaration(5)); nothing to permit",
+      ),
+    ))),
+    services: v.optional(v.array(v.pipe(
+      v.string(),
+      v.check(
+        (n) => stopsTheNode(n) !== undefined,
+        (i) =>
+          `${
+            JSON.stringify(i.input)
+          } is not a service the safe parse refuses (those that reboot, power off or ` +
+          "isolate the node, listed in nox-mesh-host-declaration(5)); nothing to permit",
+      ),
+    ))),
+  })),
   limits: v.optional(v.strictObject({
     maxBytes: v.optional(v.pipe(v.number(), v.safeInteger(), v.minValue(1))),
     maxResources: v.optional(v.pipe(v.number(), v.safeInteger(), v.minValue(1))),
@@ -149,6 +186,10 @@ export async function loadConfig(flags: ConfigFlags = {}): Promise<HostConfig> {
     memoryCeilingMiB: file.memoryCeilingMiB ?? DEFAULTS.memoryCeilingMiB,
     ...(file.packageManager ? { packageManager: file.packageManager } : {}),
     limits: { ...DEFAULT_LIMITS, ...file.limits },
+    permit: {
+      sysctls: (file.permit?.sysctls ?? []).map(canonicalSetting),
+      services: (file.permit?.services ?? []).map((n) => n.split(/[.@]/, 1)[0]),
+    },
     own: {
       paths: [
         ...(flags.ownPaths ?? []),

@@ -5,11 +5,14 @@
 import assert from "node:assert/strict";
 import { loadConfig } from "../src/config.ts";
 import { DeclarationRefused, type ParseOptions } from "../src/declaration/envelope.ts";
-import { parseDeclaration } from "../src/engine/parse.ts";
-import { applyText } from "../src/engine/mod.ts";
+import { parseDeclaration, parseTrustedDeclaration } from "../src/engine/parse.ts";
+import { admit, applyText } from "../src/engine/mod.ts";
 import { ALL_OWN_PATHS, OWN_PATHS_BY_OS } from "../packaging/own_paths_by_os.ts";
+import { posixFileSystem } from "../os/posix-fs/mod.ts";
 import { hostOn, modeOf, runHost, scratch } from "./_helpers.ts";
 import { container, directory, file } from "./_declarations.ts";
+import { outcomes, testEngine } from "./_engine.ts";
+import { privatePodman, SERVE } from "./os/_podman.ts";
 
 const options: ParseOptions = {
   managedRoots: ["/etc", "/srv", "/opt", "/var/lib", "/var/log", "/usr/local", "/home"],
@@ -185,13 +188,21 @@ Deno.test("owner and group ids are 0…4294967294", async () => {
 });
 
 Deno.test("a service names a service, socket, timer or path unit; never a target or the like", async () => {
-  for (const name of ["reboot.target", "poweroff.target", "emergency.target"]) {
+  // A target that stops the node says so (the one list of service.ts, both inits).
+  for (
+    const [name, does] of [
+      ["reboot.target", "reboots the node"],
+      ["poweroff.target", "powers the node off"],
+      ["emergency.target", "isolates the node in emergency mode"],
+    ]
+  ) {
     await refused(
       doc([service(name)]),
       "resources[0].name",
-      /is a \.target unit; .*never a target/,
+      new RegExp(`is a \\.target unit \\(it ${does}.*\\); .*never a target`),
     );
   }
+  await refused(doc([service("multi-user.target")]), "resources[0].name", /unit; a service/);
   for (
     const name of [
       "home.mount",
@@ -463,4 +474,178 @@ Deno.test("restartOn names resources declared before it: unknown, later, itself 
     /declared after this one/,
   );
   await refused(doc([file(), svc({ reload: "yes" })]), "resources[1].reload", /boolean/);
+});
+
+Deno.test("services that reboot, power off or isolate the node are refused started or enabled over the link (both inits)", async () => {
+  const names = [
+    "systemd-reboot.service",
+    "systemd-kexec.service",
+    "systemd-poweroff",
+    "systemd-halt.service",
+    "systemd-soft-reboot.service",
+    "systemd-suspend.service",
+    "emergency.service",
+    "rescue.service",
+    "rescue.socket",
+    "debug-shell.service",
+    "killprocs",
+    "mount-ro",
+    "savecache",
+    "killprocs.x",
+  ];
+  for (const name of names) {
+    for (const [enabled, running, field] of [[false, true, "running"], [true, false, "enabled"]]) {
+      await refused(
+        doc([{ ...service(name), enabled, running }]),
+        `resources[0].${field}`,
+        /"[^"]+" (reboots|restarts|powers|halts|suspends|isolates|opens|\(OpenRC\)).*; a declaration from the link or a file may not start or enable it .*declare it in the bundle the host carries, or name "[^"]+" in the permit\.services of this machine's host\.json/,
+      );
+    }
+    // Stopped and disabled: nothing happens to the node.
+    await accepted(doc([{ ...service(name), enabled: false, running: false }]));
+    // The bundle may; so may a machine whose host.json names the service.
+    await parseTrustedDeclaration(doc([service(name)]), options);
+    await accepted(doc([service(name)]), {
+      ...options,
+      permit: { sysctls: [], services: [name.split(/[.@]/)[0]] },
+    });
+  }
+  for (const name of ["sshd", "reboot-notifier.service", "rescue-tools", "system-reboot"]) {
+    await accepted(doc([service(name)]));
+  }
+});
+
+Deno.test("host.json's permit: what it names is accepted from a file on this machine, nothing else; unknown names are refused", async () => {
+  const core = { type: "sysctl", id: "core", key: "kernel.core_pattern", value: "|/srv/dump %p" };
+  {
+    await using s = await scratch();
+    await using host = await hostOn(s);
+    await assert.rejects(
+      admit(host, doc([core]), { source: "file", origin: "core.json" }),
+      /resources\[0\]\.value: kernel\.core_pattern = \|\/srv\/dump %p is refused/,
+    );
+  }
+  {
+    await using s = await scratch({
+      permit: { sysctls: ["kernel/core_pattern"], services: ["systemd-reboot.service"] },
+    });
+    await using host = await hostOn(s);
+    await admit(host, doc([core, service("systemd-reboot")]), { source: "file", origin: "x" });
+    // Only what it names.
+    await assert.rejects(
+      admit(host, doc([{ ...core, key: "kernel.modprobe", value: "/srv/x" }]), {
+        source: "file",
+        origin: "x",
+      }),
+      /resources\[0\]\.key: kernel\.modprobe is refused/,
+    );
+  }
+  // A name the parse never refuses is a mistake in host.json, said at once (exit 78).
+  await using s = await scratch({ permit: { sysctls: ["net.ipv4.ip_forward"] } });
+  const run = await runHost(["apply", await s.declaration([])], { env: s.env });
+  assert.equal(run.code, 78, run.stderr);
+  assert.match(
+    run.stderr,
+    /permit\.sysctls\.0: "net\.ipv4\.ip_forward" is not a kernel setting the safe parse refuses .* nothing to permit/,
+  );
+});
+
+Deno.test("env names that are Object.prototype's (constructor, prototype, valueOf) are kept, not dropped", async () => {
+  const env = { constructor: "x", prototype: "y", valueOf: "z", hasOwnProperty: "w", A: "1" };
+  const parsed = await accepted(doc([container({ env })]));
+  const kept = (parsed.resources[0] as { env: Record<string, string> }).env;
+  assert.deepEqual(Object.entries(kept), Object.entries(env));
+  // The digest covers every name: it is not the digest of the shortened map.
+  const shortened = await accepted(
+    doc([container({ env: { valueOf: "z", hasOwnProperty: "w", A: "1" } })]),
+  );
+  assert.notEqual(parsed.digest, shortened.digest);
+  // Still checked, each by its JSON path.
+  await refused(
+    doc([container({ env: { constructor: "a\nb" } })]),
+    "resources[0].env.constructor",
+    /line break/,
+  );
+  await refused(
+    doc([container({ env: { "bad-name": "x" } })]),
+    "resources[0].env.bad-name",
+    /env name/,
+  );
+  await refused(doc([container({ env: [] })]), "resources[0].env", /object of names and values/);
+});
+
+Deno.test({
+  name: "env names that are Object.prototype's reach the container's process (podman)",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    await using p = await privatePodman();
+    await using engine = await testEngine({ fs: posixFileSystem(), containers: p.runtime });
+    const r = {
+      ...container({ name: "noxad-env", image: p.image, args: SERVE }),
+      env: { constructor: "x", prototype: "y" },
+    };
+    const applied = await engine.apply([r]);
+    assert.equal(applied.outcome, "converged", applied.error);
+    const env = await p.podman(
+      "container",
+      "inspect",
+      "--format",
+      "{{json .Config.Env}}",
+      "noxad-env",
+    );
+    assert.ok(JSON.parse(env).includes("constructor=x"), env);
+    assert.ok(JSON.parse(env).includes("prototype=y"), env);
+    assert.deepEqual(outcomes(await engine.apply([r])), ["c:unchanged"]);
+  },
+});
+
+Deno.test("a file by reference whose size and digest cannot both hold is refused (size 0 is the empty digest)", async () => {
+  const ref = (contentSha256: string, size: number) => {
+    const { content: _, ...rest } = file();
+    return { ...rest, contentSha256, size };
+  };
+  const EMPTY = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+  await refused(
+    doc([ref("a".repeat(64), 0)]),
+    "resources[0].contentSha256",
+    new RegExp(
+      `size 0 is the empty content, whose SHA-256 is ${EMPTY}, not a{64}: no content matches both`,
+    ),
+  );
+  await refused(
+    doc([ref(EMPTY, 5)]),
+    "resources[0].size",
+    /is the SHA-256 of the empty content, which is 0 bytes, not 5/,
+  );
+  await accepted(doc([ref(EMPTY, 0)]));
+  await accepted(doc([ref("a".repeat(64), 5)]));
+});
+
+Deno.test("JSON nested deeper than a declaration needs, or an object of more keys, is refused before it is parsed", async () => {
+  const deep = `{"version":1,"resources":[{"type":"file","id":"f","content":${"[".repeat(65)}${
+    "]".repeat(65)
+  }}]}`;
+  await refused(deep, "", /nests objects and arrays deeper than 64 levels/);
+  const env = Object.fromEntries(Array.from({ length: 10_001 }, (_, i) => [`E${i}`, "x"]));
+  await refused(doc([container({ env })]), "", /an object of more than 10000 keys/);
+  // Colons and brackets inside strings are text, not structure.
+  await accepted(doc([file({ content: "[".repeat(100) + ":".repeat(20_000) })]));
+  delete env.E10000;
+  await accepted(doc([container({ env })]));
+});
+
+Deno.test("a refusal lists at most 1000 problems and counts the rest", async () => {
+  const many = Array.from({ length: 3000 }, (_, i) => ({ ...service(`s${i}`), id: "same" }));
+  let error: unknown;
+  try {
+    await parseDeclaration(doc(many), options);
+  } catch (e) {
+    error = e;
+  }
+  assert.ok(error instanceof DeclarationRefused);
+  assert.equal(error.problems.length, 1000);
+  assert.equal(error.omitted, 1999);
+  assert.equal(error.problems[0].path, "resources[1].id");
+  assert.match(error.message, /… and 2979 more$/);
 });

@@ -41,12 +41,27 @@ export interface OwnResources {
   services: readonly string[];
 }
 
+/**
+ * What this machine's configuration (host.json `permit`) lets the safe parse accept although
+ * it refuses it by default: kernel settings that run programs or turn a protection off, and
+ * services that stop or isolate the node (src/resources/sysctl.ts, service.ts). The trusted
+ * parse (the bundle) accepts them all.
+ */
+export interface Permit {
+  /** Setting names, in their dotted form ("kernel.core_pattern"). */
+  sysctls: readonly string[];
+  /** Service names (every unit of the name, as for the host's own service). */
+  services: readonly string[];
+}
+
 /** What the parse needs to know about this host. */
 export interface ParseOptions {
   /** Roots the host may manage; a path outside every one of them is refused. */
   managedRoots: readonly string[];
   /** The host's own files and services. */
   own: OwnResources;
+  /** What this machine permits that the safe parse refuses by default (none when absent). */
+  permit?: Permit;
   limits?: Partial<Limits>;
   /** Where the text came from, for messages: a file name, "the link", "the bundle". */
   origin?: string;
@@ -68,20 +83,51 @@ export interface Problem {
   message: string;
 }
 
+/**
+ * The most problems a refusal lists; the rest are counted. A hostile declaration can hold
+ * hundreds of thousands of them, and a refusal must not cost more than the declaration.
+ */
+export const MAX_PROBLEMS = 1000;
+
+/** Where problems go while a parse collects them: the first {@link MAX_PROBLEMS} are kept. */
+export interface ProblemSink {
+  push(...problems: Problem[]): unknown;
+}
+
+/** A sink that keeps the first {@link MAX_PROBLEMS} problems and counts the others. */
+export function problemList(): ProblemSink & { list: Problem[]; omitted: number } {
+  const sink = {
+    list: [] as Problem[],
+    omitted: 0,
+    push(...problems: Problem[]) {
+      for (const p of problems) {
+        if (sink.list.length < MAX_PROBLEMS) sink.list.push(p);
+        else sink.omitted++;
+      }
+      return sink.list.length;
+    },
+  };
+  return sink;
+}
+
 /** The declaration was refused as a whole (exit code 2). */
 export class DeclarationRefused extends HostError {
   readonly problems: Problem[];
+  /** Problems found beyond those listed (see {@link MAX_PROBLEMS}). */
+  readonly omitted: number;
 
-  constructor(problems: Problem[], origin = "declaration") {
+  constructor(problems: Problem[], origin = "declaration", omitted = 0) {
     const shown = problems.slice(0, 20).map((
       p,
     ) => (p.path ? `${p.path}: ${p.message}` : p.message));
-    if (problems.length > shown.length) shown.push(`… and ${problems.length - shown.length} more`);
+    const more = problems.length - shown.length + omitted;
+    if (more > 0) shown.push(`… and ${more} more`);
     super(
       "declaration.refused",
       `${origin} refused, nothing was applied:\n  ${shown.join("\n  ")}`,
     );
     this.problems = problems;
+    this.omitted = omitted;
   }
 }
 

@@ -77,14 +77,16 @@ export const specialBit = (what: string) =>
 export const lineSafe = (what: string) =>
   v.pipe(
     v.string(),
-    v.check(
-      (s) => !/[\0\n\r]/.test(s),
-      (i) =>
-        `${what} contains a ${
-          i.input.includes("\0") ? "NUL" : "line break"
-        }, which a program's arguments and environment cannot carry; remove it`,
-    ),
+    v.check((s) => lineProblem(what, s) === undefined, (i) => `${lineProblem(what, i.input)}`),
   );
+
+/** Why `text` cannot be one argument or environment value (`what`), or `undefined`. */
+export function lineProblem(what: string, text: string): string | undefined {
+  if (!/[\0\n\r]/.test(text)) return undefined;
+  return `${what} contains a ${
+    text.includes("\0") ? "NUL" : "line break"
+  }, which a program's arguments and environment cannot carry; remove it`;
+}
 
 /** A program and its arguments: an absolute program path, no NUL (never a shell). */
 export const argv = (what: string) =>
@@ -97,3 +99,41 @@ export const argv = (what: string) =>
     ),
     v.check((a) => a.every((s) => !s.includes("\0")), `${what} contains a NUL character`),
   );
+
+/**
+ * A JSON object of names and values (a container's env), each name checked by `name` and
+ * each value by `value` (each returns why it is refused, or `undefined`), and every name
+ * kept. valibot's own record drops "constructor" and "prototype" without a word; here
+ * nothing declared vanishes (a `__proto__` key is refused earlier, by the strict JSON
+ * reading). Plain functions, not schemas: an object may hold hundreds of thousands of
+ * names, and each is checked in one call.
+ */
+export function record<V>(
+  what: string,
+  name: (key: string) => string | undefined,
+  value: (item: unknown) => string | undefined,
+): v.GenericSchema<unknown, Record<string, V>> {
+  return v.pipe(
+    v.custom<Record<string, unknown>>(
+      (input) => input !== null && typeof input === "object" && !Array.isArray(input),
+      `${what} is an object of names and values`,
+    ),
+    v.rawTransform(({ dataset, addIssue }) => {
+      const input = dataset.value;
+      let bad = 0;
+      for (const key of Object.keys(input)) {
+        const item = input[key];
+        const why = name(key) ?? value(item);
+        if (why !== undefined && ++bad <= 1000) {
+          addIssue({
+            message: why,
+            path: [{ type: "object", origin: "value", input, key, value: item }],
+          });
+        }
+      }
+      if (bad > 1000) addIssue({ message: `and ${bad - 1000} more names or values like those` });
+      // A copy whose keys are all the object's own (JSON.parse made them so): none is lost.
+      return { ...input } as Record<string, V>;
+    }),
+  );
+}

@@ -38,6 +38,7 @@ export async function admit(
   const options = {
     managedRoots: engine.config.managedRoots,
     own: engine.config.own,
+    permit: engine.config.permit,
     limits: engine.config.limits,
     origin,
   };

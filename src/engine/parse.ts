@@ -19,6 +19,8 @@ import {
   type Limits,
   type ParseOptions,
   type Problem,
+  problemList,
+  type ProblemSink,
 } from "../declaration/envelope.ts";
 import { parseStrictJson } from "../declaration/json.ts";
 import { compileOwnPaths } from "../declaration/paths.ts";
@@ -69,7 +71,9 @@ async function parse(
     const strict = parseStrictJson(
       typeof text === "string" ? text : new TextDecoder("utf-8", { fatal: true }).decode(text),
     );
-    if (strict.problems.length > 0) throw new DeclarationRefused(strict.problems, origin);
+    if (strict.problems.length > 0) {
+      throw new DeclarationRefused(strict.problems, origin, strict.omitted);
+    }
     data = strict.value;
   } catch (error) {
     if (error instanceof DeclarationRefused) throw error;
@@ -78,7 +82,11 @@ async function parse(
   }
 
   const envelope = v.safeParse(EnvelopeSchema, data, { abortEarly: false });
-  if (!envelope.success) throw new DeclarationRefused(envelope.issues.map(toProblem), origin);
+  if (!envelope.success) {
+    const problems = problemList();
+    for (const issue of envelope.issues) problems.push(toProblem(issue));
+    throw new DeclarationRefused(problems.list, origin, problems.omitted);
+  }
   const { resources: raw, ...head } = envelope.output;
   if (raw.length > limits.maxResources) {
     throw new DeclarationRefused([{
@@ -87,15 +95,15 @@ async function parse(
     }], origin);
   }
 
-  const problems: Problem[] = [];
+  const problems = problemList();
   const parsed: [number, Resource][] = [];
   raw.forEach((item, index) => {
     const resource = parseResource(item, `resources[${index}]`, trusted, problems);
     if (resource) parsed.push([index, resource]);
   });
-  checkTogether(parsed, options, limits, problems);
-  if (problems.length > 0) {
-    throw new DeclarationRefused(problems.sort((a, b) => comparePaths(a.path, b.path)), origin);
+  checkTogether(parsed, options, limits, trusted, problems);
+  if (problems.list.length > 0) {
+    throw new DeclarationRefused(inReadingOrder(problems.list), origin, problems.omitted);
   }
   const resources = parsed.map(([, resource]) => resource);
 
@@ -107,7 +115,7 @@ function parseResource(
   item: unknown,
   at: string,
   trusted: boolean,
-  problems: Problem[],
+  problems: ProblemSink,
 ): Resource | undefined {
   if (item === null || typeof item !== "object" || Array.isArray(item)) {
     problems.push({ path: at, message: "a resource is an object with a type and an id" });
@@ -147,22 +155,43 @@ function parseResource(
   return result.output as Resource;
 }
 
-/** Rules across resources and against this host's configuration. */
+/**
+ * Rules across resources and against this host's configuration. Every rule costs at most
+ * n·log n in the size of the declaration (maps for ids and keys, sorting for overlaps): a
+ * declaration is input from the network, and a parse is not a place to spend hours.
+ */
 function checkTogether(
   resources: [number, Resource][],
   options: ParseOptions,
   limits: Limits,
-  problems: Problem[],
+  trusted: boolean,
+  problems: ProblemSink,
 ) {
   const ids = new Map<string, number>();
   const keys = new Map<string, number>();
+  const claims = new Map<string, string>();
   const scope: RuleScope = {
     problems,
     limits,
     roots: options.managedRoots,
     own: compileOwnPaths(options.own.paths),
     ownServices: new Set(options.own.services.map(serviceBaseName)),
+    trusted,
+    permit: {
+      sysctls: new Set(options.permit?.sysctls ?? []),
+      services: new Set(options.permit?.services ?? []),
+    },
+    claim(what, at) {
+      const first = claims.get(what);
+      if (first === undefined) claims.set(what, at);
+      return first;
+    },
   };
+  // Every id and where it is first declared, for restartOn's "declared after this one".
+  const everyId = new Map<string, number>();
+  for (const [index, resource] of resources) {
+    if (!everyId.has(resource.id)) everyId.set(resource.id, index);
+  }
 
   for (const [index, resource] of resources) {
     const at = `resources[${index}]`;
@@ -185,7 +214,7 @@ function checkTogether(
     } else keys.set(key, index);
 
     kind.rules?.(resource, at, scope);
-    checkRestartOn(kind.restartOn?.(resource) ?? [], resource.id, at, ids, resources, problems);
+    checkRestartOn(kind.restartOn?.(resource) ?? [], resource.id, at, ids, everyId, problems);
   }
 }
 
@@ -198,8 +227,8 @@ function checkRestartOn(
   self: string,
   at: string,
   earlier: ReadonlyMap<string, number>,
-  resources: readonly [number, Resource][],
-  problems: Problem[],
+  everyId: ReadonlyMap<string, number>,
+  problems: ProblemSink,
 ) {
   const seen = new Set<string>();
   restartOn.forEach((id, i) => {
@@ -215,7 +244,7 @@ function checkRestartOn(
     }
     // `earlier` holds the ids declared so far (this one's included, refused above).
     if (earlier.has(id)) return;
-    const later = resources.find(([, r]) => r.id === id)?.[0];
+    const later = everyId.get(id);
     problems.push({
       path,
       message: later === undefined
@@ -227,10 +256,15 @@ function checkRestartOn(
   });
 }
 
-/** Order problems by resource index, then by path, so messages read top to bottom. */
-function comparePaths(a: string, b: string): number {
-  const index = (p: string) => Number(/^resources\[(\d+)\]/.exec(p)?.[1] ?? -1);
-  return index(a) - index(b) || (a < b ? -1 : a > b ? 1 : 0);
+/**
+ * Problems by resource index, then by path, so messages read top to bottom (each index
+ * read once: a refusal may name hundreds of thousands of problems).
+ */
+function inReadingOrder(problems: Problem[]): Problem[] {
+  return problems
+    .map((p) => ({ p, index: Number(/^resources\[(\d+)\]/.exec(p.path)?.[1] ?? -1) }))
+    .sort((a, b) => a.index - b.index || (a.p.path < b.p.path ? -1 : a.p.path > b.p.path ? 1 : 0))
+    .map(({ p }) => p);
 }
 
 function toProblem(issue: v.BaseIssue<unknown>): Problem {

@@ -13,7 +13,14 @@
  */
 import * as v from "valibot";
 import { digestOf } from "../declaration/canonical.ts";
-import { absolutePath, lineSafe, resourceId, restartOn } from "../declaration/fields.ts";
+import {
+  absolutePath,
+  lineProblem,
+  lineSafe,
+  record,
+  resourceId,
+  restartOn,
+} from "../declaration/fields.ts";
 import type { ContainerInfo, ContainerRuntime, ContainerSpec } from "../providers.ts";
 import {
   type Change,
@@ -66,9 +73,12 @@ export const ContainerSchema = v.strictObject({
     ),
   ),
   args: v.array(lineSafe("an argument")),
-  env: v.record(
-    v.pipe(v.string(), v.regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "an env name is letters, digits and _")),
-    lineSafe("an env value"),
+  env: record<string>(
+    "env",
+    (name) =>
+      /^[A-Za-z_][A-Za-z0-9_]*$/.test(name) ? undefined : "an env name is letters, digits and _",
+    (value) =>
+      typeof value !== "string" ? "an env value is a string" : lineProblem("an env value", value),
   ),
   mounts: v.array(mount),
   restart: v.picklist(["no", "always", "on-failure", "unless-stopped"]),

@@ -108,6 +108,9 @@ export function fileContent(resource: FileResource): Uint8Array {
 
 const CREATE: Diff<FileChange> = { exists: false, changes: [change("create")] };
 
+/** The SHA-256 of no bytes at all. */
+const EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
 /** The file kind. */
 export const fileKind: ResourceKind<FileResource, FileChange> = {
   type: "file",
@@ -119,6 +122,19 @@ export const fileKind: ResourceKind<FileResource, FileChange> = {
 
   rules(resource: FileResource, at: string, scope: RuleScope): void {
     checkManagedPath(resource.path, `${at}.path`, scope);
+    // No content but the empty one is 0 bytes, and it has one digest: a reference that
+    // pairs the empty digest or size 0 with anything else names bytes that cannot exist.
+    if ((resource.size === 0) !== (resource.contentSha256 === EMPTY_SHA256)) {
+      scope.problems.push({
+        path: `${at}.${resource.size === 0 ? "contentSha256" : "size"}`,
+        message: resource.size === 0
+          ? `size 0 is the empty content, whose SHA-256 is ${EMPTY_SHA256}, not ` +
+            `${resource.contentSha256}: no content matches both, so the file could never be ` +
+            'written; fix the digest or the size (or declare "content": "")'
+          : `${resource.contentSha256} is the SHA-256 of the empty content, which is 0 bytes, ` +
+            `not ${resource.size}: no content matches both; fix the digest or the size`,
+      });
+    }
     if (resource.size !== undefined) {
       if (resource.size > scope.limits.maxReferencedBytes) {
         scope.problems.push({

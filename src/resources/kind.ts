@@ -9,7 +9,7 @@
  * touches its module, its adapter and the list in mod.ts; nothing else.
  */
 import type * as v from "valibot";
-import type { Limits, Problem } from "../declaration/envelope.ts";
+import type { Limits, ProblemSink } from "../declaration/envelope.ts";
 import type { OwnPattern } from "../declaration/paths.ts";
 import { HostError } from "../errors.ts";
 import type { Providers } from "../providers.ts";
@@ -89,7 +89,7 @@ export type ProviderNeed = keyof Providers;
 /** What a kind's rules are checked against: this host's configuration, compiled once per parse. */
 export interface RuleScope {
   /** Where each problem goes; the parse refuses the declaration when any is found. */
-  problems: Problem[];
+  problems: ProblemSink;
   limits: Limits;
   /** The managed roots. */
   roots: readonly string[];
@@ -97,6 +97,19 @@ export interface RuleScope {
   own: OwnPattern[];
   /** The host's own service names (every unit of these names is refused). */
   ownServices: ReadonlySet<string>;
+  /**
+   * The trusted parse (the bundle the host carries): what may only be done from there
+   * (run a program, stop the node, turn a kernel protection off) is accepted.
+   */
+  trusted: boolean;
+  /** What this machine's configuration permits the safe parse (host.json `permit`). */
+  permit: { sysctls: ReadonlySet<string>; services: ReadonlySet<string> };
+  /**
+   * Claim something a resource holds besides its key (a UDP port, …) for the resource at
+   * `at`: returns the path of the resource that claimed it first, or `undefined` when this
+   * is the first claim. Two resources holding one thing can never both converge.
+   */
+  claim(what: string, at: string): string | undefined;
 }
 
 /** What kinds get from the engine. */

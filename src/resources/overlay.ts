@@ -17,7 +17,15 @@ import * as v from "valibot";
 import { resourceId } from "../declaration/fields.ts";
 import { ensureOverlayKey, isWireguardKey, readOverlayKey } from "../overlay_key.ts";
 import type { OverlayDevice, OverlayLink, OverlayNetwork, OverlayPeer } from "../providers.ts";
-import { type Cidr, formatCidr, normalCidr, overlaps, parseCidr } from "./_cidr.ts";
+import {
+  blockRange,
+  formatAddress,
+  isCidr,
+  normalCidr,
+  parseCidr,
+  parseV4,
+  parseV6,
+} from "./_cidr.ts";
 import {
   type Change,
   change,
@@ -40,14 +48,38 @@ const NO_PRIVATE_KEY = v.optional(
   ),
 );
 
-const cidr = (what: string) =>
+/**
+ * A list of CIDR blocks (`what`: "address", "block"), each checked in one loop: a list may
+ * hold hundreds of thousands, and a schema per item costs more than the check itself.
+ */
+const cidrList = (what: string) =>
   v.pipe(
-    v.string(),
-    v.check(
-      (s) => parseCidr(s) !== undefined && s.includes("/"),
-      (i) => `${JSON.stringify(i.input)} is not a CIDR ${what} such as "10.60.0.7/24"`,
-    ),
+    v.custom<string[]>(Array.isArray, `is a list of CIDR ${what}s such as "10.60.0.7/24"`),
+    v.rawCheck(({ dataset, addIssue }) => {
+      if (!dataset.typed) return;
+      const input = dataset.value;
+      let bad = 0;
+      for (let i = 0; i < input.length; i++) {
+        const item: unknown = input[i];
+        if (typeof item === "string" && item.includes("/") && isCidr(item)) {
+          continue;
+        }
+        if (++bad > MAX_LISTED) continue;
+        addIssue({
+          message: typeof item === "string"
+            ? `${JSON.stringify(item)} is not a CIDR ${what} such as "10.60.0.7/24"`
+            : `expected a CIDR ${what} (a string), got ${item === null ? "null" : typeof item}`,
+          path: [{ type: "array", origin: "value", input, key: i, value: item }],
+        });
+      }
+      if (bad > MAX_LISTED) {
+        addIssue({ message: `and ${bad - MAX_LISTED} more items that are not CIDR ${what}s` });
+      }
+    }),
   );
+
+/** The most problems one list or one check names (the parse lists at most 1000 in all). */
+const MAX_LISTED = 1000;
 
 const wireguardKey = v.pipe(
   v.string(),
@@ -71,19 +103,76 @@ const port = (what: string) =>
  */
 export const INTERFACE_NAME = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}$/;
 
+/** A DNS name: labels of letters, digits and inner "-", the last one starting with a letter. */
+const HOST_NAME =
+  /^([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;
+
+/**
+ * Why `text` is not a peer endpoint in its one spelling, or `undefined` when it is: an
+ * IPv4 address as four decimal numbers, an IPv6 address in brackets as `wg show` prints it
+ * (lower case, zeros compressed), or a DNS name; then ":" and a port. Any other spelling
+ * either means another address than it reads as (glibc reads 010.0.0.1 as 8.0.0.1, 127.1
+ * as 127.0.0.1, 0x7f.0.0.1 as 127.0.0.1) or never equals what the read-back sees.
+ *
+ * @example
+ * ```ts
+ * endpointProblem("[2001:DB8::1]:51820"); // "… write it as \"[2001:db8::1]:51820\" …"
+ * ```
+ */
+export function endpointProblem(text: string): string | undefined {
+  const quoted = JSON.stringify(text);
+  const m = /^(.*):([0-9]+)$/s.exec(text);
+  if (!m || m[1] === "") {
+    return `${quoted} is not an endpoint: an address or host name, ":" and a port, such as ` +
+      `"198.51.100.7:51820", "[2001:db8::7]:51820" or "peer.example.org:51820"`;
+  }
+  const [, host, port] = m;
+  if (!/^[1-9][0-9]{0,4}$/.test(port) || Number(port) > 65535) {
+    return `${quoted}: the port is 1–65535, written without leading zeros`;
+  }
+  if (host.startsWith("[") || host.includes(":")) {
+    const inner = host.startsWith("[") && host.endsWith("]") ? host.slice(1, -1) : undefined;
+    const address = inner === undefined ? undefined : parseV6(inner);
+    if (address === undefined) {
+      return `${quoted}: ${host} is not an IPv6 address in brackets, such as [2001:db8::7]`;
+    }
+    const word = (i: number) => Number((address >> BigInt(112 - 16 * i)) & 0xffffn);
+    if (
+      [0, 1, 2, 3, 4].every((i) => word(i) === 0) && (word(5) === 0xffff || word(5) === 0) &&
+      (word(5) === 0xffff || word(6) !== 0)
+    ) {
+      return `${quoted} is an IPv4 address written as IPv6 (wg prints it otherwise); write the ` +
+        `IPv4 address: "${formatAddress(4, address & 0xffffffffn)}:${port}"`;
+    }
+    const one = formatAddress(6, address);
+    if (one !== inner) {
+      return `${quoted} is not written as wg prints it, so the read-back would never match; ` +
+        `write it as "[${one}]:${port}" (lower case, zeros compressed)`;
+    }
+    return undefined;
+  }
+  if (parseV4(host) !== undefined) return undefined;
+  if (!HOST_NAME.test(host) || host.length > 253) {
+    return /^(0[xX][0-9a-fA-F]*|[0-9]+)(\.(0[xX][0-9a-fA-F]*|[0-9]+))*\.?$/.test(host)
+      ? `${quoted}: ${host} is not an IPv4 address in its one spelling, four decimal numbers ` +
+        "0–255 without leading zeros (the resolver would read 010 as octal 8, 127.1 as " +
+        "127.0.0.1 and 0x7f as 127): write the address you mean that way"
+      : `${quoted}: ${host} is neither an IPv4 address nor a host name (labels of letters, ` +
+        `digits and inner "-" joined by single dots, the last starting with a letter)`;
+  }
+  return undefined;
+}
+
 const PeerSchema = v.strictObject({
   publicKey: wireguardKey,
   endpoint: v.optional(
     v.pipe(
       v.string(),
-      v.regex(
-        /^(\[[0-9A-Fa-f:.]{2,45}\]|[A-Za-z0-9][A-Za-z0-9.-]{0,252}):([1-9][0-9]{0,4})$/,
-        (i) => `${JSON.stringify(i.input)} is not an endpoint such as "198.51.100.7:51820"`,
-      ),
-      v.check((s) => Number(s.slice(s.lastIndexOf(":") + 1)) <= 65535, "the port is 1–65535"),
+      v.maxLength(300, "an endpoint is at most 300 characters"),
+      v.check((s) => endpointProblem(s) === undefined, (i) => `${endpointProblem(i.input)}`),
     ),
   ),
-  allowedIps: v.array(cidr("block")),
+  allowedIps: cidrList("block"),
   persistentKeepalive: v.optional(
     v.pipe(
       v.number(),
@@ -111,7 +200,7 @@ export const OverlaySchema = v.strictObject({
         `(not starting with "." or "-")`,
     ),
   ),
-  addresses: v.array(cidr("address")),
+  addresses: cidrList("address"),
   listenPort: v.optional(port("listenPort")),
   mtu: v.optional(
     v.pipe(
@@ -134,11 +223,16 @@ export function overlayKey(resource: Pick<OverlayResource, "interface">): string
   return `overlay:${resource.interface}`;
 }
 
-/** Rules across the fields of one overlay: no peer twice, no block routed to two peers. */
+/** The smallest MTU IPv6 works on: below it the kernel takes every IPv6 address away. */
+const IPV6_MIN_MTU = 1280;
+
+/**
+ * Rules across the fields of one overlay: no peer twice, no block routed to two peers, and
+ * addresses the interface can hold and the read-back can see. Each costs n·log n at most.
+ */
 export function overlayProblems(resource: OverlayResource): { path: string; message: string }[] {
   const problems: { path: string; message: string }[] = [];
   const keys = new Map<string, number>();
-  const blocks: { cidr: Cidr; at: string; peer: number }[] = [];
   resource.peers.forEach((peer, i) => {
     const first = keys.get(peer.publicKey);
     if (first !== undefined) {
@@ -147,21 +241,130 @@ export function overlayProblems(resource: OverlayResource): { path: string; mess
         message: `the same peer as peers[${first}]`,
       });
     } else keys.set(peer.publicKey, i);
-    peer.allowedIps.forEach((text, j) => {
-      const c = parseCidr(text)!;
-      const at = `peers[${i}].allowedIps[${j}]`;
-      const clash = blocks.find((b) => b.peer !== i && overlaps(b.cidr, c));
-      if (clash) {
-        problems.push({
-          path: at,
-          message: `${text} overlaps ${formatCidr(clash.cidr)} of ${clash.at}; ` +
-            `WireGuard routes each address to one peer only`,
+  });
+  for (const p of allowedIpsOverlaps(resource.peers)) problems.push(p);
+
+  const v6 = new Map<bigint, number>();
+  let firstV6: number | undefined;
+  resource.addresses.forEach((text, i) => {
+    const c = parseCidr(text)!;
+    if (c.family !== 6) return;
+    firstV6 ??= i;
+    if (c.address >> 118n === 0x3fan) {
+      problems.push({
+        path: `addresses[${i}]`,
+        message: `${text} is link-local (fe80::/10): the kernel gives every interface its own, ` +
+          "and the read-back leaves link scope to it, so this address would never read back; " +
+          "declare a global or unique-local (fd00::/8) address",
+      });
+    }
+    const same = v6.get(c.address);
+    if (same !== undefined && parseCidr(resource.addresses[same])!.prefix !== c.prefix) {
+      problems.push({
+        path: `addresses[${i}]`,
+        message:
+          `${text} is the address of addresses[${same}] (${
+            resource.addresses[same]
+          }) with another prefix; an interface holds an IPv6 address once, so the two could ` +
+          "never both hold: declare it once",
+      });
+    } else if (same === undefined) v6.set(c.address, i);
+  });
+  if (firstV6 !== undefined && resource.mtu !== undefined && resource.mtu < IPV6_MIN_MTU) {
+    problems.push({
+      path: "mtu",
+      message: `${resource.mtu} is below ${IPV6_MIN_MTU}, the smallest MTU IPv6 works on, and ` +
+        `addresses[${firstV6}] is IPv6: the kernel would take it away; declare mtu ` +
+        `${IPV6_MIN_MTU} or more`,
+    });
+  }
+  return problems;
+}
+
+/**
+ * Blocks of allowed-ips routed to two peers (WireGuard routes each address to one). Blocks
+ * are nested or apart, never partly overlapping: sorted by first address, widest first,
+ * one sweep per family keeps the blocks that enclose the current one on a stack, and each
+ * entry knows the nearest entry below it that belongs to another peer. n·log n for n
+ * blocks; IPv4 addresses are numbers, IPv6 ones eight UTF-16 units (both compare with <).
+ */
+function allowedIpsOverlaps(
+  peers: OverlayResource["peers"],
+): { path: string; message: string }[] {
+  const v4: Block<number>[] = [];
+  const v6: Block<string>[] = [];
+  let order = 0;
+  peers.forEach((peer, i) =>
+    peer.allowedIps.forEach((text, index) => {
+      const r = blockRange(text)!;
+      const o = order++;
+      if (r.family === 4) v4.push({ text, first: r.first, last: r.last, peer: i, index, order: o });
+      else v6.push({ text, first: r.first, last: r.last, peer: i, index, order: o });
+    })
+  );
+  return [...sweep(v4), ...sweep(v6)];
+}
+
+/** One block of allowed-ips, its first and last address as keys that compare with <. */
+interface Block<K extends number | string> {
+  text: string;
+  first: K;
+  last: K;
+  peer: number;
+  /** Its index in the peer's allowedIps. */
+  index: number;
+  /** Declared order, across peers. */
+  order: number;
+}
+
+/** The sweep of {@link allowedIpsOverlaps} over the blocks of one family. */
+function sweep<K extends number | string>(blocks: Block<K>[]): { path: string; message: string }[] {
+  // By first address; of blocks that start together, the wider (the later last) first.
+  blocks.sort((a, b) =>
+    a.first < b.first
+      ? -1
+      : a.first > b.first
+      ? 1
+      : a.last > b.last
+      ? -1
+      : a.last < b.last
+      ? 1
+      : a.order - b.order
+  );
+  const at = (b: Block<K>) => `peers[${b.peer}].allowedIps[${b.index}]`;
+  const stack: { block: Block<K>; other: Block<K> | undefined }[] = [];
+  const reported = new Map<string, { path: string; message: string }>();
+  let more = 0;
+  for (const block of blocks) {
+    while (stack.length > 0 && stack[stack.length - 1].block.last < block.first) stack.pop();
+    const top = stack[stack.length - 1];
+    // The nearest enclosing block of another peer: the top, or the one below it it knows.
+    const other = top === undefined
+      ? undefined
+      : top.block.peer !== block.peer
+      ? top.block
+      : top.other;
+    if (other !== undefined) {
+      const [later, earlier] = other.order < block.order ? [block, other] : [other, block];
+      if (reported.size >= MAX_LISTED) more++;
+      else if (!reported.has(at(later))) {
+        reported.set(at(later), {
+          path: at(later),
+          message: `${normalCidr(later.text)} overlaps ${normalCidr(earlier.text)} of ` +
+            `${at(earlier)}; WireGuard routes each address to one peer only`,
         });
       }
-      blocks.push({ cidr: c, at, peer: i });
+    }
+    stack.push({ block, other });
+  }
+  const found = [...reported.values()];
+  if (more > 0) {
+    found.push({
+      path: "peers",
+      message: `and up to ${more} more blocks that overlap another peer's (not listed)`,
     });
-  });
-  return problems;
+  }
+  return found;
 }
 
 /** One difference between the declaration and the interface. */
@@ -312,6 +515,16 @@ export const overlayKind: ResourceKind<OverlayResource, OverlayDiffChange> = {
   rules(resource: OverlayResource, at: string, scope: RuleScope): void {
     for (const p of overlayProblems(resource)) {
       scope.problems.push({ ...p, path: `${at}.${p.path}` });
+    }
+    if (resource.listenPort !== undefined) {
+      const first = scope.claim(`udp port ${resource.listenPort}`, `${at}.listenPort`);
+      if (first !== undefined) {
+        scope.problems.push({
+          path: `${at}.listenPort`,
+          message: `UDP port ${resource.listenPort} is also ${first}; one port is held by one ` +
+            "interface, so the two could never both be set: give each overlay its own port",
+        });
+      }
     }
   },
 

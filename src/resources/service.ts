@@ -45,6 +45,52 @@ export const UNIT_TYPES: readonly string[] = [
   "scope",
 ];
 
+/**
+ * What reboots, powers off, suspends or isolates the node, for both inits, with what it
+ * does: systemd's targets (refused as targets anyway) and the services behind them,
+ * systemd's rescue and emergency modes and its debug shell, and OpenRC's shutdown
+ * services. A service resource naming one of them started or enabled is refused over the
+ * link (the bundle, or host.json's permit.services, may allow it): one message could take
+ * every node of a mesh off it, and with it the link that would repair them.
+ */
+export const STOPS_THE_NODE: ReadonlyMap<string, string> = new Map([
+  ...([
+    ["reboot", "reboots the node"],
+    ["soft-reboot", "restarts the node's whole user space"],
+    ["kexec", "reboots the node into another kernel"],
+    ["poweroff", "powers the node off"],
+    ["halt", "halts the node"],
+    ["suspend", "suspends the node"],
+    ["hibernate", "hibernates the node"],
+    ["hybrid-sleep", "suspends the node"],
+    ["suspend-then-hibernate", "suspends the node"],
+  ] as const).flatMap(([what, does]): [string, string][] => [
+    [`${what}.target`, does],
+    [`systemd-${what}`, does],
+  ]),
+  ["sleep.target", "suspends the node"],
+  ["ctrl-alt-del.target", "reboots the node"],
+  ["emergency.target", "isolates the node in emergency mode (no network)"],
+  ["rescue.target", "isolates the node in rescue mode (no network)"],
+  ["emergency", "isolates the node in emergency mode (no network)"],
+  ["rescue", "isolates the node in rescue mode (no network)"],
+  ["debug-shell", "opens a root shell on a console that asks for no password"],
+  ["killprocs", "(OpenRC) kills every process of the node"],
+  ["mount-ro", "(OpenRC) remounts every file system read-only"],
+  [
+    "savecache",
+    "(OpenRC) runs only as the node shuts down: it saves the init's state for the next boot",
+  ],
+]);
+
+/**
+ * What `name` (any unit of the name: its .service, .socket, .timer or .path, an OpenRC
+ * name.x) does to the node when started, when it is in {@link STOPS_THE_NODE}.
+ */
+export function stopsTheNode(name: string): string | undefined {
+  return STOPS_THE_NODE.get(name) ?? STOPS_THE_NODE.get(name.split(/[.@]/, 1)[0]);
+}
+
 /** The unit types a service resource may name: services and what starts them. */
 export const SERVICE_UNIT_TYPES: readonly string[] = ["service", "socket", "timer", "path"];
 
@@ -67,7 +113,9 @@ export const ServiceSchema = v.strictObject({
     v.check(
       (n) => SERVICE_UNIT_TYPES.includes(unitType(n)),
       (i) =>
-        `"${i.input}" is a .${unitType(i.input)} unit; a service resource names a service ` +
+        `"${i.input}" is a .${unitType(i.input)} unit` +
+        (stopsTheNode(i.input) ? ` (it ${stopsTheNode(i.input)})` : "") +
+        `; a service resource names a service ` +
         `(or its .socket, .timer or .path unit), never a target, mount, device, swap, slice or scope`,
     ),
   ),
@@ -119,6 +167,19 @@ export const serviceKind: ResourceKind<ServiceResource, ServiceChange> = {
         path: `${at}.name`,
         message: `"${resource.name}" is a unit of the host's own service ${base}; the ` +
           "installation owns every unit of that name, never a declaration",
+      });
+    }
+    const does = stopsTheNode(resource.name);
+    if (
+      does && (resource.running || resource.enabled) && !scope.trusted &&
+      !scope.permit.services.has(base) && !scope.permit.services.has(resource.name)
+    ) {
+      scope.problems.push({
+        path: `${at}.${resource.running ? "running" : "enabled"}`,
+        message: `"${resource.name}" ${does}; a declaration from the link or a file may not ` +
+          "start or enable it (it could take the node, and the link that repairs it, off the " +
+          `mesh): declare it in the bundle the host carries, or name "${base}" in the ` +
+          "permit.services of this machine's host.json",
       });
     }
   },

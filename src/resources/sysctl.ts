@@ -5,12 +5,29 @@
  * before the change) and restored when the resource is no longer declared.
  * Keys are dotted names of settings under /proc/sys, or their paths there with
  * "/" where a part holds a dot (`net/ipv4/conf/eth0.100/forwarding`); a key
- * that is not there fails the apply (and the plan), naming it.
+ * that is not there fails the apply (and the plan), naming it. Two keys are one
+ * setting when they differ only in their separators (busybox's sysctl turns dots
+ * into slashes until a path exists), so keys are compared with every separator a dot.
+ *
+ * Refused over the link (the safe parse), accepted from the bundle or where
+ * host.json's `permit` names the setting: settings that make the kernel run a
+ * program as root, and values that turn a kernel protection off. Refused
+ * everywhere unless declared `permanent`: values the kernel never lowers again
+ * (the restore on release could never succeed); a permanent setting is left as
+ * it is when released.
  */
 import * as v from "valibot";
 import { resourceId } from "../declaration/fields.ts";
 import type { KernelSettings } from "../providers.ts";
-import type { Change, Diff, KindContext, Release, ReleaseOptions, ResourceKind } from "./kind.ts";
+import type {
+  Change,
+  Diff,
+  KindContext,
+  Release,
+  ReleaseOptions,
+  ResourceKind,
+  RuleScope,
+} from "./kind.ts";
 import { NoProviderError, ResourceError } from "./kind.ts";
 
 /**
@@ -33,14 +50,158 @@ export function isSettingName(key: string): boolean {
 }
 
 /**
- * The one name of the setting `key` names: the dotted form, unless a part holds
- * a dot (then the path form), so `net/ipv4/ip_forward` and `net.ipv4.ip_forward`
- * are the same setting to the parse and the store.
+ * The name the sysctl program is given for `key`: the dotted form, unless a part
+ * holds a dot (then the path form).
  */
 export function settingName(key: string): string {
   if (!key.includes("/")) return key;
   const parts = key.split("/");
   return parts.some((part) => part.includes(".")) ? key : parts.join(".");
+}
+
+/**
+ * The form two keys are compared in: every separator a dot. `net/ipv4/ip_forward`,
+ * `net/ipv4.ip_forward` and `net.ipv4.ip_forward` may all be one setting (procps reads
+ * a key by its first separator, busybox turns dots into slashes until a path exists),
+ * and keys that differ here never name one file.
+ *
+ * @example
+ * ```ts
+ * canonicalSetting("net/ipv4.ip_forward"); // "net.ipv4.ip_forward"
+ * ```
+ */
+export function canonicalSetting(key: string): string {
+  return key.replaceAll("/", ".");
+}
+
+/** What a guarded setting is, and which of its values are refused (all when `refuses` is absent). */
+interface Guard {
+  /** The setting's canonical name, or a prefix ending in "." for every setting below it. */
+  name: string;
+  /** Whether this value is refused; absent: every value is. */
+  refuses?: (value: string) => boolean;
+  /** Why, in words that end the sentence "… is refused: …". */
+  why: string;
+}
+
+/**
+ * A value as the kernel reads one integer (decimal, 0x hex or 0 octal, as proc_dointvec
+ * does); `undefined` for anything else, words after it included.
+ */
+export function kernelInteger(value: string | number): number | undefined {
+  const text = normalValue(value);
+  const m = /^(-?)(0[xX][0-9a-fA-F]{1,15}|0[0-7]{0,20}|[1-9][0-9]{0,17})$/.exec(text);
+  if (!m) return undefined;
+  const digits = m[2];
+  const n = /^0[xX]/.test(digits)
+    ? parseInt(digits.slice(2), 16)
+    : digits.length > 1 && digits.startsWith("0")
+    ? parseInt(digits, 8)
+    : Number(digits);
+  return m[1] === "-" ? -n : n;
+}
+
+/** Refuses a value unless it is one integer that `ok` accepts. */
+const unless = (ok: (n: number) => boolean) => (value: string) => {
+  const n = kernelInteger(value);
+  return n === undefined || !ok(n);
+};
+
+/**
+ * Settings that make the kernel run a program as root (or hand it what root's processes
+ * hold): a declaration over the link may not run programs, as it may not declare an action.
+ */
+export const RUNS_A_PROGRAM: readonly Guard[] = [
+  {
+    name: "kernel.core_pattern",
+    refuses: (value) => value.startsWith("|") || value.startsWith("@"),
+    why: "a pattern starting with | makes the kernel run that program as root for every " +
+      "crash (@ hands the dump to a socket)",
+  },
+  { name: "kernel.modprobe", why: "the kernel runs this program as root to load modules" },
+  { name: "kernel.poweroff_cmd", why: "the kernel runs this program as root to power off" },
+  { name: "kernel.hotplug", why: "the kernel runs this program as root for device events" },
+  {
+    name: "kernel.usermodehelper.",
+    why: "they bound what the programs the kernel runs as root may do",
+  },
+  {
+    name: "fs.binfmt_misc.",
+    why: "it registers interpreters the kernel runs for matching programs, setuid ones included",
+  },
+];
+
+/** Settings whose value turns a kernel protection off. */
+export const PROTECTIONS: readonly Guard[] = [
+  {
+    name: "kernel.randomize_va_space",
+    refuses: unless((n) => n >= 2),
+    why: "below 2 it turns address space randomisation (partly) off",
+  },
+  {
+    name: "kernel.kptr_restrict",
+    refuses: unless((n) => n >= 1),
+    why: "0 shows kernel addresses to every user",
+  },
+  {
+    name: "kernel.dmesg_restrict",
+    refuses: unless((n) => n >= 1),
+    why: "0 lets every user read the kernel's log",
+  },
+  {
+    name: "fs.suid_dumpable",
+    refuses: unless((n) => n === 0),
+    why: "above 0 programs that changed their privileges dump core",
+  },
+  ...["symlinks", "hardlinks", "fifos", "regular"].map((what) => ({
+    name: `fs.protected_${what}`,
+    refuses: unless((n) => n >= 1),
+    why: `0 turns off the protection of ${what} in sticky world-writable directories`,
+  })),
+  {
+    name: "kernel.yama.ptrace_scope",
+    refuses: unless((n) => n >= 1),
+    why: "0 lets a process trace (and read the memory of) every process of its user",
+  },
+  {
+    name: "kernel.unprivileged_bpf_disabled",
+    refuses: unless((n) => n >= 1),
+    why: "0 lets every user load BPF programs into the kernel",
+  },
+];
+
+/**
+ * Values the kernel never lowers again until it boots (io_uring_disabled 2 on hardened
+ * kernels): the restore a release promises could never succeed, so they are accepted only
+ * as `permanent`.
+ */
+export const ONE_WAY: readonly { name: string; value: number; why: string }[] = [
+  { name: "kernel.modules_disabled", value: 1, why: "modules stay disabled" },
+  { name: "kernel.kexec_load_disabled", value: 1, why: "kexec stays disabled" },
+  { name: "kernel.yama.ptrace_scope", value: 3, why: "tracing stays off" },
+  { name: "kernel.unprivileged_bpf_disabled", value: 1, why: "unprivileged BPF stays off" },
+  {
+    name: "kernel.io_uring_disabled",
+    value: 2,
+    why: "io_uring stays disabled, on hardened kernels",
+  },
+];
+
+/** The first guard of `list` that refuses `value` for the setting `key`, if any. */
+export function guardFor(list: readonly Guard[], key: string, value: string | number) {
+  const name = canonicalSetting(key);
+  const text = normalValue(value);
+  return list.find((g) =>
+    (g.name.endsWith(".") ? name.startsWith(g.name) : name === g.name) &&
+    (g.refuses === undefined || g.refuses(text))
+  );
+}
+
+/** Whether `name` (canonical) is a setting the safe parse guards, so that host.json may permit it. */
+export function isGuardedSetting(name: string): boolean {
+  return [...RUNS_A_PROGRAM, ...PROTECTIONS].some((g) =>
+    g.name.endsWith(".") ? name.startsWith(g.name) && name.length > g.name.length : name === g.name
+  );
 }
 
 const valueText = v.pipe(
@@ -75,14 +236,67 @@ export const SysctlSchema = v.strictObject({
   type: v.literal("sysctl"),
   id: resourceId,
   ...SYSCTL_FIELDS,
+  /**
+   * The value is one the kernel never lowers again (modules_disabled 1 …): declared so,
+   * a release leaves it as it is, which is all the kernel allows until the next boot.
+   */
+  permanent: v.optional(v.boolean("permanent is true or false")),
 });
 
 /** A sysctl (kernel setting) resource. */
 export type SysctlResource = v.InferOutput<typeof SysctlSchema>;
 
-/** What two sysctl resources may not both manage: the setting. */
+/** What two sysctl resources may not both manage: the setting, in its canonical form. */
 export function sysctlKey(resource: Pick<SysctlResource, "key">): string {
-  return `sysctl:${settingName(resource.key)}`;
+  return `sysctl:${canonicalSetting(resource.key)}`;
+}
+
+/** What the parse refuses about one setting (see the module's comment). */
+function sysctlRules(resource: SysctlResource, at: string, scope: RuleScope): void {
+  const { key, value } = resource;
+  const name = canonicalSetting(key);
+  const shown = `${name} = ${normalValue(value)}`;
+  const n = kernelInteger(value);
+  const problem = (field: string, message: string) =>
+    scope.problems.push({ path: `${at}.${field}`, message });
+
+  if (!scope.trusted && !scope.permit.sysctls.has(name)) {
+    const runs = guardFor(RUNS_A_PROGRAM, key, value);
+    const off = runs ? undefined : guardFor(PROTECTIONS, key, value);
+    const guard = runs ?? off;
+    if (guard) {
+      const why = off && n === undefined
+        ? "the value of this protection is one integer (the kernel would read only part of it)"
+        : guard.why;
+      problem(
+        guard.refuses === undefined ? "key" : "value",
+        `${guard.refuses === undefined ? name : shown} is refused: ${why}; a declaration from ` +
+          `the link or a file may not ${
+            runs ? "make the kernel run programs" : "turn a kernel protection off"
+          }: declare it in the bundle the host carries, or name "${name}" in the ` +
+          "permit.sysctls of this machine's host.json",
+      );
+    }
+  }
+
+  const oneWay = ONE_WAY.find((w) => w.name === name);
+  if (oneWay && n === undefined) {
+    problem("value", `${shown}: the value of ${name} is one integer`);
+  } else if (oneWay && n === oneWay.value && resource.permanent !== true) {
+    problem(
+      "value",
+      `${shown} is one-way: the kernel never lowers it again until it boots ` +
+        `(${oneWay.why}), so the value before could never be restored when it is no longer ` +
+        `declared; add "permanent": true to declare that it stays`,
+    );
+  } else if (resource.permanent === true && (oneWay === undefined || n !== oneWay.value)) {
+    problem(
+      "permanent",
+      `${shown} is not a one-way value (those are ` +
+        `${ONE_WAY.map((w) => `${w.name} ${w.value}`).join(", ")}); without "permanent", ` +
+        "the value before is restored when it is no longer declared",
+    );
+  }
 }
 
 /** A value as the kernel compares it: words separated by single spaces. */
@@ -128,6 +342,8 @@ export const sysctlKind: ResourceKind<SysctlResource, SysctlChange> = {
 
   key: sysctlKey,
 
+  rules: sysctlRules,
+
   async check(ctx: KindContext, resource: SysctlResource): Promise<Diff<SysctlChange>> {
     const have = await current(settings(ctx), resource.key);
     const want = normalValue(resource.value);
@@ -146,9 +362,17 @@ export const sysctlKind: ResourceKind<SysctlResource, SysctlChange> = {
 
   async release(
     ctx: KindContext,
-    { key }: SysctlResource,
+    { key, permanent }: SysctlResource,
     { dryRun }: ReleaseOptions,
   ): Promise<Release> {
+    if (permanent === true) {
+      if (!dryRun) ctx.notes.set(originalNote(key), undefined);
+      return {
+        outcome: "forgotten",
+        detail:
+          "declared permanent: the kernel never lowers it again until it boots; left as it is",
+      };
+    }
     const original = ctx.notes.get(originalNote(key));
     if (original === undefined) {
       return {

@@ -7,7 +7,8 @@
 import assert from "node:assert/strict";
 import { checkKey, sysctl } from "../../os/sysctl/mod.ts";
 import { posixFileSystem } from "../../os/posix-fs/mod.ts";
-import { parseDeclaration } from "../../src/engine/parse.ts";
+import { DeclarationRefused } from "../../src/declaration/envelope.ts";
+import { parseDeclaration, parseTrustedDeclaration } from "../../src/engine/parse.ts";
 import { outcomes, testEngine } from "../_engine.ts";
 import { type Netns, netns } from "./_netns.ts";
 
@@ -176,4 +177,214 @@ Deno.test("sysctl: keys that leave /proc/sys and values with newlines are refuse
   assert.throws(() => checkKey("net/ipv4/.."), /not a kernel setting name/);
   assert.throws(() => checkKey("-w/x"), /not a kernel setting name/);
   await assert.rejects(sysctl().write("net.ipv4.ip_forward", "1\nnet.x=2"), /one line/);
+});
+
+/** The problems a parse (safe unless `trusted`) refuses `resources` with, as "path: message". */
+async function refusal(
+  resources: unknown[],
+  options: Record<string, unknown> = {},
+  trusted = false,
+): Promise<string[]> {
+  const text = JSON.stringify({ version: 1, resources });
+  try {
+    await (trusted ? parseTrustedDeclaration : parseDeclaration)(text, { ...PARSE, ...options });
+  } catch (error) {
+    if (error instanceof DeclarationRefused) {
+      return error.problems.map((p) => `${p.path}: ${p.message}`);
+    }
+    throw error;
+  }
+  return [];
+}
+
+Deno.test("sysctl: settings that make the kernel run a program as root are refused over the link, named by path", async () => {
+  const cases: [string, string | number, string][] = [
+    ["kernel.core_pattern", "|/srv/x %p", "resources[0].value"],
+    ["kernel/core_pattern", "  |/srv/x %p", "resources[0].value"],
+    ["kernel.core_pattern", "@/run/dump.sock", "resources[0].value"],
+    ["kernel.modprobe", "/srv/x", "resources[0].key"],
+    ["kernel.poweroff_cmd", "/srv/x", "resources[0].key"],
+    ["kernel.hotplug", "/srv/x", "resources[0].key"],
+    ["kernel.usermodehelper.bset", "4294967295 4294967295", "resources[0].key"],
+    ["kernel/usermodehelper/inheritable", "4294967295 4294967295", "resources[0].key"],
+    ["fs.binfmt_misc.register", ":x:E::x::/srv/x:C", "resources[0].key"],
+  ];
+  for (const [key, value, path] of cases) {
+    const problems = await refusal([setting(value, key)]);
+    assert.equal(problems.length, 1, `${key}: ${problems.join("; ")}`);
+    assert.match(
+      problems[0],
+      new RegExp(
+        `^${path.replace(/[[\].]/g, "\\$&")}: .* is refused: .*; a declaration from the ` +
+          "link or a file may not make the kernel run programs: declare it in the bundle the host " +
+          "carries, or name .* in the permit.sysctls of this machine's host.json$",
+      ),
+    );
+    // The bundle may; so may this machine's host.json.
+    assert.deepEqual(await refusal([setting(value, key)], {}, true), [], key);
+    const name = key.replaceAll("/", ".");
+    assert.deepEqual(
+      await refusal([setting(value, key)], { permit: { sysctls: [name], services: [] } }),
+      [],
+      key,
+    );
+  }
+  // A core pattern that names a file runs nothing.
+  assert.deepEqual(await refusal([setting("core.%p", "kernel.core_pattern")]), []);
+});
+
+Deno.test("sysctl: values that turn a kernel protection off are refused over the link, named by path", async () => {
+  const off: [string, string | number][] = [
+    ["kernel.randomize_va_space", 0],
+    ["kernel.randomize_va_space", 1],
+    ["kernel.kptr_restrict", 0],
+    ["kernel.dmesg_restrict", "0"],
+    ["fs.suid_dumpable", 2],
+    ["fs.suid_dumpable", 1],
+    ["fs.protected_symlinks", 0],
+    ["fs/protected_hardlinks", 0],
+    ["fs.protected_fifos", "0x0"],
+    ["fs.protected_regular", "00"],
+    ["kernel.yama.ptrace_scope", 0],
+    ["kernel.unprivileged_bpf_disabled", 0],
+    // Not one integer: the kernel would read the first, and the parse cannot know it.
+    ["kernel.kptr_restrict", "1 0"],
+    ["kernel.kptr_restrict", "one"],
+  ];
+  for (const [key, value] of off) {
+    const problems = await refusal([setting(value, key)]);
+    assert.equal(problems.length, 1, `${key} = ${value}: ${problems.join("; ")}`);
+    assert.match(
+      problems[0],
+      /^resources\[0\]\.value: \S+ = .* is refused: .*; a declaration from the link or a file may not turn a kernel protection off/,
+    );
+    assert.deepEqual(await refusal([setting(value, key)], {}, true), [], `${key} trusted`);
+  }
+  const on: [string, string | number][] = [
+    ["kernel.randomize_va_space", 2],
+    ["kernel.kptr_restrict", "0x2"],
+    ["fs.suid_dumpable", 0],
+    ["fs.protected_regular", 2],
+    ["kernel.yama.ptrace_scope", 1],
+    ["kernel.unprivileged_bpf_disabled", 2],
+  ];
+  for (const [key, value] of on) assert.deepEqual(await refusal([setting(value, key)]), [], key);
+});
+
+Deno.test("sysctl: one-way values are refused unless declared permanent, in every parse", async () => {
+  const oneWay: [string, string | number][] = [
+    ["kernel.modules_disabled", 1],
+    ["kernel.kexec_load_disabled", "1"],
+    ["kernel.io_uring_disabled", 2],
+    ["kernel.yama.ptrace_scope", 3],
+    ["kernel.unprivileged_bpf_disabled", "0x1"],
+  ];
+  for (const [key, value] of oneWay) {
+    for (const trusted of [false, true]) {
+      const problems = await refusal([setting(value, key)], {}, trusted);
+      assert.equal(problems.length, 1, `${key}: ${problems.join("; ")}`);
+      assert.match(
+        problems[0],
+        /^resources\[0\]\.value: .* is one-way: the kernel never lowers it again until it boots .*; add "permanent": true/,
+      );
+      assert.deepEqual(
+        await refusal([{ ...setting(value, key), permanent: true }], {}, trusted),
+        [],
+        `${key} permanent`,
+      );
+    }
+  }
+  // permanent on a value the kernel lowers again would promise a restore it skips.
+  const notOneWay: [string, number][] = [["net.ipv4.ip_forward", 1], [
+    "kernel.modules_disabled",
+    0,
+  ]];
+  for (const [key, value] of notOneWay) {
+    const problems = await refusal([{ ...setting(value, key), permanent: true }]);
+    assert.match(
+      problems.join("\n"),
+      /^resources\[0\]\.permanent: .* is not a one-way value \(those are kernel\.modules_disabled 1, /,
+    );
+  }
+  assert.match(
+    (await refusal([setting("1 1", "kernel.modules_disabled")])).join(),
+    /resources\[0\]\.value: kernel\.modules_disabled = 1 1: the value of kernel\.modules_disabled is one integer/,
+  );
+});
+
+Deno.test("sysctl: one setting spelled with dots and slashes is one resource (busybox resolves both)", async () => {
+  // What busybox's sysctl does with the mixed spelling, for real, in a namespace of our own.
+  await using ns = await netns("scbb");
+  await ns.must(["busybox", "sysctl", "-w", "net/ipv4.ip_forward=1"]);
+  assert.equal((await ns.must(["cat", "/proc/sys/net/ipv4/ip_forward"])).trim(), "1");
+
+  for (
+    const [a, b] of [
+      ["net.ipv4.ip_forward", "net/ipv4.ip_forward"],
+      ["net/ipv4/ip_forward", "net/ipv4.ip_forward"],
+      ["net.ipv4.conf.a.b.forwarding", "net/ipv4/conf/a.b/forwarding"],
+    ]
+  ) {
+    const problems = await refusal([
+      { ...setting(1, a), id: "a" },
+      { ...setting(0, b), id: "b" },
+    ]);
+    assert.deepEqual(problems, [
+      `resources[1]: conflicts with resources[0]: both manage sysctl ${a.replaceAll("/", ".")}`,
+    ]);
+  }
+  // The guards see through the spelling too.
+  assert.match(
+    (await refusal([setting(0, "kernel/yama.ptrace_scope")])).join(),
+    /resources\[0\]\.value: kernel\.yama\.ptrace_scope = 0 is refused/,
+  );
+});
+
+Deno.test({
+  name:
+    "sysctl: a permanent setting is left as it is when released (the real sysctl, on a stand-in file)",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    // The setting's file is a file of ours, bound over /proc/sys/kernel/io_uring_disabled in
+    // a mount namespace of each sysctl run's own; the run goes ahead only once the bind is
+    // seen in place (device and inode), so the kernel's own setting is never written.
+    const target = "/proc/sys/kernel/io_uring_disabled";
+    const before = await Deno.readTextFile(target).catch(() => undefined);
+    if (before === undefined) return; // a kernel without the setting: nothing to stand in for
+    const stand = await Deno.makeTempFile({ prefix: "nox-sysctl-" });
+    try {
+      await Deno.writeTextFile(stand, "0\n");
+      const via = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        `mount --bind "$0" ${target} && ` +
+        `[ "$(stat -c %d:%i ${target})" = "$(stat -c %d:%i "$0")" ] && exec "$@"`,
+        stand,
+      ];
+      await using e = await testEngine({ fs: posixFileSystem(), sysctl: sysctl({ via }) });
+      const declared = { ...setting(2, "kernel.io_uring_disabled"), permanent: true };
+      const r = await e.apply([declared]);
+      assert.equal(r.outcome, "converged", r.error);
+      assert.equal((await Deno.readTextFile(stand)).trim(), "2");
+      const planned = (await e.plan([]))[0];
+      assert.equal(planned.status, "forget");
+      assert.match(planned.detail ?? "", /declared permanent/);
+      const released = await e.apply([]);
+      assert.deepEqual(outcomes(released), ["conntrack:forgotten"]);
+      assert.match(released.results[0].detail ?? "", /declared permanent: .* left as it is/);
+      assert.equal((await Deno.readTextFile(stand)).trim(), "2", "released: nothing written");
+    } finally {
+      await Deno.remove(stand);
+      assert.equal(
+        await Deno.readTextFile(target),
+        before,
+        "the kernel's own setting is as it was",
+      );
+    }
+  },
 });
