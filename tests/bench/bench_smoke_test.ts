@@ -51,6 +51,16 @@ const SMOKE: Record<string, Smoke> = {
     ],
     boundS: 300,
   },
+  "bench:parse": {
+    // One shape: tests/declaration_limits_test.ts parses every shape at the limit already.
+    args: () => ["--runs", "1", "--only", "sysctls"],
+    root: "nothing; run with the others",
+    table: [
+      /^parse at the size limit, median of 1 /m,
+      /^ +\d+ +\d+ +\S.* +sysctls: 10,000 settings, both spellings$/m,
+    ],
+    boundS: 300,
+  },
   "bench:fleet": {
     args: () => ["--nodes", "2", "--prefix", labPrefix],
     root: "the lab's machines and namespaces",
