@@ -1,5 +1,6 @@
 /** `status`: identity, the current declaration, the last apply, what is held. */
 import { openEngine } from "../engine/mod.ts";
+import { tally } from "../engine/types.ts";
 import { META } from "../store/meta.ts";
 import type { Command } from "./command.ts";
 import { EXIT } from "./io.ts";
@@ -57,10 +58,9 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
       [
         "last apply",
         last
-          ? `#${last.id} ${last.outcome} at ${
-            last.endedAt ?? last.startedAt
-          }: ${last.counts.changed} changed, ` +
-            `${last.counts.unchanged} unchanged, ${last.counts.removed} removed, ${last.counts.failed} failed` +
+          ? `#${last.id} ${last.outcome} at ${last.endedAt ?? last.startedAt}: ${
+            tally(last.counts)
+          }` +
             (last.error ? `\n${" ".repeat(13)}${last.error}` : "")
           : "none yet",
       ],

@@ -74,7 +74,7 @@ export async function applyDeclaration(
   kctx.sweepPartialWrites = last !== null && last.outcome !== "converged";
   const held = store.heldIndex();
   const results: ResourceResult[] = [];
-  const counts: Counts = { changed: 0, unchanged: 0, removed: 0, failed: 0 };
+  const counts: Counts = { changed: 0, unchanged: 0, removed: 0, forgotten: 0, failed: 0 };
   let error: string | undefined;
   let interrupted = false;
 
@@ -94,7 +94,8 @@ export async function applyDeclaration(
     results.push(result);
     if (result.outcome === "changed") counts.changed++;
     else if (result.outcome === "unchanged") counts.unchanged++;
-    else if (result.outcome === "removed" || result.outcome === "forgotten") counts.removed++;
+    else if (result.outcome === "removed") counts.removed++;
+    else if (result.outcome === "forgotten") counts.forgotten++;
     else if (result.outcome === "failed") counts.failed++;
     options.onResult?.(result);
   };

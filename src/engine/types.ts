@@ -58,12 +58,27 @@ export interface ResourceResult {
   detail?: string;
 }
 
-/** Counts of an apply's results. */
+/**
+ * Counts of an apply's results. `removed` counts what the host took off the machine;
+ * `forgotten` what it stopped holding and left as it is (a package, a service, an
+ * action, a file it did not create): nothing of those was removed.
+ */
 export interface Counts {
   changed: number;
   unchanged: number;
   removed: number;
+  forgotten: number;
   failed: number;
+}
+
+/**
+ * The counts for people: "2 changed, 0 unchanged, 1 removed, 0 failed", with
+ * ", N forgotten" after "removed" when the apply forgot anything.
+ */
+export function tally(c: Counts): string {
+  const forgotten = c.forgotten > 0 ? `, ${c.forgotten} forgotten` : "";
+  return `${c.changed} changed, ${c.unchanged} unchanged, ${c.removed} removed${forgotten}, ` +
+    `${c.failed} failed`;
 }
 
 /** What the engine works with. */

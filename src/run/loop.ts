@@ -17,7 +17,7 @@
 import { BusyError, describeError } from "../errors.ts";
 import { type Declaration, DeclarationRefused } from "../declaration/envelope.ts";
 import { accept, admit, admitFromLink, apply, type Engine } from "../engine/mod.ts";
-import type { Source } from "../engine/types.ts";
+import { type Source, tally } from "../engine/types.ts";
 import { VERSION } from "../version.ts";
 import { type Identity, readIdentity, readSeed } from "../link/identity.ts";
 import { META } from "../store/meta.ts";
@@ -439,8 +439,9 @@ class RunLoop {
       `apply (${trigger}, ${source}${
         report.serial === undefined ? "" : ` serial ${report.serial}`
       }): ` +
-        `${report.outcome}: ${c.changed} changed, ${c.unchanged} unchanged, ${c.removed} removed, ` +
-        `${c.failed} failed in ${report.durationMs} ms${report.error ? `: ${report.error}` : ""}`,
+        `${report.outcome}: ${tally(c)} in ${report.durationMs} ms${
+          report.error ? `: ${report.error}` : ""
+        }`,
       report.outcome === "failed" ? "error" : report.outcome === "converged" ? "info" : "warning",
     );
     // Only a converged apply shows this version works here (never a failed one); any
@@ -451,7 +452,7 @@ class RunLoop {
     if (this.#identity) {
       this.#outbox.keep(applyMessage(this.#identity.node, report, trigger));
       this.#heartbeat(false);
-      if (c.changed + c.removed > 0) this.#inventory.changed();
+      if (c.changed + c.removed + c.forgotten > 0) this.#inventory.changed();
     }
     // An upgrade of the host staged for the launcher: after the report, exit 0 as for a
     // replaced program file, so the launcher applies it and starts the new version.

@@ -85,4 +85,9 @@ export const MIGRATIONS: readonly string[] = [
     dropped INTEGER                            -- older reports the bounds dropped before it
   ) STRICT;
   `,
+  // 3: what an apply forgot (stopped holding, left on the machine) is counted apart from
+  // what it removed. Applies recorded before counted both as removed.
+  `
+  ALTER TABLE applies ADD COLUMN forgotten INTEGER NOT NULL DEFAULT 0;
+  `,
 ];

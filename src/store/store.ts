@@ -107,7 +107,8 @@ export class Store {
         `INSERT INTO applies (source, origin, serial, digest, started_at, outcome) VALUES (?, ?, ?, ?, ?, 'running')`,
       ),
       finish: s(
-        `UPDATE applies SET ended_at = ?, outcome = ?, changed = ?, unchanged = ?, removed = ?, failed = ?, error = ?
+        `UPDATE applies SET ended_at = ?, outcome = ?, changed = ?, unchanged = ?, removed = ?,
+           forgotten = ?, failed = ?, error = ?
          WHERE id = ?`,
       ),
       interruptStale: s(
@@ -397,6 +398,7 @@ export class Store {
         counts.changed,
         counts.unchanged,
         counts.removed,
+        counts.forgotten,
         counts.failed,
         error ?? null,
         applyId,
@@ -539,6 +541,7 @@ function toApplyRecord(row: Row): ApplyRecord {
       changed: Number(row.changed),
       unchanged: Number(row.unchanged),
       removed: Number(row.removed),
+      forgotten: Number(row.forgotten),
       failed: Number(row.failed),
     },
     ...(row.error === null ? {} : { error: row.error as string }),
