@@ -18,6 +18,7 @@ import { kindOf, KINDS, type Resource, resourceKey } from "../resources/mod.ts";
 import type { Providers } from "../providers.ts";
 import { describeError } from "../errors.ts";
 import { releaseUndeclared } from "./release.ts";
+import { answerRescue, pendingRescue } from "./hold.ts";
 import { posix } from "node:path";
 import {
   blobDirectory,
@@ -46,24 +47,13 @@ export async function applyDeclaration(
   const { store } = ctx;
   const started = performance.now();
   const startedAt = new Date().toISOString();
-  const { digest, ...body } = declaration;
-  const current = store.currentHead();
-  if (
-    current?.digest !== digest || current.source !== options.source ||
-    current.origin !== options.origin || current.serial !== declaration.serial
-  ) {
-    store.accept({
-      source: options.source,
-      origin: options.origin,
-      node: declaration.node,
-      serial: declaration.serial,
-      digest,
-      body: canonicalJson(body),
-    });
-  }
+  const { digest } = declaration;
+  acceptCurrent(store, declaration, options);
   // The same declaration as the last apply, which converged: every held resource
   // was recorded from it, so its digest is known without hashing it again.
   const last = store.lastApply();
+  // A rescue forgot what was held; this apply answers it, whatever it finds.
+  const rescue = pendingRescue(store);
   const unchangedSince = last?.outcome === "converged" && last.digest === digest;
   const applyId = store.beginApply(options.source, options.origin, declaration.serial, digest);
   const changedIds = new Set<string>();
@@ -228,6 +218,7 @@ export async function applyDeclaration(
   }
   if (interrupted) error = "interrupted before the apply finished";
   store.finishApply(applyId, outcome, counts, error);
+  if (rescue && outcome !== "interrupted") answerRescue(store, rescue);
   return {
     applyId,
     outcome,
@@ -240,8 +231,35 @@ export async function applyDeclaration(
     counts,
     results,
     ...(error === undefined ? {} : { error }),
+    ...(rescue && outcome !== "interrupted" ? { rescue } : {}),
     ...restartOf(kctx),
   };
+}
+
+/**
+ * Make `declaration` the store's current one (the one the host holds the machine to),
+ * unless it already is: before an apply, or, while the host is held, instead of one.
+ */
+export function acceptCurrent(
+  store: EngineContext["store"],
+  declaration: Declaration,
+  options: Pick<ApplyOptions, "source" | "origin">,
+): void {
+  const { digest, ...body } = declaration;
+  const current = store.currentHead();
+  if (
+    current?.digest !== digest || current.source !== options.source ||
+    current.origin !== options.origin || current.serial !== declaration.serial
+  ) {
+    store.accept({
+      source: options.source,
+      origin: options.origin,
+      node: declaration.node,
+      serial: declaration.serial,
+      digest,
+      body: canonicalJson(body),
+    });
+  }
 }
 
 /** What of this apply takes effect only when the host is next started, as one sentence. */

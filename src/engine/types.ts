@@ -8,6 +8,7 @@ import type { OwnResources } from "../declaration/envelope.ts";
 import type { Providers } from "../providers.ts";
 import type { Resource } from "../resources/mod.ts";
 import type { Store } from "../store/store.ts";
+import type { Rescue } from "./hold.ts";
 
 /** Where a declaration came from. */
 export type Source = "link" | "file" | "bundle";
@@ -129,6 +130,8 @@ export interface ApplyReport {
   results: ResourceResult[];
   /** The failing resource and its reason, when the apply failed. */
   error?: string;
+  /** Set when this apply answered a rescue (engine/hold.ts): it is reported as one. */
+  rescue?: Rescue;
   /**
    * What this apply changed that takes effect only when the host is next started (an
    * upgrade of the host staged for its launcher): the run loop then exits 0.

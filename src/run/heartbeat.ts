@@ -7,6 +7,7 @@ import type { Identity } from "../link/identity.ts";
 import type { Link } from "../link/link.ts";
 import { heartbeatMessage, heldSummary } from "../link/messages.ts";
 import { META } from "../store/meta.ts";
+import { readHold } from "../engine/hold.ts";
 import type { Store } from "../store/store.ts";
 
 /** What a heartbeat says about the running process. */
@@ -36,7 +37,11 @@ export class Heartbeats {
     const message = heartbeatMessage(
       identity.node,
       this.#store,
-      { ...liveness, serial: serialText === undefined ? null : Number(serialText) },
+      {
+        ...liveness,
+        serial: serialText === undefined ? null : Number(serialText),
+        hold: readHold(this.#store),
+      },
       held,
       sendList,
     );

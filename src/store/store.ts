@@ -371,6 +371,23 @@ export class Store {
     });
   }
 
+  /**
+   * Rescue: forget everything held, every half-done create and the current
+   * declaration, and set `meta` (the rescue's record), in one transaction. Nothing
+   * else is touched: the identity, the link's accepted serial, the outbox and the
+   * history stay. Returns how many held resources and intents were forgotten.
+   */
+  forgetHeld(meta: Record<string, string>): { held: number; intents: number } {
+    return this.#transaction(() => {
+      const count = (table: string) =>
+        Number((this.#db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as Row).n);
+      const forgotten = { held: count("held"), intents: count("intents") };
+      this.#db.exec(`DELETE FROM held; DELETE FROM intents; DELETE FROM declaration;`);
+      for (const [key, value] of Object.entries(meta)) this.#stmt.setMeta.run(key, value);
+      return forgotten;
+    });
+  }
+
   /** Record a held resource as removed or forgotten: it is no longer held. */
   recordReleased(applyId: number, seq: number, result: ResourceResult): void {
     this.#transaction(() => {
