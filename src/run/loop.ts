@@ -29,6 +29,7 @@ import {
 } from "../engine/mod.ts";
 import { type Hold, pendingRescue } from "../engine/hold.ts";
 import { HoldWatch } from "./hold_watch.ts";
+import { metricsFacts, MetricsFile } from "./metrics.ts";
 import { type Source, tally } from "../engine/types.ts";
 import { VERSION } from "../version.ts";
 import { type Identity, readIdentity, readSeed } from "../link/identity.ts";
@@ -143,6 +144,7 @@ class RunLoop {
   #stopEnrolWatch: (() => void) | undefined;
   #phase: ServicePhase = "starting";
   readonly #holdWatch: HoldWatch;
+  readonly #metrics: MetricsFile | undefined;
 
   constructor(host: Engine, options: RunOptions) {
     this.#host = host;
@@ -172,6 +174,17 @@ class RunLoop {
       },
       rescued: (rescue) => this.#rescued(rescue.by),
     });
+    const metricsFile = host.config.metricsFile;
+    this.#metrics = metricsFile
+      ? new MetricsFile(metricsFile, () => host.providers.fs, options.log)
+      : undefined;
+  }
+
+  /** Rewrite the metrics file (host.json metricsFile), when there is one. */
+  #writeMetrics(): void {
+    this.#metrics?.update(() =>
+      metricsFacts(this.#host.store, this.#stop === undefined && this.#link?.state.phase === "up")
+    );
   }
 
   async run(): Promise<RunResult> {
@@ -209,6 +222,7 @@ class RunLoop {
     this.#armDrift();
     this.#holdWatch.start(this.#opt.holdCheckMs ?? 2000);
     this.#writeStatus();
+    this.#writeMetrics();
 
     for (let work = await this.#queue.next(); work; work = await this.#queue.next()) {
       this.#busy = true;
@@ -265,6 +279,7 @@ class RunLoop {
       onState: (state) => {
         if (state.phase === "down") settle("down");
         this.#writeStatus();
+        this.#writeMetrics();
       },
       log: this.#log,
     }, this.#opt.link);
@@ -308,6 +323,7 @@ class RunLoop {
     if (!this.#busy) this.#checkIdentity();
     if (!this.#busy) this.#checkUpgrade().catch(() => {});
     this.#writeStatus();
+    this.#writeMetrics();
   }
 
   // ---- the work loop --------------------------------------------------------
@@ -520,6 +536,7 @@ class RunLoop {
     if (report.restart !== undefined && !this.#stop) this.#upgradeExit(report.restart);
     this.#armDrift();
     this.#writeStatus();
+    this.#writeMetrics();
   }
 
   /**
@@ -573,6 +590,7 @@ class RunLoop {
     }
     this.#armDrift();
     this.#writeStatus();
+    this.#writeMetrics();
   }
 
   /** A rescue was made: start again (uncounted), so the new link asks the mesh afresh. */
@@ -681,6 +699,8 @@ class RunLoop {
       ? "restarting"
       : "stopped";
     this.#writeStatus();
+    this.#writeMetrics();
+    await this.#metrics?.settled();
     this.#log(`run: stopped (${result.reason}: ${result.detail})`);
     return result;
   }
