@@ -8,6 +8,9 @@
 import assert from "node:assert/strict";
 import { posix } from "node:path";
 import { acquireApplyLock } from "../src/lock.ts";
+import { clearHold, setHold } from "../src/engine/hold.ts";
+import { HoldWatch } from "../src/run/hold_watch.ts";
+import { Store } from "../src/store/store.ts";
 import { bundledMachine, file, readOr, runHost, scratch } from "./_helpers.ts";
 import { fileResource, spawnHost, startMesh, until } from "./_mesh.ts";
 
@@ -139,4 +142,28 @@ Deno.test("hold while the service runs: pushes are stored, not applied; drift on
   assert.equal(free.serial, 2);
   assert.equal(await host.stop("SIGTERM"), 0);
   assert.equal(await readOr(posix.join(s.stateDir, "halted")), undefined);
+});
+
+Deno.test("hold watch: a hold that kept the service from applying is seen lifted, even when it came and went between two looks", async () => {
+  await using s = await scratch();
+  using store = Store.open(s.stateDir);
+  const lifted: string[] = [];
+  const watch = new HoldWatch(store, {
+    lifted: (hold) => lifted.push(hold.by),
+    rescued: () => {},
+  });
+  const hold = { by: "gina", reason: "short", since: new Date().toISOString() };
+  // Put and lifted between two looks, with nothing withheld: nothing to do.
+  setHold(store, hold);
+  clearHold(store);
+  watch.check();
+  assert.deepEqual(lifted, []);
+  // Put, an apply withheld by it, lifted, all before the next look: the end is seen.
+  setHold(store, hold);
+  watch.withheld(hold);
+  clearHold(store);
+  watch.check();
+  assert.deepEqual(lifted, ["gina"]);
+  watch.check();
+  assert.deepEqual(lifted, ["gina"], "once");
 });

@@ -38,6 +38,14 @@ export class HoldWatch {
     return this.#hold;
   }
 
+  /**
+   * The loop did not apply because of `hold`: its end must be noticed even when it came
+   * and went between two looks.
+   */
+  withheld(hold: Hold): void {
+    this.#hold = hold;
+  }
+
   /** Look every `ms` milliseconds until stopped. */
   start(ms: number): void {
     this.#stop ??= every(ms, () => this.check());

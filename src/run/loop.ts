@@ -552,6 +552,7 @@ class RunLoop {
     trigger: Trigger,
     pending: Pending | undefined,
   ): Promise<void> {
+    this.#holdWatch.withheld(hold);
     const held = `held by ${hold.by} since ${hold.since} (${hold.reason})`;
     if (source === "link" && pending) {
       storeDeclaration(this.#host, declaration, { source, origin });
