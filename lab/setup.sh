@@ -12,9 +12,10 @@ set -eu
 #   gpg minisign scdoc                  signing the lab repository and the tarball; man pages
 #   wireguard-go wireguard-tools nftables   the overlay and firewall kinds' tools
 #   faketime                            a node whose clock is wrong (tests/link_rotation_test.ts)
+#   prometheus-node-exporter            tests/metrics_test.ts: node_exporter reads the metrics file
 PACKAGES="mmdebstrap debian-archive-keyring systemd-container util-linux iproute2 nats-server
 openssl pacman-package-manager makepkg libarchive-tools gpg minisign scdoc wireguard-go
-wireguard-tools nftables faketime"
+wireguard-tools nftables faketime prometheus-node-exporter"
 
 say() { printf 'lab setup: %s\n' "$*" >&2; }
 
@@ -48,6 +49,15 @@ if [ -n "$missing" ]; then
   apt-get update -qq
   # shellcheck disable=SC2086 # $missing is a list of package names, split on purpose
   apt-get install -y -qq --no-install-recommends $missing
+  # The tests run node_exporter themselves, on a loopback port; the package's own service
+  # (listening on every address) is not wanted on this host.
+  case " $missing " in
+  *" prometheus-node-exporter "*)
+    if [ -d /run/systemd/system ]; then
+      systemctl disable --now prometheus-node-exporter.service >/dev/null 2>&1 || true
+    fi
+    ;;
+  esac
 fi
 if [ -n "$need_deno" ]; then
   say "installing Deno 2.9.6 from the npm registry"

@@ -6,7 +6,7 @@
 import * as v from "valibot";
 import { posix } from "node:path";
 import { HostError } from "./errors.ts";
-import { pathProblem } from "./declaration/paths.ts";
+import { compileOwnPaths, isWithin, ownRelation, pathProblem } from "./declaration/paths.ts";
 import {
   DEFAULT_LIMITS,
   type Limits,
@@ -48,6 +48,11 @@ export interface HostConfig {
    * services that stop the node); the bundle may always.
    */
   permit: Permit;
+  /**
+   * A Prometheus text file for node_exporter's textfile collector (src/run/metrics.ts),
+   * written by the service; unset: none.
+   */
+  metricsFile?: string;
 }
 
 /** Default locations and values (DESIGN.md §3, §8, §15). */
@@ -82,6 +87,15 @@ const FileSchema = v.strictObject({
     v.pipe(v.array(absolute), v.minLength(1, "name at least one managed root")),
   ),
   bundle: v.optional(absolute),
+  metricsFile: v.optional(
+    v.pipe(
+      absolute,
+      v.check(
+        (p) => p.endsWith(".prom"),
+        "the textfile collector reads only files named *.prom; end the name with .prom",
+      ),
+    ),
+  ),
   packageManager: v.optional(
     v.pipe(
       v.string(),
@@ -175,7 +189,7 @@ export async function loadConfig(flags: ConfigFlags = {}): Promise<HostConfig> {
     if (problem) throw new ConfigError("config.path", `the ${what} ${problem}`);
   }
   const bundlePath = file.bundle ?? flags.bundlePath ?? DEFAULTS.bundlePath;
-  return {
+  const config: HostConfig = {
     stateDir,
     configPath,
     managedRoots: [...(file.managedRoots ?? DEFAULTS.managedRoots)],
@@ -200,7 +214,30 @@ export async function loadConfig(flags: ConfigFlags = {}): Promise<HostConfig> {
       ],
       services: [PROGRAM],
     },
+    ...(file.metricsFile ? { metricsFile: file.metricsFile } : {}),
   };
+  if (config.metricsFile) checkMetricsFile(config.metricsFile, config);
+  return config;
+}
+
+/**
+ * The metrics file must lie where the host may write (inside a managed root, which the
+ * permission set grants) and among none of its own files (its state directory, its
+ * configuration, its installation): the host's output is not one of its inputs.
+ */
+function checkMetricsFile(path: string, config: HostConfig): void {
+  const refuse = (why: string) => {
+    throw new ConfigError("config.metrics-file", `metricsFile ${path} ${why}`, {
+      hint: "point it into node_exporter's textfile directory, e.g. " +
+        "/var/lib/prometheus/node-exporter/nox_mesh_host.prom",
+    });
+  };
+  const own = ownRelation(path, compileOwnPaths(config.own.paths));
+  if (own) refuse(`lies among the host's own files (${own.own})`);
+  const roots = config.managedRoots;
+  if (!roots.some((root) => isWithin(path, root) && path !== root)) {
+    refuse(`is outside the managed roots (${roots.join(", ")}), where the host may not write`);
+  }
 }
 
 async function readConfigFile(

@@ -171,9 +171,21 @@ Deno.test({
       assert.equal(version.deno, (await runtimePins()).version);
       assert.equal(profile.architecture, "aarch64");
       assert.equal(first.outcome, "converged", JSON.stringify(first));
-      assert.deepEqual(first.counts, { changed: 3, unchanged: 0, removed: 0, failed: 0 });
+      assert.deepEqual(first.counts, {
+        changed: 3,
+        unchanged: 0,
+        removed: 0,
+        forgotten: 0,
+        failed: 0,
+      });
       assert.equal(second.outcome, "converged", JSON.stringify(second));
-      assert.deepEqual(second.counts, { changed: 0, unchanged: 3, removed: 0, failed: 0 });
+      assert.deepEqual(second.counts, {
+        changed: 0,
+        unchanged: 3,
+        removed: 0,
+        forgotten: 0,
+        failed: 0,
+      });
       assert.deepEqual(lines.slice(4), ["hello from aarch64", "750 root root", "640 root root"]);
     } finally {
       await removeSandbox(s);

@@ -30,7 +30,7 @@ Deno.test("a first apply creates, a second changes nothing and says so", async (
   ];
   const first = await apply(host, resources);
   assert.equal(first.outcome, "converged");
-  assert.deepEqual(first.counts, { changed: 3, unchanged: 0, removed: 0, failed: 0 });
+  assert.deepEqual(first.counts, { changed: 3, unchanged: 0, removed: 0, forgotten: 0, failed: 0 });
   assert.equal(await Deno.readTextFile(`${s.root}/app/app.conf`), "listen = 1\n");
   assert.deepEqual(await Deno.readFile(`${s.root}/app/blob`), new Uint8Array([0, 1, 255]));
   assert.equal(await modeOf(`${s.root}/app`), "0750");
@@ -39,7 +39,13 @@ Deno.test("a first apply creates, a second changes nothing and says so", async (
   const before = (await Deno.lstat(`${s.root}/app/app.conf`)).ino;
   const second = await apply(host, resources);
   assert.equal(second.outcome, "converged");
-  assert.deepEqual(second.counts, { changed: 0, unchanged: 3, removed: 0, failed: 0 });
+  assert.deepEqual(second.counts, {
+    changed: 0,
+    unchanged: 3,
+    removed: 0,
+    forgotten: 0,
+    failed: 0,
+  });
   assert.equal(
     (await Deno.lstat(`${s.root}/app/app.conf`)).ino,
     before,
@@ -76,7 +82,13 @@ Deno.test("drift is restored: content, mode, owner, a deleted file and a deleted
 
   const report = await apply(host, resources);
   assert.equal(report.outcome, "converged");
-  assert.deepEqual(report.counts, { changed: 4, unchanged: 0, removed: 0, failed: 0 });
+  assert.deepEqual(report.counts, {
+    changed: 4,
+    unchanged: 0,
+    removed: 0,
+    forgotten: 0,
+    failed: 0,
+  });
   assert.deepEqual(report.results.find((r) => r.id === "b")?.changes, [
     "mode 0666 → 0644",
     "owner 1 → 0 (root)",

@@ -28,7 +28,13 @@ Deno.test("apply --json gives counts and per-resource outcomes", async () => {
   assert.equal(run.code, 0, run.stderr);
   const report = JSON.parse(run.stdout);
   assert.equal(report.outcome, "converged");
-  assert.deepEqual(report.counts, { changed: 1, unchanged: 0, removed: 0, failed: 0 });
+  assert.deepEqual(report.counts, {
+    changed: 1,
+    unchanged: 0,
+    removed: 0,
+    forgotten: 0,
+    failed: 0,
+  });
   assert.deepEqual(report.results.map((r: { id: string; outcome: string }) => [r.id, r.outcome]), [[
     "f",
     "changed",

@@ -57,6 +57,19 @@ Deno.test("init files: the unit starts the launcher, restarts it as a backstop, 
   }
 });
 
+Deno.test("init files: the unit waits for network-online.target (After= and Wants=, as the record's unit); the OpenRC script needs net", async () => {
+  const unit = await Deno.readTextFile(UNIT);
+  assert.match(unit, /^After=network-online\.target$/m);
+  assert.match(unit, /^Wants=network-online\.target$/m);
+  assert.doesNotMatch(
+    unit,
+    /^(Requires|BindsTo)=.*network/m,
+    "a machine without network still starts it",
+  );
+  const script = await Deno.readTextFile(OPENRC);
+  assert.match(script, /^\tneed net$/m, "OpenRC's net: the interfaces are up");
+});
+
 Deno.test("init files: shellcheck passes on the launcher, the OpenRC script, conf.d and the stand-in", async () => {
   const files = [
     repo("launcher/nox-mesh-host-launch"),

@@ -123,6 +123,9 @@ for (const os of TARGET_OSES) {
       "NOX_MESH_HOST_STATE_DIR",
       "NOX_MESH_HOST_CONFIG",
       "JOURNAL_STREAM",
+      "SUDO_USER",
+      "LOGNAME",
+      "USER",
     ]);
   });
 }

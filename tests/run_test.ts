@@ -41,7 +41,13 @@ Deno.test("run applies pushed declarations, reports and heartbeats; refusals are
   assert.equal(applied.outcome, "converged");
   assert.equal(applied.trigger, "declaration");
   assert.equal(applied.source, "link");
-  assert.deepEqual(applied.counts, { changed: 1, unchanged: 0, removed: 0, failed: 0 });
+  assert.deepEqual(applied.counts, {
+    changed: 1,
+    unchanged: 0,
+    removed: 0,
+    forgotten: 0,
+    failed: 0,
+  });
   assert.deepEqual((applied.results as Report[]).map((r) => [r.id, r.outcome]), [["f", "changed"]]);
   assert.equal(typeof applied.durationMs, "number");
   assert.equal(await Deno.readTextFile(f), "one\n");

@@ -83,7 +83,13 @@ Deno.test("held resources, the declaration and history survive a reopen", async 
       spec,
       created: true,
     }, result);
-    store.finishApply(id, "converged", { changed: 1, unchanged: 0, removed: 0, failed: 0 });
+    store.finishApply(id, "converged", {
+      changed: 1,
+      unchanged: 0,
+      removed: 0,
+      forgotten: 0,
+      failed: 0,
+    });
   }
   using store = Store.open(dir);
   assert.equal(store.current()?.origin, "x.json");
@@ -114,7 +120,7 @@ Deno.test("an apply left running by a dead process is marked interrupted by the 
 Deno.test("history keeps the last applies and prunes their results with them", async () => {
   const dir = await tempDir();
   using store = Store.open(dir);
-  const none = { changed: 0, unchanged: 1, removed: 0, failed: 0 };
+  const none = { changed: 0, unchanged: 1, removed: 0, forgotten: 0, failed: 0 };
   for (let i = 0; i < HISTORY_KEPT + 10; i++) {
     const id = store.beginApply("file", "x", i, "sha256:1");
     store.recordResult(id, 0, {

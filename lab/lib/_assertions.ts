@@ -8,6 +8,7 @@ export interface ApplyExpectation {
   changed?: number;
   unchanged?: number;
   removed?: number;
+  forgotten?: number;
   failed?: number;
   /** Text the report's `error` must contain. */
   errorIncludes?: string;
@@ -69,7 +70,7 @@ export function apply(machine: string, file: string, expect: ApplyExpectation): 
           fail(`an error mentioning ${JSON.stringify(expect.errorIncludes)}`, `error ${error}`);
         }
       }
-      for (const key of ["changed", "unchanged", "removed", "failed"] as const) {
+      for (const key of ["changed", "unchanged", "removed", "forgotten", "failed"] as const) {
         const want = expect[key];
         if (want !== undefined && report.counts?.[key] !== want) fail(`${key}=${want}`, seen);
       }

@@ -136,7 +136,7 @@ export const scenario: Scenario = {
     assertContainer("arch", "noxlab-web"),
     apply("arch", "/root/decl-changed.json", { outcome: "converged", changed: 1, unchanged: 3 }),
     assertContainer("arch", "noxlab-web"),
-    apply("arch", "/root/decl-empty.json", { outcome: "converged", removed: 4 }),
+    apply("arch", "/root/decl-empty.json", { outcome: "converged", removed: 2, forgotten: 2 }),
     run("arch", ["podman", "container", "exists", "noxlab-web"], { code: 1 }),
     assertPackage("arch", "noxlab-hello", { version: "1.1-1" }),
     assertFile("arch", "/etc/systemd/system/noxlab-hello.service", { absent: true }),

@@ -1,49 +1,150 @@
-import { assertFile, json, run, type Scenario, waitFor, writeFile } from "../lib/scenario.ts";
-import {
-  assertApplies,
-  assertHeartbeat,
-  declare,
-  enrol,
-  HOST_UNIT_FILES,
-  meshUp,
-  startHost,
-} from "../mesh/steps.ts";
-import { files, srvFile } from "./_link.ts";
+// Seed 001: "The first node ... applies the bundle it carries, the control plane comes up on
+// top of it, and from that moment it takes declarations like every other node. Its
+// specialness is temporary and self-erasing." The shipped Arch bundle raises the substrate
+// alone (podman, podman.socket, the carried image loaded by an action, a container from
+// it); the node enrols, and the control plane's first declaration carries the same
+// substrate (all but the action, which only a bundle may run): nothing changes, the same
+// container runs on, nothing is removed, the action is forgotten. A later declaration that
+// drops them: the container the host made is removed, the package and the service are
+// forgotten (left as they are), as the rules say.
+import { assertPackage, assertUnit, fail, run, type Scenario, type Step } from "../lib/scenario.ts";
+import { waitFor } from "../lib/scenario.ts";
+import { ARCH_LIKE_CONFIG } from "../lib/host.ts";
+import { PODMAN_STAND_IN } from "../lib/repo.ts";
+import { assertApplies, enrol, HOST_UNIT_FILES, mesh, meshUp, startHost } from "../mesh/steps.ts";
+import { declare } from "../mesh/steps.ts";
+import { assertServiceSaid, unmaskPodman } from "./_ship.ts";
 
-const BUNDLE = json(files(srvFile("substrate", "/srv/substrate/marker", "raised by the bundle\n")));
+const SHIPPED = JSON.parse(
+  await Deno.readTextFile(new URL("../../packaging/arch/substrate.lock", import.meta.url)),
+) as { resources: Record<string, unknown>[] };
+const CONTAINER = SHIPPED.resources.find((r) => r.type === "container")!;
+const NAME = String(CONTAINER.name);
+const IMAGE = String(CONTAINER.image);
 
-/** The first node: no mesh, so it applies the bundle; then the mesh comes up and it joins. */
+/** The control plane's first declaration: the bundle's substrate, all but its action. */
+const HANDOVER = {
+  version: 1,
+  resources: SHIPPED.resources.filter((r) => r.type !== "action"),
+};
+/** A later declaration: the substrate is no longer the mesh's business here. */
+const DROPPED = { version: 1, resources: [] };
+
+/** The container's id and start time when first seen. */
+let firstSeen = "";
+
+/** The bundle's container runs from the carried image, labelled as the host's. */
+function assertContainer(machine: string, same: "record" | "same"): Step {
+  return {
+    title: `assert container ${NAME} on ${machine} runs, labelled as the host's` +
+      (same === "same" ? ": the same container (id), started at the same time" : ""),
+    async run(ctx) {
+      const r = await ctx.machine(machine).exec([
+        "podman",
+        "container",
+        "inspect",
+        "--format",
+        '{{.State.Running}} {{index .Config.Labels "nox-mesh-host.owner"}} {{.ImageName}} ' +
+        "{{.Id}} {{.State.StartedAt}}",
+        NAME,
+      ]);
+      const [running, owner, image, ...identity] = r.stdout.trim().split(" ");
+      if (running !== "true" || owner !== "nox-mesh-host" || image !== IMAGE) {
+        fail(`running, owner nox-mesh-host, image ${IMAGE}`, `${r.stdout}${r.stderr}`);
+      }
+      if (same === "record") firstSeen = identity.join(" ");
+      else if (identity.join(" ") !== firstSeen) fail(firstSeen, identity.join(" "));
+    },
+  };
+}
+
+/** The node's last apply report for `serial`: these counts, and these outcomes by id. */
+function assertReport(
+  node: string,
+  serial: number,
+  counts: Record<string, number>,
+  outcomes: Record<string, string>,
+): Step {
+  return {
+    title: `assert ${node}'s report of serial ${serial}: ${JSON.stringify(counts)}, ` +
+      Object.entries(outcomes).map(([id, o]) => `${id} ${o}`).join(", "),
+    async run(ctx) {
+      const reports = JSON.parse(await mesh(ctx, ["reports", node])) as Record<string, unknown>[];
+      const report = reports.filter((r) => r.kind === "apply" && r.serial === serial).at(-1);
+      if (!report) fail(`a report of serial ${serial}`, "none");
+      const seen = Object.fromEntries(
+        (report.results as { id: string; outcome: string }[]).map((r) => [r.id, r.outcome]),
+      );
+      const got = { counts: report.counts, outcomes: seen };
+      const want = { counts, outcomes };
+      if (JSON.stringify(got) !== JSON.stringify(want)) {
+        fail(JSON.stringify(want), JSON.stringify(got));
+      }
+    },
+  };
+}
+
+/** The first node: no mesh, so it raises the substrate from its bundle; then it hands over. */
 export const scenario: Scenario = {
   name: "first-node",
-  summary: "a machine with no mesh applies the bundle it carries; the control plane comes up on " +
-    "the broker, the same node enrols and then takes pushed declarations through the same path",
+  summary: "a machine with no mesh raises the shipped substrate bundle alone (podman, the " +
+    "carried image, a container); it enrols, and the control plane's first declaration of the " +
+    "same substrate changes nothing (the same container, nothing removed, the action " +
+    "forgotten); a declaration that drops it removes the container the host made and forgets " +
+    "the package and the service",
   broker: true,
   machines: {
     first: {
       flavour: "systemd",
       host: true,
-      files: {
-        ...HOST_UNIT_FILES,
-        "/srv/substrate/.keep": "",
-      },
+      containers: true,
+      files: { ...HOST_UNIT_FILES, [ARCH_LIKE_CONFIG.path]: ARCH_LIKE_CONFIG.text },
     },
   },
   steps: [
-    // The package ships an empty bundle; this machine's bundle says what the first node runs.
-    writeFile("first", "/usr/share/nox-mesh-host/substrate.lock", BUNDLE),
+    unmaskPodman("first"),
+    run("first", ["podman", "container", "exists", NAME], { code: 1 }),
     startHost("first"),
     waitFor(
-      assertFile("first", "/srv/substrate/marker", { content: "raised by the bundle\n" }),
-      60,
+      assertServiceSaid("first", "apply (start, bundle): converged: 4 changed, 0 unchanged", 1),
+      120,
     ),
     run("first", ["nox-mesh-host", "status"], { stdoutIncludes: "not enrolled" }),
+    assertPackage("first", "podman", { version: PODMAN_STAND_IN.version }),
+    assertUnit("first", "podman.socket", { enabled: true, running: true }),
+    assertContainer("first", "record"),
     meshUp(),
     enrol("first", "first"),
-    declare("first", files(srvFile("hello", "/srv/substrate/hello", "from the mesh\n"))),
-    waitFor(assertFile("first", "/srv/substrate/hello", { content: "from the mesh\n" }), 60),
-    waitFor(assertApplies("first", [1]), 30),
-    assertFile("first", "/srv/substrate/marker", { absent: true }),
-    waitFor(assertHeartbeat("first", 1), 30),
+    declare("first", HANDOVER),
+    waitFor(assertApplies("first", [1]), 60),
+    assertReport(
+      "first",
+      1,
+      { changed: 0, unchanged: 3, removed: 0, forgotten: 1, failed: 0 },
+      {
+        "container-runtime": "unchanged",
+        "container-runtime-service": "unchanged",
+        "pause": "unchanged",
+        "pause-image": "forgotten",
+      },
+    ),
+    assertContainer("first", "same"),
     run("first", ["nox-mesh-host", "status"], { stdoutIncludes: "link         up since" }),
+    // From now on the substrate is the mesh's: a declaration that drops it releases it.
+    declare("first", DROPPED),
+    waitFor(assertApplies("first", [1, 2]), 60),
+    assertReport(
+      "first",
+      2,
+      { changed: 0, unchanged: 0, removed: 1, forgotten: 2, failed: 0 },
+      {
+        "pause": "removed",
+        "container-runtime-service": "forgotten",
+        "container-runtime": "forgotten",
+      },
+    ),
+    run("first", ["podman", "container", "exists", NAME], { code: 1 }),
+    assertPackage("first", "podman", { version: PODMAN_STAND_IN.version }),
+    assertUnit("first", "podman.socket", { enabled: true, running: true }),
   ],
 };

@@ -27,6 +27,7 @@ import { scenario as contentRef } from "./content_ref.ts";
 import { scenario as brokerFailover } from "./broker_failover.ts";
 import { scenario as fleet } from "./fleet.ts";
 import { scenario as site } from "./site.ts";
+import { scenario as holdRescue } from "./hold_rescue.ts";
 
 /** All scenarios. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -52,6 +53,7 @@ export const SCENARIOS: readonly Scenario[] = [
   overlay,
   restartOnChange,
   substrate,
+  holdRescue,
   outbox,
   contentRef,
   brokerFailover,

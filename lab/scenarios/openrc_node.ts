@@ -66,7 +66,7 @@ export const scenario: Scenario = {
     apply("rc", "/root/decl.json", { outcome: "converged", changed: 1, unchanged: 2 }),
     assertUnit("rc", "noxlab-beat", { running: true }),
     apply("rc", "/root/decl-own.json", { outcome: "refused", errorIncludes: "host's own service" }),
-    apply("rc", "/root/decl-files-only.json", { outcome: "converged", removed: 1 }),
+    apply("rc", "/root/decl-files-only.json", { outcome: "converged", removed: 0, forgotten: 1 }),
     assertUnit("rc", "noxlab-beat", { enabled: true, running: true }),
   ],
 };

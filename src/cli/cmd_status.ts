@@ -1,5 +1,7 @@
 /** `status`: identity, the current declaration, the last apply, what is held. */
 import { openEngine } from "../engine/mod.ts";
+import { tally } from "../engine/types.ts";
+import { lastRescue, pendingRescue, readHold, type Rescue } from "../engine/hold.ts";
 import { META } from "../store/meta.ts";
 import type { Command } from "./command.ts";
 import { EXIT } from "./io.ts";
@@ -11,7 +13,8 @@ export const statusCommand: Command = {
   usage: "status",
   help: `Show what this node's store says: its identity, the declaration it holds the
 machine to, the last apply and its outcome, how many resources it holds, whether
-the service runs, the link's state and last error, and the next drift check.
+the service runs, the link's state and last error, the next drift check, a hold
+(who, why, since when) and a rescue waiting for its declaration.
 Reads the store only; changes nothing.
 Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
 `,
@@ -37,6 +40,8 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
       },
       lastApply: last,
       held: store.heldCount(),
+      hold: readHold(store),
+      rescue: { pending: pendingRescue(store), last: lastRescue(store) },
       ...linkStatus(store),
     };
     if (ctx.json) {
@@ -57,17 +62,37 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
       [
         "last apply",
         last
-          ? `#${last.id} ${last.outcome} at ${
-            last.endedAt ?? last.startedAt
-          }: ${last.counts.changed} changed, ` +
-            `${last.counts.unchanged} unchanged, ${last.counts.removed} removed, ${last.counts.failed} failed` +
+          ? `#${last.id} ${last.outcome} at ${last.endedAt ?? last.startedAt}: ${
+            tally(last.counts)
+          }` +
             (last.error ? `\n${" ".repeat(13)}${last.error}` : "")
           : "none yet",
       ],
       ["held", `${status.held} resources`],
+      [
+        "hold",
+        status.hold
+          ? `HELD by ${status.hold.by} since ${status.hold.since}: ${status.hold.reason} ` +
+            "(nothing is applied; unhold lifts it)"
+          : "none",
+      ],
+      ...rescueRows(status.rescue),
       ...linkRows(status),
     ];
     ctx.io.stdout(rows.map(([k, v]) => `${k.padEnd(13)}${v}\n`).join(""));
     return EXIT.ok;
   },
 };
+
+/** The rescue rows: one waiting for its apply, or the last one answered. */
+function rescueRows(r: { pending: Rescue | null; last: Rescue | null }): [string, string][] {
+  if (r.pending) {
+    return [[
+      "rescue",
+      `by ${r.pending.by} at ${r.pending.at}: ${r.pending.forgot} forgotten; ` +
+      "waiting for the declaration that answers it",
+    ]];
+  }
+  if (r.last) return [["last rescue", `by ${r.last.by} at ${r.last.at}`]];
+  return [];
+}

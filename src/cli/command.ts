@@ -25,6 +25,8 @@ export interface Command {
   options: ParseArgsOptionsConfig;
   /** Positional arguments: [min, max]. */
   positionals: [number, number];
+  /** What a positional argument is (default: a file): completions offer files only for files. */
+  positionalKind?: "file" | "text";
   run(ctx: CommandContext): Promise<number>;
 }
 

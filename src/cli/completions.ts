@@ -69,7 +69,9 @@ export function completionTable(): CompletionCommand[] {
       name: c.name,
       summary: c.summary,
       options: [...optionsOf(c.options), ...global],
-      positional: c.positionals[1] > 0 ? "file" as const : "none" as const,
+      positional: c.positionals[1] > 0 && c.positionalKind !== "text"
+        ? "file" as const
+        : "none" as const,
     })),
     { name: "help", summary: "show help for a command", options: [], positional: "command" },
   ];

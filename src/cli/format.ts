@@ -1,5 +1,5 @@
 /** Human-readable lines for results, plans and reports. */
-import type { ApplyReport, PlanEntry } from "../engine/types.ts";
+import { type ApplyReport, type PlanEntry, tally } from "../engine/types.ts";
 import type { ResourceResult } from "../engine/types.ts";
 
 /** What a resource key names, for people: "path:/etc/x" → "/etc/x". */
@@ -19,12 +19,10 @@ export function resultLine(result: ResourceResult): string {
 /** The closing line of an apply. */
 export function reportLine(report: ApplyReport): string {
   const c = report.counts;
-  const tally =
-    `${c.changed} changed, ${c.unchanged} unchanged, ${c.removed} removed, ${c.failed} failed`;
-  const nothing = c.changed === 0 && c.removed === 0 && report.outcome === "converged"
+  const nothing = c.changed + c.removed + c.forgotten === 0 && report.outcome === "converged"
     ? " — nothing to do, the machine already matched"
     : "";
-  const head = `${report.outcome}: ${tally} in ${report.durationMs} ms${nothing}\n`;
+  const head = `${report.outcome}: ${tally(c)} in ${report.durationMs} ms${nothing}\n`;
   const later = report.restart === undefined
     ? ""
     : `takes effect when the host is next started: ${report.restart}\n`;

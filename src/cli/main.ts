@@ -11,6 +11,8 @@ import { inventoryCommand, profileCommand } from "./cmd_profile.ts";
 import { statusCommand } from "./cmd_status.ts";
 import { runCommand } from "./cmd_run.ts";
 import { enrolCommand } from "./cmd_enrol.ts";
+import { holdCommand, unholdCommand } from "./cmd_hold.ts";
+import { rescueCommand } from "./cmd_rescue.ts";
 import { LinkError, TokenError } from "../link/errors.ts";
 
 const versionCommand: Command = {
@@ -47,6 +49,9 @@ export const COMMANDS: Command[] = [
   statusCommand,
   runCommand,
   enrolCommand,
+  holdCommand,
+  unholdCommand,
+  rescueCommand,
   profileCommand,
   inventoryCommand,
   versionCommand,

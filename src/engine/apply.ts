@@ -18,6 +18,7 @@ import { kindOf, KINDS, type Resource, resourceKey } from "../resources/mod.ts";
 import type { Providers } from "../providers.ts";
 import { describeError } from "../errors.ts";
 import { releaseUndeclared } from "./release.ts";
+import { answerRescue, pendingRescue } from "./hold.ts";
 import { posix } from "node:path";
 import {
   blobDirectory,
@@ -46,24 +47,13 @@ export async function applyDeclaration(
   const { store } = ctx;
   const started = performance.now();
   const startedAt = new Date().toISOString();
-  const { digest, ...body } = declaration;
-  const current = store.currentHead();
-  if (
-    current?.digest !== digest || current.source !== options.source ||
-    current.origin !== options.origin || current.serial !== declaration.serial
-  ) {
-    store.accept({
-      source: options.source,
-      origin: options.origin,
-      node: declaration.node,
-      serial: declaration.serial,
-      digest,
-      body: canonicalJson(body),
-    });
-  }
+  const { digest } = declaration;
+  acceptCurrent(store, declaration, options);
   // The same declaration as the last apply, which converged: every held resource
   // was recorded from it, so its digest is known without hashing it again.
   const last = store.lastApply();
+  // A rescue forgot what was held; this apply answers it, whatever it finds.
+  const rescue = pendingRescue(store);
   const unchangedSince = last?.outcome === "converged" && last.digest === digest;
   const applyId = store.beginApply(options.source, options.origin, declaration.serial, digest);
   const changedIds = new Set<string>();
@@ -74,7 +64,7 @@ export async function applyDeclaration(
   kctx.sweepPartialWrites = last !== null && last.outcome !== "converged";
   const held = store.heldIndex();
   const results: ResourceResult[] = [];
-  const counts: Counts = { changed: 0, unchanged: 0, removed: 0, failed: 0 };
+  const counts: Counts = { changed: 0, unchanged: 0, removed: 0, forgotten: 0, failed: 0 };
   let error: string | undefined;
   let interrupted = false;
 
@@ -94,7 +84,8 @@ export async function applyDeclaration(
     results.push(result);
     if (result.outcome === "changed") counts.changed++;
     else if (result.outcome === "unchanged") counts.unchanged++;
-    else if (result.outcome === "removed" || result.outcome === "forgotten") counts.removed++;
+    else if (result.outcome === "removed") counts.removed++;
+    else if (result.outcome === "forgotten") counts.forgotten++;
     else if (result.outcome === "failed") counts.failed++;
     options.onResult?.(result);
   };
@@ -227,6 +218,7 @@ export async function applyDeclaration(
   }
   if (interrupted) error = "interrupted before the apply finished";
   store.finishApply(applyId, outcome, counts, error);
+  if (rescue && outcome !== "interrupted") answerRescue(store, rescue);
   return {
     applyId,
     outcome,
@@ -239,8 +231,35 @@ export async function applyDeclaration(
     counts,
     results,
     ...(error === undefined ? {} : { error }),
+    ...(rescue && outcome !== "interrupted" ? { rescue } : {}),
     ...restartOf(kctx),
   };
+}
+
+/**
+ * Make `declaration` the store's current one (the one the host holds the machine to),
+ * unless it already is: before an apply, or, while the host is held, instead of one.
+ */
+export function acceptCurrent(
+  store: EngineContext["store"],
+  declaration: Declaration,
+  options: Pick<ApplyOptions, "source" | "origin">,
+): void {
+  const { digest, ...body } = declaration;
+  const current = store.currentHead();
+  if (
+    current?.digest !== digest || current.source !== options.source ||
+    current.origin !== options.origin || current.serial !== declaration.serial
+  ) {
+    store.accept({
+      source: options.source,
+      origin: options.origin,
+      node: declaration.node,
+      serial: declaration.serial,
+      digest,
+      body: canonicalJson(body),
+    });
+  }
 }
 
 /** What of this apply takes effect only when the host is next started, as one sentence. */

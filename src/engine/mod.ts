@@ -15,10 +15,12 @@ import { type ConfigFlags, type HostConfig, loadConfig } from "../config.ts";
 import type { Declaration } from "../declaration/envelope.ts";
 import { readRolledBackFrom } from "../launcher_files.ts";
 import { acquireApplyLock } from "../lock.ts";
+import { HostError } from "../errors.ts";
+import { HeldError, readHold } from "./hold.ts";
 import type { Providers } from "../providers.ts";
 import { KINDS } from "../resources/mod.ts";
 import { Store } from "../store/store.ts";
-import { applyDeclaration } from "./apply.ts";
+import { acceptCurrent, applyDeclaration } from "./apply.ts";
 import { planDeclaration } from "./plan.ts";
 import type { ApplyOptions, ApplyReport, EngineContext, PlanEntry } from "./types.ts";
 
@@ -33,6 +35,7 @@ export {
   type SignatureHeaders,
   type Signed,
 } from "./admit.ts";
+export { HeldError } from "./hold.ts";
 
 /** Which adapters a caller needs: the file system alone, or everything the machine has. */
 export type ProviderScope = "files" | "all";
@@ -84,17 +87,61 @@ export async function openEngine(flags: EngineFlags): Promise<Engine> {
 export interface ApplyRun extends ApplyOptions {
   /** How long to wait for another apply to finish (default 30 s). */
   lockWaitMs?: number;
+  /**
+   * Apply only while the store's current declaration is still the one with this digest
+   * (null: none) once the lock is held; otherwise {@link SupersededError}. For a caller
+   * that re-applies what the store holds: what it read may have been replaced (another
+   * apply, a rescue) while it waited for the lock.
+   */
+  expectCurrent?: string | null;
 }
 
-/** Apply an admitted declaration under the apply lock, and record it. */
+/** The store's current declaration changed while an apply waited for the lock. */
+export class SupersededError extends HostError {
+  constructor(expected: string | null, found: string | null) {
+    super(
+      "superseded",
+      `the store's declaration changed while this apply waited (${expected ?? "none"} → ${
+        found ?? "none"
+      })`,
+      { hint: "reconcile again from what the store holds now" },
+    );
+  }
+}
+
+/**
+ * Apply an admitted declaration under the apply lock, and record it. Refused with
+ * {@link HeldError} while the host is held (engine/hold.ts).
+ */
 export async function apply(
   engine: Engine,
   declaration: Declaration,
   options: ApplyRun,
 ): Promise<ApplyReport> {
   using _lock = await acquireApplyLock(engine.config.stateDir, { waitMs: options.lockWaitMs });
+  // Both under the lock: a hold or a rescue that returned has no apply after it that
+  // read the store before it.
+  const hold = readHold(engine.store);
+  if (hold) throw new HeldError(hold);
+  if (options.expectCurrent !== undefined) {
+    const found = engine.store.currentHead()?.digest ?? null;
+    if (found !== options.expectCurrent) throw new SupersededError(options.expectCurrent, found);
+  }
   await detectWhenNeeded(engine, declaration);
   return await applyDeclaration(await contextOf(engine), declaration, options);
+}
+
+/**
+ * Store an admitted declaration as the one the host holds the machine to, without
+ * applying it: what a held host does with a declaration pushed to it (the hold's
+ * end applies it).
+ */
+export function storeDeclaration(
+  engine: Engine,
+  declaration: Declaration,
+  options: Pick<ApplyOptions, "source" | "origin">,
+): void {
+  acceptCurrent(engine.store, declaration, options);
 }
 
 /** Plan an admitted declaration: what applying it would do; changes nothing. */

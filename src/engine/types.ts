@@ -8,6 +8,7 @@ import type { OwnResources } from "../declaration/envelope.ts";
 import type { Providers } from "../providers.ts";
 import type { Resource } from "../resources/mod.ts";
 import type { Store } from "../store/store.ts";
+import type { Rescue } from "./hold.ts";
 
 /** Where a declaration came from. */
 export type Source = "link" | "file" | "bundle";
@@ -58,12 +59,27 @@ export interface ResourceResult {
   detail?: string;
 }
 
-/** Counts of an apply's results. */
+/**
+ * Counts of an apply's results. `removed` counts what the host took off the machine;
+ * `forgotten` what it stopped holding and left as it is (a package, a service, an
+ * action, a file it did not create): nothing of those was removed.
+ */
 export interface Counts {
   changed: number;
   unchanged: number;
   removed: number;
+  forgotten: number;
   failed: number;
+}
+
+/**
+ * The counts for people: "2 changed, 0 unchanged, 1 removed, 0 failed", with
+ * ", N forgotten" after "removed" when the apply forgot anything.
+ */
+export function tally(c: Counts): string {
+  const forgotten = c.forgotten > 0 ? `, ${c.forgotten} forgotten` : "";
+  return `${c.changed} changed, ${c.unchanged} unchanged, ${c.removed} removed${forgotten}, ` +
+    `${c.failed} failed`;
 }
 
 /** What the engine works with. */
@@ -114,6 +130,8 @@ export interface ApplyReport {
   results: ResourceResult[];
   /** The failing resource and its reason, when the apply failed. */
   error?: string;
+  /** Set when this apply answered a rescue (engine/hold.ts): it is reported as one. */
+  rescue?: Rescue;
   /**
    * What this apply changed that takes effect only when the host is next started (an
    * upgrade of the host staged for its launcher): the run loop then exits 0.

@@ -10,12 +10,16 @@ import { canonicalJson } from "../declaration/canonical.ts";
 import type { Problem } from "../declaration/envelope.ts";
 import type { RefusalReason } from "../engine/admit.ts";
 import type { Store } from "../store/store.ts";
-import type { ResourceResult } from "../engine/types.ts";
+import type { PlanEntry, ResourceResult } from "../engine/types.ts";
+import type { Hold } from "../engine/hold.ts";
 import { runtimeVersion, VERSION } from "../version.ts";
 import type { CapabilityState, Profile } from "../profile.ts";
 
-/** What started a reconcile or an apply. */
-export type Trigger = "start" | "declaration" | "reconnect" | "drift";
+/**
+ * What started a reconcile or an apply: "rescue" for the apply that answered a rescue
+ * (`nox-mesh-host rescue`), "unhold" for the one that follows a hold lifted.
+ */
+export type Trigger = "start" | "declaration" | "reconnect" | "drift" | "rescue" | "unhold";
 
 /** Report of one apply (subject mesh.node.N.report). */
 export interface ApplyMessage {
@@ -88,6 +92,56 @@ export interface HeartbeatMessage {
   nextDriftAt: string | null;
   /** Present only when the held set changed since it was last sent: [key, digest] pairs. */
   heldList?: [string, string][];
+  /** A person's hold on the host (nothing is applied): who, why, since when; null when none. */
+  hold?: Hold | null;
+}
+
+/**
+ * What a held host found when it would have applied (subject mesh.node.N.report): the
+ * declaration it holds the machine to (the latest accepted, stored, not applied) and
+ * what differs from it. Nothing was changed.
+ */
+export interface HeldMessage {
+  v: 1;
+  kind: "held";
+  node: string;
+  version: string;
+  at: string;
+  trigger: Trigger;
+  hold: Hold;
+  serial: number | null;
+  digest: string | null;
+  /** The resources that are not in sync (what an apply would do), or why none could be checked. */
+  differ: PlanEntry[];
+  error?: string;
+  /** Added on delivery, as for an apply report. */
+  id?: string;
+  /** Added on delivery, as for an apply report. */
+  dropped?: number;
+}
+
+/** The report of a check made while held. */
+export function heldMessage(
+  node: string,
+  trigger: Trigger,
+  hold: Hold,
+  declaration: { serial?: number; digest: string } | null,
+  entries: PlanEntry[],
+  error?: string,
+): HeldMessage {
+  return {
+    v: 1,
+    kind: "held",
+    node,
+    version: VERSION,
+    at: new Date().toISOString(),
+    trigger,
+    hold,
+    serial: declaration?.serial ?? null,
+    digest: declaration?.digest ?? null,
+    differ: entries.filter((e) => e.status !== "in-sync").slice(0, 200),
+    ...(error ? { error } : {}),
+  };
 }
 
 /** Results above this size are trimmed to the ones that are not "unchanged". */
@@ -156,7 +210,12 @@ export function heldSummary(store: Store): { list: [string, string][]; digest: s
 export function heartbeatMessage(
   node: string,
   store: Store,
-  facts: { startedAt: number; serial: number | null; nextDriftAt: string | null },
+  facts: {
+    startedAt: number;
+    serial: number | null;
+    nextDriftAt: string | null;
+    hold?: Hold | null;
+  },
   held: { list: [string, string][]; digest: string },
   withList: boolean,
 ): HeartbeatMessage {
@@ -177,6 +236,7 @@ export function heartbeatMessage(
     held: { count: held.list.length, digest: held.digest },
     nextDriftAt: facts.nextDriftAt,
     ...(withList ? { heldList: held.list } : {}),
+    hold: facts.hold ?? null,
   };
 }
 

@@ -1,8 +1,11 @@
 /**
  * The container resource: a container of the declared name, created from an
  * image pinned by digest, labelled as the host's (a marker) and with the digest
- * of the canonical resource declaration that made it. A different digest means
- * the declaration changed: the container is replaced. A container of that name
+ * of what its declaration gave the runtime (everything but the resource's `id`
+ * and `restartOn`, which name and order it among resources and make no container).
+ * A different digest means the declaration changed: the container is replaced. A
+ * control plane that names the bundle's container by another id (the first node's
+ * handover) or adds a `restartOn` keeps it running. A container of that name
  * without the marker is not the host's: it is never touched, the apply fails.
  * No longer declared: removed, if it still carries the marker.
  *
@@ -96,7 +99,7 @@ type ContainerChange = Change<"create" | "replace" | "start" | "restart"> & { be
 export const CONTAINER_LABELS = {
   /** Marker: the host created this container. */
   owner: "nox-mesh-host.owner",
-  /** The digest of the canonical resource declaration that made it. */
+  /** The digest of what the declaration gave the runtime ({@link containerDigest}). */
   digest: "nox-mesh-host.digest",
   /** The resource id, for people reading `podman ps`. */
   resource: "nox-mesh-host.resource",
@@ -118,6 +121,25 @@ export function isOurs(info: ContainerInfo): boolean {
   return info.labels[CONTAINER_LABELS.owner] === OWNER_VALUE;
 }
 
+/**
+ * The digest a container is labelled with: of the canonical resource without its `id`
+ * and `restartOn`, so that only what the runtime is given tells containers apart.
+ */
+export function containerDigest(resource: ContainerResource): Promise<string> {
+  const { id: _id, restartOn: _restartOn, ...made } = resource;
+  return digestOf(made);
+}
+
+/**
+ * Whether a container's digest label says it was made from `resource`: the digest of
+ * {@link containerDigest}, or of the whole resource, as earlier hosts labelled them
+ * (a host upgrade replaces no container).
+ */
+async function madeFrom(label: string | undefined, resource: ContainerResource): Promise<boolean> {
+  if (label === undefined) return false;
+  return label === await containerDigest(resource) || label === await digestOf(resource);
+}
+
 /** What the runtime is asked to create for a resource. */
 export async function containerSpec(resource: ContainerResource): Promise<ContainerSpec> {
   return {
@@ -129,7 +151,7 @@ export async function containerSpec(resource: ContainerResource): Promise<Contai
     restart: resource.restart,
     labels: {
       [CONTAINER_LABELS.owner]: OWNER_VALUE,
-      [CONTAINER_LABELS.digest]: await digestOf(resource),
+      [CONTAINER_LABELS.digest]: await containerDigest(resource),
       [CONTAINER_LABELS.resource]: resource.id,
     },
   };
@@ -172,7 +194,7 @@ export const containerKind: ResourceKind<ContainerResource, ContainerChange> = {
     if (info === null) return { exists: false, changes: [change("create")] };
     if (!isOurs(info)) throw notOurs(resource.name, runtime.name);
     const have = info.labels[CONTAINER_LABELS.digest];
-    if (have !== await digestOf(resource)) {
+    if (!await madeFrom(have, resource)) {
       const why = have === undefined ? "its digest label is missing" : "the declaration changed";
       return { exists: true, changes: [change("replace", `replace (${why})`)] };
     }

@@ -6,6 +6,7 @@
 import type { Identity } from "../link/identity.ts";
 import type { Link } from "../link/link.ts";
 import { heartbeatMessage, heldSummary } from "../link/messages.ts";
+import { readHold } from "../engine/hold.ts";
 import type { Store } from "../store/store.ts";
 
 /** What a heartbeat says about the running process. */
@@ -34,7 +35,11 @@ export class Heartbeats {
     const message = heartbeatMessage(
       identity.node,
       this.#store,
-      { ...liveness, serial: this.#store.lastLinkSerial()?.serial ?? null },
+      {
+        ...liveness,
+        serial: this.#store.lastLinkSerial()?.serial ?? null,
+        hold: readHold(this.#store),
+      },
       held,
       sendList,
     );

@@ -16,14 +16,28 @@
  */
 import { BusyError, describeError } from "../errors.ts";
 import { type Declaration, DeclarationRefused } from "../declaration/envelope.ts";
-import { accept, admit, admitFromLink, apply, type Engine } from "../engine/mod.ts";
-import type { Source } from "../engine/types.ts";
+import {
+  accept,
+  admit,
+  admitFromLink,
+  apply,
+  type Engine,
+  HeldError,
+  plan,
+  storeDeclaration,
+  SupersededError,
+} from "../engine/mod.ts";
+import { type Hold, pendingRescue } from "../engine/hold.ts";
+import { HoldWatch } from "./hold_watch.ts";
+import { metricsFacts, MetricsFile } from "./metrics.ts";
+import { type Source, tally } from "../engine/types.ts";
 import { VERSION } from "../version.ts";
 import { type Identity, readIdentity, readSeed } from "../link/identity.ts";
 import { Link, type LinkOptions } from "../link/link.ts";
 import { subjectsOf } from "../link/subjects.ts";
 import {
   applyMessage,
+  heldMessage,
   type RefusalMessage,
   refusalMessage,
   type Trigger,
@@ -61,18 +75,27 @@ export interface RunOptions {
   enrolCheckMs?: number;
   /** The clock a declaration's `not-after` is checked against (default Date.now). */
   now?: () => number;
+  /** How often to look for a hold lifted or a rescue made (ms, default 2 s). */
+  holdCheckMs?: number;
 }
 
-/** Why the service ended (signal, upgrade: exit 0; memory, identity: EXIT.restart). */
+/** Why the service ended (signal, upgrade: exit 0; memory, identity, rescue: EXIT.restart). */
 export interface RunResult {
-  reason: "signal" | "upgrade" | "memory" | "identity";
+  reason: "signal" | "upgrade" | "memory" | "identity" | "rescue";
   detail: string;
 }
 
 /** Whether the service ended to be started again at once (exit 10, not counted). */
 export function wantsRestart(reason: RunResult["reason"]): boolean {
-  return reason === "memory" || reason === "identity";
+  return reason === "memory" || reason === "identity" || reason === "rescue";
 }
+
+/** Why a restart was wanted, for the status record. */
+const RESTART_FOR: Partial<Record<RunResult["reason"], string>> = {
+  identity: "enrolled again",
+  memory: "memory ceiling",
+  rescue: "rescue",
+};
 
 /** A declaration admitted from the link (its serial accepted) and not applied yet. */
 interface Pending {
@@ -123,6 +146,8 @@ class RunLoop {
   #stopTicking: (() => void) | undefined;
   #stopEnrolWatch: (() => void) | undefined;
   #phase: ServicePhase = "starting";
+  readonly #holdWatch: HoldWatch;
+  readonly #metrics: MetricsFile | undefined;
 
   constructor(host: Engine, options: RunOptions) {
     this.#host = host;
@@ -145,6 +170,24 @@ class RunLoop {
       profile: options.profile,
       log: options.log,
     });
+    this.#holdWatch = new HoldWatch(store, {
+      lifted: (hold) => {
+        this.#log(`run: the hold of ${hold.by} was lifted: applying the latest declaration`);
+        this.#enqueue({ kind: "reconcile", trigger: "unhold" });
+      },
+      rescued: (rescue) => this.#rescued(rescue.by),
+    });
+    const metricsFile = host.config.metricsFile;
+    this.#metrics = metricsFile
+      ? new MetricsFile(metricsFile, () => host.providers.fs, options.log)
+      : undefined;
+  }
+
+  /** Rewrite the metrics file (host.json metricsFile), when there is one. */
+  #writeMetrics(): void {
+    this.#metrics?.update(() =>
+      metricsFacts(this.#host.store, this.#stop === undefined && this.#link?.state.phase === "up")
+    );
   }
 
   async run(): Promise<RunResult> {
@@ -180,7 +223,9 @@ class RunLoop {
     }
     this.#phase = "running";
     this.#armDrift();
+    this.#holdWatch.start(this.#opt.holdCheckMs ?? 2000);
     this.#writeStatus();
+    this.#writeMetrics();
 
     for (let work = await this.#queue.next(); work; work = await this.#queue.next()) {
       this.#busy = true;
@@ -235,6 +280,7 @@ class RunLoop {
       onState: (state) => {
         if (state.phase === "down") settle("down");
         this.#writeStatus();
+        this.#writeMetrics();
       },
       log: this.#log,
     }, this.#opt.link);
@@ -278,6 +324,7 @@ class RunLoop {
     if (!this.#busy) this.#checkIdentity();
     if (!this.#busy) this.#checkUpgrade().catch(() => {});
     this.#writeStatus();
+    this.#writeMetrics();
   }
 
   // ---- the work loop --------------------------------------------------------
@@ -386,13 +433,28 @@ class RunLoop {
     }
     const current = this.#host.store.current();
     const bundlePath = this.#host.config.bundlePath;
+    // After a rescue an enrolled node holds nothing until the mesh answers: the bundle
+    // would re-derive the machine from the package's substrate instead.
+    if (!current && this.#identity && pendingRescue(this.#host.store)) {
+      this.#log(`run: rescued: holding nothing until the mesh declares this node (${trigger})`);
+      await this.#launcher.completed();
+      this.#armDrift();
+      return;
+    }
+    const expectCurrent = current?.digest ?? null;
     // Only the configured bundle (the file the package ships, or the configuration's
     // "bundle") is read again, with the trusted parse: it is the authority and the
     // store keeps a copy. Anything else (a file, stdin, `apply --bundle OTHER`) is
     // held to the body stored when it was applied; a later edit of that file is
     // never read, so it can never become trusted.
     if (current && (current.source !== "bundle" || current.origin !== bundlePath)) {
-      return await this.#admitAndApply(current.body, current.source, current.origin, trigger);
+      return await this.#admitAndApply(
+        current.body,
+        current.source,
+        current.origin,
+        trigger,
+        expectCurrent,
+      );
     }
     let text: string | undefined;
     try {
@@ -408,7 +470,7 @@ class RunLoop {
         return;
       }
     }
-    await this.#admitAndApply(text ?? current!.body, "bundle", bundlePath, trigger);
+    await this.#admitAndApply(text ?? current!.body, "bundle", bundlePath, trigger, expectCurrent);
   }
 
   /** Admit what the store (or the bundle) holds, then apply it. */
@@ -417,6 +479,7 @@ class RunLoop {
     source: Source,
     origin: string,
     trigger: Trigger,
+    expectCurrent: string | null,
   ): Promise<void> {
     let declaration;
     try {
@@ -431,7 +494,7 @@ class RunLoop {
       this.#armDrift();
       return;
     }
-    await this.#apply(declaration, source, origin, trigger);
+    await this.#apply(declaration, source, origin, trigger, undefined, expectCurrent);
   }
 
   async #apply(
@@ -440,6 +503,7 @@ class RunLoop {
     origin: string,
     trigger: Trigger,
     pending?: Pending,
+    expectCurrent?: string | null,
   ): Promise<void> {
     let report;
     try {
@@ -449,8 +513,19 @@ class RunLoop {
         signal: this.#applyAbort.signal,
         lockWaitMs: 10_000,
         ...(this.#link ? { contentSources: [this.#link.contentSource()] } : {}),
+        ...(expectCurrent === undefined ? {} : { expectCurrent }),
       });
     } catch (error) {
+      if (error instanceof HeldError) {
+        return await this.#whileHeld(error.hold, declaration, source, origin, trigger, pending);
+      }
+      if (error instanceof SupersededError) {
+        // What this reconcile read was replaced while it waited (an apply by hand, a
+        // rescue): reconcile again from what the store holds now.
+        this.#log(`apply (${trigger}): ${error.message}; reconciling again`);
+        this.#enqueue({ kind: "reconcile", trigger });
+        return;
+      }
       if (error instanceof BusyError) {
         // An admitted declaration stays pending: the retry applies it, not the store's older one.
         this.#log(
@@ -465,13 +540,16 @@ class RunLoop {
       throw error;
     }
     if (pending && this.#pending === pending) this.#pending = undefined;
+    // The apply that answered a rescue is reported as one, whatever started it.
+    if (report.rescue) trigger = "rescue";
     const c = report.counts;
     this.#log(
       `apply (${trigger}, ${source}${
         report.serial === undefined ? "" : ` serial ${report.serial}`
       }): ` +
-        `${report.outcome}: ${c.changed} changed, ${c.unchanged} unchanged, ${c.removed} removed, ` +
-        `${c.failed} failed in ${report.durationMs} ms${report.error ? `: ${report.error}` : ""}`,
+        `${report.outcome}: ${tally(c)} in ${report.durationMs} ms${
+          report.error ? `: ${report.error}` : ""
+        }`,
       report.outcome === "failed" ? "error" : report.outcome === "converged" ? "info" : "warning",
     );
     // Only a converged apply shows this version works here (never a failed one); any
@@ -482,13 +560,80 @@ class RunLoop {
     if (this.#identity) {
       this.#outbox.keep(applyMessage(this.#identity.node, report, trigger));
       this.#heartbeat(false);
-      if (c.changed + c.removed > 0) this.#inventory.changed();
+      if (c.changed + c.removed + c.forgotten > 0) this.#inventory.changed();
     }
     // An upgrade of the host staged for the launcher: after the report, exit 0 as for a
     // replaced program file, so the launcher applies it and starts the new version.
     if (report.restart !== undefined && !this.#stop) this.#upgradeExit(report.restart);
     this.#armDrift();
     this.#writeStatus();
+    this.#writeMetrics();
+  }
+
+  /**
+   * The host is held (engine/hold.ts): nothing is applied. A declaration pushed over the
+   * link is stored as the one to hold the machine to (the hold's end applies it); the
+   * machine is only checked against it, and what differs is logged and reported.
+   */
+  async #whileHeld(
+    hold: Hold,
+    declaration: Declaration,
+    source: Source,
+    origin: string,
+    trigger: Trigger,
+    pending: Pending | undefined,
+  ): Promise<void> {
+    this.#holdWatch.withheld(hold);
+    const held = `held by ${hold.by} since ${hold.since} (${hold.reason})`;
+    if (source === "link" && pending) {
+      storeDeclaration(this.#host, declaration, { source, origin });
+      if (this.#pending === pending) this.#pending = undefined;
+      this.#log(
+        `apply (${trigger}, link serial ${declaration.serial}): ${held}: stored, not applied; ` +
+          "`nox-mesh-host unhold` applies it",
+        "warning",
+      );
+    }
+    let entries: Awaited<ReturnType<typeof plan>> = [];
+    let error: string | undefined;
+    try {
+      entries = await plan(this.#host, declaration);
+    } catch (cause) {
+      error = `the check failed: ${describeError(cause)}`;
+    }
+    const differ = entries.filter((e) => e.status !== "in-sync");
+    this.#log(
+      `check (${trigger}): ${held}: nothing applied; ` +
+        (error ??
+          (differ.length === 0
+            ? "the machine matches the declaration"
+            : `${differ.length} would change: ${
+              differ.slice(0, 5).map((e) => `${e.type} "${e.id}" ${e.status}`).join(", ")
+            }${differ.length > 5 ? ", …" : ""}`)),
+      differ.length > 0 || error ? "warning" : "info",
+    );
+    // The program runs (no crash to count); it has not shown that it converges.
+    await this.#launcher.completed();
+    if (this.#identity) {
+      this.#outbox.keep(
+        heldMessage(this.#identity.node, trigger, hold, declaration, entries, error),
+      );
+      this.#heartbeat(false);
+    }
+    this.#armDrift();
+    this.#writeStatus();
+    this.#writeMetrics();
+  }
+
+  /** A rescue was made: start again (uncounted), so the new link asks the mesh afresh. */
+  #rescued(by: string): void {
+    if (this.#stop) return;
+    const detail = `rescued by ${by}: the store forgot what it held`;
+    this.#log(
+      `run: ${detail}; exiting 10 so the launcher starts it again and it asks the mesh ` +
+        "for this node's declaration (not counted as a failure)",
+    );
+    this.#halt({ reason: "rescue", detail });
   }
 
   #refuse(
@@ -568,6 +713,7 @@ class RunLoop {
       ? "restarting"
       : "stopping";
     this.#drift.clear();
+    this.#holdWatch.stop();
     this.#stopTicking?.();
     this.#stopEnrolWatch?.();
     // What the outbox holds goes out first when the link is up (bounded); the rest waits
@@ -585,6 +731,8 @@ class RunLoop {
       ? "restarting"
       : "stopped";
     this.#writeStatus();
+    this.#writeMetrics();
+    await this.#metrics?.settled();
     this.#log(`run: stopped (${result.reason}: ${result.detail})`);
     return result;
   }
@@ -597,7 +745,7 @@ class RunLoop {
       updatedAt: new Date().toISOString(),
       phase: this.#phase,
       ...(this.#phase === "restarting" && this.#stop
-        ? { restartFor: this.#stop.reason === "identity" ? "enrolled again" : "memory ceiling" }
+        ? { restartFor: RESTART_FOR[this.#stop.reason] ?? this.#stop.reason }
         : {}),
       link: this.#link ? this.#link.state : null,
       ...(this.#linkProblem ? { linkProblem: this.#linkProblem } : {}),

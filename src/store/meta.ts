@@ -29,6 +29,12 @@ export const META = {
   runStatus: "run_status",
   /** Reports the outbox's bounds dropped that no delivered report has told of yet. */
   outboxDropped: "outbox_dropped",
+  /** The hold a person put on the host (JSON, src/engine/hold.ts): nothing is applied. */
+  hold: "hold",
+  /** A rescue not yet answered by an apply (JSON, src/engine/hold.ts). */
+  rescue: "rescue",
+  /** The last rescue an apply answered (JSON), for `status`. */
+  lastRescue: "rescue_last",
   /** Digest of the last inventory the broker acknowledged. */
   inventoryDigest: "inventory_digest",
   /** When that inventory was acknowledged (ISO). */

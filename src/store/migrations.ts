@@ -109,4 +109,9 @@ export const MIGRATIONS: readonly string[] = [
 
   DELETE FROM meta WHERE key IN ('link_serial', 'link_digest');
   `,
+  // 4: what an apply forgot (stopped holding, left on the machine) is counted apart from
+  // what it removed. Applies recorded before counted both as removed.
+  `
+  ALTER TABLE applies ADD COLUMN forgotten INTEGER NOT NULL DEFAULT 0;
+  `,
 ];

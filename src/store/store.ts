@@ -114,7 +114,8 @@ export class Store {
         `INSERT INTO applies (source, origin, serial, digest, started_at, outcome) VALUES (?, ?, ?, ?, ?, 'running')`,
       ),
       finish: s(
-        `UPDATE applies SET ended_at = ?, outcome = ?, changed = ?, unchanged = ?, removed = ?, failed = ?, error = ?
+        `UPDATE applies SET ended_at = ?, outcome = ?, changed = ?, unchanged = ?, removed = ?,
+           forgotten = ?, failed = ?, error = ?
          WHERE id = ?`,
       ),
       interruptStale: s(
@@ -255,6 +256,18 @@ export class Store {
           for (const [key, value] of Object.entries(pin)) this.#stmt.setMeta.run(key, value);
           this.#stmt.setMeta.run(META.signer, signer);
         }
+      });
+    } finally {
+      this.#db.exec(`PRAGMA synchronous = NORMAL`);
+    }
+  }
+
+  /** Set meta values in one commit that is on disk when this returns (a hold, say). */
+  setMetaDurably(values: Record<string, string>): void {
+    this.#db.exec(`PRAGMA synchronous = FULL`);
+    try {
+      this.#transaction(() => {
+        for (const [key, value] of Object.entries(values)) this.#stmt.setMeta.run(key, value);
       });
     } finally {
       this.#db.exec(`PRAGMA synchronous = NORMAL`);
@@ -402,6 +415,23 @@ export class Store {
     });
   }
 
+  /**
+   * Rescue: forget everything held, every half-done create and the current
+   * declaration, and set `meta` (the rescue's record), in one transaction. Nothing
+   * else is touched: the identity, the link's accepted serial, the outbox and the
+   * history stay. Returns how many held resources and intents were forgotten.
+   */
+  forgetHeld(meta: Record<string, string>): { held: number; intents: number } {
+    return this.#transaction(() => {
+      const count = (table: string) =>
+        Number((this.#db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as Row).n);
+      const forgotten = { held: count("held"), intents: count("intents") };
+      this.#db.exec(`DELETE FROM held; DELETE FROM intents; DELETE FROM declaration;`);
+      for (const [key, value] of Object.entries(meta)) this.#stmt.setMeta.run(key, value);
+      return forgotten;
+    });
+  }
+
   /** Record a held resource as removed or forgotten: it is no longer held. */
   recordReleased(applyId: number, seq: number, result: ResourceResult): void {
     this.#transaction(() => {
@@ -429,6 +459,7 @@ export class Store {
         counts.changed,
         counts.unchanged,
         counts.removed,
+        counts.forgotten,
         counts.failed,
         error ?? null,
         applyId,
@@ -571,6 +602,7 @@ function toApplyRecord(row: Row): ApplyRecord {
       changed: Number(row.changed),
       unchanged: Number(row.unchanged),
       removed: Number(row.removed),
+      forgotten: Number(row.forgotten),
       failed: Number(row.failed),
     },
     ...(row.error === null ? {} : { error: row.error as string }),

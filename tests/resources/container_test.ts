@@ -1,7 +1,11 @@
 import assert from "node:assert/strict";
 import { posixFileSystem } from "../../os/posix-fs/mod.ts";
 import { digestOf } from "../../src/declaration/canonical.ts";
-import { CONTAINER_LABELS } from "../../src/resources/container.ts";
+import {
+  CONTAINER_LABELS,
+  containerDigest,
+  type ContainerResource,
+} from "../../src/resources/container.ts";
 import { outcomes, testEngine } from "../_engine.ts";
 import { privatePodman, SERVE } from "../os/_podman.ts";
 
@@ -27,7 +31,10 @@ Deno.test("container: created with the host's labels, read back, then unchanged"
   const info = await p.runtime.inspect(NAME);
   assert.equal(info?.running, true);
   assert.equal(info?.labels[CONTAINER_LABELS.owner], "nox-mesh-host");
-  assert.equal(info?.labels[CONTAINER_LABELS.digest], await digestOf({ ...r, type: "container" }));
+  assert.equal(
+    info?.labels[CONTAINER_LABELS.digest],
+    await containerDigest({ ...r, type: "container" } as ContainerResource),
+  );
   assert.equal(info?.labels[CONTAINER_LABELS.resource], "web");
   assert.deepEqual(outcomes(await engine.apply([r])), ["web:unchanged"]);
 });
@@ -81,8 +88,63 @@ Deno.test("container: a changed digest label (by hand) or a changed declaration 
   assert.notEqual(await p.podman("container", "inspect", "--format", "{{.Id}}", NAME), before);
   assert.equal(
     info?.labels[CONTAINER_LABELS.digest],
-    await digestOf({ ...changed, type: "container" }),
+    await containerDigest({ ...changed, type: "container" } as ContainerResource),
   );
+});
+
+Deno.test("container: another id or a restartOn makes no other container; one labelled as earlier hosts did is kept", async () => {
+  await using p = await privatePodman();
+  await using engine = await testEngine({ fs: posixFileSystem(), containers: p.runtime });
+  const dir = await Deno.makeTempDir({ prefix: "noxad-conf-" });
+  const conf = {
+    type: "file",
+    id: "conf",
+    path: `${dir}/web.conf`,
+    content: "port 80\n",
+    mode: "0644",
+    owner: "root",
+    group: "root",
+  };
+  const first = await engine.apply([conf, resource(p.image)]);
+  assert.equal(first.outcome, "converged", first.error);
+  const made = await p.podman(
+    "container",
+    "inspect",
+    "--format",
+    "{{.Id}} {{.State.StartedAt}}",
+    NAME,
+  );
+  const renamed = { ...resource(p.image), id: "substrate-web", restartOn: ["conf"] };
+  const again = await engine.apply([conf, renamed]);
+  await Deno.remove(dir, { recursive: true });
+  assert.deepEqual(outcomes(again), ["conf:unchanged", "substrate-web:unchanged"]);
+  assert.equal(
+    await p.podman("container", "inspect", "--format", "{{.Id}} {{.State.StartedAt}}", NAME),
+    made,
+  );
+
+  // Labelled with the digest of the whole resource (id included), as hosts did before.
+  await p.podman("rm", "--force", "--time", "0", NAME);
+  const whole = await digestOf({ ...resource(p.image), type: "container" });
+  await p.podman(
+    "run",
+    "--detach",
+    "--name",
+    NAME,
+    "--label",
+    `${CONTAINER_LABELS.owner}=nox-mesh-host`,
+    "--label",
+    `${CONTAINER_LABELS.digest}=${whole}`,
+    p.image,
+    ...SERVE,
+  );
+  const legacy = await p.podman("container", "inspect", "--format", "{{.Id}}", NAME);
+  // (The file conf, no longer declared and already gone with its directory, is released.)
+  assert.deepEqual(outcomes(await engine.apply([resource(p.image)])), [
+    "web:unchanged",
+    "conf:removed",
+  ]);
+  assert.equal(await p.podman("container", "inspect", "--format", "{{.Id}}", NAME), legacy);
 });
 
 Deno.test("container: one of that name without the host's label is never touched; the apply fails", async () => {

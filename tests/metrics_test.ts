@@ -1,0 +1,183 @@
+/**
+ * The Prometheus text file (host.json metricsFile) as the ecosystem reads it: a real
+ * node_exporter (Debian's prometheus-node-exporter) with only its textfile collector,
+ * on a loopback port, parses the file the running service writes (Prometheus's own
+ * text parser: node_textfile_scrape_error says whether it could) and serves its values,
+ * which follow an apply, a hold and a failed apply. The write never goes through a
+ * symlink, and the path is held to the permission set's rules.
+ */
+import assert from "node:assert/strict";
+import { posix } from "node:path";
+import { metricsText } from "../src/run/metrics.ts";
+import { bundledMachine, runHost, scratch } from "./_helpers.ts";
+import { fileResource, spawnHost, startMesh, until } from "./_mesh.ts";
+
+const EXPORTER = "/usr/bin/prometheus-node-exporter";
+
+/** A node_exporter serving the textfile collector of `dir` on 127.0.0.1. */
+async function nodeExporter(dir: string) {
+  const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (probe.addr as Deno.NetAddr).port;
+  probe.close();
+  const child = new Deno.Command(EXPORTER, {
+    args: [
+      "--collector.disable-defaults",
+      "--collector.textfile",
+      `--collector.textfile.directory=${dir}`,
+      `--web.listen-address=127.0.0.1:${port}`,
+    ],
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  const scrape = async (): Promise<string> => {
+    const r = await fetch(`http://127.0.0.1:${port}/metrics`);
+    return await r.text();
+  };
+  await until("node_exporter to answer", () => scrape().then(() => true, () => undefined), 30_000);
+  return {
+    scrape,
+    /** The value of one sample, by its name and labels as node_exporter prints them. */
+    async value(series: string): Promise<string | undefined> {
+      const text = await scrape();
+      const line = text.split("\n").find((l) => l.startsWith(`${series} `));
+      return line?.slice(series.length + 1);
+    },
+    async [Symbol.asyncDispose]() {
+      child.kill("SIGTERM");
+      await child.output().catch(() => {});
+    },
+  };
+}
+
+/** Wait until node_exporter serves `series` with `value`; fails on a scrape error. */
+async function serves(
+  exporter: Awaited<ReturnType<typeof nodeExporter>>,
+  series: string,
+  value: string,
+): Promise<void> {
+  await until(`node_exporter to serve ${series} ${value}`, async () => {
+    const text = await exporter.scrape();
+    assert.match(text, /^node_textfile_scrape_error 0$/m, text);
+    return text.split("\n").includes(`${series} ${value}`) ? true : undefined;
+  }, 60_000);
+}
+
+Deno.test("metrics: node_exporter parses the file the service writes; its values follow an apply, a hold, a failed apply and the link", async () => {
+  await using mesh = await startMesh();
+  await using s = await bundledMachine();
+  const textfiles = posix.join(s.root, "node-exporter");
+  await Deno.mkdir(textfiles);
+  const file = posix.join(textfiles, "nox_mesh_host.prom");
+  const config = JSON.parse(await Deno.readTextFile(s.configPath));
+  await Deno.writeTextFile(s.configPath, JSON.stringify({ ...config, metricsFile: file }));
+  const enrolled = await runHost(["enrol", "--token", await mesh.control.mintToken("node-m")], {
+    env: s.env,
+  });
+  assert.equal(enrolled.code, 0, enrolled.stderr);
+  await using exporter = await nodeExporter(textfiles);
+  await using host = await spawnHost(["run", "--heartbeat-interval", "1"], s.env);
+  await host.waitLog(/link: up to /);
+  await serves(exporter, "nox_mesh_host_link_up", "1");
+  const info = await exporter.scrape();
+  assert.match(info, /^nox_mesh_host_info\{node="node-m",runtime="[0-9.]+",version="[^"]+"\} 1$/m);
+  const st = await Deno.lstat(file);
+  assert.ok(st.isFile);
+  assert.equal(st.mode! & 0o777, 0o644);
+
+  const f = `${s.root}/f`;
+  await mesh.control.declare("node-m", { version: 1, resources: [fileResource("f", f, "one\n")] });
+  await serves(exporter, "nox_mesh_host_last_apply_serial", "1");
+  assert.equal(await exporter.value('nox_mesh_host_last_apply_outcome{outcome="converged"}'), "1");
+  assert.equal(await exporter.value('nox_mesh_host_last_apply_resources{result="changed"}'), "1");
+  assert.equal(await exporter.value("nox_mesh_host_serial"), "1");
+  assert.equal(await exporter.value("nox_mesh_host_resources_held"), "1");
+  assert.equal(await exporter.value("nox_mesh_host_hold"), "0");
+  const at = Number(await exporter.value("nox_mesh_host_last_apply_timestamp_seconds"));
+  assert.ok(Math.abs(at - Date.now() / 1000) < 300, `${at}`);
+
+  const held = await runHost(["hold", 'moving "disks"\\today'], {
+    env: { ...s.env, SUDO_USER: "frank" },
+  });
+  assert.equal(held.code, 0, held.stderr);
+  await serves(exporter, "nox_mesh_host_hold", "1");
+  assert.equal(
+    await exporter.value(
+      'nox_mesh_host_hold_info{by="frank",reason="moving \\"disks\\"\\\\today"}',
+    ),
+    "1",
+  );
+  assert.equal((await runHost(["unhold"], { env: s.env })).code, 0);
+
+  // A file whose directory does not exist: the apply fails.
+  await mesh.control.declare("node-m", {
+    version: 1,
+    resources: [fileResource("f", f, "one\n"), fileResource("g", `${s.root}/none/g`, "x\n")],
+  });
+  await serves(exporter, "nox_mesh_host_last_apply_serial", "2");
+  assert.equal(await exporter.value('nox_mesh_host_last_apply_outcome{outcome="failed"}'), "1");
+  assert.equal(await exporter.value('nox_mesh_host_last_apply_outcome{outcome="converged"}'), "0");
+  assert.equal(await exporter.value('nox_mesh_host_last_apply_resources{result="failed"}'), "1");
+  assert.equal(await exporter.value("nox_mesh_host_hold"), "0");
+
+  assert.equal(await host.stop("SIGTERM"), 0);
+  await serves(exporter, "nox_mesh_host_link_up", "0");
+});
+
+Deno.test("metrics: node_exporter refuses a malformed file (the check above can fail)", async () => {
+  await using s = await scratch();
+  await using exporter = await nodeExporter(s.root);
+  const good = metricsText({
+    node: "n",
+    version: "0.1.0",
+    runtime: "2.9.6",
+    lastApply: null,
+    serial: null,
+    linkUp: false,
+    hold: { by: "a", reason: 'quote " and \\ and \n line', since: new Date().toISOString() },
+    heldResources: 0,
+  });
+  await Deno.writeTextFile(posix.join(s.root, "good.prom"), good);
+  await serves(exporter, "nox_mesh_host_hold", "1");
+  // The same text with a label value's quote left unescaped.
+  await Deno.writeTextFile(posix.join(s.root, "bad.prom"), good.replace('\\"', '"'));
+  await until("a scrape error", async () => {
+    const text = await exporter.scrape();
+    return /^node_textfile_scrape_error 1$/m.test(text) ? true : undefined;
+  });
+});
+
+Deno.test("metrics: a symlink put at the file's path is replaced, never written through", async () => {
+  await using s = await scratch();
+  const file = posix.join(s.root, "nox_mesh_host.prom");
+  const victim = posix.join(s.dir, "victim");
+  await Deno.writeTextFile(victim, "not the host's\n");
+  await Deno.symlink(victim, file);
+  await Deno.writeTextFile(
+    s.configPath,
+    JSON.stringify({ managedRoots: [s.root], metricsFile: file }),
+  );
+  await using host = await spawnHost(["run", "--heartbeat-interval", "1"], s.env);
+  await until("a regular file at the metrics path", async () => {
+    const st = await Deno.lstat(file);
+    return st.isFile ? true : undefined;
+  });
+  assert.equal(await Deno.readTextFile(victim), "not the host's\n");
+  assert.match(await Deno.readTextFile(file), /^nox_mesh_host_link_up 0$/m);
+  assert.equal(await host.stop("SIGTERM"), 0);
+});
+
+Deno.test("metrics: a metricsFile among the host's own files, outside the managed roots or not *.prom is refused (78)", async () => {
+  await using s = await scratch();
+  for (
+    const [metricsFile, why] of [
+      [posix.join(s.stateDir, "m.prom"), /lies among the host's own files/],
+      [posix.join(s.dir, "elsewhere.prom"), /is outside the managed roots/],
+      [posix.join(s.root, "m.txt"), /end the name with \.prom/],
+    ] as const
+  ) {
+    await Deno.writeTextFile(s.configPath, JSON.stringify({ managedRoots: [s.root], metricsFile }));
+    const r = await runHost(["status"], { env: s.env });
+    assert.equal(r.code, 78, r.stderr);
+    assert.match(r.stderr, why);
+  }
+});
