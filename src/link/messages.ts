@@ -13,6 +13,7 @@ import type { Store } from "../store/store.ts";
 import type { ResourceResult } from "../engine/types.ts";
 import { VERSION } from "../version.ts";
 import type { CapabilityState, Profile } from "../profile.ts";
+import { NODE_LIMITS } from "./subjects.ts";
 
 /** What started a reconcile or an apply. */
 export type Trigger = "start" | "declaration" | "reconnect" | "drift";
@@ -33,7 +34,11 @@ export interface ApplyMessage {
   durationMs: number;
   counts: ApplyReport["counts"];
   results: ResourceResult[];
-  /** Unchanged results left out to keep the message small. */
+  /**
+   * Results left out to keep the report within what the broker stores
+   * (NODE_LIMITS.reportBytes): the unchanged ones first, then the last of the others
+   * (a failed one is always kept).
+   */
   omitted?: number;
   error?: string;
   /** Added on delivery (src/run/outbox.ts): the message id, also sent as `Nats-Msg-Id`. */
@@ -86,18 +91,44 @@ export interface HeartbeatMessage {
   heldList?: [string, string][];
 }
 
-/** Results above this size are trimmed to the ones that are not "unchanged". */
-const MAX_RESULTS_BYTES = 256 * 1024;
+/**
+ * What a report may take before delivery adds its `id` and `dropped` fields: the
+ * broker stores reports of at most NODE_LIMITS.reportBytes, and one it refused would
+ * stay at the head of the outbox for ever.
+ */
+export const REPORT_BUDGET = NODE_LIMITS.reportBytes - 512;
 
-/** The report of an apply. */
-export function applyMessage(node: string, report: ApplyReport, trigger: Trigger): ApplyMessage {
-  let results = report.results;
-  let omitted: number | undefined;
-  if (JSON.stringify(results).length > MAX_RESULTS_BYTES) {
-    results = results.filter((r) => r.outcome !== "unchanged");
-    omitted = report.results.length - results.length;
+/** A message's size as it goes on the wire (UTF-8 JSON). */
+export function wireSize(message: unknown): number {
+  return new TextEncoder().encode(JSON.stringify(message)).length;
+}
+
+/** How many of the first `list` items `build` can carry within `budget` bytes. */
+function fitting<T>(list: readonly T[], build: (items: T[]) => unknown, budget: number): number {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (wireSize(build(list.slice(0, mid))) <= budget) lo = mid;
+    else hi = mid - 1;
   }
-  return {
+  return lo;
+}
+
+/** `text` cut to at most `max` characters, saying so. */
+function cut(text: string, max: number): string {
+  return text.length <= max
+    ? text
+    : `${text.slice(0, max)}… (${text.length - max} more characters)`;
+}
+
+/**
+ * The report of an apply, within REPORT_BUDGET: unchanged results are left out first,
+ * then the last of the others (the failed ones stay), counted in `omitted`.
+ */
+export function applyMessage(node: string, report: ApplyReport, trigger: Trigger): ApplyMessage {
+  const all = report.results;
+  const build = (results: ResourceResult[], error = report.error): ApplyMessage => ({
     v: 1,
     kind: "apply",
     node,
@@ -112,9 +143,27 @@ export function applyMessage(node: string, report: ApplyReport, trigger: Trigger
     durationMs: report.durationMs,
     counts: report.counts,
     results,
-    ...(omitted ? { omitted } : {}),
-    ...(report.error ? { error: report.error } : {}),
+    ...(results.length < all.length ? { omitted: all.length - results.length } : {}),
+    ...(error ? { error } : {}),
+  });
+  let message = build(all);
+  if (wireSize(message) <= REPORT_BUDGET) return message;
+  const telling = all.filter((r) => r.outcome !== "unchanged");
+  message = build(telling);
+  if (wireSize(message) <= REPORT_BUDGET) return message;
+  // Still too large: the failed results, and as many of the others as fit, in order.
+  const failed = all.filter((r) => r.outcome === "failed").slice(0, 10).map((r) => ({
+    ...r,
+    detail: r.detail === undefined ? undefined : cut(r.detail, 2000),
+  }));
+  const others = telling.filter((r) => r.outcome !== "failed");
+  const error = report.error === undefined ? undefined : cut(report.error, 4000);
+  const kept = (items: ResourceResult[]) => {
+    const chosen = new Set<ResourceResult>(items);
+    return [...others.filter((r) => chosen.has(r)), ...failed];
   };
+  const n = fitting(others, (items) => build(kept(items), error), REPORT_BUDGET);
+  return build(kept(others.slice(0, n)), error);
 }
 
 /** The report of a refusal. */
@@ -125,7 +174,7 @@ export function refusalMessage(
   message: string,
   problems: Problem[],
 ): RefusalMessage {
-  return {
+  const build = (list: Problem[], text = message): RefusalMessage => ({
     v: 1,
     kind: "refused",
     node,
@@ -133,9 +182,16 @@ export function refusalMessage(
     at: new Date().toISOString(),
     serial: serial ?? null,
     reason,
-    message,
-    problems: problems.slice(0, 50),
-  };
+    message: text,
+    problems: list,
+  });
+  const first = problems.slice(0, 50);
+  const built = build(first);
+  if (wireSize(built) <= REPORT_BUDGET) return built;
+  // Within REPORT_BUDGET: the message and each problem cut short, then fewer problems.
+  const short = first.map((p) => ({ ...p, path: cut(p.path, 500), message: cut(p.message, 1000) }));
+  const text = cut(message, 4000);
+  return build(short.slice(0, fitting(short, (list) => build(list, text), REPORT_BUDGET)), text);
 }
 
 /** The held set as [key, digest] pairs, and its digest. */
@@ -148,7 +204,11 @@ export function heldSummary(store: Store): { list: [string, string][]; digest: s
   return { list, digest };
 }
 
-/** Build a heartbeat; `withList` adds the held list. */
+/**
+ * Build a heartbeat; `withList` adds the held list, unless that makes it larger than
+ * the broker stores of a heartbeat (NODE_LIMITS.heartbeatBytes): the list then stays
+ * out, and the control plane has it from the inventory.
+ */
 export function heartbeatMessage(
   node: string,
   store: Store,
@@ -157,7 +217,7 @@ export function heartbeatMessage(
   withList: boolean,
 ): HeartbeatMessage {
   const last = store.lastApply();
-  return {
+  const message: HeartbeatMessage = {
     v: 1,
     kind: "heartbeat",
     node,
@@ -173,6 +233,8 @@ export function heartbeatMessage(
     nextDriftAt: facts.nextDriftAt,
     ...(withList ? { heldList: held.list } : {}),
   };
+  if (withList && wireSize(message) > NODE_LIMITS.heartbeatBytes) delete message.heldList;
+  return message;
 }
 
 /** A capability as the inventory carries it: the state and what provides it, no evidence. */
