@@ -169,7 +169,7 @@ http: "${BROKER_ADDRESS}:8222"
 jetstream {
   store_dir: "${join(dir, "jetstream")}"
   max_memory_store: 64MB
-  max_file_store: 256MB
+  max_file_store: 2GB
 }
 tls {
   cert_file: "${join(dir, "server.pem")}"

@@ -9,7 +9,16 @@ import { dirname, join, relative } from "node:path";
 import { makeCertificates } from "../lib/certs.ts";
 import { clusterBlock, newRouteCredentials, type RouteCredentials } from "../lib/routes.ts";
 import { createSigningKey } from "../../src/link/signature.ts";
-import { type ClusterServer, meshFiles, type MeshState, readState, writeState } from "./state.ts";
+import {
+  type ClusterServer,
+  meshFiles,
+  type MeshState,
+  newLeafCredentials,
+  readState,
+  withState,
+  writeState,
+} from "./state.ts";
+import { UPLINK_ACCOUNT } from "./auth.ts";
 
 /** A running local broker; stop it (or `await using` it) when done. */
 export interface LocalBroker extends AsyncDisposable {
@@ -33,7 +42,7 @@ pid_file: "${join(dir, "nats.pid")}"
 jetstream {
   store_dir: "${join(dir, "jetstream")}"
   max_memory_store: 64MB
-  max_file_store: 256MB
+  max_file_store: 2GB
 }
 tls {
   cert_file: "${certs.certFile}"
@@ -47,11 +56,12 @@ ${includeAuth(join(dir, "nats.conf"), dir)}
 /**
  * The line that makes a nats-server configuration at `configFile` load the auth
  * block of mesh directory `meshDir` (nats-server resolves includes relative to
- * the including file, and only relative paths work); `leaf`: a site leaf's block.
+ * the including file, and only relative paths work); `site`: that site's leaf's block.
  */
-export function includeAuth(configFile: string, meshDir: string, leaf = false): string {
+export function includeAuth(configFile: string, meshDir: string, site?: string): string {
   const files = meshFiles(meshDir);
-  return `include "${relative(dirname(configFile), leaf ? files.leafAuth : files.auth)}"`;
+  const file = site === undefined ? files.auth : files.leafAuth(site);
+  return `include "${relative(dirname(configFile), file)}"`;
 }
 
 /** Create a mesh directory's state for a broker at `url` (no nodes, no tokens yet). */
@@ -212,13 +222,19 @@ export interface ClusterMember {
 export interface LocalCluster extends AsyncDisposable {
   dir: string;
   members: ClusterMember[];
+  /** Its sites' leaf servers (`startLeaf`). */
+  leaves: LocalLeaf[];
+  /** Add a site: its leaf server (a cluster started with `{ sites: true }`). */
+  startLeaf(name: string): Promise<LocalLeaf>;
   stop(): Promise<void>;
 }
 
 /**
  * The nats-server configuration of one cluster member: its routes use TLS under the
  * mesh's CA both ways and log in with the mesh's route credentials (`routes` in
- * mesh.json); `http`: a monitoring port on the member's host (`/routez`).
+ * mesh.json); `http`: a monitoring port on the member's host (`/routez`); `leafListen`
+ * and `domain`: a leaf port (TLS, the leaf's certificate verified; a leaf logs in as
+ * its site's user) and the JetStream domain a site's leaf reaches the API through.
  */
 export function clusterMemberConfig(
   dir: string,
@@ -228,6 +244,8 @@ export function clusterMemberConfig(
     routeListen: string;
     routes: string[];
     http?: string;
+    leafListen?: string;
+    domain?: string;
   },
   certs: { certFile: string; keyFile: string; caFile: string },
   configFile: string,
@@ -240,7 +258,7 @@ pid_file: "${join(dir, `${member.name}.pid`)}"
 jetstream {
   store_dir: "${join(dir, `js-${member.name}`)}"
   max_memory_store: 64MB
-  max_file_store: 256MB
+  max_file_store: 2GB${member.domain ? `\n  domain: ${member.domain}` : ""}
 }
 tls {
   cert_file: "${certs.certFile}"
@@ -248,6 +266,20 @@ tls {
   timeout: 5
 }
 ${
+    member.leafListen
+      ? `leafnodes {
+  listen: "${member.leafListen}"
+  tls {
+    cert_file: "${certs.certFile}"
+    key_file: "${certs.keyFile}"
+    ca_file: "${certs.caFile}"
+    verify: true
+    timeout: 5
+  }
+}
+`
+      : ""
+  }${
     clusterBlock({
       name: "noxln",
       listen: member.routeListen,
@@ -268,7 +300,12 @@ ${member.http ? `http: "${member.http}"\n` : ""}${includeAuth(configFile, dir)}
  */
 export async function startLocalCluster(
   dir: string,
-  { host = "127.0.0.1", size = 3 }: { host?: string; size?: number } = {},
+  { host = "127.0.0.1", size = 3, sites = false }: {
+    host?: string;
+    size?: number;
+    /** Leaf ports and a JetStream domain, so that `startLeaf` can add sites. */
+    sites?: boolean;
+  } = {},
 ): Promise<LocalCluster> {
   await Deno.mkdir(dir, { recursive: true });
   if (await readState(dir).then(() => true, () => false)) {
@@ -278,7 +315,9 @@ export async function startLocalCluster(
     client: freePort(host),
     route: freePort(host),
     http: freePort(host),
+    leaf: sites ? freePort(host) : 0,
   }));
+  const domain = sites ? LOCAL_DOMAIN : undefined;
   // Random per mesh, kept in mesh.json (0600) and in the members' configurations (0600).
   const routeCredentials = newRouteCredentials();
   const names = ports.map((_, i) => `noxln_c${i + 1}`);
@@ -299,6 +338,7 @@ export async function startLocalCluster(
           routeListen: `${host}:${port.route}`,
           routes: ports.filter((_, j) => j !== i).map((p) => `${host}:${p.route}`),
           http: `${host}:${port.http}`,
+          ...(sites ? { leafListen: `${host}:${port.leaf}`, domain } : {}),
         },
         certs,
         configFile,
@@ -317,9 +357,14 @@ export async function startLocalCluster(
       clusterMember(name, `tls://${host}:${port.client}`, host, port, configFile, logFile),
     );
   }
-  await initClusterState(dir, cluster, { caPem: cluster[0].caPem, routes: routeCredentials });
+  await initClusterState(dir, cluster, {
+    caPem: cluster[0].caPem,
+    routes: routeCredentials,
+    ...(domain ? { domain } : {}),
+  });
+  const leaves: LocalLeaf[] = [];
   const stop = async () => {
-    await Promise.all(members.map((m) => m.kill()));
+    await Promise.all([...leaves.map((l) => l.stop()), ...members.map((m) => m.kill())]);
   };
   try {
     // The servers wait for each other's routes; start all, then wait for all.
@@ -329,7 +374,108 @@ export async function startLocalCluster(
     await stop();
     throw error;
   }
-  return { dir, members, stop, [Symbol.asyncDispose]: stop };
+  const startLeaf = async (name: string) => {
+    if (!sites) throw new Error("a leaf needs a cluster started with { sites: true }");
+    const leaf = await startLocalLeaf(dir, name, host, ports.map((p) => `${host}:${p.leaf}`));
+    leaves.push(leaf);
+    return leaf;
+  };
+  return { dir, members, leaves, startLeaf, stop, [Symbol.asyncDispose]: stop };
+}
+
+/** The JetStream domain of a local cluster with sites (a leaf reaches its API through it). */
+export const LOCAL_DOMAIN = "noxln";
+
+/** A site's leaf server on loopback, joined to a local cluster. */
+export interface LocalLeaf {
+  name: string;
+  /** Where the site's nodes connect (tokens `--via` it name it). */
+  url: string;
+  configFile: string;
+  logFile: string;
+  /** The login it uses on the cluster's leaf port (its site's). */
+  login: { user: string; password: string };
+  stop(): Promise<void>;
+}
+
+/**
+ * Start a site's leaf server `name` on loopback: recorded in the mesh's state with a
+ * login of its own (the cluster reloads and knows it), its certificate under the mesh's
+ * CA, the site's accounts included (auth-leaf-NAME.conf), UPLINK bound to the cluster
+ * over one leaf connection to any of `hubs`. Resolves once that connection is up.
+ */
+async function startLocalLeaf(
+  dir: string,
+  name: string,
+  host: string,
+  hubs: string[],
+): Promise<LocalLeaf> {
+  const port = freePort(host);
+  const certs = await makeCertificates(dir, { names: ["localhost"], ips: [host], server: name });
+  const configFile = join(dir, `${name}.conf`);
+  const logFile = join(dir, `${name}.log`);
+  const pidFile = join(dir, `${name}.pid`);
+  const login = newLeafCredentials(name);
+  await withState(dir, (s) => {
+    s.leaves = {
+      ...s.leaves,
+      [name]: {
+        url: `tls://${host}:${port}`,
+        pin: certs.fingerprint256,
+        pidFile,
+        logFile,
+        ...login,
+      },
+    };
+  }, { reload: true });
+  const who = `${encodeURIComponent(login.user)}:${encodeURIComponent(login.password)}`;
+  await Deno.writeTextFile(
+    configFile,
+    `# generated by lab/mesh (the stand-in control plane): a site's leaf server
+server_name: ${name}
+listen: "${host}:${port}"
+pid_file: "${pidFile}"
+tls {
+  cert_file: "${certs.certFile}"
+  key_file: "${certs.keyFile}"
+  timeout: 5
+}
+ping_interval: "2s"
+ping_max: 2
+leafnodes {
+  reconnect: 1
+  remotes: [
+    {
+      urls: [${hubs.map((h) => `"nats-leaf://${who}@${h}"`).join(", ")}]
+      account: "${UPLINK_ACCOUNT}"
+      tls: { ca_file: "${certs.caFile}", cert_file: "${certs.certFile}", key_file: "${certs.keyFile}" }
+    }
+  ]
+}
+${includeAuth(configFile, dir, name)}
+`,
+    { mode: 0o600 },
+  );
+  const child = new Deno.Command("nats-server", {
+    args: ["-c", configFile, "-l", logFile],
+    stdin: "null",
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  const stop = async () => {
+    try {
+      child.kill("SIGKILL");
+    } catch { /* gone */ }
+    await child.status;
+  };
+  try {
+    await waitForLog(logFile, "Server is ready", 30_000, child);
+    await waitForLog(logFile, "Leafnode connection created", 30_000, child);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { name, url: `tls://${host}:${port}`, configFile, logFile, login, stop };
 }
 
 /**
@@ -366,7 +512,7 @@ function clusterMember(
   name: string,
   url: string,
   host: string,
-  port: { client: number; route: number; http: number },
+  port: { client: number; route: number; http: number; leaf: number },
   configFile: string,
   logFile: string,
 ): ClusterMember {
