@@ -12,7 +12,7 @@ import { connect, type NatsConnection, nkeyAuthenticator } from "@nats-io/transp
 import { createAccount, createOperator, createUser, fromSeed, type KeyPair } from "@nats-io/nkeys";
 import { pinnedTls } from "../src/link/connection.ts";
 import { enrolStatement } from "../src/link/enrol.ts";
-import { decodeToken } from "../src/link/token.ts";
+import { decodeToken, encodeToken } from "../src/link/token.ts";
 import { enrolSubject, joinInboxPrefix } from "../src/link/subjects.ts";
 import { base64url } from "../src/link/_base64url.ts";
 import { runHost, scratch } from "./_helpers.ts";
@@ -128,4 +128,62 @@ Deno.test("a token holder cannot spend another token: the join key is the one th
   await using _a = again.s;
   assert.equal(again.run.code, 69, again.run.stderr);
   assert.match(again.run.stderr, /the token was already used/);
+});
+
+/**
+ * A relay to the broker on 127.0.0.1 that drops the first connection it relays as soon
+ * as the node's TLS handshake starts (what nats-server does to a connection in its
+ * handshake when its configuration is reloaded), and relays every later one whole.
+ */
+function dropFirstHandshake(port: number) {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  let dropped = 0;
+  let connections = 0;
+  (async () => {
+    for await (const client of listener) {
+      const server = await Deno.connect({ hostname: "127.0.0.1", port });
+      const first = connections++ === 0;
+      const close = () => {
+        for (const c of [client, server]) {
+          try {
+            c.close();
+          } catch { /* closed */ }
+        }
+      };
+      (async () => {
+        for await (const chunk of server.readable) await client.write(chunk);
+      })().catch(() => {}).finally(close);
+      (async () => {
+        for await (const chunk of client.readable) {
+          if (first) {
+            dropped++;
+            return close(); // the ClientHello arrived: the broker "reloads" and drops it
+          }
+          await server.write(chunk);
+        }
+      })().catch(() => {}).finally(close);
+    }
+  })().catch(() => {});
+  return {
+    port: (listener.addr as Deno.NetAddr).port,
+    dropped: () => dropped,
+    [Symbol.dispose]: () => listener.close(),
+  };
+}
+
+Deno.test("enrol: a join connection the broker drops in its handshake (a reload) is tried again, and the token works", async () => {
+  await using mesh = await startMesh();
+  const token = decodeToken(await mesh.control.mintToken("node-a"));
+  using relay = dropFirstHandshake(mesh.broker.port);
+  const { s, run } = await enrolHost(
+    encodeToken({
+      ...token,
+      brokers: [{ url: `tls://127.0.0.1:${relay.port}`, pin: token.brokers[0].pin }],
+    }),
+  );
+  await using _s = s;
+  assert.equal(relay.dropped(), 1, "the relay dropped the first handshake");
+  assert.equal(run.code, 0, run.stderr);
+  assert.match(run.stderr, /closed the connection in its handshake/);
+  assert.ok((await mesh.control.state()).nodes["node-a"]);
 });

@@ -11,6 +11,8 @@ import { connect, headers, type NatsConnection, nkeyAuthenticator } from "@nats-
 import { pinnedTls } from "../src/link/connection.ts";
 import { MESSAGE_ID_HEADER, NODE_LIMITS, subjectsOf } from "../src/link/subjects.ts";
 import { nodeShare, REPORTS_KEPT, STREAMS } from "../lab/mesh/streams.ts";
+import { fromSeed } from "@nats-io/nkeys";
+import { base64url } from "../src/link/_base64url.ts";
 import { runHost, type Scratch, scratch } from "./_helpers.ts";
 import { type Mesh, startMesh } from "./_mesh.ts";
 
@@ -34,6 +36,57 @@ async function connectAs(mesh: Mesh, node: string, s: Scratch): Promise<NatsConn
   });
 }
 
+/**
+ * What the broker says to a client that ignores the max_payload it was told: the
+ * node's key logs in over a raw connection (INFO in the clear, then TLS, CONNECT signed
+ * over the nonce, PING) and publishes `bytes` bytes on its report subject; returns
+ * everything it heard until the broker closed the connection.
+ */
+async function rawPublish(mesh: Mesh, node: string, s: Scratch, bytes: number): Promise<string> {
+  const state = await mesh.control.state();
+  const url = new URL(state.url.replace("tls://", "https://"));
+  const pair = fromSeed(
+    new TextEncoder().encode((await Deno.readTextFile(posix.join(s.stateDir, "node.nk"))).trim()),
+  );
+  const plain = await Deno.connect({ hostname: url.hostname, port: Number(url.port) });
+  const buffer = new Uint8Array(64 * 1024);
+  const n = await plain.read(buffer);
+  const info = new TextDecoder().decode(buffer.subarray(0, n ?? 0));
+  const nonce = JSON.parse(info.slice(5, info.indexOf("\r\n"))).nonce as string;
+  const conn = await Deno.startTls(plain, { hostname: url.hostname, caCerts: [state.caPem] });
+  const sig = base64url(pair.sign(new TextEncoder().encode(nonce)));
+  const send = (text: string | Uint8Array) =>
+    conn.write(typeof text === "string" ? new TextEncoder().encode(text) : text);
+  await send(
+    `CONNECT ${
+      JSON.stringify({ verbose: false, pedantic: false, nkey: pair.getPublicKey(), sig })
+    }\r\nPING\r\n`,
+  );
+  let heard = "";
+  const reading = (async () => {
+    try {
+      for (;;) {
+        const got = await conn.read(buffer);
+        if (got === null) return;
+        heard += new TextDecoder().decode(buffer.subarray(0, got));
+      }
+    } catch { /* closed by the broker */ }
+  })();
+  for (let i = 0; i < 200 && !heard.includes("PONG"); i++) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  try {
+    await send(`PUB ${subjectsOf(node).report} ${bytes}\r\n`);
+    await send(new Uint8Array(bytes).fill(0x78));
+    await send("\r\n");
+  } catch { /* the broker may close before all of it is written */ }
+  await Promise.race([reading, new Promise((r) => setTimeout(r, 10_000))]);
+  try {
+    conn.close();
+  } catch { /* closed */ }
+  return heard;
+}
+
 let ids = 0;
 /** Send one report as the node does (a message id, JetStream's acknowledgement awaited). */
 async function report(nc: NatsConnection, node: string, body: Uint8Array | string) {
@@ -55,12 +108,17 @@ Deno.test("one node cannot starve the mesh: large reports refused, a flood keeps
     const before = await report(nb, "node-b", JSON.stringify({ kind: "apply", n: 0 }));
     assert.equal(before.error, undefined, JSON.stringify(before));
 
-    // node-a's account may publish at most NODE_LIMITS.maxPayload bytes at once.
+    // node-a's account may publish at most NODE_LIMITS.maxPayload bytes at once, less than
+    // the server takes from the control plane.
     assert.equal(na.info?.max_payload, NODE_LIMITS.maxPayload);
+    assert.ok(Number(mesh.control.nc.info?.max_payload) > NODE_LIMITS.maxPayload);
     assert.throws(
       () => na.publish(subjectsOf("node-a").report, new Uint8Array(NODE_LIMITS.maxPayload + 1)),
       /max_payload/,
     );
+    // A client that ignores it is cut off by the broker, not stored.
+    const said = await rawPublish(mesh, "node-a", a, NODE_LIMITS.maxPayload + 1);
+    assert.match(said, /-ERR 'Maximum Payload Violation'/);
 
     // 900 KiB reports, as many as fill a broker's store: each one refused.
     const big = JSON.stringify({ kind: "apply", pad: "a".repeat(900 * 1024) });

@@ -359,6 +359,8 @@ function common(f: ServerFacts, certDir: string, extra: string, jetstream = true
     : "";
   return `server_name: ${f.name}
 listen: "${f.address}:${NATS_PORT}"
+# The control plane publishes up to this; each node account is held to less (lab/mesh/auth.ts).
+max_payload: 8MB
 http: "${f.address}:${HTTP_PORT}"
 pid_file: "${f.pidFile}"
 ${js}

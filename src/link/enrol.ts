@@ -211,10 +211,11 @@ async function openWithJoinKey(
       });
       return { nc: opened.nc, url: brokers[opened.index].url };
     } catch (error) {
-      if (!(error instanceof LinkError) || error.reason !== "auth") throw error;
+      if (!(error instanceof LinkError) || !momentary(error)) throw error;
       const step = Math.min(1600, 200 * 2 ** (attempt - 1));
       const pause = step / 2 + Math.random() * (step / 2);
       const spent = Date.now() - started;
+      if (spent + pause > options.windowMs && error.reason !== "auth") throw error;
       if (spent + pause > options.windowMs) {
         throw new LinkError(
           "auth",
@@ -227,12 +228,29 @@ async function openWithJoinKey(
         );
       }
       options.log(
-        `${url} refused the token's one-time key (a broker refuses connections for a moment ` +
-          `while it reloads); trying again in ${(pause / 1000).toFixed(1)} s`,
+        `${url} ${
+          error.reason === "auth"
+            ? "refused the token's one-time key (a broker refuses connections for a moment " +
+              "while it reloads)"
+            : "closed the connection in its handshake (a broker drops those while it reloads)"
+        }; trying again in ${(pause / 1000).toFixed(1)} s`,
       );
       await new Promise((resolve) => setTimeout(resolve, pause));
     }
   }
+}
+
+/**
+ * Whether a failure to connect with the join key may pass: a refusal of the key, or a
+ * connection the broker accepted and then dropped (EPIPE, ECONNRESET). nats-server
+ * 2.9.10 drops, on each reload of its configuration, every connection still in its
+ * handshake, and the client sees one or the other depending on the moment.
+ */
+function momentary(error: LinkError): boolean {
+  if (error.reason === "auth") return true;
+  const cause = error.cause as { code?: string; cause?: { code?: string } } | undefined;
+  const code = cause?.code ?? cause?.cause?.code;
+  return error.reason === "tcp" && (code === "EPIPE" || code === "ECONNRESET");
 }
 
 /** Connect with the node's own key, allowing the broker a moment to load the admission. */
