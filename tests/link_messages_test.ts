@@ -15,6 +15,8 @@ import {
   wireSize,
 } from "../src/link/messages.ts";
 import { NODE_LIMITS } from "../src/link/subjects.ts";
+import { outgoing } from "../src/run/outbox.ts";
+import type { OutboxEntry } from "../src/store/outbox.ts";
 import { hostOn, scratch } from "./_helpers.ts";
 
 function result(i: number, outcome: ResourceResult["outcome"]): ResourceResult {
@@ -110,4 +112,42 @@ Deno.test("a heartbeat whose held list would be larger than the broker stores go
     digest: "sha256:x",
   }, true);
   assert.equal(few.heldList?.length, 3);
+});
+
+Deno.test("a report an earlier version kept larger is shrunk on delivery, never left at the head of the outbox", () => {
+  // What the outbox of a version that cut reports at 256 KiB may hold.
+  const old = {
+    v: 1,
+    kind: "apply",
+    node: "n",
+    serial: 3,
+    outcome: "failed",
+    counts: { changed: 2000, unchanged: 0, removed: 0, failed: 1 },
+    results: Array.from({ length: 2000 }, (_, i) => result(i, "changed")),
+    error: "e".repeat(50_000),
+  };
+  const entry: OutboxEntry = {
+    seq: 1,
+    key: "1.abcdef",
+    body: JSON.stringify(old),
+    at: new Date().toISOString(),
+    dropped: 2,
+  };
+  const sent = outgoing(entry, "n.1.abcdef");
+  assert.ok(new TextEncoder().encode(sent).length <= NODE_LIMITS.reportBytes);
+  const body = JSON.parse(sent);
+  assert.deepEqual(
+    [body.id, body.dropped, body.serial, body.outcome, body.results, body.omitted],
+    ["n.1.abcdef", 2, 3, "failed", [], 2000],
+  );
+  assert.deepEqual(body.counts, old.counts);
+  // One that fits goes as it was kept.
+  const small = { ...entry, body: JSON.stringify({ v: 1, kind: "apply", results: [] }) };
+  assert.deepEqual(JSON.parse(outgoing(small, "x")), {
+    v: 1,
+    kind: "apply",
+    results: [],
+    id: "x",
+    dropped: 2,
+  });
 });

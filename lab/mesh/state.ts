@@ -69,8 +69,9 @@ export interface MeshState {
    */
   routes?: RouteCredentials;
   /**
-   * Leaf servers of sites (by name): they hold the same accounts (reloaded with the
-   * cluster) and a site's tokens name its leaf instead of the cluster's servers.
+   * Leaf servers of sites (by name, a node id's form): each holds its site's accounts
+   * (reloaded with the cluster), logs in as its site, and a site's tokens name its leaf
+   * instead of the cluster's servers.
    */
   leaves?: Record<string, LeafServer>;
   /**
@@ -87,7 +88,7 @@ export interface MeshState {
    * The broker grants exactly these (auth.ts); `declare` sets them before it publishes.
    */
   grants?: Record<string, string[]>;
-  /** How much JetStream storage the object store reserves (bytes; control.ts STORAGE). */
+  /** How much JetStream storage the object store reserves (bytes; streams.ts OBJECT_STORE_BYTES). */
   objectStoreBytes?: number;
 }
 
@@ -147,6 +148,8 @@ export function meshFiles(
 /** Every broker configuration file the state renders, with its text. */
 function renderAll(dir: string, state: MeshState): [string, string][] {
   const files = meshFiles(dir);
+  // A site's name becomes an account name and a file name: the same rule as a node's.
+  for (const site of Object.keys(state.leaves ?? {})) checkNodeName(site);
   return [
     [files.auth, renderAuth(state)],
     ...Object.keys(state.leaves ?? {}).sort().map((site): [string, string] => [

@@ -166,6 +166,32 @@ export function applyMessage(node: string, report: ApplyReport, trigger: Trigger
   return build(kept(others.slice(0, n)), error);
 }
 
+/**
+ * A stored report (JSON text) within `limit` bytes once delivery adds its fields: as it
+ * is when it fits; otherwise without its per-resource results or problems (counted in
+ * `omitted`) and with its long texts cut. A report kept by an earlier version (which
+ * cut at 256 KiB) would otherwise stay at the head of the outbox for ever.
+ */
+export function shrinkReport(
+  body: Record<string, unknown>,
+  limit: number,
+): Record<string, unknown> {
+  if (wireSize(body) <= limit) return body;
+  const out: Record<string, unknown> = { ...body };
+  let omitted = typeof body.omitted === "number" ? body.omitted : 0;
+  for (const key of ["results", "problems"]) {
+    if (Array.isArray(out[key])) {
+      omitted += (out[key] as unknown[]).length;
+      out[key] = [];
+    }
+  }
+  if (omitted > 0) out.omitted = omitted;
+  for (const key of ["error", "message", "origin"]) {
+    if (typeof out[key] === "string") out[key] = cut(out[key] as string, 2000);
+  }
+  return out;
+}
+
 /** The report of a refusal. */
 export function refusalMessage(
   node: string,
