@@ -41,12 +41,12 @@ export interface ClusterMesh extends AsyncDisposable {
  */
 export async function startClusterMesh(
   prefix: string,
-  { enrolments = false }: { enrolments?: boolean } = {},
+  { enrolments = false, sites = false }: { enrolments?: boolean; sites?: boolean } = {},
 ): Promise<ClusterMesh> {
   const dir = await Deno.makeTempDir({ prefix });
   let cluster: LocalCluster | undefined;
   try {
-    cluster = await startLocalCluster(dir, { size: 3 });
+    cluster = await startLocalCluster(dir, { size: 3, sites });
     const control = await ControlPlane.open(dir);
     if (enrolments) control.serveEnrolments();
     const started = cluster;

@@ -241,7 +241,7 @@ Deno.test("the cluster configurations rendered by the stand-in and the lab carry
     pidFile: "/l/nats1/nats.pid",
     logFile: "/l/nats1/nats.log",
   };
-  const lab = memberConfig(facts, "/l", ["10.0.0.4", "10.0.0.5"], "", "leafpw", credentials);
+  const lab = memberConfig(facts, "/l", ["10.0.0.4", "10.0.0.5"], "", credentials);
   for (
     const [who, text, cert, ca, peers] of [
       ["stand-in", standIn, "/m/c1.pem", "/m/ca.pem", ["127.0.0.1:3", "127.0.0.1:4"]],
@@ -267,17 +267,20 @@ Deno.test("the cluster configurations rendered by the stand-in and the lab carry
   // The lab's leaf port verifies the leaf's certificate; the leaf presents its own.
   const leafPort = /\nleafnodes \{\n([\s\S]*?)\n\}\n/.exec(lab)?.[1] ?? "";
   assert.match(leafPort, /tls \{[^}]*ca_file: "\/l\/ca\.pem"[^}]*verify: true/);
+  // No leaf password of the cluster's: a leaf logs in as its site's user (the accounts').
+  assert.doesNotMatch(leafPort, /authorization \{|password:/);
   const leaf = leafConfig(
     { ...facts, name: "leaf1", address: "10.1.0.2" },
     "/l",
     ["10.0.0.3"],
-    "leafpw",
-    "",
+    { user: "site-leaf1", password: "leafpw", account: "UPLINK", extra: "" },
   );
   assert.match(leaf, /tls: \{[^}]*cert_file: "\/l\/leaf1\.pem"[^}]*key_file: "\/l\/leaf1\.key"/);
+  assert.match(leaf, /"nats-leaf:\/\/site-leaf1:leafpw@10\.0\.0\.3:7422"/);
+  assert.match(leaf, /account: "UPLINK"/);
 });
 
-Deno.test("the lab's leaf port takes only a leaf with a certificate of the lab CA and the leaf password", async () => {
+Deno.test("the lab's leaf port takes only a leaf with a certificate of the lab CA and its site's password", async () => {
   // The lab's own renderings, run on loopback addresses of their own (127.0.83.x), since
   // the lab's ports are fixed.
   const dir = await Deno.makeTempDir({ prefix: "noxln-leafport-" });
@@ -321,20 +324,22 @@ Deno.test("the lab's leaf port takes only a leaf with a certificate of the lab C
       throw new Error(`${e.message}:\n${await Deno.readTextFile(f.logFile).catch(() => "")}`);
     });
   };
-  const accounts =
-    `accounts { CONTROL { users: [ { user: "c", password: "${crypto.randomUUID()}" } ] } }`;
+  const password = crypto.randomUUID().replaceAll("-", "");
+  // A site's login, leaf connections only, as the control plane renders it (auth.ts).
+  const accounts = `accounts {
+  CONTROL { users: [ { user: "c", password: "c", allowed_connection_types: ["STANDARD"] } ] }
+  SITE_leaf1 { users: [ { user: "site-leaf1", password: "${password}", allowed_connection_types: ["LEAFNODE"] } ] }
+  UPLINK { users: [ { user: "u", password: "${crypto.randomUUID()}" } ] }
+}`;
+  const setup = { user: "site-leaf1", password, account: "UPLINK", extra: accounts };
   const hub = facts("nats1", "127.0.83.1");
   const leaf = facts("leaf1", "127.0.83.2");
   const rogue = facts("rogue1", "127.0.83.3");
   for (const f of [hub, leaf]) {
     await makeCertificates(dir, { names: [`${f.name}.lab`], ips: [f.address], server: f.name });
   }
-  const password = crypto.randomUUID().replaceAll("-", "");
   // Clustered JetStream wants a route: one to an address where nothing listens.
-  await start(
-    hub,
-    memberConfig(hub, dir, ["127.0.83.9"], accounts, password, newRouteCredentials()),
-  );
+  await start(hub, memberConfig(hub, dir, ["127.0.83.9"], accounts, newRouteCredentials()));
   const leafnodes = async () =>
     Number(
       ((await (await fetch(`http://${hub.address}:${HTTP_PORT}/leafz`)).json()) as {
@@ -344,7 +349,7 @@ Deno.test("the lab's leaf port takes only a leaf with a certificate of the lab C
 
   // A leaf that knows the password and trusts the CA, but shows no certificate: refused.
   // (It has no certificate at all: its client port goes without TLS.)
-  const rogueConfig = leafConfig(rogue, dir, [hub.address], password, accounts)
+  const rogueConfig = leafConfig(rogue, dir, [hub.address], setup)
     .replace(/\ntls \{[^}]*\}\n/, "\n").replace(
       /\n\s*(cert|key)_file: "[^"]*rogue1\.(pem|key)"/g,
       "",
@@ -357,8 +362,18 @@ Deno.test("the lab's leaf port takes only a leaf with a certificate of the lab C
   }, 60_000);
   assert.equal(await leafnodes(), 0);
 
-  // The lab's leaf (its certificate, the password) connects: the check above would see one.
-  await start(leaf, leafConfig(leaf, dir, [hub.address], password, accounts));
+  // Another account's user is not a leaf's login (users are for client connections).
+  const wrong = facts("rogue2", "127.0.83.4");
+  await makeCertificates(dir, { names: ["rogue2.lab"], ips: [wrong.address], server: "rogue2" });
+  await start(wrong, leafConfig(wrong, dir, [hub.address], { ...setup, user: "c" }));
+  await until("the hub refuses a client user as a leaf", async () => {
+    const text = await Deno.readTextFile(hub.logFile);
+    return count(text, /authentication error - User "c"/) >= 1 ? true : undefined;
+  }, 60_000);
+  assert.equal(await leafnodes(), 0);
+
+  // The lab's leaf (its certificate, its site's password) connects: the checks above would see one.
+  await start(leaf, leafConfig(leaf, dir, [hub.address], setup));
   await until("the lab's leaf is connected", async () => (await leafnodes()) === 1 || undefined);
   assert.equal(await leafnodes(), 1, "only the lab's leaf, not the rogue");
 });

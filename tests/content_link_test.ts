@@ -38,6 +38,26 @@ async function connectAs(mesh: Mesh, node: string, s: Scratch): Promise<NatsConn
   });
 }
 
+/**
+ * The control plane declares files by these digests to `node` (a node reads exactly the
+ * objects its declaration names); no host runs here, so nothing is applied.
+ */
+async function declareObjects(mesh: Mesh, node: string, objects: [string, number][]) {
+  await mesh.control.declare(node, {
+    version: 1,
+    resources: objects.map(([contentSha256, size], i) => ({
+      type: "file",
+      id: `f${i}`,
+      path: `/srv/f${i}`,
+      contentSha256,
+      size,
+      mode: "0644",
+      owner: "root",
+      group: "root",
+    })),
+  });
+}
+
 const sourceOver = (nc: NatsConnection): ContentSource =>
   objectStoreSource((subject, body) => nc.request(subject, body, { timeout: 10_000 }));
 
@@ -47,6 +67,8 @@ Deno.test("a node fetches an object by digest from the mesh's object store; the 
   await enrol(mesh, "node-a", s);
   const sha = await mesh.control.putContent(BYTES);
   assert.equal(sha, await sha256Hex(BYTES));
+  const missing = "cd".repeat(32);
+  await declareObjects(mesh, "node-a", [[sha, BYTES.length], [missing, 10]]);
   const nc = await connectAs(mesh, "node-a", s);
   try {
     const resolve = contentResolver(new ContentCache(s.stateDir), [sourceOver(nc)]);
@@ -61,7 +83,6 @@ Deno.test("a node fetches an object by digest from the mesh's object store; the 
     assert.deepEqual(await cached(sha, BYTES.length, "/srv/big.bin"), BYTES);
 
     // A missing object: no source holds it, and the error names the file and the store.
-    const missing = "cd".repeat(32);
     assert.equal(await sourceOver(nc).get(missing, 10), null);
     await assert.rejects(
       resolve(missing, 10, "/srv/gone.bin"),
@@ -81,6 +102,11 @@ Deno.test("an object a replica does not hold yet at the first ask (404) is asked
   await using mesh = await startMesh();
   await using s = await scratch();
   await enrol(mesh, "node-c", s);
+  const first = BYTES.subarray(0, 300_000);
+  const firstSha = await sha256Hex(first);
+  const second = BYTES.subarray(1, 300_001);
+  const secondSha = await sha256Hex(second);
+  await declareObjects(mesh, "node-c", [[firstSha, first.length], [secondSha, second.length]]);
   const nc = await connectAs(mesh, "node-c", s);
   try {
     await mesh.control.putContent(new TextEncoder().encode("the store exists"));
@@ -98,15 +124,11 @@ Deno.test("an object a replica does not hold yet at the first ask (404) is asked
     // Compared by digest: a failed deepEqual of 300 kB would take minutes to print.
     const digestOf = async (got: Uint8Array | null | symbol) =>
       got instanceof Uint8Array ? await sha256Hex(got) : String(got);
-    const first = BYTES.subarray(0, 300_000);
-    const firstSha = await sha256Hex(first);
     assert.equal(
       await digestOf(await lagging([50, 50], first).get(firstSha, first.length)),
       firstSha,
     );
     // The same first answer without a second ask: missing.
-    const second = BYTES.subarray(1, 300_001);
-    const secondSha = await sha256Hex(second);
     assert.equal(await lagging([], second).get(secondSha, second.length), null);
     assert.equal(await digestOf(await sourceOver(nc).get(secondSha, second.length)), secondSha);
   } finally {
@@ -122,6 +144,7 @@ Deno.test("a tampered object (other bytes under the declared digest) is refused 
   const other = BYTES.slice();
   other[4096] ^= 0x55;
   await mesh.control.putContent(other, { name: wanted });
+  await declareObjects(mesh, "node-a", [[wanted, BYTES.length]]);
   const nc = await connectAs(mesh, "node-a", s);
   try {
     const resolve = contentResolver(new ContentCache(s.stateDir), [sourceOver(nc)]);
@@ -140,6 +163,7 @@ Deno.test("a node can read the mesh's objects but never write, replace or delete
   await using s = await scratch();
   await enrol(mesh, "node-a", s);
   const sha = await mesh.control.putContent(BYTES.subarray(0, 1000));
+  await declareObjects(mesh, "node-a", [[sha, 1000]]);
   const nc = await connectAs(mesh, "node-a", s);
   const errors: string[] = [];
   (async () => {
@@ -154,7 +178,7 @@ Deno.test("a node can read the mesh's objects but never write, replace or delete
         `$JS.API.STREAM.UPDATE.${CONTENT_STREAM}`,
         `$JS.API.STREAM.CREATE.${CONTENT_STREAM}`,
         CONTENT_SUBJECTS.meta(sha),
-        CONTENT_SUBJECTS.chunks("forged"),
+        CONTENT_SUBJECTS.chunk(sha, 0),
       ]
     ) {
       await assert.rejects(
@@ -169,7 +193,7 @@ Deno.test("a node can read the mesh's objects but never write, replace or delete
     await until(
       "the broker's refusal of the forged description",
       () =>
-        errors.some((e) => /Permissions Violation for Publish to "\$O\.mesh\.M\./.test(e)) ||
+        errors.some((e) => /Permissions Violation for Publish to "mesh\.obj\./.test(e)) ||
         undefined,
       10_000,
     );
@@ -211,4 +235,91 @@ Deno.test("run: a declaration pushed over the link with a file by digest gets it
   assert.equal(report.outcome, "converged", JSON.stringify(report).slice(0, 1000));
   assert.deepEqual(await Deno.readFile(target), BYTES);
   assert.deepEqual(await new ContentCache(s.stateDir).digests(), [sha]);
+});
+
+Deno.test("a node reads only the objects its declaration names: node-a asks for node-b's object by digest and by sequence, and the broker refuses both", async () => {
+  await using mesh = await startMesh();
+  await using a = await scratch();
+  await using b = await scratch();
+  await enrol(mesh, "node-a", a);
+  await enrol(mesh, "node-b", b);
+  const secret = new TextEncoder().encode("node-b's private key, for node-b only\n");
+  const shared = BYTES.subarray(0, 4000);
+  const secretSha = await mesh.control.putContent(secret);
+  const sharedSha = await mesh.control.putContent(shared);
+  await declareObjects(mesh, "node-a", [[sharedSha, shared.length]]);
+  await declareObjects(mesh, "node-b", [[secretSha, secret.length], [sharedSha, shared.length]]);
+  const na = await connectAs(mesh, "node-a", a);
+  const nb = await connectAs(mesh, "node-b", b);
+  try {
+    // node-b reads its own object; both read the one both are declared.
+    assert.deepEqual(await sourceOver(nb).get(secretSha, secret.length), secret);
+    assert.deepEqual(await sourceOver(na).get(sharedSha, shared.length), shared);
+    assert.deepEqual(await sourceOver(nb).get(sharedSha, shared.length), shared);
+
+    // By digest: the description and every chunk of node-b's object.
+    for (
+      const subject of [
+        CONTENT_SUBJECTS.get(CONTENT_SUBJECTS.meta(secretSha)),
+        CONTENT_SUBJECTS.get(CONTENT_SUBJECTS.chunk(secretSha, 0)),
+        `$JS.API.DIRECT.GET.${CONTENT_STREAM}.mesh.obj.${secretSha}.>`,
+      ]
+    ) {
+      await assert.rejects(
+        na.request(subject, "", { timeout: 5000 }),
+        /Permissions Violation for Publish/,
+        subject,
+      );
+    }
+    await assert.rejects(sourceOver(na).get(secretSha, secret.length), /Permissions Violation/);
+    // By sequence, walking the stream (the body form of the direct get), with and
+    // without a subject filter, and the next-by-subject form: refused, whatever it names.
+    const walked: string[] = [];
+    for (let seq = 1; seq <= 12; seq++) {
+      for (
+        const body of [
+          { seq },
+          { seq, next_by_subj: "mesh.obj.>" },
+          { last_by_subj: CONTENT_SUBJECTS.chunk(secretSha, 0) },
+        ]
+      ) {
+        try {
+          const reply = await na.request(
+            `$JS.API.DIRECT.GET.${CONTENT_STREAM}`,
+            JSON.stringify(body),
+            { timeout: 5000 },
+          );
+          walked.push(`${JSON.stringify(body)} -> ${reply.headers?.code ?? 200} ${reply.string()}`);
+        } catch (error) {
+          assert.match(String(error), /Permissions Violation for Publish/);
+        }
+      }
+    }
+    assert.deepEqual(walked, [], "the broker answered node-a a direct get by sequence");
+    // A body on its own object's subject-in-the-name get reads nothing else either.
+    const bodied = await na.request(
+      CONTENT_SUBJECTS.get(CONTENT_SUBJECTS.chunk(sharedSha, 0)),
+      JSON.stringify({ seq: 1 }),
+      { timeout: 5000 },
+    );
+    assert.equal(bodied.headers?.code, 408);
+    assert.equal(bodied.data.length, 0);
+    // Nor through the stream's other API subjects.
+    for (const api of ["STREAM.MSG.GET", "STREAM.INFO", "CONSUMER.CREATE"]) {
+      await assert.rejects(
+        na.request(`$JS.API.${api}.${CONTENT_STREAM}`, JSON.stringify({ seq: 1 }), {
+          timeout: 5000,
+        }),
+        /Permissions Violation for Publish/,
+      );
+    }
+
+    // A later declaration that no longer names an object withdraws it.
+    await declareObjects(mesh, "node-b", [[sharedSha, shared.length]]);
+    await assert.rejects(sourceOver(nb).get(secretSha, secret.length), /Permissions Violation/);
+    assert.deepEqual(await sourceOver(nb).get(sharedSha, shared.length), shared);
+  } finally {
+    await na.close();
+    await nb.close();
+  }
 });

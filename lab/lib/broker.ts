@@ -165,11 +165,13 @@ function config(dir: string, extra: string): string {
   return `# nox-mesh-host lab broker (generated)
 server_name: noxlab_broker
 listen: "${BROKER_ADDRESS}:${BROKER_PORT}"
+# The control plane publishes up to this; each node account is held to less (lab/mesh/auth.ts).
+max_payload: 8MB
 http: "${BROKER_ADDRESS}:8222"
 jetstream {
   store_dir: "${join(dir, "jetstream")}"
   max_memory_store: 64MB
-  max_file_store: 256MB
+  max_file_store: 2GB
 }
 tls {
   cert_file: "${join(dir, "server.pem")}"

@@ -205,7 +205,6 @@ export class BrokerCluster {
   readonly leaves: NatsServer[] = [];
   private readonly host: ClusterHost;
   private extra = "";
-  private leafPassword = "";
 
   private constructor(host: ClusterHost, servers: NatsServer[], caPem: string, dir: string) {
     this.host = host;
@@ -244,7 +243,6 @@ export class BrokerCluster {
       });
     }
     const extra = options.prepare ? await options.prepare(facts) : "";
-    const leafPassword = crypto.randomUUID().replaceAll("-", "");
     const routes = options.routes ?? newRouteCredentials();
     const servers: NatsServer[] = [];
     for (const f of facts) {
@@ -256,7 +254,6 @@ export class BrokerCluster {
           dir,
           facts.filter((o) => o !== f).map((o) => o.address),
           extra,
-          leafPassword,
           routes,
         ),
         { mode: 0o600 },
@@ -266,7 +263,6 @@ export class BrokerCluster {
     }
     const cluster = new BrokerCluster(host, servers, caPem, dir);
     cluster.extra = extra;
-    cluster.leafPassword = leafPassword;
     try {
       // The servers wait for each other's routes: start all, then wait for all.
       await Promise.all(servers.map((s) => s.start()));
@@ -284,18 +280,18 @@ export class BrokerCluster {
 
   /**
    * Starts a leaf-node server for a site: its namespace has an uplink (eth0) on the
-   * lab switch and a link (site0) on `site` (a second switch) at `siteAddress`. It
-   * holds the same accounts as the cluster (`extra`, the control plane's include), runs
-   * no JetStream, and binds its CONTROL to the cluster's CONTROL over one leaf
-   * connection (to any server of the cluster). It listens for the site's clients with
-   * its own certificate under the lab CA. `prepare` runs before it starts (the control
-   * plane records it, for reloads and site tokens).
+   * lab switch and a link (site0) on `site` (a second switch) at `siteAddress`. It runs
+   * no JetStream, and binds its local `account` to the cluster over one leaf connection
+   * (to any server of the cluster), logging in with the site's own user and password.
+   * It listens for the site's clients with its own certificate under the lab CA.
+   * `prepare` runs before it starts, once its name and address are known: the control
+   * plane records it (for reloads and site tokens) and returns its login and the
+   * configuration it appends (the include of the site's accounts).
    */
   async startLeaf(
     site: LabSwitch,
     siteAddress: string,
-    extra: string,
-    prepare?: (leaf: ServerFacts) => Promise<void>,
+    prepare: (leaf: ServerFacts) => Promise<LeafSetup>,
   ): Promise<NatsServer> {
     const name = `leaf${this.leaves.length + 1}`;
     const dir = join(this.dir, name);
@@ -320,12 +316,12 @@ export class BrokerCluster {
       pidFile: join(dir, "nats.pid"),
       logFile: join(dir, "nats.log"),
     };
+    const setup = await prepare(facts);
     await Deno.writeTextFile(
       facts.configFile,
-      leafConfig(facts, this.dir, this.servers.map((s) => s.address), this.leafPassword, extra),
+      leafConfig(facts, this.dir, this.servers.map((s) => s.address), setup),
       { mode: 0o600 },
     );
-    await prepare?.(facts);
     const leaf = new NatsServer(facts, netns, port);
     this.leaves.push(leaf);
     await leaf.start();
@@ -358,11 +354,13 @@ function common(f: ServerFacts, certDir: string, extra: string, jetstream = true
   domain: ${JS_DOMAIN}
   store_dir: "${join(f.dir, "jetstream")}"
   max_memory_store: 64MB
-  max_file_store: 256MB
+  max_file_store: 2GB
 }`
     : "";
   return `server_name: ${f.name}
 listen: "${f.address}:${NATS_PORT}"
+# The control plane publishes up to this; each node account is held to less (lab/mesh/auth.ts).
+max_payload: 8MB
 http: "${f.address}:${HTTP_PORT}"
 pid_file: "${f.pidFile}"
 ${js}
@@ -375,8 +373,16 @@ ${extra}
 `;
 }
 
-/** The user a site's leaf server logs in as on the cluster's leaf port (bound to CONTROL). */
-export const LEAF_USER = "site-leaf";
+/** What a site's leaf server needs from the control plane before it starts. */
+export interface LeafSetup {
+  /** Its login on the cluster's leaf port: a user of its site's account there. */
+  user: string;
+  password: string;
+  /** Its local account bound to the remote. */
+  account: string;
+  /** Configuration it appends (the include of its accounts). */
+  extra: string;
+}
 
 /** The configuration of one server of the lab's cluster (exported for its test). */
 export function memberConfig(
@@ -384,7 +390,6 @@ export function memberConfig(
   certDir: string,
   others: string[],
   extra: string,
-  leafPassword: string,
   routes: RouteCredentials,
 ): string {
   const tls = {
@@ -406,7 +411,7 @@ ${
 leafnodes {
   listen: "${f.address}:${LEAF_PORT}"
   # A leaf server shows a certificate of the lab CA (as every site's leaf has one)
-  # and then logs in with the leaf password.
+  # and then logs in as its site.
   tls {
     cert_file: "${tls.certFile}"
     key_file: "${tls.keyFile}"
@@ -414,11 +419,9 @@ leafnodes {
     verify: true
     timeout: 5
   }
-  # Only a site's leaf server logs in here, into CONTROL: the nodes' and join keys'
-  # accounts live on the leaf too and reach CONTROL there, by their own imports.
-  authorization {
-    users: [ { user: "${LEAF_USER}", password: "${leafPassword}", account: "CONTROL" } ]
-  }
+  # A leaf logs in as a user of the control plane's accounts: each site's leaf as its
+  # site's own user, into its site's account, which carries only what that site's
+  # nodes use (every other user there is for client connections only).
 }
 `;
 }
@@ -428,13 +431,13 @@ export function leafConfig(
   f: ServerFacts,
   certDir: string,
   hub: string[],
-  password: string,
-  extra: string,
+  setup: LeafSetup,
 ): string {
   // nats-server 2.9 takes no nkey for a remote: the user and password go in the URL.
-  const urls = hub.map((a) => `"nats-leaf://${LEAF_USER}:${password}@${a}:${LEAF_PORT}"`);
+  const who = `${encodeURIComponent(setup.user)}:${encodeURIComponent(setup.password)}`;
+  const urls = hub.map((a) => `"nats-leaf://${who}@${a}:${LEAF_PORT}"`);
   return `# nox-mesh-host lab: a site's leaf-node server (generated)
-${common(f, certDir, extra, false)}
+${common(f, certDir, setup.extra, false)}
 # A cut uplink is noticed within seconds (the default pings every 2 minutes).
 ping_interval: "2s"
 ping_max: 2
@@ -443,7 +446,7 @@ leafnodes {
   remotes: [
     {
       urls: [${urls.join(", ")}]
-      account: "CONTROL"
+      account: "${setup.account}"
       tls: {
         ca_file: "${join(certDir, "ca.pem")}"
         cert_file: "${join(certDir, `${f.name}.pem`)}"

@@ -32,13 +32,14 @@ import {
 import { pinnedTls } from "../../src/link/connection.ts";
 import { type EnrolRequest, enrolStatement } from "../../src/link/enrol.ts";
 import {
-  CONTENT_BUCKET,
-  CONTENT_STREAM,
   CONTENT_SUBJECTS,
-  DECLARATION_STREAM,
+  contentDigestsOf,
+  ENROL_SUBJECTS,
   MESSAGE_ID_HEADER,
   subjectsOf,
 } from "../../src/link/subjects.ts";
+import { namedNodes } from "./auth.ts";
+import { CHUNK, OBJECT_STORE_BYTES, objectStoreConfig, streamConfig, STREAMS } from "./streams.ts";
 import { encodeToken } from "../../src/link/token.ts";
 import { unbase64url } from "../../src/link/_base64url.ts";
 import {
@@ -49,36 +50,6 @@ import {
   tokenBrokers,
   withState,
 } from "./state.ts";
-
-const DAY_NS = 24 * 3600 * 1e9;
-
-/**
- * Streams the stand-in keeps: the last declaration per node, reports, the last
- * heartbeat and the last inventory per node. Reports and inventories are
- * acknowledged (the node keeps a report in its outbox until then) and
- * deduplicated by their `Nats-Msg-Id` within a day: nodes reach them through a
- * service import, whose reply subject is the broker's own mapping of the node's
- * inbox. The heartbeat stream never acknowledges (`no_ack`): it is fed by a
- * stream import, which carries the publisher's reply subject into CONTROL, and
- * an acknowledgement sent there to `$JS.API.STREAM.PURGE.MESH_DECL` would be a
- * purge made by JetStream itself (measured on nats-server 2.9.10).
- */
-export const STREAMS = {
-  [DECLARATION_STREAM]: { subjects: ["mesh.decl.*"], max_msgs_per_subject: 1, no_ack: false },
-  MESH_REPORT: {
-    subjects: ["mesh.node.*.report"],
-    max_msgs_per_subject: 1000,
-    no_ack: false,
-    duplicate_window: DAY_NS,
-  },
-  MESH_BEAT: { subjects: ["mesh.node.*.heartbeat"], max_msgs_per_subject: 1, no_ack: true },
-  MESH_INV: {
-    subjects: ["mesh.node.*.inventory"],
-    max_msgs_per_subject: 1,
-    no_ack: false,
-    duplicate_window: DAY_NS,
-  },
-} as const;
 
 /** TLS for the control plane's own connection to a cluster: the CA, and any of the servers' pins. */
 function clusterTls(ca: string, pins: string[]): TlsOptions {
@@ -107,9 +78,12 @@ export class ControlPlane implements AsyncDisposable {
   /** Every server loads the auth block as written now (coalesced, spaced; state.ts). */
   readonly #reload: () => Promise<void>;
 
-  private constructor(dir: string, nc: NatsConnection) {
+  readonly #replicas: number;
+
+  private constructor(dir: string, nc: NatsConnection, replicas: number) {
     this.dir = dir;
     this.nc = nc;
+    this.#replicas = replicas;
     this.#reload = reloader(dir);
   }
 
@@ -128,16 +102,16 @@ export class ControlPlane implements AsyncDisposable {
       reconnectTimeWait: 250,
       pingInterval: 5000,
     });
-    const control = new ControlPlane(dir, nc);
     // A cluster keeps every stream on three servers: losing one loses nothing.
     const replicas = state.cluster ? Math.min(3, state.cluster.length) : 1;
+    const control = new ControlPlane(dir, nc, replicas);
     // A cluster that just started may still be electing its JetStream leader.
     for (let tries = 0;; tries++) {
       try {
-        await control.#ensureStreams(replicas);
+        await control.#ensureStreams();
         break;
       } catch (error) {
-        if (!state.cluster || tries >= 60) {
+        if (!state.cluster || tries >= 60 || /storage|resources/i.test(`${error}`)) {
           await nc.close().catch(() => {});
           throw error;
         }
@@ -147,80 +121,65 @@ export class ControlPlane implements AsyncDisposable {
     return control;
   }
 
-  async #ensureStreams(replicas: number): Promise<void> {
-    for (const [name, config] of Object.entries(STREAMS)) {
+  /**
+   * Make (or bring to this configuration) every stream, sized for the nodes with an
+   * account plus `more` (a mint about to add them). A stream's reservation only grows:
+   * a second control plane process that counted fewer nodes never shrinks it.
+   */
+  async #ensureStreams(more = 0): Promise<void> {
+    const state = await readState(this.dir);
+    const nodes = namedNodes(state).length + more;
+    const wanted = [
+      ...Object.keys(STREAMS).map((name) => streamConfig(name, nodes, this.#replicas)),
+      objectStoreConfig(state.objectStoreBytes ?? OBJECT_STORE_BYTES, this.#replicas),
+    ];
+    for (const config of wanted) {
+      const name = String(config.name);
       const info = await this.#api(`$JS.API.STREAM.INFO.${name}`, "");
       // An existing stream is brought to this configuration (a mesh made by an
-      // older stand-in had unacknowledged, undeduplicated reports).
+      // older stand-in had unacknowledged, undeduplicated reports, and no limits).
       const verb = info.error ? "CREATE" : "UPDATE";
-      const made = await this.#api(
-        `$JS.API.STREAM.${verb}.${name}`,
-        JSON.stringify({
-          name,
-          ...config,
-          storage: "file",
-          num_replicas: replicas,
-          allow_direct: true,
-          max_age: 7 * 24 * 3600 * 1e9,
-        }),
-      );
+      const had = Number((info.config as { max_bytes?: number } | undefined)?.max_bytes ?? -1);
+      if (had > Number(config.max_bytes)) config.max_bytes = had;
+      const made = await this.#api(`$JS.API.STREAM.${verb}.${name}`, JSON.stringify(config));
       if (made.error) {
+        const storage = /storage|resources/i.test(JSON.stringify(made.error));
         throw new Error(
-          `cannot ${verb.toLowerCase()} stream ${name}: ${JSON.stringify(made.error)}`,
+          `cannot ${verb.toLowerCase()} stream ${name}: ${JSON.stringify(made.error)}` +
+            (storage
+              ? `; the broker cannot reserve ${config.max_bytes} bytes for it (${nodes} ` +
+                "nodes): raise its JetStream max_file_store"
+              : ""),
         );
       }
     }
   }
 
-  /** The mesh's object store (DESIGN.md §19): objects kept until deleted, read by direct get. */
-  async #ensureContentStream(): Promise<void> {
-    const info = await this.#api(`$JS.API.STREAM.INFO.${CONTENT_STREAM}`, "");
-    if (!info.error) return;
-    const made = await this.#api(
-      `$JS.API.STREAM.CREATE.${CONTENT_STREAM}`,
-      JSON.stringify({
-        name: CONTENT_STREAM,
-        subjects: [`$O.${CONTENT_BUCKET}.C.>`, `$O.${CONTENT_BUCKET}.M.>`],
-        storage: "file",
-        discard: "new",
-        allow_rollup_hdrs: true,
-        allow_direct: true,
-      }),
-    );
-    if (made.error) {
-      throw new Error(`cannot create stream ${CONTENT_STREAM}: ${JSON.stringify(made.error)}`);
-    }
-  }
-
   /**
-   * Put bytes into the mesh's object store, named by their SHA-256 (hex), in the NATS
-   * object store's layout (chunks, then a description that replaces the last one);
-   * returns the digest. `name` stores them under another name (tests: a tampered object).
+   * Put bytes into the mesh's object store, named by their SHA-256 (hex): the chunks,
+   * then the description (src/link/subjects.ts, CONTENT_SUBJECTS), each replacing what
+   * was there; returns the digest. A node reads it once a declaration addressed to it
+   * names it (`declare` grants it). `name` stores them under another name (tests: a
+   * tampered object).
    */
   async putContent(bytes: Uint8Array, { name }: { name?: string } = {}): Promise<string> {
-    await this.#ensureContentStream();
-    const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as BufferSource));
-    const sha256 = digest.toHex();
-    const nuid = crypto.randomUUID().replaceAll("-", "");
-    const CHUNK = 128 * 1024;
+    const sha256 = new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as BufferSource))
+      .toHex();
+    const as = name ?? sha256;
+    if (!/^[0-9a-f]{64}$/.test(as)) throw new Error(`not a SHA-256 (hex): ${JSON.stringify(as)}`);
     let chunks = 0;
     for (let at = 0; at < bytes.length; at += CHUNK) {
-      await this.#jsPublish(CONTENT_SUBJECTS.chunks(nuid), bytes.subarray(at, at + CHUNK));
+      await this.#jsPublish(CONTENT_SUBJECTS.chunk(as, chunks), bytes.subarray(at, at + CHUNK));
       chunks++;
     }
-    const h = headers();
-    h.set("Nats-Rollup", "sub");
     const meta = {
-      name: name ?? sha256,
-      bucket: CONTENT_BUCKET,
-      nuid,
+      v: 1,
       size: bytes.length,
       chunks,
-      mtime: new Date().toISOString(),
-      digest: `SHA-256=${digest.toBase64({ alphabet: "base64url" })}`,
-      options: { max_chunk_size: CHUNK },
+      chunkSize: CHUNK,
+      at: new Date().toISOString(),
     };
-    await this.#jsPublish(CONTENT_SUBJECTS.meta(name ?? sha256), JSON.stringify(meta), h);
+    await this.#jsPublish(CONTENT_SUBJECTS.meta(as), JSON.stringify(meta));
     return sha256;
   }
 
@@ -258,9 +217,22 @@ export class ControlPlane implements AsyncDisposable {
     nodes.forEach(checkNodeName);
     const expires = new Date(Date.now() + ttlSeconds * 1000).toISOString();
     const joins = nodes.map((node) => ({ node, join: createUser() }));
+    // Each new node's share of every stream is reserved on the broker before its account
+    // exists: a broker that cannot hold another node says so here, and no token is made.
+    const known = new Set(namedNodes(await readState(this.dir)));
+    const added = new Set(nodes.filter((n) => !known.has(n))).size;
+    if (added > 0) await this.#ensureStreams(added);
     const state = await withState(this.dir, (s) => {
+      if (via !== undefined && !s.leaves?.[via]) {
+        throw new Error(`no leaf server "${via}" in this mesh`);
+      }
       for (const { node, join } of joins) {
-        s.tokens[join.getPublicKey()] = { node, expires, mintedAt: new Date().toISOString() };
+        s.tokens[join.getPublicKey()] = {
+          node,
+          expires,
+          mintedAt: new Date().toISOString(),
+          ...(via === undefined ? {} : { via }),
+        };
       }
       return s;
     });
@@ -282,7 +254,7 @@ export class ControlPlane implements AsyncDisposable {
 
   /** Answer enrolment requests until close(). */
   serveEnrolments(log: (line: string) => void = () => {}): void {
-    this.#enrolSub = this.nc.subscribe("mesh.enrol.*", {
+    this.#enrolSub = this.nc.subscribe(ENROL_SUBJECTS, {
       callback: (error, msg) => {
         if (error) return log(`enrolment subscription: ${error.message}`);
         this.#enrol(msg).then(
@@ -293,8 +265,14 @@ export class ControlPlane implements AsyncDisposable {
     });
   }
 
+  /**
+   * One enrolment request, on `mesh.enrol.<node>.<join key>`: the broker let only that
+   * join key publish there (joinPermissions), so the subject, not the request, says which
+   * token is spent and for which node. The new key must be an NKey user key (`U…`): an
+   * account or operator key in auth.conf would make every later reload fail.
+   */
   async #enrol(msg: Msg): Promise<string> {
-    const node = msg.subject.split(".")[2];
+    const [, , node, joinKey] = msg.subject.split(".");
     const refuse = (why: string) => {
       msg.respond(JSON.stringify({ ok: false, error: why }));
       return `refused to enrol ${node}: ${why}`;
@@ -306,6 +284,13 @@ export class ControlPlane implements AsyncDisposable {
       return refuse("the request is not JSON");
     }
     if (request.node !== node) return refuse(`the request names ${request.node}, not ${node}`);
+    if (typeof request.publicKey !== "string" || !isUserKey(request.publicKey)) {
+      return refuse(
+        `the node's key must be an NKey user public key (U…), not ${
+          JSON.stringify(String(request.publicKey).slice(0, 60))
+        }`,
+      );
+    }
     try {
       const ok = fromPublic(request.publicKey).verify(
         new TextEncoder().encode(enrolStatement(node, request.publicKey)),
@@ -322,7 +307,7 @@ export class ControlPlane implements AsyncDisposable {
     // server has dropped the join key. A reload that falls between the two steps loads
     // the admission with the join key still there, which is harmless.
     const problem = await withState(this.dir, (s) => {
-      const token = s.tokens[request.join];
+      const token = s.tokens[joinKey];
       if (!token || token.node !== node) return "no such token for this node";
       if (token.usedAt) return `the token was already used at ${token.usedAt}`;
       if (Date.parse(token.expires) <= Date.now()) return `the token expired at ${token.expires}`;
@@ -331,6 +316,7 @@ export class ControlPlane implements AsyncDisposable {
         publicKey: request.publicKey,
         admittedAt: token.usedAt,
         serial: s.nodes[node]?.serial ?? 0,
+        ...(token.via === undefined ? {} : { site: token.via }),
       };
       return undefined;
     });
@@ -338,7 +324,7 @@ export class ControlPlane implements AsyncDisposable {
     msg.respond(JSON.stringify({ ok: true }));
     await this.nc.flush();
     await withState(this.dir, (s) => {
-      s.tokens[request.join].retired = true;
+      s.tokens[joinKey].retired = true;
     });
     await this.#reload();
     return `enrolled ${node} with key ${request.publicKey}`;
@@ -484,6 +470,9 @@ export class ControlPlane implements AsyncDisposable {
     // responder for a moment: try again for up to 30 s. Storing the same bytes twice
     // is harmless (last per subject; the node holds that serial already).
     const deadline = Date.now() + 30_000;
+    // The node may read exactly the objects this declaration names: granted (and the
+    // previous declaration's others withdrawn) on every server before it is published.
+    await this.#grantContent(node, body);
     let ack;
     for (;;) {
       try {
@@ -503,6 +492,34 @@ export class ControlPlane implements AsyncDisposable {
       throw new Error(`the broker did not store the declaration: ${JSON.stringify(answer.error)}`);
     }
     return { serial: used, seq: answer.seq };
+  }
+
+  /**
+   * Make the broker let `node` read exactly the objects `body` (a declaration) names,
+   * and no others: its grants in mesh.json, rendered into its permissions and imports
+   * (auth.ts) and loaded by every server before this returns. Nothing to do when they
+   * are the ones it holds.
+   */
+  async #grantContent(node: string, body: Uint8Array): Promise<void> {
+    let declaration: unknown;
+    try {
+      declaration = JSON.parse(new TextDecoder().decode(body));
+    } catch {
+      declaration = undefined; // bytes published as they are (refusal tests): names nothing
+    }
+    const wanted = contentDigestsOf(declaration);
+    const same = (s: MeshState) => {
+      const had = s.grants?.[node] ?? [];
+      return had.length === wanted.length && had.every((sha, i) => sha === wanted[i]);
+    };
+    if (same(await readState(this.dir))) return;
+    const changed = await withState(this.dir, (s) => {
+      if (same(s)) return false;
+      s.grants = { ...s.grants, [node]: wanted };
+      if (wanted.length === 0) delete s.grants[node];
+      return true;
+    });
+    if (changed) await this.#reload();
   }
 
   /** `node`'s last stored declaration (stream sequence, bytes, signature header), or undefined. */
@@ -636,6 +653,17 @@ export class ControlPlane implements AsyncDisposable {
 
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
+  }
+}
+
+/** Whether `key` is an NKey user public key (prefix U, checksum right). */
+function isUserKey(key: string): boolean {
+  if (!key.startsWith("U")) return false;
+  try {
+    fromPublic(key);
+    return true;
+  } catch {
+    return false;
   }
 }
 

@@ -5,7 +5,7 @@
  * applied, the per-node report count, and where the cluster keeps the streams.
  */
 import type { ControlPlane } from "./control.ts";
-import { STREAMS } from "./control.ts";
+import { STREAMS } from "./streams.ts";
 
 /** One node's part of a rollout: when its declaration was published and applied. */
 export interface RolloutRow {

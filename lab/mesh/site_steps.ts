@@ -11,18 +11,23 @@ import { SITE_PREFIX } from "../lib/net.ts";
 import { run, until } from "../lib/_run.ts";
 import { fail, type Step } from "../lib/scenario.ts";
 import { includeAuth } from "./broker.ts";
-import { clusterOf } from "./fleet_steps.ts";
-import { withState } from "./state.ts";
+import { clusterOf, fleetDeclaration } from "./fleet_steps.ts";
+import { mesh } from "./steps.ts";
+import type { RolloutRow } from "./fleet.ts";
+import { newLeafCredentials, withState } from "./state.ts";
+import { UPLINK_ACCOUNT } from "./auth.ts";
 
 /**
  * A site's leaf server comes up: its own namespace with an uplink on the lab switch
- * and a link on the site's switch (10.251.0.2); the same accounts as the cluster;
- * its CONTROL bound to the cluster's over one leaf connection. The control plane
- * records it (reloads reach it; `tokens --via NAME` name it).
+ * and a link on the site's switch (10.251.0.2); the accounts of its site's nodes only;
+ * its UPLINK bound over one leaf connection to its site's account on the cluster, with
+ * a login of its own. The control plane records it (reloads reach it; `tokens --via
+ * NAME` name it) and reloads the cluster, which then knows the site's login.
  */
 export function siteLeafUp(): Step {
   return {
-    title: "a site's leaf server comes up (uplink to the cluster, the same accounts, no JetStream)",
+    title: "a site's leaf server comes up (uplink to its site's account, its own login, " +
+      "no JetStream)",
     timeoutS: 60,
     async run(ctx) {
       const cluster = clusterOf(ctx.lab);
@@ -30,9 +35,8 @@ export function siteLeafUp(): Step {
       const leaf = await cluster.startLeaf(
         await ctx.lab.site(),
         `${SITE_PREFIX}.2`,
-        // The leaf's configuration lies beside the servers': the same depth.
-        includeAuth(cluster.servers[0].configFile, dir, true),
         async (facts) => {
+          const login = newLeafCredentials(facts.name);
           await withState(dir, (s) => {
             s.leaves = {
               ...s.leaves,
@@ -41,9 +45,16 @@ export function siteLeafUp(): Step {
                 pin: facts.pin,
                 pidFile: facts.pidFile,
                 logFile: facts.logFile,
+                ...login,
               },
             };
-          });
+          }, { reload: true });
+          return {
+            ...login,
+            account: UPLINK_ACCOUNT,
+            // The leaf's configuration lies beside the servers': the same depth.
+            extra: includeAuth(cluster.servers[0].configFile, dir, facts.name),
+          };
         },
       );
       await until("the leaf's connection to the cluster", 30_000, async () => {
@@ -119,6 +130,58 @@ export function assertOnlyThroughLeaf(machine: string): Step {
       }
       const r = await m.exec(["ip", "route", "get", leafOf(ctx.lab).address]);
       if (r.code !== 0) fail(`a route to the leaf`, r.stderr.trim());
+    },
+  };
+}
+
+/**
+ * The control plane puts a file into the mesh's object store and rolls serial
+ * `serial` out to `nodes` naming it by digest (with /srv/fleet): each node, behind its
+ * site's leaf, fetches it through the leaf (its site's account imports exactly the
+ * objects its nodes' declarations name), applies and reports; the file on each machine
+ * has the digest.
+ */
+export function rolloutContent(nodes: string[], serial: number): Step {
+  return {
+    title: `roll serial ${serial} out to ${nodes.join(", ")} with a 300 KiB file by digest ` +
+      "(fetched through the leaf); each machine holds its bytes",
+    timeoutS: 240,
+    async run(ctx) {
+      const bytes = new Uint8Array(300 * 1024 + 7).map((_, i) => (i * 31 + (i >> 10)) & 0xff);
+      const dir = join(ctx.lab.dir, "mesh");
+      const blob = join(dir, `site-content-${serial}`);
+      await Deno.writeFile(blob, bytes);
+      const sha256 = (await mesh(ctx, ["put", blob])).trim();
+      if (!/^[0-9a-f]{64}$/.test(sha256)) fail("a SHA-256 from mesh put", sha256);
+      const file = join(dir, `site-${serial}.json`);
+      const fleet = JSON.parse(fleetDeclaration(serial));
+      fleet.resources.push({
+        type: "file",
+        id: "blob",
+        path: "/srv/fleet.bin",
+        contentSha256: sha256,
+        size: bytes.length,
+        mode: "0644",
+        owner: "root",
+        group: "root",
+      });
+      await Deno.writeTextFile(file, JSON.stringify(fleet));
+      const rows = JSON.parse(
+        await mesh(
+          ctx,
+          ["rollout", file, "--serial", String(serial), "--timeout", "180", ...nodes],
+          230_000,
+        ),
+      ) as RolloutRow[];
+      const bad = rows.filter((r) => r.outcome !== "converged");
+      if (bad.length) fail("every apply converged", JSON.stringify(bad));
+      for (const node of nodes) {
+        const r = await ctx.machine(node).exec(["sha256sum", "/srv/fleet.bin"]);
+        const seen = r.stdout.trim().split(/\s+/)[0];
+        if (seen !== sha256) {
+          fail(`${node}: /srv/fleet.bin with sha256 ${sha256}`, seen || r.stderr);
+        }
+      }
     },
   };
 }

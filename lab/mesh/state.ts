@@ -2,20 +2,16 @@
  * The stand-in control plane's own records (DIR/mesh.json): the broker's
  * address and certificate facts, the control plane's key, admitted nodes and
  * minted tokens. From them it renders DIR/auth.conf, the `accounts` block
- * nats-server includes, and makes nats-server reload it (SIGHUP). Every change
- * runs under an exclusive lock on DIR/mesh.lock, so the CLI and a running
- * `serve` never overwrite each other.
+ * nats-server includes (and a site leaf's DIR/auth-leaf-NAME.conf; auth.ts), checks
+ * each with `nats-server -t` before it replaces the one in use, and makes nats-server
+ * reload it (SIGHUP); a reload a server refuses puts the files it last loaded back.
+ * Every change runs under an exclusive lock on DIR/mesh.lock, so the CLI and a
+ * running `serve` never overwrite each other.
  */
 import { join } from "node:path";
 import type { RouteCredentials } from "../lib/routes.ts";
 import { NODE_ID } from "../../src/declaration/fields.ts";
-import {
-  CONTENT_SUBJECTS,
-  joinPermissions,
-  nodePermissions,
-  type Permissions,
-  subjectsOf,
-} from "../../src/link/subjects.ts";
+import { checkRendered, renderAuth, renderLeafAuth } from "./auth.ts";
 
 /** One admitted node. */
 export interface NodeRecord {
@@ -24,6 +20,8 @@ export interface NodeRecord {
   /** The last serial published to it. */
   serial: number;
   revoked?: boolean;
+  /** The site (leaf server) it was admitted through, when not the cluster. */
+  site?: string;
 }
 
 /** One minted token (by its join key's public part). */
@@ -34,6 +32,8 @@ export interface TokenRecord {
   usedAt?: string;
   /** Dropped from the broker (after its enrolment was answered, or never used). */
   retired?: boolean;
+  /** The site (leaf server) the token names, when not the cluster. */
+  via?: string;
 }
 
 /** Everything the stand-in remembers. */
@@ -76,10 +76,11 @@ export interface MeshState {
    */
   routes?: RouteCredentials;
   /**
-   * Leaf servers of sites (by name): they hold the same accounts (reloaded with the
-   * cluster) and a site's tokens name its leaf instead of the cluster's servers.
+   * Leaf servers of sites (by name, a node id's form): each holds its site's accounts
+   * (reloaded with the cluster), logs in as its site, and a site's tokens name its leaf
+   * instead of the cluster's servers.
    */
-  leaves?: Record<string, ClusterServer>;
+  leaves?: Record<string, LeafServer>;
   /**
    * The cluster's JetStream domain. A leaf without JetStream gets `$JS.API.>` denied on
    * its connection (nats-server: "JetStream Not Extended"), so on a leaf a node's
@@ -89,6 +90,13 @@ export interface MeshState {
   domain?: string;
   nodes: Record<string, NodeRecord>;
   tokens: Record<string, TokenRecord>;
+  /**
+   * The objects each node may read (SHA-256 hex): those its last declaration names.
+   * The broker grants exactly these (auth.ts); `declare` sets them before it publishes.
+   */
+  grants?: Record<string, string[]>;
+  /** How much JetStream storage the object store reserves (bytes; streams.ts OBJECT_STORE_BYTES). */
+  objectStoreBytes?: number;
 }
 
 /** One server of a cluster, as the stand-in knows it. */
@@ -97,6 +105,25 @@ export interface ClusterServer {
   pin: string;
   pidFile: string;
   logFile: string;
+}
+
+/**
+ * A site's leaf server: as a server of the cluster, plus its own login to the
+ * cluster's leaf port (a user and a password random per site, for its site's account
+ * only; nats-server 2.9 takes no nkey for a remote).
+ */
+export interface LeafServer extends ClusterServer {
+  user?: string;
+  password?: string;
+}
+
+/** Fresh login credentials for the leaf server of site `site` (keep them in mesh.json). */
+export function newLeafCredentials(site: string): { user: string; password: string } {
+  const bytes = crypto.getRandomValues(new Uint8Array(24));
+  return {
+    user: `site-${site}`,
+    password: Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join(""),
+  };
 }
 
 /**
@@ -113,16 +140,30 @@ export function tokenBrokers(state: MeshState, via?: string): { url: string; pin
     [{ url: state.url, pin: state.pin }];
 }
 
-/** The state file, the auth block and the lock of a mesh directory. */
+/** The state file, the auth blocks and the lock of a mesh directory. */
 export function meshFiles(
   dir: string,
-): { state: string; auth: string; leafAuth: string; lock: string } {
+): { state: string; auth: string; leafAuth: (site: string) => string; lock: string } {
   return {
     state: join(dir, "mesh.json"),
     auth: join(dir, "auth.conf"),
-    leafAuth: join(dir, "auth-leaf.conf"),
+    leafAuth: (site: string) => join(dir, `auth-leaf-${site}.conf`),
     lock: join(dir, "mesh.lock"),
   };
+}
+
+/** Every broker configuration file the state renders, with its text. */
+function renderAll(dir: string, state: MeshState): [string, string][] {
+  const files = meshFiles(dir);
+  // A site's name becomes an account name and a file name: the same rule as a node's.
+  for (const site of Object.keys(state.leaves ?? {})) checkNodeName(site);
+  return [
+    [files.auth, renderAuth(state)],
+    ...Object.keys(state.leaves ?? {}).sort().map((site): [string, string] => [
+      files.leafAuth(site),
+      renderLeafAuth(state, site),
+    ]),
+  ];
 }
 
 /** Read the state of a mesh directory. */
@@ -154,16 +195,20 @@ export function checkNodeName(node: string): void {
 }
 
 /**
- * Write state and the auth block it implies (atomically each). Both auth blocks are
- * rendered first: a state that cannot be rendered (a hostile node name) writes nothing.
+ * Write state and the auth blocks it implies (atomically each). Every block is rendered
+ * and each one that changed is checked by nats-server (`-t`) first: a state that cannot
+ * be rendered (a hostile node name) or that the broker would not load (a key of the
+ * wrong type) writes nothing.
  */
 export async function writeState(dir: string, state: MeshState): Promise<void> {
-  const files = meshFiles(dir);
-  const auth = renderAuth(state);
-  const leafAuth = state.leaves ? renderAuth(state, new Date(), false) : undefined;
-  await atomicWrite(files.state, JSON.stringify(state, null, 2) + "\n");
-  await atomicWrite(files.auth, auth);
-  if (leafAuth !== undefined) await atomicWrite(files.leafAuth, leafAuth);
+  const rendered = renderAll(dir, state);
+  for (const [path, text] of rendered) {
+    if (text !== await Deno.readTextFile(path).catch(() => undefined)) {
+      await checkRendered(path, text);
+    }
+  }
+  await atomicWrite(meshFiles(dir).state, JSON.stringify(state, null, 2) + "\n");
+  for (const [path, text] of rendered) await atomicWrite(path, text);
 }
 
 /**
@@ -181,7 +226,7 @@ export async function withState<T>(
     const state = await readState(dir);
     const result = await change(state);
     await writeState(dir, state);
-    if (reload) await reloadBroker(state);
+    if (reload) await reloadBroker(dir, state);
     return result;
   } finally {
     lock.close();
@@ -224,152 +269,53 @@ export function reloader(dir: string, gapMs = 500): () => Promise<void> {
   };
 }
 
-/** The broker account of the control plane: it alone holds the JetStream streams. */
-export const CONTROL_ACCOUNT = "CONTROL";
-/** The broker account of the one-time join keys (they only reach the enrolment service). */
-export const JOIN_ACCOUNT = "JOIN";
-/** The broker account of one node: nothing but that node's own subjects exist in it. */
-export function nodeAccount(node: string): string {
-  return `NODE_${node}`;
-}
-
 /**
- * The broker's accounts block (DESIGN.md §18). The streams live in CONTROL.
- * Each admitted node has an account of its own that imports only its
- * declaration (stream), the direct get of it, its report, inventory and heartbeat
- * subjects (services), and exports nothing. A
- * reply subject a node chooses is therefore a subject of its own account (a
- * service import answers through the broker's own mapping of it): a response
- * can never land in another node's subject or in the JetStream API. Join keys live in JOIN, which imports
- * only the enrolment service. Per-user permissions stay as well. `jetstream` false: the
- * same block for a site's leaf server (auth-leaf.conf), whose CONTROL has no JetStream.
+ * Make every server load the current auth blocks: SIGHUP, then wait for each log to
+ * say it reloaded (or why it did not). The files every server took are kept
+ * (`FILE.loaded`); when a server refuses them, those last loaded go back in place and
+ * are loaded again, so that no server keeps a file on disk it would not start with,
+ * and the error says what the server refused.
  */
-export function renderAuth(state: MeshState, now: Date = new Date(), jetstream = true): string {
-  const q = (x: string) => JSON.stringify(x);
-  const list = (xs: string[], indent: string) =>
-    xs.length === 0 ? "[]" : `[\n${xs.map((x) => `${indent}  ${x}`).join("\n")}\n${indent}]`;
-  const controlExports = [
-    `{ service: "mesh.enrol.*", accounts: [${JOIN_ACCOUNT}] }`,
-  ];
-  const controlImports: string[] = [];
-  const contentReaders: string[] = [];
-  // On a leaf (jetstream false) a JetStream API subject crosses as the domain's API.
-  const viaDomain = (subject: string) =>
-    !jetstream && state.domain
-      ? subject.replace(/^\$JS\.API\./, `$JS.${state.domain}.API.`)
-      : subject;
-  const accounts: string[] = [];
-  // A node's account exists from its first token on, without a user until it is admitted.
-  // nats-server 2.9.10 subscribes an account's service imports on a reload only when the
-  // account was there before it (reload.go: addAllServiceImportSubs for carried-over
-  // accounts; configureAccounts skips them while reloading): a node whose account came
-  // with its admission reached no service (reports, direct get) until a later reload.
-  // For the same reason a revoked node keeps its account (only its user goes): a node
-  // whose account a reload removed and then added again got no link working after
-  // readmission (seen in tests/run_test.ts), so accounts are never removed.
-  const named = new Set([
-    ...Object.keys(state.nodes),
-    ...Object.values(state.tokens).map((token) => token.node),
-  ]);
-  for (const node of named) {
-    checkNodeName(node);
-    const record = state.nodes[node] as NodeRecord | undefined;
-    const users = record && !record.revoked ? [user(record.publicKey, nodePermissions(node))] : [];
-    const s = subjectsOf(node);
-    const account = nodeAccount(node);
-    const directGet = viaDomain(s.directGet);
-    // Reports and the inventory are services CONTROL exports to the node: the
-    // broker maps the node's reply subject to one of its own (`_R_.…`) in CONTROL,
-    // so JetStream's acknowledgement finds its way back to the node's inbox and
-    // can never be steered into a subject of CONTROL (the JetStream API) or of
-    // another node. The heartbeat too: it was a stream the node exported to CONTROL,
-    // and with nats-server 2.9.10 in a cluster a newly admitted node's heartbeats then
-    // sometimes never reached MESH_BEAT (a stream import added by a reload, its
-    // interest from another server), while its reports, a service, always did.
-    controlExports.push(
-      `{ service: ${q(directGet)}, accounts: [${q(account)}] }`,
-      `{ stream: ${q(s.declaration)}, accounts: [${q(account)}] }`,
-      `{ service: ${q(s.report)}, accounts: [${q(account)}] }`,
-      `{ service: ${q(s.inventory)}, accounts: [${q(account)}] }`,
-      `{ service: ${q(s.heartbeat)}, accounts: [${q(account)}] }`,
-    );
-    contentReaders.push(q(account));
-    accounts.push(`  ${q(account)} {
-    users: ${list(users, "    ")}
-    imports: ${
-      list([
-        directGet === s.directGet
-          ? `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.directGet)} } }`
-          : `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(directGet)} }, to: ${
-            q(s.directGet)
-          } }`,
-        `{ stream: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.declaration)} } }`,
-        `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.report)} } }`,
-        `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.inventory)} } }`,
-        `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.heartbeat)} } }`,
-        ...[CONTENT_SUBJECTS.directGet, CONTENT_SUBJECTS.metaGet].map((subject) =>
-          viaDomain(subject) === subject
-            ? `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(subject)} } }`
-            : `{ service: { account: ${CONTROL_ACCOUNT}, subject: ${q(viaDomain(subject))} }, ` +
-              `to: ${q(subject)} }`
-        ),
-      ], "    ")
-    }
-  }`);
-  }
-  // The mesh's object store: read by direct get, by every admitted node's account.
-  if (contentReaders.length > 0) {
-    for (const subject of [CONTENT_SUBJECTS.directGet, CONTENT_SUBJECTS.metaGet]) {
-      controlExports.push(
-        `{ service: ${q(viaDomain(subject))}, accounts: [${contentReaders.join(", ")}] }`,
-      );
-    }
-  }
-  const joins: string[] = [];
-  for (const [key, token] of Object.entries(state.tokens)) {
-    if (!token.retired && Date.parse(token.expires) > now.getTime()) {
-      joins.push(user(key, joinPermissions(token.node, key)));
-    }
-  }
-  return `# generated by lab/mesh (the stand-in control plane); do not edit
-accounts {
-  ${CONTROL_ACCOUNT} {
-    ${
-    jetstream
-      ? "jetstream: enabled"
-      // A site's leaf: CONTROL without JetStream of its own, so that the leaf connection
-      // carries CONTROL's JetStream API to the cluster (a leaf whose CONTROL had JetStream
-      // enabled denies $JS.API.> on it: "JetStream Not Extended").
-      : "# no JetStream here: the cluster's answers"
-  }
-    users: [ { nkey: ${state.control.publicKey} } ]
-    exports: ${list(controlExports, "    ")}
-    imports: ${list(controlImports, "    ")}
-  }
-  ${JOIN_ACCOUNT} {
-    users: ${list(joins, "    ")}
-    imports: [ { service: { account: ${CONTROL_ACCOUNT}, subject: "mesh.enrol.*" } } ]
-  }
-${accounts.join("\n")}
-}
-`;
-}
-
-function user(nkey: string, p: Permissions): string {
-  const list = (xs: string[]) => `[${xs.map((x) => JSON.stringify(x)).join(", ")}]`;
-  return `{ nkey: ${nkey}, permissions: { publish: { allow: ${list(p.publish)} }, ` +
-    `subscribe: { allow: ${list(p.subscribe)} } } }`;
-}
-
-/**
- * Make nats-server load the current auth block: SIGHUP, then wait for the log
- * to say it reloaded (or why it did not).
- */
-export async function reloadBroker(state: MeshState, timeoutMs = 10_000): Promise<void> {
-  if (!state.cluster) return await reloadOne(state, timeoutMs);
+export async function reloadBroker(
+  dir: string,
+  state: MeshState,
+  timeoutMs = 10_000,
+): Promise<void> {
   // A server that is down (killed by a scenario) reads the file when it starts again.
-  const servers = [...state.cluster, ...Object.values(state.leaves ?? {})];
-  await Promise.all(servers.map((server) => reloadOne(server, timeoutMs, true)));
+  const servers = state.cluster ? [...state.cluster, ...Object.values(state.leaves ?? {})] : [
+    state,
+  ];
+  const files = renderedFiles(dir, state);
+  try {
+    await Promise.all(servers.map((server) => reloadOne(server, timeoutMs, !!state.cluster)));
+  } catch (error) {
+    let restored = 0;
+    for (const path of files) {
+      const loaded = await Deno.readTextFile(`${path}.loaded`).catch(() => undefined);
+      if (loaded === undefined) continue;
+      await atomicWrite(path, loaded);
+      restored++;
+    }
+    if (restored > 0) {
+      await Promise.allSettled(servers.map((server) => reloadOne(server, timeoutMs, true)));
+    }
+    throw new Error(
+      `${(error as Error).message}; ${
+        restored > 0
+          ? "the configuration every server loaded last is back in place and loaded again"
+          : "no configuration had been loaded before, nothing to put back"
+      }`,
+    );
+  }
+  for (const path of files) {
+    await atomicWrite(`${path}.loaded`, await Deno.readTextFile(path));
+  }
+}
+
+/** The auth files of a mesh directory's state (auth.conf, then each site's). */
+function renderedFiles(dir: string, state: MeshState): string[] {
+  const files = meshFiles(dir);
+  return [files.auth, ...Object.keys(state.leaves ?? {}).sort().map(files.leafAuth)];
 }
 
 async function reloadOne(

@@ -15,6 +15,7 @@ import {
   assertOnlyThroughLeaf,
   cutLeafUplink,
   restoreLeafUplink,
+  rolloutContent,
   siteLeafUp,
 } from "../mesh/site_steps.ts";
 
@@ -25,7 +26,8 @@ export const scenario: Scenario = {
   name: "site",
   summary: "a leaf server joins a site's network to the three-server cluster; two light nodes " +
     "there enrol and apply through it; its uplink is cut: the nodes keep applying from their " +
-    "stores (drift repaired), a declaration published meanwhile reaches them when it is restored",
+    "stores (drift repaired), a declaration published meanwhile reaches them when it is " +
+    "restored; a file declared by digest reaches them from the object store through the leaf",
   machines: Object.fromEntries(
     nodes.map((n): [string, ScenarioMachine] => [n, { flavour: "plain", host: true, site: true }]),
   ),
@@ -44,5 +46,6 @@ export const scenario: Scenario = {
     waitFor(assertLeafConnected(true), 30),
     waitFor(assertFleetFiles(nodes, 2), 90, 1000),
     waitFor(assertReportsOnce(nodes, [1, 2]), 60, 2000),
+    rolloutContent(nodes, 3),
   ],
 };

@@ -1,12 +1,14 @@
 /**
  * The mesh's object store as a content source (DESIGN.md §19): an object named by
- * its SHA-256 (hex) is read by direct gets only, which is all the broker lets a node
- * do there: its description by name, then its chunks one by one, never more bytes
- * than were declared. What it returns is verified by the engine's resolver.
+ * its SHA-256 (hex) is read by direct gets only, each of one subject named in the
+ * request's subject (empty body), which is all the broker lets a node do there, and
+ * only for the objects its declaration names: the object's description, then its
+ * chunks one by one, never more bytes than were declared. What it returns is verified
+ * by the engine's resolver.
  */
 import type { MsgHdrs } from "@nats-io/transport-node";
 import { type ContentSource, WRONG_SIZE } from "../store/content.ts";
-import { CONTENT_BUCKET, CONTENT_SUBJECTS } from "./subjects.ts";
+import { CONTENT_STREAM, CONTENT_SUBJECTS } from "./subjects.ts";
 
 /** One request/reply over the link (the connection's `request`). */
 export type Requester = (
@@ -16,8 +18,8 @@ export type Requester = (
 
 /** The description the object store keeps for an object (the fields read here). */
 interface ObjectMeta {
-  nuid?: unknown;
   size?: unknown;
+  chunks?: unknown;
   deleted?: unknown;
 }
 
@@ -44,7 +46,7 @@ export function objectStoreSource(
   retryMs: readonly number[] = STALE_RETRY_MS,
 ): ContentSource {
   return {
-    name: `the mesh's object store (bucket "${CONTENT_BUCKET}")`,
+    name: `the mesh's object store (stream ${CONTENT_STREAM})`,
     async get(sha256, size) {
       for (let attempt = 0;; attempt++) {
         const got = await readObject(request, sha256, size);
@@ -60,14 +62,13 @@ function isNotYet(got: Uint8Array | null | typeof WRONG_SIZE | NotYet): got is N
   return typeof got === "object" && got !== null && "notYet" in got;
 }
 
-/** One read of an object: its description by name, then its chunks. */
+/** One read of an object: its description, then its chunks. */
 async function readObject(
   request: Requester,
   sha256: string,
   size: number,
 ): Promise<Uint8Array | null | typeof WRONG_SIZE | NotYet> {
-  const name = CONTENT_SUBJECTS.meta(sha256).split(".").pop()!;
-  const described = await request(CONTENT_SUBJECTS.metaGet.replace(/\*$/, name), "");
+  const described = await request(CONTENT_SUBJECTS.get(CONTENT_SUBJECTS.meta(sha256)), "");
   if (status(described.headers) === 404) return { notYet: null };
   if (status(described.headers) >= 300) {
     throw new Error(
@@ -78,24 +79,18 @@ async function readObject(
   }
   const meta = JSON.parse(new TextDecoder().decode(described.data)) as ObjectMeta;
   if (meta.deleted === true) return null;
-  if (meta.size !== size || typeof meta.nuid !== "string") return WRONG_SIZE;
-  const chunks = CONTENT_SUBJECTS.chunks(meta.nuid);
+  if (meta.size !== size || !Number.isSafeInteger(meta.chunks) || (meta.chunks as number) < 0) {
+    return WRONG_SIZE;
+  }
   const bytes = new Uint8Array(size);
   let done = 0;
-  let seq = 1;
-  while (done < size) {
-    const reply = await request(
-      CONTENT_SUBJECTS.directGet,
-      JSON.stringify({ seq, next_by_subj: chunks }),
-    );
+  for (let index = 0; index < (meta.chunks as number); index++) {
+    const reply = await request(CONTENT_SUBJECTS.get(CONTENT_SUBJECTS.chunk(sha256, index)), "");
     if (status(reply.headers) === 404) return { notYet: WRONG_SIZE };
     if (status(reply.headers) !== 0 && status(reply.headers) !== 200) return WRONG_SIZE;
-    if (done + reply.data.length > size) return WRONG_SIZE;
+    if (reply.data.length === 0 || done + reply.data.length > size) return WRONG_SIZE;
     bytes.set(reply.data, done);
     done += reply.data.length;
-    seq = Number(reply.headers?.get("Nats-Sequence")) + 1;
-    if (!Number.isSafeInteger(seq)) return WRONG_SIZE;
-    if (reply.data.length === 0) return WRONG_SIZE;
   }
-  return bytes;
+  return done === size ? bytes : WRONG_SIZE;
 }

@@ -5,9 +5,10 @@
  * new public key, prove the admission by connecting with the node's own key,
  * and only then record the identity in the store.
  *
- * Enrolment request (on mesh.enrol.<node>, as the join key):
- *   { "v": 1, "node": N, "join": "U…" (the token's join key, public part),
- *     "publicKey": "U…" (the node's new key), "sig": base64url(sign(enrolStatement)) }
+ * Enrolment request (on mesh.enrol.<node>.<join public key>, as the join key, which
+ * the broker lets publish there and nowhere else: the subject names the token spent):
+ *   { "v": 1, "node": N, "publicKey": "U…" (the node's new user key),
+ *     "sig": base64url(sign(enrolStatement)) }
  * Answer: { "ok": true } or { "ok": false, "error": "why" }.
  */
 import { createUser, fromSeed } from "@nats-io/nkeys";
@@ -23,7 +24,7 @@ import {
   writeIdentity,
   writeSeed,
 } from "./identity.ts";
-import { joinInboxPrefix, subjectsOf } from "./subjects.ts";
+import { enrolSubject, joinInboxPrefix, subjectsOf } from "./subjects.ts";
 import { decodeToken } from "./token.ts";
 import { base64url } from "./_base64url.ts";
 
@@ -32,12 +33,14 @@ export function enrolStatement(node: string, publicKey: string): string {
   return `nox-mesh-host enrol v1 ${node} ${publicKey}`;
 }
 
-/** An enrolment request, as the control plane receives it. */
+/**
+ * An enrolment request, as the control plane receives it. Which token it spends is
+ * the join key in its subject (`enrolSubject`), never a field of the request.
+ */
 export interface EnrolRequest {
   v: 1;
   node: string;
-  /** The public part of the token's one-time join key (which token is being used). */
-  join: string;
+  /** The node's new public key: an NKey user key (`U…`). */
   publicKey: string;
   /** base64url signature of enrolStatement(node, publicKey) by the new key. */
   sig: string;
@@ -77,7 +80,6 @@ export async function enrol(
     );
   }
   const brokers = token.brokers;
-  const subjects = subjectsOf(token.node);
   const timing = options.timing ?? CONNECTION_TIMING;
   const log = options.log ?? (() => {});
 
@@ -101,11 +103,11 @@ export async function enrol(
     const request: EnrolRequest = {
       v: 1,
       node: token.node,
-      join: join.getPublicKey(),
       publicKey,
       sig: base64url(pair.sign(new TextEncoder().encode(enrolStatement(token.node, publicKey)))),
     };
-    const reply = await nc.request(subjects.enrol, JSON.stringify(request), {
+    const subject = enrolSubject(token.node, join.getPublicKey());
+    const reply = await nc.request(subject, JSON.stringify(request), {
       timeout: options.requestTimeoutMs ?? 20_000,
     });
     answer = JSON.parse(reply.string());
@@ -209,10 +211,11 @@ async function openWithJoinKey(
       });
       return { nc: opened.nc, url: brokers[opened.index].url };
     } catch (error) {
-      if (!(error instanceof LinkError) || error.reason !== "auth") throw error;
+      if (!(error instanceof LinkError) || !momentary(error)) throw error;
       const step = Math.min(1600, 200 * 2 ** (attempt - 1));
       const pause = step / 2 + Math.random() * (step / 2);
       const spent = Date.now() - started;
+      if (spent + pause > options.windowMs && error.reason !== "auth") throw error;
       if (spent + pause > options.windowMs) {
         throw new LinkError(
           "auth",
@@ -225,12 +228,29 @@ async function openWithJoinKey(
         );
       }
       options.log(
-        `${url} refused the token's one-time key (a broker refuses connections for a moment ` +
-          `while it reloads); trying again in ${(pause / 1000).toFixed(1)} s`,
+        `${url} ${
+          error.reason === "auth"
+            ? "refused the token's one-time key (a broker refuses connections for a moment " +
+              "while it reloads)"
+            : "closed the connection in its handshake (a broker drops those while it reloads)"
+        }; trying again in ${(pause / 1000).toFixed(1)} s`,
       );
       await new Promise((resolve) => setTimeout(resolve, pause));
     }
   }
+}
+
+/**
+ * Whether a failure to connect with the join key may pass: a refusal of the key, or a
+ * connection the broker accepted and then dropped (EPIPE, ECONNRESET). nats-server
+ * 2.9.10 drops, on each reload of its configuration, every connection still in its
+ * handshake, and the client sees one or the other depending on the moment.
+ */
+function momentary(error: LinkError): boolean {
+  if (error.reason === "auth") return true;
+  const cause = error.cause as { code?: string; cause?: { code?: string } } | undefined;
+  const code = cause?.code ?? cause?.cause?.code;
+  return error.reason === "tcp" && (code === "EPIPE" || code === "ECONNRESET");
 }
 
 /** Connect with the node's own key, allowing the broker a moment to load the admission. */

@@ -27,9 +27,16 @@ import { classifyLinkError, LinkError } from "./errors.ts";
 import type { Identity } from "./identity.ts";
 import type { LogLevel } from "../log.ts";
 import { ROTATION_HEADER, SIGNATURE_HEADER } from "./signature.ts";
-import { MESSAGE_ID_HEADER, subjectsOf } from "./subjects.ts";
+import { MESSAGE_ID_HEADER, NODE_LIMITS, subjectsOf } from "./subjects.ts";
 import { objectStoreSource } from "./content.ts";
 import type { ContentSource } from "../store/content.ts";
+
+/** The most the broker stores of each kind of message a node sends (NODE_LIMITS). */
+const KIND_LIMIT = {
+  report: NODE_LIMITS.reportBytes,
+  heartbeat: NODE_LIMITS.heartbeatBytes,
+  inventory: NODE_LIMITS.inventoryBytes,
+} as const;
 
 /** Where the link is. */
 export type LinkPhase = "connecting" | "up" | "down" | "stopped";
@@ -134,12 +141,17 @@ export class Link {
     this.#loop ??= this.#run();
   }
 
-  /** Publish a JSON message on one of the node's subjects; false when the link is not up. */
+  /**
+   * Publish a JSON message on one of the node's subjects; false when the link is not
+   * up, or the message is larger than the broker stores of its kind (NODE_LIMITS).
+   */
   publish(kind: "report" | "heartbeat", message: unknown): boolean {
     const nc = this.#nc;
     if (!nc || this.#state.phase !== "up") return false;
+    const body = new TextEncoder().encode(JSON.stringify(message));
+    if (body.length > KIND_LIMIT[kind]) return false;
     try {
-      nc.publish(subjectsOf(this.#identity.node)[kind], JSON.stringify(message));
+      nc.publish(subjectsOf(this.#identity.node)[kind], body);
       return true;
     } catch {
       return false;
@@ -178,6 +190,16 @@ export class Link {
     const nc = this.#nc;
     if (!nc || this.#state.phase !== "up") {
       throw new LinkError("closed", "node", "the link is not up");
+    }
+    const size = new TextEncoder().encode(body).length;
+    if (size > KIND_LIMIT[kind]) {
+      throw new LinkError(
+        "protocol",
+        "node",
+        `the ${kind} is ${size} bytes; the broker stores at most ${
+          KIND_LIMIT[kind]
+        } of a node's ${kind}`,
+      );
     }
     const h = headers();
     h.set(MESSAGE_ID_HEADER, id);

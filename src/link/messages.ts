@@ -14,6 +14,7 @@ import type { PlanEntry, ResourceResult } from "../engine/types.ts";
 import type { Hold } from "../engine/hold.ts";
 import { runtimeVersion, VERSION } from "../version.ts";
 import type { CapabilityState, Profile } from "../profile.ts";
+import { NODE_LIMITS } from "./subjects.ts";
 
 /**
  * What started a reconcile or an apply: "rescue" for the apply that answered a rescue
@@ -37,7 +38,11 @@ export interface ApplyMessage {
   durationMs: number;
   counts: ApplyReport["counts"];
   results: ResourceResult[];
-  /** Unchanged results left out to keep the message small. */
+  /**
+   * Results left out to keep the report within what the broker stores
+   * (NODE_LIMITS.reportBytes): the unchanged ones first, then the last of the others
+   * (a failed one is always kept).
+   */
   omitted?: number;
   error?: string;
   /** Added on delivery (src/run/outbox.ts): the message id, also sent as `Nats-Msg-Id`. */
@@ -144,18 +149,44 @@ export function heldMessage(
   };
 }
 
-/** Results above this size are trimmed to the ones that are not "unchanged". */
-const MAX_RESULTS_BYTES = 256 * 1024;
+/**
+ * What a report may take before delivery adds its `id` and `dropped` fields: the
+ * broker stores reports of at most NODE_LIMITS.reportBytes, and one it refused would
+ * stay at the head of the outbox for ever.
+ */
+export const REPORT_BUDGET = NODE_LIMITS.reportBytes - 512;
 
-/** The report of an apply. */
-export function applyMessage(node: string, report: ApplyReport, trigger: Trigger): ApplyMessage {
-  let results = report.results;
-  let omitted: number | undefined;
-  if (JSON.stringify(results).length > MAX_RESULTS_BYTES) {
-    results = results.filter((r) => r.outcome !== "unchanged");
-    omitted = report.results.length - results.length;
+/** A message's size as it goes on the wire (UTF-8 JSON). */
+export function wireSize(message: unknown): number {
+  return new TextEncoder().encode(JSON.stringify(message)).length;
+}
+
+/** How many of the first `list` items `build` can carry within `budget` bytes. */
+function fitting<T>(list: readonly T[], build: (items: T[]) => unknown, budget: number): number {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = Math.ceil((lo + hi) / 2);
+    if (wireSize(build(list.slice(0, mid))) <= budget) lo = mid;
+    else hi = mid - 1;
   }
-  return {
+  return lo;
+}
+
+/** `text` cut to at most `max` characters, saying so. */
+function cut(text: string, max: number): string {
+  return text.length <= max
+    ? text
+    : `${text.slice(0, max)}… (${text.length - max} more characters)`;
+}
+
+/**
+ * The report of an apply, within REPORT_BUDGET: unchanged results are left out first,
+ * then the last of the others (the failed ones stay), counted in `omitted`.
+ */
+export function applyMessage(node: string, report: ApplyReport, trigger: Trigger): ApplyMessage {
+  const all = report.results;
+  const build = (results: ResourceResult[], error = report.error): ApplyMessage => ({
     v: 1,
     kind: "apply",
     node,
@@ -170,9 +201,53 @@ export function applyMessage(node: string, report: ApplyReport, trigger: Trigger
     durationMs: report.durationMs,
     counts: report.counts,
     results,
-    ...(omitted ? { omitted } : {}),
-    ...(report.error ? { error: report.error } : {}),
+    ...(results.length < all.length ? { omitted: all.length - results.length } : {}),
+    ...(error ? { error } : {}),
+  });
+  let message = build(all);
+  if (wireSize(message) <= REPORT_BUDGET) return message;
+  const telling = all.filter((r) => r.outcome !== "unchanged");
+  message = build(telling);
+  if (wireSize(message) <= REPORT_BUDGET) return message;
+  // Still too large: the failed results, and as many of the others as fit, in order.
+  const failed = all.filter((r) => r.outcome === "failed").slice(0, 10).map((r) => ({
+    ...r,
+    detail: r.detail === undefined ? undefined : cut(r.detail, 2000),
+  }));
+  const others = telling.filter((r) => r.outcome !== "failed");
+  const error = report.error === undefined ? undefined : cut(report.error, 4000);
+  const kept = (items: ResourceResult[]) => {
+    const chosen = new Set<ResourceResult>(items);
+    return [...others.filter((r) => chosen.has(r)), ...failed];
   };
+  const n = fitting(others, (items) => build(kept(items), error), REPORT_BUDGET);
+  return build(kept(others.slice(0, n)), error);
+}
+
+/**
+ * A stored report (JSON text) within `limit` bytes once delivery adds its fields: as it
+ * is when it fits; otherwise without its per-resource results or problems (counted in
+ * `omitted`) and with its long texts cut. A report kept by an earlier version (which
+ * cut at 256 KiB) would otherwise stay at the head of the outbox for ever.
+ */
+export function shrinkReport(
+  body: Record<string, unknown>,
+  limit: number,
+): Record<string, unknown> {
+  if (wireSize(body) <= limit) return body;
+  const out: Record<string, unknown> = { ...body };
+  let omitted = typeof body.omitted === "number" ? body.omitted : 0;
+  for (const key of ["results", "problems"]) {
+    if (Array.isArray(out[key])) {
+      omitted += (out[key] as unknown[]).length;
+      out[key] = [];
+    }
+  }
+  if (omitted > 0) out.omitted = omitted;
+  for (const key of ["error", "message", "origin"]) {
+    if (typeof out[key] === "string") out[key] = cut(out[key] as string, 2000);
+  }
+  return out;
 }
 
 /** The report of a refusal. */
@@ -183,7 +258,7 @@ export function refusalMessage(
   message: string,
   problems: Problem[],
 ): RefusalMessage {
-  return {
+  const build = (list: Problem[], text = message): RefusalMessage => ({
     v: 1,
     kind: "refused",
     node,
@@ -191,9 +266,16 @@ export function refusalMessage(
     at: new Date().toISOString(),
     serial: serial ?? null,
     reason,
-    message,
-    problems: problems.slice(0, 50),
-  };
+    message: text,
+    problems: list,
+  });
+  const first = problems.slice(0, 50);
+  const built = build(first);
+  if (wireSize(built) <= REPORT_BUDGET) return built;
+  // Within REPORT_BUDGET: the message and each problem cut short, then fewer problems.
+  const short = first.map((p) => ({ ...p, path: cut(p.path, 500), message: cut(p.message, 1000) }));
+  const text = cut(message, 4000);
+  return build(short.slice(0, fitting(short, (list) => build(list, text), REPORT_BUDGET)), text);
 }
 
 /** The held set as [key, digest] pairs, and its digest. */
@@ -206,7 +288,11 @@ export function heldSummary(store: Store): { list: [string, string][]; digest: s
   return { list, digest };
 }
 
-/** Build a heartbeat; `withList` adds the held list. */
+/**
+ * Build a heartbeat; `withList` adds the held list, unless that makes it larger than
+ * the broker stores of a heartbeat (NODE_LIMITS.heartbeatBytes): the list then stays
+ * out, and the control plane has it from the inventory.
+ */
 export function heartbeatMessage(
   node: string,
   store: Store,
@@ -220,7 +306,7 @@ export function heartbeatMessage(
   withList: boolean,
 ): HeartbeatMessage {
   const last = store.lastApply();
-  return {
+  const message: HeartbeatMessage = {
     v: 1,
     kind: "heartbeat",
     node,
@@ -238,6 +324,8 @@ export function heartbeatMessage(
     ...(withList ? { heldList: held.list } : {}),
     hold: facts.hold ?? null,
   };
+  if (withList && wireSize(message) > NODE_LIMITS.heartbeatBytes) delete message.heldList;
+  return message;
 }
 
 /** A capability as the inventory carries it: the state and what provides it, no evidence. */

@@ -8,24 +8,63 @@
 export const DECLARATION_STREAM = "MESH_DECL";
 
 /**
- * The mesh's object store (DESIGN.md §19): one bucket per mesh (one broker here), in
- * the NATS object store's layout, so `nats object` tools read and write it too.
+ * The mesh's object store (DESIGN.md §19): one JetStream stream per mesh, keyed by
+ * content. An object named by its SHA-256 (hex) `H` is a description on
+ * `mesh.obj.H.meta` (`{v, size, chunks}`) and its bytes in chunks on `mesh.obj.H.0`,
+ * `mesh.obj.H.1`, … (one message per subject, the last one kept). A node reads each
+ * with the subject-in-the-name direct get, empty body, and may publish only the
+ * direct gets of the objects its declaration names (`nodePermissions`): the broker
+ * refuses it every other object, and the body form (`{"seq": N}`) altogether.
  */
-export const CONTENT_BUCKET = "mesh";
-/** The JetStream stream behind the bucket. */
-export const CONTENT_STREAM = `OBJ_${CONTENT_BUCKET}`;
+export const CONTENT_STREAM = "MESH_OBJ";
 
 /** The subjects of the mesh's object store. */
 export const CONTENT_SUBJECTS = {
-  /** Direct get with a body (`{seq, next_by_subj}`): how a node reads an object's chunks. */
-  directGet: `$JS.API.DIRECT.GET.${CONTENT_STREAM}`,
-  /** Direct get of an object's description by name (subject in the name). */
-  metaGet: `$JS.API.DIRECT.GET.${CONTENT_STREAM}.$O.${CONTENT_BUCKET}.M.*`,
-  /** Where an object's description is kept (the name, base64url with padding). */
-  meta: (name: string): string =>
-    `$O.${CONTENT_BUCKET}.M.${new TextEncoder().encode(name).toBase64({ alphabet: "base64url" })}`,
-  /** Where an object's chunks are kept. */
-  chunks: (nuid: string): string => `$O.${CONTENT_BUCKET}.C.${nuid}`,
+  /** Every subject of the stream. */
+  all: "mesh.obj.>",
+  /** Where an object's description is kept. */
+  meta: (sha256: string): string => `mesh.obj.${sha256}.meta`,
+  /** Where an object's chunk `index` (0, 1, …) is kept. */
+  chunk: (sha256: string, index: number): string => `mesh.obj.${sha256}.${index}`,
+  /** The direct get of one subject of the stream (`meta` or a chunk), empty body. */
+  get: (subject: string): string => `$JS.API.DIRECT.GET.${CONTENT_STREAM}.${subject}`,
+  /** What a node is granted for one object: the direct gets of its description and chunks. */
+  grant: (sha256: string): string => `$JS.API.DIRECT.GET.${CONTENT_STREAM}.mesh.obj.${sha256}.*`,
+} as const;
+
+/** A content digest as the object store names it (64 lowercase hex digits). */
+const SHA256_HEX = /^[0-9a-f]{64}$/;
+
+/**
+ * The objects a declaration names (every `contentSha256` of its resources: files, the
+ * host's own tarball), sorted, each once: what the node it is addressed to may read.
+ * Anything that is not a declaration's shape names nothing.
+ */
+export function contentDigestsOf(declaration: unknown): string[] {
+  const resources = (declaration as { resources?: unknown } | null)?.resources;
+  if (!Array.isArray(resources)) return [];
+  const found = new Set<string>();
+  for (const r of resources) {
+    const sha = (r as { contentSha256?: unknown } | null)?.contentSha256;
+    if (typeof sha === "string" && SHA256_HEX.test(sha)) found.add(sha);
+  }
+  return [...found].sort();
+}
+
+/**
+ * What a node may send and what the broker keeps of it (DESIGN.md §18): the broker
+ * enforces each (its account's `max_payload`, each stream's `max_msg_size`), and the
+ * host keeps its own messages within them, so that it is never cut off for one.
+ */
+export const NODE_LIMITS = {
+  /** The largest message a node may publish at all (its account's `max_payload`). */
+  maxPayload: 1024 * 1024,
+  /** The largest report (an apply, a refusal, a restart) its stream stores. */
+  reportBytes: 64 * 1024,
+  /** The largest heartbeat its stream stores (the held list is left out above it). */
+  heartbeatBytes: 64 * 1024,
+  /** The largest inventory its stream stores. */
+  inventoryBytes: 1024 * 1024,
 } as const;
 
 /**
@@ -48,8 +87,6 @@ export interface NodeSubjects {
   inboxPrefix: string;
   /** Direct get of the node's last declaration (subject-in-the-name form, empty body). */
   directGet: string;
-  /** Enrolment requests for this node (only the one-time join key may publish here). */
-  enrol: string;
 }
 
 /** The subjects of node `node` (a node id: safe as a NATS token). */
@@ -62,7 +99,6 @@ export function subjectsOf(node: string): NodeSubjects {
     inventory: `mesh.node.${node}.inventory`,
     inboxPrefix: `_INBOX.${node}`,
     directGet: `$JS.API.DIRECT.GET.${DECLARATION_STREAM}.${declaration}`,
-    enrol: `mesh.enrol.${node}`,
   };
 }
 
@@ -74,25 +110,42 @@ export interface Permissions {
 
 /**
  * What the broker grants an enrolled node: publish its own report, heartbeat and
- * inventory, the direct get of its own declaration and the direct gets that read the
- * mesh's object store (reads only: no write, no delete); subscribe to its own
- * declaration subject and its own inbox (where JetStream's acknowledgements of its
- * reports and inventory arrive). Nothing else (no `$JS.API.>`, no wildcards across nodes).
+ * inventory, the direct get of its own declaration and the direct gets of exactly the
+ * objects `content` (SHA-256 hex, what its declaration names: `contentDigestsOf`);
+ * subscribe to its own declaration subject and its own inbox (where JetStream's
+ * acknowledgements of its reports and inventory arrive). Nothing else (no `$JS.API.>`,
+ * no wildcards across nodes, no object it was not declared). The one place that says
+ * what a node may do: the control plane renders it, the tests hold the broker to it.
  */
-export function nodePermissions(node: string): Permissions {
+export function nodePermissions(node: string, content: readonly string[] = []): Permissions {
   const s = subjectsOf(node);
+  for (const sha of content) {
+    if (!SHA256_HEX.test(sha)) throw new Error(`not a content digest: ${JSON.stringify(sha)}`);
+  }
   return {
     publish: [
       s.report,
       s.heartbeat,
       s.inventory,
       s.directGet,
-      CONTENT_SUBJECTS.directGet,
-      CONTENT_SUBJECTS.metaGet,
+      ...content.map(CONTENT_SUBJECTS.grant),
     ],
     subscribe: [s.declaration, `${s.inboxPrefix}.>`],
   };
 }
+
+/**
+ * Where the holder of a one-time join key (public key `joinPublicKey`) asks to
+ * enrol `node`: the key is a token of the subject, and the broker lets that key
+ * publish there and nowhere else, so the control plane knows which token is being
+ * spent from the subject the broker accepted, never from what the request says.
+ */
+export function enrolSubject(node: string, joinPublicKey: string): string {
+  return `mesh.enrol.${node}.${joinPublicKey}`;
+}
+
+/** Every enrolment subject (the control plane's subscription, the service it exports). */
+export const ENROL_SUBJECTS = "mesh.enrol.*.*";
 
 /**
  * The inbox prefix of a one-time join key: its own, named by the key, never a
@@ -104,11 +157,11 @@ export function joinInboxPrefix(joinPublicKey: string): string {
 
 /**
  * What the broker grants a one-time join key (public key `joinPublicKey`): ask
- * to enrol this node, and hear the answer on its own inbox.
+ * to enrol this node on its own enrolment subject, and hear the answer on its own inbox.
  */
 export function joinPermissions(node: string, joinPublicKey: string): Permissions {
   return {
-    publish: [subjectsOf(node).enrol],
+    publish: [enrolSubject(node, joinPublicKey)],
     subscribe: [`${joinInboxPrefix(joinPublicKey)}.>`],
   };
 }

@@ -7,6 +7,7 @@
  * counted in the next one delivered (`dropped`).
  */
 import { describeError } from "../errors.ts";
+import { REPORT_BUDGET, shrinkReport } from "../link/messages.ts";
 import type { Link } from "../link/link.ts";
 import type { Log } from "../log.ts";
 import type { OutboxBounds, OutboxEntry } from "../store/outbox.ts";
@@ -21,9 +22,13 @@ export function messageId(node: string, entry: OutboxEntry): string {
   return `${node}.${entry.key}`;
 }
 
-/** The report as it is delivered: the stored one with its id and the dropped count. */
+/**
+ * The report as it is delivered: the stored one with its id and the dropped count,
+ * within what the broker stores of a report (shrunk when an older version kept it
+ * larger).
+ */
 export function outgoing(entry: OutboxEntry, id: string): string {
-  const body = JSON.parse(entry.body) as Record<string, unknown>;
+  const body = shrinkReport(JSON.parse(entry.body) as Record<string, unknown>, REPORT_BUDGET);
   return JSON.stringify({ ...body, id, ...(entry.dropped > 0 ? { dropped: entry.dropped } : {}) });
 }
 

@@ -1,0 +1,344 @@
+/**
+ * The broker configuration the stand-in control plane renders from its records
+ * (DESIGN.md §18): the `accounts` block every server of the mesh includes
+ * (auth.conf), and one per site for that site's leaf server (auth-leaf-NAME.conf).
+ * Every rendering is checked by `nats-server -t` before it is written (state.ts).
+ *
+ * - `CONTROL` holds the streams and the control plane's user. It exports, per node,
+ *   that node's declaration (stream), its direct get, report, inventory and heartbeat
+ *   (services) to the node's account only, and the direct gets of exactly the objects
+ *   the node's last declaration names (a service per object, to the accounts of the
+ *   nodes granted it); the enrolment service to `JOIN`.
+ * - `NODE_<n>` per node: its user (nodePermissions of src/link/subjects.ts), its
+ *   imports, nothing exported, and limits on what it may send (NODE_LIMITS).
+ * - `JOIN`: the live join keys, each allowed to publish only its own enrolment subject.
+ * - `SITE_<s>` per site: the login of that site's leaf server (a user and password of
+ *   its own, leaf connections only), importing exactly what the site's nodes use: a
+ *   leaf reaches no other node, no other object and no JetStream API.
+ *
+ * A site's leaf server holds `UPLINK` (bound to its `SITE_<s>` on the cluster) and
+ * the accounts of the site's nodes and join keys only.
+ */
+import {
+  CONTENT_SUBJECTS,
+  ENROL_SUBJECTS,
+  joinPermissions,
+  NODE_LIMITS,
+  nodePermissions,
+  type Permissions,
+  subjectsOf,
+} from "../../src/link/subjects.ts";
+import { checkNodeName, type MeshState, type NodeRecord } from "./state.ts";
+
+/** The broker account of the control plane: it alone holds the JetStream streams. */
+export const CONTROL_ACCOUNT = "CONTROL";
+/** The broker account of the one-time join keys (they only reach the enrolment service). */
+export const JOIN_ACCOUNT = "JOIN";
+/** On a site's leaf server: the account bound to its site's account on the cluster. */
+export const UPLINK_ACCOUNT = "UPLINK";
+/** The broker account of one node: nothing but that node's own subjects exist in it. */
+export function nodeAccount(node: string): string {
+  return `NODE_${node}`;
+}
+/** The broker account a site's leaf server logs into on the cluster. */
+export function siteAccount(site: string): string {
+  return `SITE_${site}`;
+}
+
+/** What a node's account may use on a server (account `limits`). */
+const NODE_ACCOUNT_LIMITS = {
+  max_payload: NODE_LIMITS.maxPayload,
+  // A running host holds one connection (enrolment proves its key with a second) and
+  // a few subscriptions; these bound what a node that misbehaves can make a server hold.
+  max_connections: 16,
+  max_subscriptions: 100,
+};
+/** What the join account may send: enrolment requests, a few hundred bytes each. */
+const JOIN_ACCOUNT_LIMITS = { max_payload: 4096 };
+
+const q = (x: string) => JSON.stringify(x);
+const list = (xs: string[], indent: string) =>
+  xs.length === 0 ? "[]" : `[\n${xs.map((x) => `${indent}  ${x}`).join("\n")}\n${indent}]`;
+const limits = (l: Record<string, number>) =>
+  `{ ${Object.entries(l).map(([k, v]) => `${k}: ${v}`).join(", ")} }`;
+
+/**
+ * Every node with an account: admitted ones and those a token was minted for. A
+ * node's account exists from its first token on, and is never removed: nats-server
+ * 2.9.10 subscribes an account's service imports on a reload only when the account
+ * existed before it (reload.go: addAllServiceImportSubs for carried-over accounts), so
+ * an account that came with its admission reached no service until a later reload;
+ * and a node whose account a reload removed and then added again got no link working
+ * after readmission (seen in tests/run_test.ts).
+ */
+export function namedNodes(state: MeshState): string[] {
+  const named = new Set([
+    ...Object.keys(state.nodes),
+    ...Object.values(state.tokens).map((token) => token.node),
+  ]);
+  for (const node of named) checkNodeName(node);
+  return [...named].sort();
+}
+
+/** The sites a node belongs to: those its tokens named, and the one it was admitted through. */
+export function sitesOf(state: MeshState, node: string): string[] {
+  const sites = new Set<string>();
+  for (const token of Object.values(state.tokens)) {
+    if (token.node === node && token.via !== undefined) sites.add(token.via);
+  }
+  const site = state.nodes[node]?.site;
+  if (site !== undefined) sites.add(site);
+  return [...sites].filter((s) => state.leaves?.[s] !== undefined).sort();
+}
+
+/** The objects `node` may read: those its last declaration names. */
+function grantsOf(state: MeshState, node: string): string[] {
+  return state.grants?.[node] ?? [];
+}
+
+/** A user entry: an nkey with its permissions, client connections only. */
+function user(nkey: string, p: Permissions): string {
+  const l = (xs: string[]) => `[${xs.map(q).join(", ")}]`;
+  return `{ nkey: ${nkey}, allowed_connection_types: ["STANDARD"], permissions: { ` +
+    `publish: { allow: ${l(p.publish)} }, subscribe: { allow: ${l(p.subscribe)} } } }`;
+}
+
+/** The live join keys of tokens through `via` (undefined: through the cluster). */
+function joinUsers(state: MeshState, now: Date, via: string | undefined): string[] {
+  const users: string[] = [];
+  for (const [key, token] of Object.entries(state.tokens)) {
+    if (token.via !== via || token.retired || Date.parse(token.expires) <= now.getTime()) continue;
+    users.push(user(key, joinPermissions(token.node, key)));
+  }
+  return users;
+}
+
+/** The user of an admitted, unrevoked node, with the permissions of its grants. */
+function nodeUsers(state: MeshState, node: string): string[] {
+  const record = state.nodes[node] as NodeRecord | undefined;
+  return record && !record.revoked
+    ? [user(record.publicKey, nodePermissions(node, grantsOf(state, node)))]
+    : [];
+}
+
+/**
+ * The import of `subject` from `from` as a service, arriving in the importer as
+ * `local` (on a leaf: a JetStream API subject crosses as the cluster domain's).
+ */
+function serviceImport(from: string, subject: string, local = subject): string {
+  return local === subject
+    ? `{ service: { account: ${from}, subject: ${q(subject)} } }`
+    : `{ service: { account: ${from}, subject: ${q(subject)} }, to: ${q(local)} }`;
+}
+
+/** A node's account: its user, its limits, and imports of its own subjects from `from`. */
+function nodeAccountBlock(
+  state: MeshState,
+  node: string,
+  from: string,
+  remote: (subject: string) => string = (s) => s,
+): string {
+  const s = subjectsOf(node);
+  const imports = [
+    serviceImport(from, remote(s.directGet), s.directGet),
+    `{ stream: { account: ${from}, subject: ${q(s.declaration)} } }`,
+    serviceImport(from, s.report),
+    serviceImport(from, s.inventory),
+    serviceImport(from, s.heartbeat),
+    ...grantsOf(state, node).map((sha) => {
+      const grant = CONTENT_SUBJECTS.grant(sha);
+      return serviceImport(from, remote(grant), grant);
+    }),
+  ];
+  return `  ${q(nodeAccount(node))} {
+    users: ${list(nodeUsers(state, node), "    ")}
+    imports: ${list(imports, "    ")}
+    limits: ${limits(NODE_ACCOUNT_LIMITS)}
+  }`;
+}
+
+/** Exports of one node's subjects to `accounts` (its own, and the sites' that carry it). */
+function nodeExports(node: string, accounts: string[], directGet: string): string[] {
+  const s = subjectsOf(node);
+  const to = `[${accounts.map(q).join(", ")}]`;
+  return [
+    `{ service: ${q(directGet)}, accounts: ${to} }`,
+    `{ stream: ${q(s.declaration)}, accounts: ${to} }`,
+    `{ service: ${q(s.report)}, accounts: ${to} }`,
+    `{ service: ${q(s.inventory)}, accounts: ${to} }`,
+    `{ service: ${q(s.heartbeat)}, accounts: ${to} }`,
+  ];
+}
+
+/** One export per object some node of `nodes` is granted, to the accounts `who` names. */
+function grantExports(
+  state: MeshState,
+  nodes: string[],
+  who: (node: string) => string[],
+  subject: (grant: string) => string = (s) => s,
+): string[] {
+  const readers = new Map<string, Set<string>>();
+  for (const node of nodes) {
+    for (const sha of grantsOf(state, node)) {
+      const set = readers.get(sha) ?? new Set<string>();
+      for (const account of who(node)) set.add(account);
+      readers.set(sha, set);
+    }
+  }
+  return [...readers.entries()].sort().map(([sha, accounts]) =>
+    `{ service: ${q(subject(CONTENT_SUBJECTS.grant(sha)))}, accounts: [${
+      [...accounts].sort().map(q).join(", ")
+    }] }`
+  );
+}
+
+/**
+ * The cluster's accounts block (auth.conf; also the one broker's). A reply subject a
+ * node chooses is a subject of its own account (a service import answers through the
+ * broker's own mapping of it): a response can never land in another node's subject or
+ * in the JetStream API.
+ */
+export function renderAuth(state: MeshState, now: Date = new Date()): string {
+  const nodes = namedNodes(state);
+  const siteNames = Object.keys(state.leaves ?? {}).sort();
+  const exports = [`{ service: ${q(ENROL_SUBJECTS)}, accounts: [${JOIN_ACCOUNT}] }`];
+  const accounts: string[] = [];
+  const readersOf = (node: string) => [
+    nodeAccount(node),
+    ...sitesOf(state, node).map(siteAccount),
+  ];
+  for (const node of nodes) {
+    exports.push(...nodeExports(node, readersOf(node), subjectsOf(node).directGet));
+    const sites = sitesOf(state, node).map(siteAccount);
+    if (sites.length > 0) {
+      exports.push(
+        `{ service: ${q(`mesh.enrol.${node}.*`)}, accounts: [${sites.map(q).join(", ")}] }`,
+      );
+    }
+    accounts.push(nodeAccountBlock(state, node, CONTROL_ACCOUNT));
+  }
+  exports.push(...grantExports(state, nodes, readersOf));
+  for (const site of siteNames) accounts.push(siteAccountBlock(state, site, nodes));
+  return `# generated by lab/mesh (the stand-in control plane); do not edit
+accounts {
+  ${CONTROL_ACCOUNT} {
+    jetstream: enabled
+    users: [ { nkey: ${state.control.publicKey}, allowed_connection_types: ["STANDARD"] } ]
+    exports: ${list(exports, "    ")}
+  }
+  ${JOIN_ACCOUNT} {
+    users: ${list(joinUsers(state, now, undefined), "    ")}
+    imports: [ ${serviceImport(CONTROL_ACCOUNT, ENROL_SUBJECTS)} ]
+    limits: ${limits(JOIN_ACCOUNT_LIMITS)}
+  }
+${accounts.join("\n")}
+}
+`;
+}
+
+/**
+ * A site's account on the cluster: its leaf server's login (leaf connections only) and
+ * imports of what the site's nodes use. The direct gets arrive from the leaf in the
+ * cluster domain's form (`$JS.<domain>.API.…`), which the cluster maps to `$JS.API.…`
+ * in the leaf's account before the imports are matched.
+ */
+function siteAccountBlock(state: MeshState, site: string, nodes: string[]): string {
+  const leaf = state.leaves![site];
+  const imports: string[] = [];
+  for (const node of nodes.filter((n) => sitesOf(state, n).includes(site))) {
+    const s = subjectsOf(node);
+    imports.push(
+      serviceImport(CONTROL_ACCOUNT, s.directGet),
+      `{ stream: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.declaration)} } }`,
+      serviceImport(CONTROL_ACCOUNT, s.report),
+      serviceImport(CONTROL_ACCOUNT, s.inventory),
+      serviceImport(CONTROL_ACCOUNT, s.heartbeat),
+      serviceImport(CONTROL_ACCOUNT, `mesh.enrol.${node}.*`),
+      ...grantsOf(state, node).map((sha) =>
+        serviceImport(CONTROL_ACCOUNT, CONTENT_SUBJECTS.grant(sha))
+      ),
+    );
+  }
+  const users = leaf.password === undefined ? [] : [
+    `{ user: ${q(leaf.user ?? `site-${site}`)}, password: ${
+      q(leaf.password)
+    }, allowed_connection_types: ["LEAFNODE"] }`,
+  ];
+  return `  ${q(siteAccount(site))} {
+    users: ${list(users, "    ")}
+    imports: ${list([...new Set(imports)], "    ")}
+    limits: ${limits({ max_payload: NODE_LIMITS.maxPayload })}
+  }`;
+}
+
+/**
+ * The accounts block of site `site`'s leaf server (auth-leaf-NAME.conf): `UPLINK`
+ * (bound to the site's account on the cluster; no JetStream here) exporting to each of
+ * the site's nodes its own subjects, and the site's join keys. A JetStream API subject
+ * crosses the leaf connection as the cluster domain's (a leaf connection denies
+ * `$JS.API.>`): a node's direct gets are imported as `$JS.<domain>.API.…` mapped to
+ * the subjects the node asks for.
+ */
+export function renderLeafAuth(state: MeshState, site: string, now: Date = new Date()): string {
+  if (!state.leaves?.[site]) throw new Error(`no leaf server "${site}" in this mesh`);
+  const nodes = namedNodes(state).filter((n) => sitesOf(state, n).includes(site));
+  const viaDomain = (subject: string) =>
+    state.domain ? subject.replace(/^\$JS\.API\./, `$JS.${state.domain}.API.`) : subject;
+  const exports: string[] = [];
+  const joinImports: string[] = [];
+  const accounts: string[] = [];
+  for (const node of nodes) {
+    exports.push(...nodeExports(node, [nodeAccount(node)], viaDomain(subjectsOf(node).directGet)));
+    exports.push(`{ service: ${q(`mesh.enrol.${node}.*`)}, accounts: [${JOIN_ACCOUNT}] }`);
+    joinImports.push(serviceImport(UPLINK_ACCOUNT, `mesh.enrol.${node}.*`));
+    accounts.push(nodeAccountBlock(state, node, UPLINK_ACCOUNT, viaDomain));
+  }
+  exports.push(...grantExports(state, nodes, (n) => [nodeAccount(n)], viaDomain));
+  return `# generated by lab/mesh (the stand-in control plane) for site ${site}; do not edit
+accounts {
+  ${UPLINK_ACCOUNT} {
+    # no users, no JetStream: bound to ${siteAccount(site)} on the cluster
+    exports: ${list(exports, "    ")}
+    # The answers to what the site's nodes ask come back to reply subjects of this
+    # account (_R_.<prefix>.…, a new prefix after each reload). nats-server 2.9.10 tells
+    # the cluster of a new prefix only while the leaf is on its first connection (its
+    # account's internal client keeps the account object of that time): after the leaf
+    # reconnected, a reload cut every answer off until it reconnected again. A mapping's
+    # source is sent as interest on every connection: the cluster forwards them all.
+    mappings: { "_R_.>": "_R_.>" }
+  }
+  ${JOIN_ACCOUNT} {
+    users: ${list(joinUsers(state, now, site), "    ")}
+    imports: ${list(joinImports, "    ")}
+    limits: ${limits(JOIN_ACCOUNT_LIMITS)}
+  }
+${accounts.join("\n")}
+}
+`;
+}
+
+/**
+ * Check a rendered configuration with the broker itself (`nats-server -t`) before it
+ * replaces the one in use: throws, with nats-server's words, when it would not load.
+ */
+export async function checkRendered(path: string, text: string): Promise<void> {
+  const candidate = `${path}.check`;
+  await Deno.writeTextFile(candidate, text, { mode: 0o600 });
+  try {
+    const r = await new Deno.Command("nats-server", {
+      args: ["-t", "-c", candidate],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    if (!r.success) {
+      const said = (new TextDecoder().decode(r.stderr) + new TextDecoder().decode(r.stdout))
+        .trim().replaceAll(candidate, path);
+      throw new Error(
+        `nats-server would not load the rendered ${path}, so it was not written: ${said}`,
+      );
+    }
+  } finally {
+    await Deno.remove(candidate).catch(() => {});
+  }
+}

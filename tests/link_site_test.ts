@@ -1,0 +1,302 @@
+/**
+ * Sites behind leaf servers (DESIGN.md §20, issue 21), on a real three-server cluster
+ * on 127.0.0.1 with two sites' leaf servers: each site's leaf logs into its own
+ * account with its own password, and carries what its site's nodes need (enrolment,
+ * declarations, the objects their declarations name, reports) and nothing else. A
+ * compromised leaf (a server of the attacker's making, with the site's login and a
+ * certificate of the mesh's CA) reaches no other site's node, no cluster node, no
+ * object of theirs and no JetStream API, and cannot answer another node's enrolment.
+ */
+import assert from "node:assert/strict";
+import { join, posix } from "node:path";
+import { connect, type NatsConnection, nkeyAuthenticator } from "@nats-io/transport-node";
+import { pinnedTls } from "../src/link/connection.ts";
+import { objectStoreSource } from "../src/link/content.ts";
+import { CONTENT_SUBJECTS, subjectsOf } from "../src/link/subjects.ts";
+import { LOCAL_DOMAIN } from "../lab/mesh/broker.ts";
+import { makeCertificates } from "../lab/lib/certs.ts";
+import { runHost, type Scratch, scratch } from "./_helpers.ts";
+import { type ClusterMesh, startClusterMesh, until } from "./_mesh.ts";
+
+function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  return port;
+}
+
+async function enrol(mesh: ClusterMesh, node: string, via?: string): Promise<Scratch> {
+  const s = await scratch();
+  const token = await mesh.control.mintToken(node, 3600, via);
+  const run = await runHost(["enrol", "--token", "-"], { env: s.env, stdin: token });
+  assert.equal(run.code, 0, `${node}: ${run.stderr}`);
+  return s;
+}
+
+/** A connection as an enrolled node, to `url` (its site's leaf, or a cluster server). */
+async function connectAs(
+  mesh: ClusterMesh,
+  node: string,
+  s: Scratch,
+  url: string,
+  pin: string,
+): Promise<NatsConnection> {
+  const state = await mesh.control.state();
+  const seed = (await Deno.readTextFile(posix.join(s.stateDir, "node.nk"))).trim();
+  return await connect({
+    servers: url,
+    authenticator: nkeyAuthenticator(new TextEncoder().encode(seed)),
+    inboxPrefix: subjectsOf(node).inboxPrefix,
+    tls: pinnedTls({ url, ca: state.caPem, pin }),
+    reconnect: false,
+  });
+}
+
+/** A file resource by digest (the declaration names the object; nothing runs here). */
+const byDigest = (id: string, contentSha256: string, size: number) => ({
+  type: "file",
+  id,
+  path: `/srv/${id}`,
+  contentSha256,
+  size,
+  mode: "0644",
+  owner: "root",
+  group: "root",
+});
+
+/** Subjects the rogue sent itself (its own spy hears them in its own account). */
+const sent = new Set<string>();
+
+/** The answer to a request within 2 s, or why there was none. */
+async function tryRequest(nc: NatsConnection, subject: string, body = ""): Promise<string> {
+  sent.add(subject);
+  try {
+    const reply = await nc.request(subject, body, { timeout: 2000 });
+    return `answered ${reply.headers?.code || 200}: ${reply.string().slice(0, 200)}`;
+  } catch (error) {
+    return `no answer (${(error as Error).message.slice(0, 80)})`;
+  }
+}
+
+Deno.test("a site's leaf carries only its own site's nodes: a compromised leaf reaches no other node, object or JetStream API", async () => {
+  await using mesh = await startClusterMesh("noxln-site-", { enrolments: true, sites: true });
+  const { cluster, control } = mesh;
+  const leaf1 = await cluster.startLeaf("leaf1");
+  await cluster.startLeaf("leaf2");
+  const state = await control.state();
+  assert.notEqual(state.leaves!.leaf1.password, state.leaves!.leaf2.password);
+
+  // Nodes enrol through their site's leaf (tokens name it alone), or the cluster.
+  await using s1 = await enrol(mesh, "s1", "leaf1");
+  await using _s2 = await enrol(mesh, "s2", "leaf2");
+  await using _c1 = await enrol(mesh, "c1");
+
+  // Each node is declared an object of its own.
+  const bytes = (who: string) => new TextEncoder().encode(`${who}'s private content\n`.repeat(9));
+  const sha: Record<string, string> = {};
+  for (const node of ["s1", "s2", "c1"]) {
+    sha[node] = await control.putContent(bytes(node));
+    await control.declare(node, {
+      version: 1,
+      resources: [byDigest("own", sha[node], bytes(node).length)],
+    });
+  }
+
+  // Through its leaf a site node gets its declaration, its object, and reports.
+  const pins = (await control.state()).leaves!;
+  const n1 = await connectAs(mesh, "s1", s1, leaf1.url, pins.leaf1.pin);
+  try {
+    const decl = await n1.request(subjectsOf("s1").directGet, "", { timeout: 10_000 });
+    assert.equal(JSON.parse(decl.string()).node, "s1");
+    const source = objectStoreSource((subject, body) =>
+      n1.request(subject, body, { timeout: 10_000 })
+    );
+    assert.deepEqual(await source.get(sha.s1, bytes("s1").length), bytes("s1"));
+    await assert.rejects(source.get(sha.s2, bytes("s2").length), /Permissions Violation/);
+    const ack = await n1.request(subjectsOf("s1").report, JSON.stringify({ kind: "apply" }), {
+      timeout: 10_000,
+    });
+    assert.equal(JSON.parse(ack.string()).stream, "MESH_REPORT");
+  } finally {
+    await n1.close();
+  }
+
+  // A compromised leaf: the attacker's own server, with leaf1's login and a certificate
+  // of the mesh's CA, a local user without any permission limit bound to the remote.
+  const dir = mesh.dir;
+  const certs = await makeCertificates(dir, {
+    names: ["localhost"],
+    ips: ["127.0.0.1"],
+    server: "rogue",
+  });
+  const port = freePort();
+  const login = `${leaf1.login.user}:${leaf1.login.password}`;
+  const hubs = (await Deno.readTextFile(leaf1.configFile)).match(/"nats-leaf:\/\/[^"]+"/g)!;
+  assert.ok(hubs.every((h) => h.includes(login)));
+  const rogueConf = join(dir, "rogue.conf");
+  const rogueLog = join(dir, "rogue.log");
+  await Deno.writeTextFile(
+    rogueConf,
+    `server_name: rogue
+listen: "127.0.0.1:${port}"
+accounts { EVIL { users: [ { user: evil, password: evil } ] } }
+leafnodes {
+  remotes: [ {
+    urls: [ ${hubs.join(", ")} ]
+    account: EVIL
+    tls: { ca_file: "${certs.caFile}", cert_file: "${certs.certFile}", key_file: "${certs.keyFile}" }
+  } ]
+}
+`,
+  );
+  const rogue = new Deno.Command("nats-server", {
+    args: ["-c", rogueConf, "-l", rogueLog],
+    stdin: "null",
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+  await using _rogue = {
+    async [Symbol.asyncDispose]() {
+      try {
+        rogue.kill("SIGKILL");
+      } catch { /* gone */ }
+      await rogue.status;
+    },
+  };
+  await until("the rogue leaf is connected", async () => {
+    const text = await Deno.readTextFile(rogueLog).catch(() => "");
+    return text.includes("Leafnode connection created") ? true : undefined;
+  }, 30_000);
+  const evil = await connect({ servers: `nats://127.0.0.1:${port}`, user: "evil", pass: "evil" });
+  const heard: string[] = [];
+  const spy = evil.subscribe(">", { callback: (_e, m) => void heard.push(m.subject) });
+  await evil.flush();
+  try {
+    const js = `$JS.${LOCAL_DOMAIN}.API`;
+    // What the site's nodes use answers (the login works, so the refusals below are real).
+    assert.match(
+      await tryRequest(evil, `${js}.DIRECT.GET.MESH_DECL.mesh.decl.s1`),
+      /^answered 200: \{"node":"s1"/,
+    );
+    assert.match(
+      await tryRequest(evil, `${js}.DIRECT.GET.MESH_OBJ.${CONTENT_SUBJECTS.meta(sha.s1)}`),
+      /^answered 200/,
+    );
+    // Nothing else: other nodes' declarations and objects, the JetStream API.
+    for (
+      const subject of [
+        `${js}.DIRECT.GET.MESH_DECL.mesh.decl.s2`,
+        `${js}.DIRECT.GET.MESH_DECL.mesh.decl.c1`,
+        `${js}.DIRECT.GET.MESH_OBJ.${CONTENT_SUBJECTS.meta(sha.s2)}`,
+        `${js}.DIRECT.GET.MESH_OBJ.${CONTENT_SUBJECTS.chunk(sha.c1, 0)}`,
+        `${js}.INFO`,
+        `${js}.STREAM.INFO.MESH_DECL`,
+        `${js}.STREAM.PURGE.MESH_DECL`,
+        `${js}.STREAM.DELETE.MESH_REPORT`,
+        `${js}.STREAM.MSG.GET.MESH_REPORT`,
+        `${js}.CONSUMER.CREATE.MESH_REPORT`,
+        "$JS.API.INFO",
+        "$JS.API.STREAM.PURGE.MESH_DECL",
+        "$JS.API.DIRECT.GET.MESH_DECL.mesh.decl.c1",
+      ]
+    ) {
+      assert.match(await tryRequest(evil, subject, "{}"), /^no answer/, subject);
+    }
+    // Reports as another node are not stored; as its own site's node they are.
+    const c1Before = (await control.reportRecords("c1")).length;
+    assert.match(
+      await tryRequest(evil, subjectsOf("c1").report, JSON.stringify({ kind: "forged" })),
+      /^no answer/,
+    );
+    assert.match(
+      await tryRequest(evil, subjectsOf("s2").report, JSON.stringify({ kind: "forged" })),
+      /^no answer/,
+    );
+    assert.equal((await control.reportRecords("c1")).length, c1Before);
+    assert.equal((await control.reportRecords("s2")).length, 0);
+
+    // It hears no other node's declaration, and no enrolment of another node: a cluster
+    // node enrols (answered by the control plane) while the rogue listens to everything.
+    await control.declare("c1", { version: 1, resources: [] });
+    await control.declare("s2", { version: 1, resources: [] });
+    await using _c2 = await enrol(mesh, "c2");
+    await control.declare("s1", { version: 1, resources: [] });
+    await until(
+      "s1's declaration reaches the rogue (its own site)",
+      () => heard.includes("mesh.decl.s1") || undefined,
+      10_000,
+    );
+    assert.deepEqual(
+      heard.filter((s) => !sent.has(s) && !/^mesh\.decl\.s1$|^_INBOX\./.test(s)),
+      [],
+      "the rogue heard another node's traffic",
+    );
+    // Declarations and reports are all there.
+    for (const node of ["s1", "s2", "c1"]) {
+      assert.ok(await control.lastDeclaration(node), node);
+    }
+  } finally {
+    spy.unsubscribe();
+    await evil.close();
+  }
+
+  // The site's login is for leaf connections only: as a client of a server it is refused.
+  const member = cluster.members[0];
+  await assert.rejects(
+    connect({
+      servers: member.url,
+      user: leaf1.login.user,
+      pass: leaf1.login.password,
+      tls: pinnedTls({ url: member.url, ca: state.caPem, pin: state.cluster![0].pin }),
+      reconnect: false,
+    }),
+    /Authorization Violation/,
+  );
+});
+
+Deno.test("a site keeps its replies after its leaf moved to another server and the configuration was reloaded (nats-server 2.9.10)", async () => {
+  // A leaf that reconnected and then reloaded its accounts made a new reply prefix for
+  // its bound account that nats-server 2.9.10 never told the cluster of: every answer
+  // (acknowledgements, direct gets, enrolments) through the leaf was lost until it
+  // reconnected again. The site's account on the leaf maps `_R_.>` to itself, so the
+  // cluster hears that interest once, on every connection, whatever prefix comes next.
+  await using mesh = await startClusterMesh("noxln-site-", { enrolments: true, sites: true });
+  const { cluster, control } = mesh;
+  const leaf = await cluster.startLeaf("leaf1");
+  await using s = await enrol(mesh, "s1", "leaf1");
+  await control.declare("s1", { version: 1, resources: [] });
+  const pin = (await control.state()).leaves!.leaf1.pin;
+  const nc = await connectAs(mesh, "s1", s, leaf.url, pin);
+  try {
+    const works = async () => {
+      const decl = await nc.request(subjectsOf("s1").directGet, "", { timeout: 5000 });
+      const ack = await nc.request(subjectsOf("s1").report, JSON.stringify({ kind: "apply" }), {
+        timeout: 5000,
+      });
+      return decl.data.length > 0 && JSON.parse(ack.string()).stream === "MESH_REPORT";
+    };
+    assert.ok(await works());
+    // The server the leaf is connected to dies: the leaf reconnects to another.
+    const carrier = await until("the server carrying the leaf", async () => {
+      for (const m of cluster.members) {
+        if (Number((await m.monitor("leafz")).leafnodes) > 0) return m;
+      }
+      return undefined;
+    });
+    await carrier.kill();
+    await until("the leaf on another server, and the site's reports stored again", async () => {
+      try {
+        return await works() || undefined;
+      } catch {
+        return undefined;
+      }
+    }, 60_000);
+    await carrier.start();
+    // A reload of every server and the leaf (a token for another site node), then that
+    // node enrols through the leaf, and the first one still gets its answers.
+    await using _s2 = await enrol(mesh, "s2", "leaf1");
+    assert.ok(await works());
+  } finally {
+    await nc.close();
+  }
+});
