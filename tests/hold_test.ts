@@ -75,8 +75,9 @@ Deno.test("hold: put while an apply runs, it waits for it (busy after --wait), a
 Deno.test("hold while the service runs: pushes are stored, not applied; drift only reported; the heartbeat says held; unhold applies the latest", async () => {
   await using mesh = await startMesh();
   await using s = await bundledMachine();
-  const enrolled = await runHost(["enrol", "--token", await mesh.control.mintToken("node-a")], {
+  const enrolled = await runHost(["enrol", "--token", "-"], {
     env: s.env,
+    stdin: await mesh.control.mintToken("node-a"),
   });
   assert.equal(enrolled.code, 0, enrolled.stderr);
   await using host = await spawnHost(

@@ -70,8 +70,9 @@ Deno.test("metrics: node_exporter parses the file the service writes; its values
   const file = posix.join(textfiles, "nox_mesh_host.prom");
   const config = JSON.parse(await Deno.readTextFile(s.configPath));
   await Deno.writeTextFile(s.configPath, JSON.stringify({ ...config, metricsFile: file }));
-  const enrolled = await runHost(["enrol", "--token", await mesh.control.mintToken("node-m")], {
+  const enrolled = await runHost(["enrol", "--token", "-"], {
     env: s.env,
+    stdin: await mesh.control.mintToken("node-m"),
   });
   assert.equal(enrolled.code, 0, enrolled.stderr);
   await using exporter = await nodeExporter(textfiles);

@@ -62,8 +62,9 @@ Deno.test("rescue: the store forgets, the machine keeps; the next apply adopts w
 Deno.test("rescue while the service runs: it starts again, holds nothing (no bundle) until the mesh answers, then the same declaration is adopted as a rescue; an older serial is still a replay", async () => {
   await using mesh = await startMesh();
   await using s = await bundledMachine();
-  const enrolled = await runHost(["enrol", "--token", await mesh.control.mintToken("node-a")], {
+  const enrolled = await runHost(["enrol", "--token", "-"], {
     env: s.env,
+    stdin: await mesh.control.mintToken("node-a"),
   });
   assert.equal(enrolled.code, 0, enrolled.stderr);
   const [a, b] = [`${s.root}/a`, `${s.root}/b`];
