@@ -17,8 +17,9 @@ import { runHost, type Scratch, scratch } from "./_helpers.ts";
 import { type Mesh, startMesh } from "./_mesh.ts";
 
 async function enrol(mesh: Mesh, node: string, s: Scratch): Promise<void> {
-  const run = await runHost(["enrol", "--token", await mesh.control.mintToken(node)], {
+  const run = await runHost(["enrol", "--token", "-"], {
     env: s.env,
+    stdin: await mesh.control.mintToken(node),
   });
   assert.equal(run.code, 0, run.stderr);
 }
