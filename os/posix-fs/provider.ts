@@ -1,0 +1,19 @@
+/** The POSIX file system, by descriptors: everything about this provider (os/provider.ts). */
+import type { ProviderDescriptor } from "../provider.ts";
+import { posixFileSystem } from "./mod.ts";
+
+/**
+ * The file system provider: always used. No program; it reads and writes only the managed
+ * roots, and the account files below (under /etc, a managed root).
+ */
+export const PROVIDER: ProviderDescriptor<"fs"> = {
+  folder: "posix-fs",
+  port: "fs",
+  names: ["posix"],
+  builds: ["arch", "alpine", "tarball", "checkout"],
+  reads: {
+    "/etc/passwd": "file resources: user names to ids",
+    "/etc/group": "file resources: group names to ids",
+  },
+  open: () => posixFileSystem(),
+};
