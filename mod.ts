@@ -4,8 +4,7 @@
  */
 import { main } from "./src/cli/main.ts";
 import type { CliIo } from "./src/cli/io.ts";
-import { detectProfile, detectProviders } from "./os/mod.ts";
-import { posixFileSystem } from "./os/posix-fs/mod.ts";
+import { detectProfile, detectProviders, fileProviders } from "./os/mod.ts";
 import { BUNDLE_PATH, OWN_PATHS } from "./packaging/program_own_paths.ts";
 
 export { main } from "./src/cli/main.ts";
@@ -56,7 +55,7 @@ export function processIo(): CliIo {
     stdin: () => new Response(Deno.stdin.readable).bytes(),
     providers: (scope, config) =>
       scope === "files"
-        ? Promise.resolve({ fs: posixFileSystem({ home: config.stateDir }) })
+        ? Promise.resolve(fileProviders({ stateDir: config.stateDir }))
         : detectProviders({ packageManager: config.packageManager, stateDir: config.stateDir }),
     profile: () => detectProfile(),
     signal: aborter.signal,

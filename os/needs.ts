@@ -1,107 +1,114 @@
 /**
- * What the adapters and the profile detection run and read, per OS, so that
- * the per-OS permission sets (packaging/<os>/permissions) can grant exactly
- * this. Programs are named as they are looked up on PATH; the permission files
- * list them by absolute path (Deno matches the path a name resolves to).
+ * What each build needs from its permission set, derived from the providers it carries
+ * (their descriptors: os/<folder>/provider.ts, listed in os/providers.ts) and the profile's
+ * own detection (os/detect/needs.ts). packaging/providers.ts writes the permission sets'
+ * allow-run and allow-read lines and the `host` task from it; tests hold the rest of
+ * packaging/<os>/permissions to it.
  */
+import { PROFILE_NEEDS } from "./detect/needs.ts";
+import type {
+  Build,
+  Distribution,
+  Needs,
+  PackagedBuild,
+  Program,
+  ProviderDescriptor,
+} from "./provider.ts";
+import { DISTRIBUTIONS } from "./provider.ts";
+import { PROVIDERS } from "./providers.ts";
 
-import { NEEDS as APK } from "./alpine-apk/needs.ts";
-import { NEEDS as PACMAN } from "./arch-pacman/needs.ts";
-import { NEEDS as CONTAINERS } from "./container-cli/needs.ts";
-import { NEEDS as OPENRC } from "./openrc/needs.ts";
-import { NEEDS as NFTABLES } from "./nftables/needs.ts";
-import { NEEDS as SYSCTL } from "./sysctl/needs.ts";
-import { NEEDS as SYSTEMD } from "./systemd/needs.ts";
-import { NEEDS as WIREGUARD } from "./wireguard/needs.ts";
-
-/** What one adapter needs: programs it runs and paths it reads, each with the reason. */
-export interface AdapterNeeds {
-  run: Record<string, string>;
-  read: Record<string, string>;
+/** Where a program is found on one distribution (one allow-run line). */
+export interface Spelling {
+  path: string;
+  on: Distribution;
 }
 
-/** What one OS's build needs from its permission set, beyond the managed roots. */
+/** What one build needs from its permission set, beyond the managed roots. */
 export interface OsNeeds {
-  /** Programs run: the adapters' tools, and the profile's queries. */
+  /** Programs run, by name, each with what it is run for. */
   run: Record<string, string>;
-  /** Paths read (lstat/readDir/read) by the profile and the package-file fallback. */
+  /** Each program's spellings on the build's distributions, in order (none for the checkout). */
+  at: Record<string, Spelling[]>;
+  /** Paths read (lstat, readDir, read), each with the reason. */
   read: Record<string, string>;
   /** --allow-sys kinds. */
   sys: Record<string, string>;
 }
 
-const COMMON_READ = {
-  "/usr/lib/os-release": "os-release, where /etc/os-release is a link to it",
-  "/run/user": "graphical: Wayland sockets of logged-in users",
-  "/tmp/.X11-unix": "graphical: X11 sockets",
-  "/usr/bin": "profile evidence only: is a program (dpkg, Xorg …) installed (stat)",
-  "/usr/sbin": "the same",
-  "/bin": "the same",
-  "/sbin": "the same",
-};
+/** The descriptors the build carries, in the list's order. */
+export function carriedBy(
+  build: Build,
+  list: readonly ProviderDescriptor[] = PROVIDERS,
+): ProviderDescriptor[] {
+  return list.filter((p) => p.builds.includes(build));
+}
 
-/** The overlay, firewall and sysctl adapters (os/wireguard, os/nftables, os/sysctl). */
-/** The overlay, firewall and kernel-setting adapters' programs: the same on every OS. */
-const NET_KINDS_RUN = { ...WIREGUARD.run, ...NFTABLES.run, ...SYSCTL.run };
+/**
+ * The needs of a build: its providers' (in the list's order), then the profile's. A name or
+ * path two of them need once, with both reasons.
+ *
+ * @example
+ * ```ts
+ * needsOf("arch").at.pacman; // [{ path: "/usr/bin/pacman", on: "arch" }]
+ * ```
+ */
+export function needsOf(build: Build, list: readonly ProviderDescriptor[] = PROVIDERS): OsNeeds {
+  const needs: OsNeeds = { run: {}, at: {}, read: {}, sys: {} };
+  const join = (had: string | undefined, why: string) =>
+    had === undefined || had === why ? why : `${had}; ${why}`;
+  const sources: [string, Needs][] = [
+    ...carriedBy(build, list).map((p): [string, Needs] => [`os/${p.folder}`, p]),
+    ["os/detect/needs.ts", PROFILE_NEEDS],
+  ];
+  const found: Record<string, { from: string; at: Program["at"] }> = {};
+  for (const [from, source] of sources) {
+    for (const [name, program] of Object.entries(source.programs ?? {})) {
+      const earlier = found[name];
+      if (earlier && !samePaths(earlier.at, program.at)) {
+        throw new Error(`${from} and ${earlier.from} say ${name} is found at different paths`);
+      }
+      found[name] = { from, at: program.at };
+      needs.run[name] = join(needs.run[name], program.why);
+      if (build !== "checkout") needs.at[name] = spellings(name, program.at, build, from);
+    }
+    for (const [path, why] of Object.entries(source.reads ?? {})) {
+      needs.read[path] = join(needs.read[path], why);
+    }
+    for (const [kind, why] of Object.entries(source.sys ?? {})) {
+      needs.sys[kind] = join(needs.sys[kind], why);
+    }
+  }
+  return needs;
+}
 
-const SYS = {
-  hostname: "profile: host name",
-  osRelease: "profile: kernel release",
-};
+/** Whether two sources place a program at the same paths on every distribution. */
+function samePaths(a: Program["at"], b: Program["at"]): boolean {
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)]) as Set<Distribution>;
+  return [...keys].every((d) => (a[d] ?? []).join("\n") === (b[d] ?? []).join("\n"));
+}
 
-/** Arch Linux: pacman, systemd, podman or docker. */
-export const ARCH: OsNeeds = {
-  run: {
-    ...PACMAN.run,
-    ...SYSTEMD.run,
-    ...CONTAINERS.run,
-    ip: "profile: address show, [-6] route show default; overlay resources: link add/set/del, " +
-      "address replace/del, -d -j addr show dev IF (iproute2)",
-    ...NET_KINDS_RUN,
-  },
-  read: {
-    ...COMMON_READ,
-    ...PACMAN.read,
-    ...SYSTEMD.read,
-    ...CONTAINERS.read,
-    "/run/systemd/system": "init: booted with systemd (when systemctl does not answer)",
-    "/run/systemd/sessions": "graphical: logind sessions of type x11/wayland",
-  },
-  sys: SYS,
-};
+/** A program's spellings on the build's distributions; a single-distribution build needs one. */
+function spellings(
+  name: string,
+  at: Program["at"],
+  build: PackagedBuild,
+  from: string,
+): Spelling[] {
+  const out: Spelling[] = [];
+  for (const on of DISTRIBUTIONS[build]) {
+    const paths = at[on] ?? [];
+    if (paths.length === 0 && DISTRIBUTIONS[build].length === 1) {
+      throw new Error(`${from}: ${name} is carried by the ${build} build but has no path on ${on}`);
+    }
+    for (const path of paths) if (!out.some((s) => s.path === path)) out.push({ path, on });
+  }
+  if (out.length === 0) throw new Error(`${from}: ${name} has no path for the ${build} build`);
+  return out;
+}
 
-/** Alpine Linux: apk, OpenRC, podman or docker. */
-export const ALPINE: OsNeeds = {
-  run: {
-    ...APK.run,
-    ...OPENRC.run,
-    "rc-status": "init: --runlevel (proves OpenRC booted and answers; needed to pick OpenRC)",
-    ...CONTAINERS.run,
-    ip: "profile: address show, [-6] route show default; overlay resources: link add/set/del, " +
-      "address replace/del, -d -j addr show dev IF (iproute2; busybox ip has no -j)",
-    ...NET_KINDS_RUN,
-  },
-  read: {
-    ...COMMON_READ,
-    ...APK.read,
-    ...OPENRC.read,
-    ...CONTAINERS.read,
-    "/run/openrc/softlevel": "init: OpenRC booted (when rc-status does not answer)",
-    "/run/systemd/sessions": "graphical: elogind sessions of type x11/wayland",
-  },
-  sys: SYS,
-};
-
-/** The tarball: any of them. */
-export const TARBALL: OsNeeds = {
-  run: { ...ARCH.run, ...ALPINE.run },
-  read: { ...ARCH.read, ...ALPINE.read },
-  sys: SYS,
-};
-
-/** Needs by target OS (the names of packaging/<os>/). */
-export const NEEDS: Readonly<Record<"arch" | "alpine" | "tarball", OsNeeds>> = {
-  arch: ARCH,
-  alpine: ALPINE,
-  tarball: TARBALL,
+/** Needs by packaged build (the names of packaging/<os>/). */
+export const NEEDS: Readonly<Record<PackagedBuild, OsNeeds>> = {
+  arch: needsOf("arch"),
+  alpine: needsOf("alpine"),
+  tarball: needsOf("tarball"),
 };

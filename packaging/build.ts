@@ -10,6 +10,7 @@ import { pathToFileURL } from "node:url";
 import { HostError } from "../src/errors.ts";
 import { VERSION } from "../src/version.ts";
 import { OWN_PATHS_BY_OS } from "./own_paths_by_os.ts";
+import { carriedModule } from "./providers.ts";
 import { completion, SHELLS } from "../src/cli/completions.ts";
 import { IMAGE_FILE, IMAGE_NAME, pauseImage } from "./image.ts";
 import { ensureRuntime, type RuntimeArch, runtimePins } from "./tarball/runtime.ts";
@@ -207,15 +208,17 @@ interface Stamp {
 
 /**
  * Writes the build's import map into `dir` and returns its path: deno.json's own
- * imports, os/adapters.ts replaced by packaging/<os>/adapters.ts (the adapters this OS
- * carries), packaging/program_own_paths.ts replaced by the OS's own paths, and
- * src/version.ts replaced by a copy stating the stamp's version, form and commit.
+ * imports, os/carried.ts replaced by a module importing the providers this OS carries
+ * (packaging/providers.ts carriedModule), packaging/program_own_paths.ts replaced by the
+ * OS's own paths, and src/version.ts replaced by a copy stating the stamp's version, form and commit.
  */
 async function writeImportMap(os: TargetOs, stamp: Stamp, dir: string): Promise<string> {
   const config = JSON.parse(await Deno.readTextFile(repo("deno.json")));
   const imports: Record<string, string> = { ...config.imports };
-  imports[new URL("../os/adapters.ts", import.meta.url).href] =
-    new URL(`./${os}/adapters.ts`, import.meta.url).href;
+  // Its providers: the descriptors whose builds name it, in place of the checkout's.
+  const providers = join(dir, "carried.ts");
+  await Deno.writeTextFile(providers, carriedModule(os, new URL("../", import.meta.url).href));
+  imports[new URL("../os/carried.ts", import.meta.url).href] = pathToFileURL(providers).href;
   // Its own paths: packaging/<os>/own_paths.ts, as a literal list in place of every OS's list.
   imports[new URL("./program_own_paths.ts", import.meta.url).href] = pathToFileURL(
     await embedOwnPaths(os, dir),

@@ -8,9 +8,10 @@ import { DEFAULTS } from "../src/config.ts";
 import { ALL_OWN_PATHS } from "./own_paths_by_os.ts";
 import { parseTrustedDeclaration } from "../src/engine/parse.ts";
 import { PROGRAM } from "../src/version.ts";
+import type { PackagedBuild } from "../os/provider.ts";
 
-/** The operating systems the host is built for. */
-export type TargetOs = "arch" | "alpine" | "tarball";
+/** The operating systems the host is built for (os/provider.ts names them for the providers). */
+export type TargetOs = PackagedBuild;
 
 /** Every target, in the order builds and docs list them. */
 export const TARGET_OSES: readonly TargetOs[] = ["arch", "alpine", "tarball"];

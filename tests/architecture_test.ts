@@ -1,9 +1,14 @@
 // The shape of the repository, as tests (DESIGN.md §1, seed 001 "what asserts it"):
 // imports only go downward, only the link talks NATS, only the store opens a
-// database, and each per-OS build carries only its own adapters.
+// database, each per-OS build carries only its own adapters, a provider is named
+// outside its folder only in the list of descriptors, and what is written from the
+// descriptors is what is committed.
 import assert from "node:assert/strict";
 import { join, relative } from "node:path";
 import { build } from "../packaging/build.ts";
+import { rewriteDenoJson, rewritePermissionFile } from "../packaging/providers.ts";
+import { TARGET_OSES } from "../packaging/permissions.ts";
+import { PROVIDERS } from "../os/providers.ts";
 
 const root = new URL("../", import.meta.url).pathname;
 
@@ -77,10 +82,10 @@ Deno.test("the rule above catches what it should (an upward import is found)", a
   try {
     await Deno.writeTextFile(
       join(dir, "probe.ts"),
-      'import { ADAPTERS } from "../../os/adapters.ts";\nexport const x = ADAPTERS;\n',
+      'import { CARRIED } from "../../os/carried.ts";\nexport const x = CARRIED;\n',
     );
     const imports = await importsOf(relative(root, join(dir, "probe.ts")));
-    assert.deepEqual(imports, ["os/adapters.ts"]);
+    assert.deepEqual(imports, ["os/carried.ts"]);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
@@ -92,9 +97,10 @@ const MARKS = {
   apk: ["function alpineApk(", "function parseApkInfoExists("],
   systemd: ["function systemd(", "function parseShow("],
   openrc: ["function openrc(", "function parseRcUpdateShow("],
+  tarballSelf: ["function tarballSelf(", "function readTarball("],
 };
 
-Deno.test("each OS build carries its own adapters only (packaging/<os>/adapters.ts)", async () => {
+Deno.test("each OS build carries its own adapters only (the builds its descriptors name)", async () => {
   const dir = await Deno.makeTempDir({ prefix: "noxpk-arch-" });
   try {
     const carries = async (os: "arch" | "alpine") => {
@@ -108,14 +114,89 @@ Deno.test("each OS build carries its own adapters only (packaging/<os>/adapters.
       apk: false,
       systemd: true,
       openrc: false,
+      tarballSelf: false,
     });
     assert.deepEqual(await carries("alpine"), {
       pacman: false,
       apk: true,
       systemd: false,
       openrc: true,
+      tarballSelf: false,
     });
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+/** The folders of os/ that are providers (every one but the profile's detect/). */
+async function providerFolders(): Promise<string[]> {
+  const folders: string[] = [];
+  for await (const entry of Deno.readDir(join(root, "os"))) {
+    if (entry.isDirectory && entry.name !== "detect") folders.push(entry.name);
+  }
+  return folders.sort();
+}
+
+Deno.test("each provider folder of os/ has its descriptor, and os/providers.ts lists each once", async () => {
+  const folders = await providerFolders();
+  for (const folder of folders) {
+    const { PROVIDER } = await import(`../os/${folder}/provider.ts`);
+    assert.equal(PROVIDER?.folder, folder, `os/${folder}/provider.ts describes os/${folder}`);
+    assert.ok(PROVIDERS.includes(PROVIDER), `os/providers.ts lists os/${folder}`);
+  }
+  assert.deepEqual(PROVIDERS.map((p) => p.folder).sort(), folders, "the list names each once");
+});
+
+/**
+ * Imports of a provider's folder from outside it, other than the list's (its provider.ts)
+ * and the profile's (os/detect/mod.ts: its detect.ts).
+ */
+async function namedOutside(files: string[], folders: string[]): Promise<string[]> {
+  const found: string[] = [];
+  for (const file of files) {
+    for (const target of await importsOf(file)) {
+      const folder = folders.find((f) => target.startsWith(`os/${f}/`));
+      if (!folder || file.startsWith(`os/${folder}/`)) continue;
+      const listed = file === "os/providers.ts" && target === `os/${folder}/provider.ts`;
+      const detected = file === "os/detect/mod.ts" && target === `os/${folder}/detect.ts`;
+      if (!listed && !detected) found.push(`${file} -> ${target}`);
+    }
+  }
+  return found;
+}
+
+/** Every non-test source of the program and its builds. */
+async function programSources(): Promise<string[]> {
+  const dirs = ["src", "os", "packaging", "lab", "launcher"];
+  return ["mod.ts", ...(await Promise.all(dirs.map(sources))).flat()];
+}
+
+Deno.test("outside its folder, a provider is named only in os/providers.ts (adding one: its folder and its line there)", async () => {
+  assert.deepEqual(await namedOutside(await programSources(), await providerFolders()), []);
+});
+
+Deno.test("the rule above catches what it should (an adapter imported by a build file is found)", async () => {
+  const dir = await Deno.makeTempDir({ dir: join(root, "packaging"), prefix: "_arch_probe" });
+  try {
+    await Deno.writeTextFile(
+      join(dir, "probe.ts"),
+      'import { archPacman } from "../../os/arch-pacman/mod.ts";\nexport const x = archPacman;\n',
+    );
+    const probe = relative(root, join(dir, "probe.ts"));
+    assert.deepEqual(await namedOutside([probe], await providerFolders()), [
+      `${probe} -> os/arch-pacman/mod.ts`,
+    ]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("what is written from the descriptors is what is committed (`deno task providers`)", async () => {
+  for (const os of TARGET_OSES) {
+    const file = join(root, "packaging", os, "permissions");
+    const text = await Deno.readTextFile(file);
+    assert.equal(rewritePermissionFile(text, os), text, `${file}: run \`deno task providers\``);
+  }
+  const config = await Deno.readTextFile(join(root, "deno.json"));
+  assert.equal(rewriteDenoJson(config), config, "deno.json's host task: run `deno task providers`");
 });

@@ -2,7 +2,12 @@
  * Detect this machine's profile (src/profile.ts): os-release, architecture,
  * kernel, and each capability by looking and then by using it.
  */
-import type { Profile } from "../../src/profile.ts";
+import {
+  type Capability,
+  CAPABILITY_NAMES,
+  type CapabilityName,
+  type Profile,
+} from "../../src/profile.ts";
 import type { ProbeOptions } from "./_probe.ts";
 import { detectContainers } from "./containers.ts";
 import { detectGraphical } from "./graphical.ts";
@@ -17,6 +22,11 @@ import { detectWireguard } from "../wireguard/detect.ts";
 export interface DetectOptions extends ProbeOptions {
   /** Container runtimes to try, in order (default podman, docker). */
   runtimes?: readonly string[];
+  /**
+   * The capabilities to detect (default: every one); the others are recorded absent,
+   * "not detected" (os/mod.ts detects only what the carried providers are confined to).
+   */
+  only?: readonly CapabilityName[];
 }
 
 /**
@@ -31,21 +41,29 @@ export interface DetectOptions extends ProbeOptions {
 export async function detectProfile(options: DetectOptions = {}): Promise<Profile> {
   const os = await detectOs();
   const kernel = detectKernel();
-  const [init, packages, containers, graphical, network, wireguard, nftables] = await Promise.all([
-    detectInit(options),
-    detectPackages(os, options),
-    detectContainers(options),
-    detectGraphical(),
-    detectNetwork(options),
-    detectWireguard(options),
-    detectNftables(options),
-  ]);
+  const detectors: Record<CapabilityName, () => Promise<Capability>> = {
+    init: () => detectInit(options),
+    packages: () => detectPackages(os, options),
+    containers: () => detectContainers(options),
+    graphical: () => detectGraphical(),
+    network: () => detectNetwork(options),
+    wireguard: () => detectWireguard(options),
+    nftables: () => detectNftables(options),
+  };
+  const skipped: Capability = { state: "absent", evidence: ["not detected (not asked for)"] };
+  const found = await Promise.all(
+    CAPABILITY_NAMES.map((name) =>
+      !options.only || options.only.includes(name) ? detectors[name]() : skipped
+    ),
+  );
   return {
     detectedAt: new Date().toISOString(),
     ...(kernel.hostname ? { hostname: kernel.hostname } : {}),
     os,
     architecture: Deno.build.arch,
     ...(kernel.kernel ? { kernel: kernel.kernel } : {}),
-    capabilities: { init, packages, containers, graphical, network, wireguard, nftables },
+    capabilities: Object.fromEntries(
+      CAPABILITY_NAMES.map((name, i) => [name, found[i]]),
+    ) as Record<CapabilityName, Capability>,
   };
 }

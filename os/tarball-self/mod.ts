@@ -6,7 +6,7 @@
  * digest, checks its digest and size, reads it strictly (./_ustar.ts) and STAGES it in
  * the state directory (./_stage.ts). The host never writes its own installation (the
  * permission set denies it): the launcher unpacks the stage before it next starts the
- * host. Only the tarball build carries it (packaging/tarball/adapters.ts); every other
+ * host. Only the tarball build carries it (./provider.ts); every other
  * package goes to the machine's own manager.
  */
 import { posix } from "node:path";

@@ -1,0 +1,20 @@
+/** pacman, Arch Linux's package manager: everything about this provider (os/provider.ts). */
+import type { ProviderDescriptor } from "../provider.ts";
+import { archPacman } from "./mod.ts";
+
+/** The pacman provider. */
+export const PROVIDER: ProviderDescriptor<"packages"> = {
+  folder: "arch-pacman",
+  port: "packages",
+  names: ["pacman"],
+  builds: ["arch", "tarball", "checkout"],
+  confine: { capability: "packages", native: true },
+  programs: {
+    pacman: {
+      why: "package resources: query, install an exact version; profile: pacman -Q",
+      at: { arch: ["/usr/bin/pacman"] },
+    },
+  },
+  reads: { "/var/cache/pacman/pkg": "packages: a package file of an exact version (pacman -U)" },
+  open: ({ env }) => archPacman({ env }),
+};

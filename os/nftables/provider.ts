@@ -1,0 +1,19 @@
+/** nftables, one table per firewall resource: everything about this provider (os/provider.ts). */
+import type { ProviderDescriptor } from "../provider.ts";
+import { nftables } from "./mod.ts";
+
+/** The nftables provider; its capability is detected by ./detect.ts. */
+export const PROVIDER: ProviderDescriptor<"firewall"> = {
+  folder: "nftables",
+  port: "firewall",
+  names: ["nftables"],
+  builds: ["arch", "alpine", "tarball", "checkout"],
+  confine: { capability: "nftables" },
+  programs: {
+    nft: {
+      why: "firewall resources: check, replace, read one table; profile: a scratch table",
+      at: { arch: ["/usr/bin/nft"], alpine: ["/usr/sbin/nft"] },
+    },
+  },
+  open: ({ env }) => nftables({ env }),
+};

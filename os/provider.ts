@@ -1,0 +1,101 @@
+/**
+ * What a provider (one folder of os/) says about itself, once, in its `provider.ts`: the
+ * port it fills, the programs it runs and the paths it reads (each with the reason), how
+ * the profile confines it, its factory, and which builds carry it (Puppet's providers:
+ * `commands`, `confine`, `defaultfor`). Everything else is derived from the list of
+ * descriptors (os/providers.ts): the choice of providers (os/mod.ts), the needs per build
+ * (os/needs.ts), the permission sets' allow-run and allow-read lines and the `host` task
+ * (packaging/providers.ts, `deno task providers`), and the providers each per-OS build
+ * carries (packaging/build.ts).
+ */
+import type { CapabilityName } from "../src/profile.ts";
+import type { Providers } from "../src/providers.ts";
+
+/** The builds the host ships as (the folders of packaging/). */
+export type PackagedBuild = "arch" | "alpine" | "tarball";
+
+/** A build, or the checkout itself (`deno task host`, the tests). */
+export type Build = PackagedBuild | "checkout";
+
+/** Every build that can carry a provider. */
+export const EVERY_BUILD: readonly Build[] = ["arch", "alpine", "tarball", "checkout"];
+
+/** The distributions whose layout says where a program is found (its allow-run spellings). */
+export type Distribution = "arch" | "alpine";
+
+/** The distributions each packaged build runs on: the tarball on either. */
+export const DISTRIBUTIONS: Readonly<Record<PackagedBuild, readonly Distribution[]>> = {
+  arch: ["arch"],
+  alpine: ["alpine"],
+  tarball: ["arch", "alpine"],
+};
+
+/** A port of src/providers.ts (`packages`, `services`, `fs` …). */
+export type Port = keyof Providers;
+
+/** One program a provider (or the profile) runs. */
+export interface Program {
+  /** What it is run for (the permission sets' comment; exact argv in the folder's README). */
+  why: string;
+  /**
+   * Where each distribution has it, as the host finds it through the init files' PATH
+   * (/usr/bin:/usr/sbin:/bin:/sbin): every spelling Deno may be asked to run, first the
+   * distribution's own. These are the permission sets' allow-run lines.
+   */
+  at: Readonly<Partial<Record<Distribution, readonly string[]>>>;
+}
+
+/** What something needs from a permission set: programs, paths read, system information. */
+export interface Needs {
+  /** Programs run, by the name they are run as. */
+  programs?: Readonly<Record<string, Program>>;
+  /** Paths read (lstat, readDir, read), each with the reason; under a managed root or not. */
+  reads?: Readonly<Record<string, string>>;
+  /** --allow-sys kinds, each with the reason. */
+  sys?: Readonly<Record<string, string>>;
+}
+
+/** What a provider's factory is given. */
+export interface OpenContext {
+  /** The name chosen among the descriptor's `names` ("podman" or "docker" …). */
+  name: string;
+  /** Extra environment for the programs it runs. */
+  env?: Record<string, string>;
+  /** The host's state directory, when configured. */
+  stateDir?: string;
+}
+
+/** When a provider is used: Puppet's `confine` and `defaultfor`. */
+export interface Confine {
+  /**
+   * The profile's capability that must be "working" with one of the descriptor's names as
+   * its provider (detected by os/detect/, or the folder's detect.ts).
+   */
+  capability: CapabilityName;
+  /**
+   * Used only where it is the OS's own (os-release; os/detect/packages.ts `isNative`),
+   * unless host.json's `packageManager` names it; then only that one is used.
+   */
+  native?: true;
+}
+
+/** Everything about one provider (os/<folder>/provider.ts exports it as `PROVIDER`). */
+export interface ProviderDescriptor<P extends Port = Port> extends Needs {
+  /** Its folder under os/ (a per-OS build imports `os/<folder>/provider.ts`). */
+  folder: string;
+  /** The port it fills. */
+  port: P;
+  /** The names it answers to: the profile's provider names, and AdapterSet's (tests). */
+  names: readonly string[];
+  /** The builds that carry its code (an Arch build carries no apk code). */
+  builds: readonly Build[];
+  /** When it is used; without it, always (when carried). */
+  confine?: Confine;
+  /** Its factory. */
+  open(context: OpenContext): NonNullable<Providers[P]>;
+  /**
+   * Present when it does not replace the provider chosen for its port but wraps it (the
+   * tarball's own package, in front of the machine's package manager).
+   */
+  over?(own: NonNullable<Providers[P]>, chosen: Providers[P]): NonNullable<Providers[P]>;
+}

@@ -1,0 +1,18 @@
+/** Kernel settings with sysctl: everything about this provider (os/provider.ts). */
+import type { ProviderDescriptor } from "../provider.ts";
+import { sysctl } from "./mod.ts";
+
+/** The sysctl provider: always used (Deno grants /proc/sys to --allow-all only). */
+export const PROVIDER: ProviderDescriptor<"sysctl"> = {
+  folder: "sysctl",
+  port: "sysctl",
+  names: ["sysctl"],
+  builds: ["arch", "alpine", "tarball", "checkout"],
+  programs: {
+    sysctl: {
+      why: "sysctl resources: read and write one setting (procps or busybox)",
+      at: { arch: ["/usr/bin/sysctl"], alpine: ["/sbin/sysctl", "/usr/sbin/sysctl"] },
+    },
+  },
+  open: ({ env }) => sysctl({ env }),
+};

@@ -1,0 +1,28 @@
+/** WireGuard interfaces, the kernel's or wireguard-go: everything about this provider (os/provider.ts). */
+import type { ProviderDescriptor } from "../provider.ts";
+import { wireguard } from "./mod.ts";
+
+/** The WireGuard provider; its capability is detected by ./detect.ts. */
+export const PROVIDER: ProviderDescriptor<"overlay"> = {
+  folder: "wireguard",
+  port: "overlay",
+  names: ["kernel", "userspace"],
+  builds: ["arch", "alpine", "tarball", "checkout"],
+  confine: { capability: "wireguard" },
+  programs: {
+    ip: {
+      why: "overlay resources: WireGuard links and their addresses",
+      at: { arch: ["/usr/bin/ip"], alpine: ["/sbin/ip", "/usr/sbin/ip"] },
+    },
+    wg: {
+      why:
+        "overlay resources: WireGuard keys, port, peers (wireguard-tools); profile: wg --version",
+      at: { arch: ["/usr/bin/wg"], alpine: ["/usr/bin/wg"] },
+    },
+    "wireguard-go": {
+      why: "overlay resources on a kernel without WireGuard (userspace)",
+      at: { arch: ["/usr/bin/wireguard-go"], alpine: ["/usr/bin/wireguard-go"] },
+    },
+  },
+  open: ({ name, env }) => wireguard({ mode: name as "kernel" | "userspace", env }),
+};

@@ -1,0 +1,151 @@
+/**
+ * `deno task providers`: rewrites what is derived from the providers' descriptors
+ * (os/providers.ts, os/needs.ts): the allow-run and allow-read blocks of each
+ * packaging/<os>/permissions, and the `host` task's --allow-run in deno.json.
+ * tests/architecture_test.ts regenerates them and compares with what is committed. The
+ * module each per-OS build puts in place of os/carried.ts is written at build time
+ * (packaging/build.ts, {@link carriedModule}).
+ */
+import { HostError } from "../src/errors.ts";
+import { DEFAULTS } from "../src/config.ts";
+import { carriedBy, needsOf, type Spelling } from "../os/needs.ts";
+import type { PackagedBuild, ProviderDescriptor } from "../os/provider.ts";
+import { PROVIDERS } from "../os/providers.ts";
+
+/** The block kinds written into a permission file. */
+const BLOCKS = ["allow-run", "allow-read"] as const;
+
+/** The first line of a written block; its last is `# END <kind>`. */
+const begin = (kind: string) =>
+  `# BEGIN ${kind}: written by \`deno task providers\` from the providers' descriptors`;
+
+const within = (path: string, root: string) => path === root || path.startsWith(root + "/");
+
+/**
+ * The lines of one block for a build: allow-run, each program at each spelling (its
+ * providers' reason, then "the same"); allow-read, each path read that no managed root
+ * grants already.
+ *
+ * @example
+ * ```ts
+ * permissionBlock("arch", "allow-run")[0]; // "allow-run  /usr/bin/pacman … # package resources: …"
+ * ```
+ */
+export function permissionBlock(
+  os: PackagedBuild,
+  kind: typeof BLOCKS[number],
+  list: readonly ProviderDescriptor[] = PROVIDERS,
+): string[] {
+  const needs = needsOf(os, list);
+  const rows: [string, string][] = [];
+  if (kind === "allow-run") {
+    for (const [name, why] of Object.entries(needs.run)) {
+      const seen: Spelling[] = [];
+      for (const spelling of needs.at[name]) {
+        rows.push([spelling.path, seen.length === 0 ? why : sameAs(spelling, seen)]);
+        seen.push(spelling);
+      }
+    }
+  } else {
+    for (const [path, why] of Object.entries(needs.read)) {
+      if (!DEFAULTS.managedRoots.some((root) => within(path, root))) rows.push([path, why]);
+    }
+  }
+  const width = Math.max(...rows.map(([path]) => path.length));
+  return rows.map(([path, why]) => `${kind.padEnd(10)} ${path.padEnd(width)} # ${why}`);
+}
+
+/** The comment of a program's further spelling. */
+function sameAs(spelling: Spelling, seen: Spelling[]): string {
+  if (seen.some((s) => spelling.path === `/usr${s.path}`)) return "the same, where /usr is merged";
+  return `the same, on ${spelling.on === "arch" ? "Arch" : "Alpine"}`;
+}
+
+/** A permission file, or deno.json, lacks what the generator rewrites. */
+export class GeneratedError extends HostError {
+  constructor(what: string, where: string) {
+    super("packaging.generated", what, {
+      where,
+      hint: "restore the marker lines from git, then run `deno task providers`",
+    });
+  }
+}
+
+/** A permission file's text with its written blocks made again. */
+export function rewritePermissionFile(
+  text: string,
+  os: PackagedBuild,
+  list: readonly ProviderDescriptor[] = PROVIDERS,
+): string {
+  let out = text;
+  for (const kind of BLOCKS) {
+    const lines = out.split("\n");
+    const first = lines.indexOf(begin(kind));
+    const last = lines.indexOf(`# END ${kind}`, first);
+    if (first < 0 || last < 0) {
+      throw new GeneratedError(`no "${begin(kind)}" … "# END ${kind}" block`, `packaging/${os}`);
+    }
+    lines.splice(first + 1, last - first - 1, ...permissionBlock(os, kind, list));
+    out = lines.join("\n");
+  }
+  return out;
+}
+
+/** The `host` task's --allow-run: every program the checkout's providers and profile run. */
+export function hostAllowRun(list: readonly ProviderDescriptor[] = PROVIDERS): string {
+  return `--allow-run=${Object.keys(needsOf("checkout", list).run).join(",")}`;
+}
+
+/** deno.json's text with the `host` task's --allow-run made again (nothing else touched). */
+export function rewriteDenoJson(
+  text: string,
+  list: readonly ProviderDescriptor[] = PROVIDERS,
+): string {
+  const host = /^(\s*"host": "[^"\n]*?)--allow-run=[^ "]*/m;
+  if (!host.test(text)) throw new GeneratedError('no "host" task with --allow-run', "deno.json");
+  return text.replace(host, (_, head) => head + hostAllowRun(list));
+}
+
+/**
+ * The module a per-OS build puts in place of os/carried.ts: it imports the descriptors
+ * whose `builds` name the OS, and no other (`root`: the checkout's file URL, ending in /).
+ */
+export function carriedModule(
+  os: PackagedBuild,
+  root: string,
+  list: readonly ProviderDescriptor[] = PROVIDERS,
+): string {
+  const carried = carriedBy(os, list);
+  return [
+    `// The providers the ${os} build carries: the descriptors of os/providers.ts whose`,
+    "// builds name it. Written by packaging/build.ts; do not edit.",
+    `import type { ProviderDescriptor } from "${root}os/provider.ts";`,
+    ...carried.map((p, i) =>
+      `import { PROVIDER as p${i} } from "${root}os/${p.folder}/provider.ts";`
+    ),
+    "",
+    "/** This build's providers. */",
+    `export const CARRIED: readonly ProviderDescriptor[] = [${
+      carried.map((_, i) => `p${i}`).join(", ")
+    }];`,
+    "",
+  ].join("\n");
+}
+
+if (import.meta.main) {
+  const root = new URL("../", import.meta.url);
+  const files: [URL, (text: string) => string][] = [
+    ...(["arch", "alpine", "tarball"] as const).map((os): [URL, (text: string) => string] => [
+      new URL(`packaging/${os}/permissions`, root),
+      (text) => rewritePermissionFile(text, os),
+    ]),
+    [new URL("deno.json", root), (text) => rewriteDenoJson(text)],
+  ];
+  for (const [file, rewrite] of files) {
+    const text = await Deno.readTextFile(file);
+    const made = rewrite(text);
+    if (made === text) continue;
+    await Deno.writeTextFile(file, made);
+    console.log(`rewrote ${file.pathname.slice(root.pathname.length)}`);
+  }
+}

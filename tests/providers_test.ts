@@ -1,0 +1,134 @@
+// The providers' descriptors (os/provider.ts) and what is derived from them: adding a
+// provider is its descriptor and its line in the list (os/providers.ts); the choice of
+// providers, the needs, the permission sets' lines, the `host` task and the per-OS builds'
+// lists follow from the list alone.
+import assert from "node:assert/strict";
+import { providersFor } from "../os/mod.ts";
+import { carriedBy, needsOf } from "../os/needs.ts";
+import type { ProviderDescriptor } from "../os/provider.ts";
+import { PROVIDERS } from "../os/providers.ts";
+import { CARRIED } from "../os/carried.ts";
+import {
+  carriedModule,
+  hostAllowRun,
+  permissionBlock,
+  rewritePermissionFile,
+} from "../packaging/providers.ts";
+import { loadPermissionSet, parsePermissionFile } from "../packaging/permissions.ts";
+import type { Firewall } from "../src/providers.ts";
+import type { Capability, Profile } from "../src/profile.ts";
+
+/**
+ * A provider that exists only as its descriptor (never run: only its factory is called,
+ * which the test is about): a firewall carried by the Arch build and the checkout.
+ */
+const STUB: ProviderDescriptor<"firewall"> = {
+  folder: "stub-wall",
+  port: "firewall",
+  names: ["stubwall"],
+  builds: ["arch", "checkout"],
+  confine: { capability: "nftables" },
+  programs: { stubwall: { why: "stub firewall resources", at: { arch: ["/usr/bin/stubwall"] } } },
+  reads: { "/run/stubwall": "stub firewall: its state" },
+  open: () => ({ name: "stubwall" }) as unknown as Firewall,
+};
+const LIST = [...PROVIDERS, STUB];
+
+const cap = (state: Capability["state"], provider?: string): Capability => ({
+  state,
+  ...(provider ? { provider } : {}),
+  evidence: [],
+});
+
+function profile(firewall: string): Profile {
+  return {
+    detectedAt: "",
+    os: { id: "arch", like: [] },
+    architecture: "x86_64",
+    capabilities: {
+      init: cap("working", "systemd"),
+      packages: cap("working", "pacman"),
+      containers: cap("absent"),
+      graphical: cap("absent"),
+      network: cap("absent"),
+      wireguard: cap("absent"),
+      nftables: cap("working", firewall),
+    },
+  };
+}
+
+Deno.test("providers: a provider added to the list is chosen by its confinement, as the others", () => {
+  const carried = LIST.filter((p) => p.builds.includes("checkout"));
+  assert.equal(providersFor(profile("stubwall"), { from: carried }).firewall?.name, "stubwall");
+  assert.equal(providersFor(profile("nftables"), { from: carried }).firewall?.name, "nftables");
+  // Not in the list: never chosen, whatever the profile says.
+  assert.equal(providersFor(profile("stubwall")).firewall, undefined);
+});
+
+Deno.test("providers: a provider added to the list joins the needs, the permission lines and the host task of its builds only", async () => {
+  assert.deepEqual(needsOf("arch", LIST).at.stubwall, [{ path: "/usr/bin/stubwall", on: "arch" }]);
+  assert.equal(needsOf("arch", LIST).read["/run/stubwall"], "stub firewall: its state");
+  assert.equal(needsOf("alpine", LIST).run.stubwall, undefined);
+  assert.ok(
+    permissionBlock("arch", "allow-run", LIST).some((l) =>
+      /^allow-run +\/usr\/bin\/stubwall +# stub firewall resources$/.test(l)
+    ),
+  );
+  assert.ok(!permissionBlock("alpine", "allow-run", LIST).join("\n").includes("stubwall"));
+  assert.match(hostAllowRun(LIST), /^--allow-run=.*,stubwall$/);
+  assert.doesNotMatch(hostAllowRun(), /stubwall/);
+
+  // The committed Arch set, rewritten with it: the set gains exactly its program and path.
+  const before = await loadPermissionSet("arch");
+  const text = await Deno.readTextFile(before.source);
+  const after = parsePermissionFile(rewritePermissionFile(text, "arch", LIST), "arch", "x");
+  assert.deepEqual(after.allowRun, [...before.allowRun, "/usr/bin/stubwall"]);
+  assert.deepEqual(
+    after.allowRead.filter((p) => !before.allowRead.includes(p)),
+    ["/run/stubwall"],
+  );
+  assert.deepEqual(after.denyWrite, before.denyWrite);
+});
+
+Deno.test("providers: a per-OS build's list imports the descriptors its builds name, no other", () => {
+  const root = "file:///checkout/";
+  const arch = carriedModule("arch", root, LIST);
+  const alpine = carriedModule("alpine", root, LIST);
+  assert.ok(arch.includes(`from "${root}os/stub-wall/provider.ts"`));
+  assert.ok(!alpine.includes("stub-wall"));
+  for (const p of PROVIDERS) {
+    for (const [os, text] of [["arch", arch], ["alpine", alpine]] as const) {
+      assert.equal(
+        text.includes(`from "${root}os/${p.folder}/provider.ts"`),
+        p.builds.includes(os),
+        `${os} and os/${p.folder}`,
+      );
+    }
+  }
+  // The checkout carries every provider but the tarball's own package.
+  assert.deepEqual(
+    CARRIED.map((p) => p.folder),
+    carriedBy("checkout").map((p) => p.folder),
+  );
+  assert.ok(!CARRIED.some((p) => p.folder === "tarball-self"));
+});
+
+Deno.test("providers: a descriptor that leaves a program without a path on a build's OS, or two that disagree, are refused", () => {
+  const pathless: ProviderDescriptor<"firewall"> = {
+    ...STUB,
+    builds: ["alpine"],
+  };
+  assert.throws(
+    () => needsOf("alpine", [pathless]),
+    /os\/stub-wall: stubwall is carried by the alpine build but has no path on alpine/,
+  );
+  const elsewhere: ProviderDescriptor<"firewall"> = {
+    ...STUB,
+    folder: "stub-elsewhere",
+    programs: { stubwall: { why: "x", at: { arch: ["/usr/sbin/stubwall"] } } },
+  };
+  assert.throws(
+    () => needsOf("arch", [STUB, elsewhere]),
+    /os\/stub-elsewhere and os\/stub-wall say stubwall is found at different paths/,
+  );
+});
