@@ -731,6 +731,21 @@ Deno.test("launcher: a staged build that cannot even answer `version` crashes 3 
   await cleanup(w);
 });
 
+Deno.test("launcher: a host that stages what the launcher refuses and exits 0, start after start, is counted and rolled back, not restarted for ever", async () => {
+  const w = await makeWorld({ steps: [] });
+  await Deno.writeTextFile(join(w.state, "known-good"), "1.0\n");
+  const stage = await stageScript(w, await releaseTarball(w, "2.0"), "2.0", "0".repeat(64));
+  const steps = [`run ${stage} exit 0`, `run ${stage} exit 0`, `run ${stage} exit 0`];
+  await Deno.writeTextFile(join(w.plan, "steps"), [...steps, "confirm wait"].join("\n") + "\n");
+  const r = await runUntilReady(w);
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(await starts(w), ["1.0", "1.0", "1.0", "1.0"]);
+  assert.equal(count(r.stderr, "REFUSED the staged upgrade"), 3, r.stderr);
+  assert.equal(count(r.stderr, "upgraded itself"), 0, r.stderr);
+  assert.equal(count(r.stderr, "failed 3 times in a row: rolling back to known-good 1.0"), 1);
+  await cleanup(w);
+});
+
 /** A name holding a newline: busybox tar lists it raw, as two lines, the second one forged. */
 const NEWLINE_NAME =
   "lib/nox-mesh-host/a\n-rw-r--r-- 0/0 1 2024-01-01 00:00:00 lib/nox-mesh-host/b";
@@ -849,6 +864,7 @@ for (const tar of TARS) {
       assert.ok(record?.startsWith(`${sum} 2.0: `), record);
       assert.match(record!, reason);
       assert.equal(count(r.stderr, "REFUSED the staged upgrade"), 1, r.stderr);
+      assert.equal(await stateFile(w, "failures"), "1", "a refused stage is no upgrade: counted");
       await cleanup(w);
     });
   }
