@@ -4,7 +4,9 @@
  * without `--remove-home`. busybox has no usermod: supplementary groups are changed one by
  * one (`addgroup USER GROUP`, `delgroup USER GROUP`), and a change of an existing user's
  * primary group, home or shell is refused with what to do (install Alpine's `shadow`,
- * whose usermod the host then uses). `root` (tests) names where the databases are read;
+ * whose usermod the host then uses). deluser and delgroup read their names as argv[1] and
+ * argv[2] (a `--` there would be taken for a name), so they get none; checkName has
+ * refused a leading "-" before anything runs. `root` (tests) names where the databases are read;
  * the tools reach it through `via` (e.g. `chroot ROOT`).
  */
 import type { AccountTools } from "../../src/providers.ts";
@@ -39,7 +41,7 @@ export function busyboxAccounts(options: BusyboxAccountsOptions = {}): AccountTo
   const join = (user: string, group: string) =>
     run(["addgroup", "--", checkName("user", user), checkName("group", group)]);
   const leave = (user: string, group: string) =>
-    run(["delgroup", "--", checkName("user", user), checkName("group", group)]);
+    run(["delgroup", checkName("user", user), checkName("group", group)]);
   const addGroup = async (name: string, gid: number | undefined, system: boolean) => {
     const args = ["addgroup", ...(system ? ["-S"] : [])];
     if (gid !== undefined) args.push("-g", checkId("gid", gid));
@@ -50,7 +52,7 @@ export function busyboxAccounts(options: BusyboxAccountsOptions = {}): AccountTo
     files,
     addGroup: ({ name, gid, system }) => addGroup(name, gid, system),
     async removeGroup(name) {
-      await run(["delgroup", "--", checkName("group", name)]);
+      await run(["delgroup", checkName("group", name)]);
     },
     async addUser(user) {
       const args = ["adduser", "-D", "-H", "-G", checkName("group", user.group)];
@@ -85,7 +87,6 @@ export function busyboxAccounts(options: BusyboxAccountsOptions = {}): AccountTo
       await removeKeepingGroup(
         files,
         name,
-        // deluser reads its name as argv[1] (no `--`); checkName refused a leading "-".
         () => run(["deluser", name]),
         async (group) => {
           await addGroup(group.name, group.gid, false);
