@@ -55,6 +55,8 @@ export function busyboxAccounts(options: BusyboxAccountsOptions = {}): AccountTo
       await run(["delgroup", checkName("group", name)]);
     },
     async addUser(user) {
+      // Every name checked before the first tool runs (its groups are joined after it).
+      user.groups.forEach((g) => checkName("group", g));
       const args = ["adduser", "-D", "-H", "-G", checkName("group", user.group)];
       if (user.system) args.push("-S");
       if (user.uid !== undefined) args.push("-u", checkId("uid", user.uid));

@@ -239,3 +239,33 @@ Deno.test("accounts (busybox): a shell changed by hand cannot be repaired withou
   assert.match(r.error!, /busybox cannot change the shell of the existing user "app"/);
   assert.match(r.results[1].detail!, /apk add shadow/);
 });
+
+Deno.test("accounts: the profile finds shadow's tools on this Debian machine by using useradd -D", async () => {
+  const { detectAccounts } = await import("../../os/detect/accounts.ts");
+  const found = await detectAccounts();
+  assert.equal(found.state, "working");
+  assert.equal(found.provider, "shadow");
+  assert.match(found.evidence.join(" "), /useradd -D/);
+});
+
+Deno.test("accounts: the adapters refuse a name or id a tool would misread before running anything", async () => {
+  const { shadowAccounts } = await import("../../os/shadow-accounts/mod.ts");
+  const { busyboxAccounts } = await import("../../os/busybox-accounts/mod.ts");
+  // A via that fails loudly if anything were run.
+  const via = ["/nonexistent/never-run"];
+  for (const tools of [shadowAccounts({ via }), busyboxAccounts({ via })]) {
+    for (const name of ["-r", "--prefix=/", "a:b", "a\nb", "root x", "a".repeat(33)]) {
+      await assert.rejects(
+        tools.removeUser(name),
+        TypeError,
+        `${tools.name}: ${JSON.stringify(name)}`,
+      );
+      await assert.rejects(tools.addGroup({ name, system: false }), TypeError);
+    }
+    await assert.rejects(
+      tools.addUser({ name: "app", group: "app", groups: ["--all"], system: false }),
+      TypeError,
+    );
+    await assert.rejects(tools.addGroup({ name: "app", gid: 0, system: false }), TypeError);
+  }
+});
