@@ -30,6 +30,7 @@ import { scenario as brokerFailover } from "./broker_failover.ts";
 import { scenario as fleet } from "./fleet.ts";
 import { scenario as site } from "./site.ts";
 import { scenario as holdRescue } from "./hold_rescue.ts";
+import { scenario as accounts } from "./accounts.ts";
 
 /** All scenarios. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -63,4 +64,5 @@ export const SCENARIOS: readonly Scenario[] = [
   brokerFailover,
   fleet,
   site,
+  accounts,
 ];

@@ -13,6 +13,8 @@ import type { ResourceKind } from "./kind.ts";
 import { MAX_PATH_BYTES } from "../declaration/paths.ts";
 import { packageKind, type PackageResource } from "./package.ts";
 import { serviceKind, type ServiceResource } from "./service.ts";
+import { groupKind, type GroupResource } from "./group.ts";
+import { userKind, type UserResource } from "./user.ts";
 
 export type {
   ActionResource,
@@ -20,10 +22,12 @@ export type {
   DirectoryResource,
   FileResource,
   FirewallResource,
+  GroupResource,
   OverlayResource,
   PackageResource,
   ServiceResource,
   SysctlResource,
+  UserResource,
 };
 
 /** Any resource. */
@@ -36,7 +40,9 @@ export type Resource =
   | ActionResource
   | OverlayResource
   | FirewallResource
-  | SysctlResource;
+  | SysctlResource
+  | GroupResource
+  | UserResource;
 
 /** The name of a resource type. */
 export type ResourceType = Resource["type"];
@@ -52,6 +58,8 @@ const ALL: readonly ResourceKind<Resource>[] = [
   overlayKind,
   firewallKind,
   sysctlKind,
+  groupKind,
+  userKind,
 ] as unknown as ResourceKind<Resource>[];
 
 /** The kinds by type (a Map: no type name reaches Object.prototype). */
