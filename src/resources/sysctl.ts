@@ -125,6 +125,7 @@ export const sysctlKind: ResourceKind<SysctlResource, SysctlChange> = {
   type: "sysctl",
   schema: SysctlSchema,
   needs: "sysctl",
+  mayCutLink: true,
 
   key: sysctlKey,
 
