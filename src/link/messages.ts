@@ -14,8 +14,11 @@ import type { ResourceResult } from "../engine/types.ts";
 import { runtimeVersion, VERSION } from "../version.ts";
 import type { CapabilityState, Profile } from "../profile.ts";
 
-/** What started a reconcile or an apply. */
-export type Trigger = "start" | "declaration" | "reconnect" | "drift";
+/**
+ * What started a reconcile or an apply; `revert`: a confirm window lapsed and the host
+ * goes back to the declaration it held before (src/run/confirm.ts).
+ */
+export type Trigger = "start" | "declaration" | "reconnect" | "drift" | "revert";
 
 /** Report of one apply (subject mesh.node.N.report). */
 export interface ApplyMessage {
@@ -56,7 +59,8 @@ export interface RefusalMessage {
    * rotation signed by the pinned key leads to it), expired (past its not-after by
    * this node's clock), unpinned (this node holds no signing key: enrolled with an
    * old token), invalid (the parse refused it), wrong-node, replay, unaddressed
-   * (no node or serial).
+   * (no node or serial), unconfirmed (applied, but its network changes were not
+   * confirmed by the link within the confirm window: undone, and refused from then on).
    */
   reason: RefusalReason;
   message: string;

@@ -39,6 +39,7 @@ import type { Log } from "../log.ts";
 import type { Profile } from "../profile.ts";
 import { OutboxSender } from "./outbox.ts";
 import { InventoryReporter } from "./inventory.ts";
+import { ConfirmWindow } from "./confirm.ts";
 
 /** How to run the service. */
 export interface RunOptions {
@@ -102,6 +103,7 @@ class RunLoop {
   readonly #heartbeatMs: number;
   readonly #heartbeats: Heartbeats;
   readonly #memory: MemoryCeiling;
+  readonly #confirm: ConfirmWindow;
   #worked = false;
   readonly #queue = new WorkQueue();
   readonly #applyAbort = new AbortController();
@@ -139,6 +141,13 @@ class RunLoop {
     this.#launcher = new LauncherContract(host.config.stateDir, VERSION, options.log);
     const { store, config } = host;
     this.#outbox = new OutboxSender({ store, bounds: config.outbox, log: options.log });
+    this.#confirm = new ConfirmWindow({
+      store,
+      windowSeconds: config.confirmWindowSeconds,
+      log: options.log,
+      probe: (timeoutMs) => this.#probeLink(timeoutMs),
+      lapsed: () => this.#enqueue({ kind: "reconcile", trigger: "revert" }),
+    });
     this.#inventory = new InventoryReporter({
       store,
       stateDir: config.stateDir,
@@ -163,6 +172,7 @@ class RunLoop {
             : "program file unknown: no self-upgrade"
         }`,
     );
+    this.#confirm.resume();
     this.#writeStatus();
     // Jittered, so a fleet started (or reconnected) together does not beat in step.
     this.#stopTicking = everyJittered(this.#heartbeatMs, () => this.#tick());
@@ -298,6 +308,7 @@ class RunLoop {
   }
 
   async #do(work: Work): Promise<void> {
+    if (await this.#settleWindow() && work.kind === "reconcile") return;
     if (work.kind === "reconcile") return await this.#reconcile(work.trigger);
     const subject = subjectsOf(this.#identity?.node ?? "").declaration;
     const admission = await admitFromLink(
@@ -308,6 +319,10 @@ class RunLoop {
       (this.#opt.now ?? Date.now)(),
     );
     if (admission.verdict !== "refused") this.#expired = undefined;
+    // Refused when its confirm window lapsed: never applied again (reported then).
+    if (admission.verdict !== "refused" && this.#confirm.refuses(admission.digest)) {
+      return await this.#afterRefusal(work.trigger);
+    }
     if (admission.verdict === "held") {
       // Signed again by a key the pinned key rotated to: that key is pinned now.
       if (admission.rotatedFrom !== undefined) this.#accept(admission);
@@ -366,6 +381,16 @@ class RunLoop {
     if (digest === undefined || digest !== declaration.digest) return undefined;
     if (current && (current.source !== "link" || current.digest === digest)) return undefined;
     return this.#pending = { declaration, digest, origin };
+  }
+
+  /** A confirm window that lapsed: its serial refused and reported, the machine taken back. */
+  async #settleWindow(): Promise<boolean> {
+    const lapse = await this.#confirm.settle();
+    if (!lapse) return false;
+    if (this.#pending?.digest === lapse.digest) this.#pending = undefined;
+    this.#refuse(lapse.serial, "unconfirmed", lapse.message, lapse.problems);
+    await this.#reconcile("revert");
+    return true;
   }
 
   /** A refusal on (re)connect still owes the machine its reconcile from the store. */
@@ -443,12 +468,15 @@ class RunLoop {
   ): Promise<void> {
     let report;
     try {
+      // Pushed over the link: a change to what can cut the node off opens the window.
+      if (pending) await this.#confirm.open(declaration, origin);
       report = await apply(this.#host, declaration, {
         source,
         origin,
         signal: this.#applyAbort.signal,
         lockWaitMs: 10_000,
         ...(this.#link ? { contentSources: [this.#link.contentSource()] } : {}),
+        ...(trigger === "revert" ? { networkFirst: true } : {}),
       });
     } catch (error) {
       if (error instanceof BusyError) {
@@ -474,6 +502,7 @@ class RunLoop {
         `${c.failed} failed in ${report.durationMs} ms${report.error ? `: ${report.error}` : ""}`,
       report.outcome === "failed" ? "error" : report.outcome === "converged" ? "info" : "warning",
     );
+    this.#confirm.applied(report, pending !== undefined);
     // Only a converged apply shows this version works here (never a failed one); any
     // apply that ran to its end shows the program starts and runs (no crash to count).
     if (report.outcome === "converged") await this.#launcher.converged();
@@ -505,10 +534,17 @@ class RunLoop {
 
   // ---- heartbeats, upgrade, status, shutdown --------------------------------
 
-  #heartbeat(withList: boolean): void {
-    if (!this.#identity || !this.#link) return;
+  #heartbeat(withList: boolean): boolean {
+    if (!this.#identity || !this.#link) return false;
     const liveness = { startedAt: this.#startedAt, nextDriftAt: this.#drift.nextAt };
-    this.#heartbeats.send(this.#identity, this.#link, liveness, withList);
+    return this.#heartbeats.send(this.#identity, this.#link, liveness, withList);
+  }
+
+  /** A heartbeat, then whether the broker answered behind it within `timeoutMs` (confirm.ts). */
+  async #probeLink(timeoutMs: number): Promise<boolean> {
+    const link = this.#link;
+    if (!link || !this.#heartbeat(false)) return false;
+    return await link.roundTrip(timeoutMs);
   }
 
   /** Above the memory ceiling, after a completed piece of work: say why and stop for a restart. */
@@ -568,6 +604,7 @@ class RunLoop {
       ? "restarting"
       : "stopping";
     this.#drift.clear();
+    this.#confirm.stop();
     this.#stopTicking?.();
     this.#stopEnrolWatch?.();
     // What the outbox holds goes out first when the link is up (bounded); the rest waits
