@@ -19,6 +19,7 @@ import { scenario as tarballRollback } from "./tarball_rollback.ts";
 import { scenario as tarballUpgrade } from "./tarball_upgrade.ts";
 import { scenario as conntrack } from "./conntrack.ts";
 import { scenario as firewall } from "./firewall.ts";
+import { scenario as confirm } from "./confirm.ts";
 import { scenario as overlay } from "./overlay.ts";
 import { scenario as restartOnChange } from "./restart_on_change.ts";
 import { scenario as substrate } from "./substrate.ts";
@@ -49,6 +50,7 @@ export const SCENARIOS: readonly Scenario[] = [
   tarballUpgrade,
   conntrack,
   firewall,
+  confirm,
   overlay,
   restartOnChange,
   substrate,
