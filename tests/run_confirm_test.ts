@@ -135,6 +135,13 @@ Deno.test({
 
       // A restart: the catch-up hands serial 2 over again; it is not applied.
       assert.equal(await host.stop(), 0);
+      const status = await runHost(["status", "--json"], { env: s.env });
+      assert.equal(JSON.parse(status.stdout).confirm.refused.serial, 2, status.stderr);
+      assert.equal(JSON.parse(status.stdout).confirm.open, null);
+      assert.match(
+        (await runHost(["status"], { env: s.env })).stdout,
+        /refused +serial 2 at .* \(not confirmed in time\)/,
+      );
       host = await start(net, s, ["--drift-interval", "1"]);
       await host.waitLog(/serial 2 arrived again; it was refused when its confirm window lapsed/);
       await host.waitLog(/apply \(drift, link serial 1\): converged/);
@@ -178,6 +185,9 @@ Deno.test({
       await mesh.control.declare("node-a", { version: 1, resources: [firewall(CUT)] });
       await host.waitLog(/apply \(declaration, link serial 2\): converged/);
       assert.equal(await host.stop("SIGKILL"), 137);
+      const open = JSON.parse((await runHost(["status", "--json"], { env: s.env })).stdout)
+        .confirm.open;
+      assert.deepEqual([open.serial, open.goesBackTo, open.changed], [2, 1, ['firewall "edge"']]);
       host = await start(net, s);
       await host.waitLog(
         /serial 2 changed what can cut this node off \(firewall "edge"\) and was not confirmed before the last process ended; it stands if the broker acknowledges a heartbeat within \d+ s/,

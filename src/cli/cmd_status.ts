@@ -1,6 +1,7 @@
 /** `status`: identity, the current declaration, the last apply, what is held. */
 import { openEngine } from "../engine/mod.ts";
 import { META } from "../store/meta.ts";
+import { readPending, readRefused } from "../store/confirm.ts";
 import type { Command } from "./command.ts";
 import { EXIT } from "./io.ts";
 
@@ -11,7 +12,9 @@ export const statusCommand: Command = {
   usage: "status",
   help: `Show what this node's store says: its identity, the declaration it holds the
 machine to, the last apply and its outcome, how many resources it holds, whether
-the service runs, the link's state and last error, and the next drift check.
+the service runs, the link's state and last error, the next drift check, and a
+network change waiting for the link to confirm it (or the last one refused
+because it was not confirmed: see confirmWindowSeconds in host.json(5)).
 Reads the store only; changes nothing.
 Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
 `,
@@ -24,6 +27,7 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
     const { store } = host;
     const current = store.current();
     const last = store.lastApply();
+    const open = readPending(store).record;
     const status = {
       node: store.meta(META.node) ?? null,
       stateDir: host.config.stateDir,
@@ -38,6 +42,17 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
       lastApply: last,
       held: store.heldCount(),
       ...linkStatus(store),
+      confirm: {
+        open: open
+          ? {
+            serial: open.serial,
+            deadline: open.deadline,
+            goesBackTo: open.restore?.serial ?? null,
+            changed: open.changed.map((c) => `${c.type} "${c.id}"`),
+          }
+          : null,
+        refused: readRefused(store).record ?? null,
+      },
     };
     if (ctx.json) {
       ctx.io.stdout(JSON.stringify(status) + "\n");
@@ -66,8 +81,32 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
       ],
       ["held", `${status.held} resources`],
       ...linkRows(status),
+      ...confirmRows(status.confirm),
     ];
     ctx.io.stdout(rows.map(([k, v]) => `${k.padEnd(13)}${v}\n`).join(""));
     return EXIT.ok;
   },
 };
+
+/** The confirm window's rows: a change waiting for the link, the last serial refused. */
+function confirmRows(
+  { open, refused }: {
+    open: { serial: number; deadline: string; goesBackTo: number | null; changed: string[] } | null;
+    refused: { serial: number; at: string } | null;
+  },
+): [string, string][] {
+  const rows: [string, string][] = [];
+  if (open) {
+    rows.push([
+      "unconfirmed",
+      `serial ${open.serial} (${open.changed.join(", ") || "its apply did not end"}): goes ` +
+      `back to ${
+        open.goesBackTo === null ? "what was held before" : `serial ${open.goesBackTo}`
+      } at ${open.deadline} unless the broker answers a heartbeat`,
+    ]);
+  }
+  if (refused) {
+    rows.push(["refused", `serial ${refused.serial} at ${refused.at} (not confirmed in time)`]);
+  }
+  return rows;
+}
