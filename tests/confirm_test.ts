@@ -61,6 +61,8 @@ interface World extends AsyncDisposable {
   /** The test's clock (ms). */
   now: number;
   log: string[];
+  /** How many times a window asked the loop to go back. */
+  lapses: number;
 }
 
 async function world(tag: string): Promise<World> {
@@ -83,6 +85,7 @@ async function world(tag: string): Promise<World> {
     store,
     now: Date.parse("2030-01-01T00:00:00Z"),
     log: [],
+    lapses: 0,
     async push(serial, resources, options = {}) {
       const declaration = await parseDeclaration(
         JSON.stringify({ version: 1, node: "node-a", serial, resources }),
@@ -101,7 +104,7 @@ async function world(tag: string): Promise<World> {
         windowSeconds: WINDOW_S,
         log: (line) => w.log.push(line),
         probe,
-        lapsed: () => {},
+        lapsed: () => w.lapses++,
         now: () => w.now,
         probeEveryMs: 10,
       });
@@ -209,9 +212,16 @@ Deno.test({
     assert.equal(again.meta(META.confirmPending), undefined);
     assert.equal(JSON.parse(again.meta(META.confirmRefused)!).serial, 3);
     const next = w.window();
+    const lapses = w.lapses;
     next.resume();
     assert.ok(next.refuses(lapse.digest));
     assert.ok(!next.refuses("sha256:another"));
+    // Ended before it went back: the next process goes back first thing.
+    assert.equal(w.lapses, lapses + 1, "going back is owed");
+    assert.match(w.log.join("\n"), /ended before it went back; going back now/);
+    await w.push(1, [firewall(8081)], { networkFirst: true });
+    w.window().resume();
+    assert.equal(w.lapses, lapses + 1, "went back: nothing owed");
   },
 });
 

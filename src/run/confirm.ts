@@ -53,7 +53,10 @@ export interface ConfirmOptions {
    * true when it did. False at once when the link is down.
    */
   probe(timeoutMs: number): Promise<boolean>;
-  /** The window lapsed: the loop settles it (`settle`) before its next piece of work. */
+  /**
+   * The window lapsed, or going back is owed: the loop settles it (`settle`) and applies
+   * the current declaration as going back (`networkFirst`) before its next piece of work.
+   */
   lapsed(): void;
   /** The clock (default Date.now). */
   now?: () => number;
@@ -110,6 +113,17 @@ export class ConfirmWindow {
     const refused = readRefused(this.#opt.store);
     if (refused.problem) this.#opt.log(`confirm: ${refused.problem}; ignored`, "error");
     this.#refused = refused.record;
+    // The process ended between a lapse and the apply that goes back: that apply is owed,
+    // what can cut the node off first.
+    const last = this.#opt.store.lastApply();
+    if (refused.record && (!last || last.startedAt < refused.record.at)) {
+      this.#opt.log(
+        `confirm: serial ${refused.record.serial} was refused, and the last process ended ` +
+          "before it went back; going back now",
+        "warning",
+      );
+      this.#opt.lapsed();
+    }
     const pending = readPending(this.#opt.store);
     if (pending.problem) {
       this.#opt.log(
