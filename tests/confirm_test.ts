@@ -301,6 +301,42 @@ Deno.test({
 });
 
 Deno.test({
+  name: "confirm window: an apply that did not happen (the lock busy) leaves the window as it " +
+    "was: none, or the one open before, still probed",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    await using w = await world("cfabandon");
+    let answer = true;
+    const window = w.window(() => Promise.resolve(answer));
+    await pushThrough(w, window, 1, [firewall(8081)]);
+    await until("serial 1 confirmed", () => pendingOf(window) === undefined);
+    const parse = (serial: number, port: number) =>
+      parseDeclaration(
+        JSON.stringify({ version: 1, node: "node-a", serial, resources: [firewall(port)] }),
+        { managedRoots: [w.root], own: { paths: [], services: [] } },
+      );
+    await window.open(await parse(2, 8082), SUBJECT);
+    assert.equal(pendingOf(window)?.serial, 2);
+    window.abandon();
+    assert.equal(pendingOf(window), undefined);
+    assert.equal(w.store.meta(META.confirmPending), undefined);
+
+    answer = false;
+    await pushThrough(w, window, 2, [firewall(8082)]);
+    const deadline = pendingOf(window)?.deadline;
+    w.now += 10_000;
+    await window.open(await parse(3, 8083), SUBJECT);
+    window.abandon();
+    assert.equal(pendingOf(window)?.serial, 2);
+    assert.equal(pendingOf(window)?.deadline, deadline);
+    assert.equal(JSON.parse(w.store.meta(META.confirmPending)!).serial, 2);
+    answer = true;
+    await until("serial 2 confirmed", () => pendingOf(window) === undefined);
+  },
+});
+
+Deno.test({
   name: "confirm window: a record that does not read is dropped and said, never acted on",
   sanitizeResources: false,
   sanitizeOps: false,

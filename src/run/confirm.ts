@@ -87,6 +87,8 @@ export class ConfirmWindow {
   /** Changes whenever a push moves the window on: a probe counts only for its own. */
   #generation = 0;
   #refused: RefusedSerial | undefined;
+  /** What `open` replaced, until the apply it was called for ends (see `abandon`). */
+  #opened: { before: PendingWindow | undefined; deadline: number; applied: boolean } | undefined;
   /** The refused digest last said to be delivered again (said once). */
   #toldAgain: string | undefined;
   #lapseTimer: ReturnType<typeof setTimeout> | undefined;
@@ -187,6 +189,7 @@ export class ConfirmWindow {
       restore: open ? open.restore : restorePoint(store),
       changed: open?.changed ?? [],
     };
+    this.#opened = { before: open, deadline: this.#deadline, applied: this.#applied };
     writePending(store, next);
     this.#pending = next;
     this.#deadline = Date.parse(next.deadline);
@@ -196,11 +199,35 @@ export class ConfirmWindow {
   }
 
   /**
+   * The apply `open` was called for did not happen (another apply held the lock, or
+   * the host is held): the window is again what it was before.
+   */
+  abandon(): void {
+    const opened = this.#opened;
+    if (!opened) return;
+    this.#opened = undefined;
+    writePending(this.#opt.store, opened.before);
+    this.#pending = opened.before;
+    this.#deadline = opened.deadline;
+    this.#applied = opened.applied;
+    this.#generation++;
+    clearTimeout(this.#probeTimer);
+    this.#probeTimer = undefined;
+    if (!opened.before) {
+      clearTimeout(this.#lapseTimer);
+      return;
+    }
+    this.#scheduleLapse();
+    this.#kick(0);
+  }
+
+  /**
    * After an apply: a push under the window starts it from now (or closes it when
    * nothing that can cut the node off changed); any apply of the window's declaration
    * lets the probes count.
    */
   applied(report: ApplyReport, pushed: boolean): void {
+    this.#opened = undefined;
     const open = this.#pending;
     if (!open || report.digest !== open.digest || report.outcome === "interrupted") return;
     if (pushed) {
@@ -290,6 +317,7 @@ export class ConfirmWindow {
   /** Close the open window (confirmed, or nothing to confirm, or lapsed). */
   #close(write = true): void {
     if (write) writePending(this.#opt.store, undefined);
+    this.#opened = undefined;
     this.#pending = undefined;
     this.#applied = false;
     this.#generation++;

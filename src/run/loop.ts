@@ -480,6 +480,7 @@ class RunLoop {
       });
     } catch (error) {
       if (error instanceof BusyError) {
+        this.#confirm.abandon();
         // An admitted declaration stays pending: the retry applies it, not the store's older one.
         this.#log(
           `apply (${trigger}): another apply holds the lock; trying again in 15 s` +
