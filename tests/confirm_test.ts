@@ -127,9 +127,9 @@ async function pushThrough(w: World, window: ConfirmWindow, serial: number, reso
     JSON.stringify({ version: 1, node: "node-a", serial, resources }),
     { managedRoots: [w.root], own: { paths: [], services: [] } },
   );
-  await window.open(declaration, SUBJECT);
+  await window.before(declaration, SUBJECT, true);
   const { report } = await w.push(serial, resources);
-  window.applied(report, true);
+  window.applied(report);
   return report;
 }
 
@@ -269,7 +269,7 @@ Deno.test({
     const fourth = w.window(() => Promise.resolve(answered));
     fourth.resume();
     // The start reconcile applies what the store holds: serial 3 again.
-    fourth.applied((await w.push(3, [firewall(8083)])).report, false);
+    fourth.applied((await w.push(3, [firewall(8083)])).report);
     await until("serial 3 confirmed", () => pendingOf(fourth) === undefined);
   },
 });
@@ -288,12 +288,12 @@ Deno.test({
       JSON.stringify({ version: 1, node: "node-a", serial: 2, resources: [firewall(8082)] }),
       { managedRoots: [w.root], own: { paths: [], services: [] } },
     );
-    await window.open(declaration, SUBJECT); // serial 2 arrives while serial 1's probe waits
+    await window.before(declaration, SUBJECT, true); // serial 2 arrives while serial 1's probe waits
     answers[0](true);
     await new Promise((resolve) => setTimeout(resolve, 50));
     assert.equal(pendingOf(window)?.serial, 2, "still open for serial 2");
     const { report } = await w.push(2, [firewall(8082)]);
-    window.applied(report, true);
+    window.applied(report);
     await until("a probe for serial 2", () => answers.length === 2);
     answers[1](true);
     await until("serial 2 confirmed", () => pendingOf(window) === undefined);
@@ -301,8 +301,8 @@ Deno.test({
 });
 
 Deno.test({
-  name: "confirm window: an apply that did not happen (the lock busy) leaves the window as it " +
-    "was: none, or the one open before, still probed",
+  name: "confirm window: an apply that did not happen (the lock busy) leaves a push waiting " +
+    "for its apply, or the window open before as it was, still probed",
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {
@@ -316,23 +316,85 @@ Deno.test({
         JSON.stringify({ version: 1, node: "node-a", serial, resources: [firewall(port)] }),
         { managedRoots: [w.root], own: { paths: [], services: [] } },
       );
-    await window.open(await parse(2, 8082), SUBJECT);
+    await window.before(await parse(2, 8082), SUBJECT, true);
     assert.equal(pendingOf(window)?.serial, 2);
     window.abandon();
-    assert.equal(pendingOf(window), undefined);
-    assert.equal(w.store.meta(META.confirmPending), undefined);
+    // Not applied: the window waits for the apply that will come (the loop's retry, or
+    // the end of a hold), without a deadline.
+    assert.equal(pendingOf(window)?.deadline, null);
+    assert.equal(JSON.parse(w.store.meta(META.confirmPending)!).deadline, null);
+    w.now += 10 * WINDOW_S * 1000;
+    assert.equal(await window.settle(), undefined, "a window that waits never lapses");
 
     answer = false;
     await pushThrough(w, window, 2, [firewall(8082)]);
+    assert.equal(pendingOf(window)?.restore?.serial, 1);
     const deadline = pendingOf(window)?.deadline;
     w.now += 10_000;
-    await window.open(await parse(3, 8083), SUBJECT);
+    await window.before(await parse(3, 8083), SUBJECT, true);
     window.abandon();
     assert.equal(pendingOf(window)?.serial, 2);
     assert.equal(pendingOf(window)?.deadline, deadline);
     assert.equal(JSON.parse(w.store.meta(META.confirmPending)!).serial, 2);
     answer = true;
     await until("serial 2 confirmed", () => pendingOf(window) === undefined);
+  },
+});
+
+Deno.test({
+  name: "confirm window: a push whose apply stops before its table waits; the drift pass " +
+    "that reaches the table starts it, and a process dying in that apply leaves it running",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    await using w = await world("cfwait");
+    let answer = true;
+    const window = w.window(() => Promise.resolve(answer));
+    await pushThrough(w, window, 1, [firewall(8081)]);
+    await until("serial 1 confirmed", () => pendingOf(window) === undefined);
+    const parse = (serial: number, resources: unknown[]) =>
+      parseDeclaration(
+        JSON.stringify({ version: 1, node: "node-a", serial, resources }),
+        { managedRoots: [w.root], own: { paths: [], services: [] } },
+      );
+
+    // A file whose directory is missing fails before the table.
+    const two = [file(posix.join(w.root, "a"), "x", "x"), firewall(8082)];
+    assert.equal((await pushThrough(w, window, 2, two)).outcome, "failed");
+    assert.equal(pendingOf(window)?.deadline, null, "waits: the table was not reached");
+    assert.equal(pendingOf(window)?.restore?.serial, 1);
+    assert.match(await w.ns.must(["nft", "list", "table", "inet", "edge"]), /dport 8081/);
+
+    // The directory appears; the drift pass reaches the table: the window runs from it.
+    await Deno.mkdir(posix.join(w.root, "a"));
+    answer = false;
+    await window.before(await parse(2, two), SUBJECT, false);
+    const { report } = await w.push(2, two);
+    assert.equal(report.outcome, "converged");
+    window.applied(report);
+    assert.notEqual(pendingOf(window)?.deadline, null, "running");
+    assert.deepEqual(pendingOf(window)?.changed.map((c) => c.id), ["edge"]);
+    answer = true;
+    await until("serial 2 confirmed", () => pendingOf(window) === undefined);
+
+    // Again, but the process dies during the drift pass that loads the table: the next
+    // one finds the window running (on disk before that apply), not waiting.
+    const three = [file(posix.join(w.root, "b"), "x", "x"), firewall(8083)];
+    answer = false;
+    assert.equal((await pushThrough(w, window, 3, three)).outcome, "failed");
+    window.stop();
+    await Deno.mkdir(posix.join(w.root, "b"));
+    const dying = w.window();
+    dying.resume();
+    await dying.before(await parse(3, three), SUBJECT, false);
+    await w.push(3, three); // the table is loaded; the process dies before it is told
+    dying.stop();
+    const next = w.window();
+    next.resume();
+    assert.notEqual(pendingOf(next)?.deadline, null, "running, not waiting");
+    w.now += WINDOW_S * 1000 + 1;
+    assert.equal((await next.settle())?.serial, 3);
+    assert.equal(w.store.currentHead()?.serial, 2);
   },
 });
 

@@ -135,6 +135,7 @@ Deno.test({
 
       // A restart: the catch-up hands serial 2 over again; it is not applied.
       assert.equal(await host.stop(), 0);
+      const firstLog = host.log();
       const status = await runHost(["status", "--json"], { env: s.env });
       assert.equal(JSON.parse(status.stdout).confirm.refused.serial, 2, status.stderr);
       assert.equal(JSON.parse(status.stdout).confirm.open, null);
@@ -148,7 +149,13 @@ Deno.test({
       assert.doesNotMatch(host.log(), /serial 2\): /);
       assert.doesNotMatch(await table(net), /hook output/);
       const reports = await mesh.control.reports("node-a");
-      assert.equal(reports.filter((r) => r.kind === "refused").length, 1, "reported once");
+      const refusals = reports.filter((r) => r.kind === "refused");
+      assert.equal(
+        refusals.length,
+        1,
+        `reported once: ${JSON.stringify(refusals.map((r) => [r.serial, r.reason, r.id]))}\n` +
+          firstLog + host.log(),
+      );
 
       // A later serial is taken normally.
       await mesh.control.declare("node-a", {

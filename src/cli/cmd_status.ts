@@ -91,18 +91,22 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
 /** The confirm window's rows: a change waiting for the link, the last serial refused. */
 function confirmRows(
   { open, refused }: {
-    open: { serial: number; deadline: string; goesBackTo: number | null; changed: string[] } | null;
+    open:
+      | { serial: number; deadline: string | null; goesBackTo: number | null; changed: string[] }
+      | null;
     refused: { serial: number; at: string } | null;
   },
 ): [string, string][] {
   const rows: [string, string][] = [];
   if (open) {
+    const back = open.goesBackTo === null ? "what was held before" : `serial ${open.goesBackTo}`;
     rows.push([
       "unconfirmed",
-      `serial ${open.serial} (${open.changed.join(", ") || "its apply did not end"}): goes ` +
-      `back to ${
-        open.goesBackTo === null ? "what was held before" : `serial ${open.goesBackTo}`
-      } at ${open.deadline} unless the broker answers a heartbeat`,
+      open.deadline === null
+        ? `serial ${open.serial}: what can cut this node off is not applied yet; its window ` +
+          `runs from the apply that reaches it (then back to ${back} unless confirmed)`
+        : `serial ${open.serial} (${open.changed.join(", ") || "its apply did not end"}): goes ` +
+          `back to ${back} at ${open.deadline} unless the broker answers a heartbeat`,
     ]);
   }
   if (refused) {

@@ -8,10 +8,13 @@
  *   a resource (its digest differs from the one held, or a held one leaves): the
  *   declaration held now is recorded as the place to go back to, on disk before the
  *   apply starts (src/store/confirm.ts).
- * - After the apply, when none of those resources changed, the window closes at once;
- *   otherwise it runs `confirmWindowSeconds` (host.json, default 120) from the end of
- *   the apply, and the host sends heartbeats, each followed by a PING, until the broker
- *   answers one (a round trip on the link's connection, after the apply): confirmed.
+ * - After the apply, when none of those resources changed, the window closes (they are
+ *   all as held) or waits (an earlier resource failed before them, or the apply did not
+ *   happen: it runs from the apply of that declaration that reaches them, a drift pass
+ *   or the end of a hold, prepared on disk the same way); otherwise it runs
+ *   `confirmWindowSeconds` (host.json, default 120) from the end of the apply, and the
+ *   host sends heartbeats, each followed by a PING, until the broker answers one (a
+ *   round trip on the link's connection, after the apply): confirmed.
  * - When it lapses first, in one durable commit the declaration held before becomes
  *   the current one again and the pushed serial is refused; the run loop then reports
  *   the refusal (delivered once the link is back) and applies that declaration whole,
@@ -87,7 +90,9 @@ export class ConfirmWindow {
   /** Changes whenever a push moves the window on: a probe counts only for its own. */
   #generation = 0;
   #refused: RefusedSerial | undefined;
-  /** What `open` replaced, until the apply it was called for ends (see `abandon`). */
+  /** `before` prepared the apply under way: its outcome says what changed (see `applied`). */
+  #fresh = false;
+  /** What `before` replaced, until the apply it was called for ends (see `abandon`). */
   #opened: { before: PendingWindow | undefined; deadline: number; applied: boolean } | undefined;
   /** The refused digest last said to be delivered again (said once). */
   #toldAgain: string | undefined;
@@ -139,6 +144,14 @@ export class ConfirmWindow {
     if (!record) return;
     this.#pending = record;
     this.#applied = false;
+    if (record.deadline === null) {
+      this.#deadline = Infinity;
+      this.#opt.log(
+        `confirm: serial ${record.serial} has changes to what can cut this node off that no ` +
+          "apply has reached yet; its window runs from the apply that does",
+      );
+      return;
+    }
     const window = this.#opt.windowSeconds * 1000;
     this.#deadline = Math.min(Date.parse(record.deadline), this.#now() + window);
     const left = Math.max(0, Math.round((this.#deadline - this.#now()) / 1000));
@@ -169,96 +182,113 @@ export class ConfirmWindow {
   }
 
   /**
-   * Before a declaration pushed over the link is applied: open the window when the
-   * apply would change what can cut the node off (or move an open one on to it).
+   * Before an apply. A declaration pushed over the link opens the window when applying
+   * it would change what can cut the node off (or moves an open one on to it); an apply
+   * of the declaration a waiting window is for starts it. Either is on disk before the
+   * apply starts, with a deadline one window away, so a process that dies during the
+   * apply leaves a window that lapses.
    */
-  async open(declaration: Declaration, origin: string): Promise<void> {
-    const { store } = this.#opt;
-    const changing = await plannedChanges(store, declaration);
+  async before(declaration: Declaration, origin: string, pushed: boolean): Promise<void> {
     const open = this.#pending;
-    if (!open && changing === 0) return;
+    if (pushed) return await this.#open(declaration, origin);
+    if (open?.deadline !== null || open.digest !== declaration.digest) return;
+    this.#opened = { before: open, deadline: this.#deadline, applied: this.#applied };
+    this.#fresh = true;
+    this.#set({ ...open, deadline: this.#isoFromNow() });
+  }
+
+  async #open(declaration: Declaration, origin: string): Promise<void> {
+    const { store } = this.#opt;
+    const network = await networkOf(declaration);
+    const open = this.#pending;
+    if (!open && changesAgainstHeld(store, network) === 0) return;
     const now = this.#now();
-    const next: PendingWindow = {
+    // An open window keeps its place to go back to (the declaration held before its first
+    // push); one that waits keeps it only while its declaration is still the one held (an
+    // apply of it stopped before what can cut the node off): otherwise something else
+    // was applied meanwhile, and that is the place to go back to.
+    const keep = open !== undefined &&
+      (open.deadline !== null || store.currentHead()?.digest === open.digest);
+    this.#opened = { before: open, deadline: this.#deadline, applied: this.#applied };
+    this.#fresh = true;
+    this.#set({
       serial: declaration.serial ?? 0,
       digest: declaration.digest,
       origin,
-      openedAt: open?.openedAt ?? new Date(now).toISOString(),
-      // Until the apply ends: then one window from its end. A process that dies during
-      // the apply leaves this one to the next.
-      deadline: new Date(now + this.#opt.windowSeconds * 1000).toISOString(),
-      restore: open ? open.restore : restorePoint(store),
-      changed: open?.changed ?? [],
-    };
-    this.#opened = { before: open, deadline: this.#deadline, applied: this.#applied };
-    writePending(store, next);
-    this.#pending = next;
-    this.#deadline = Date.parse(next.deadline);
-    this.#applied = false;
-    this.#generation++;
-    this.#scheduleLapse();
+      openedAt: keep ? open.openedAt : new Date(now).toISOString(),
+      deadline: this.#isoFromNow(),
+      restore: keep ? open.restore : restorePoint(store),
+      changed: keep ? open.changed : [],
+      network,
+    });
   }
 
   /**
-   * The apply `open` was called for did not happen (another apply held the lock, or
-   * the host is held): the window is again what it was before.
+   * The apply `before` was called for did not happen (another apply held the lock, or
+   * the host is held): the window is again what it was, and a push that opened one
+   * leaves it waiting for the apply that will come.
    */
   abandon(): void {
     const opened = this.#opened;
     if (!opened) return;
     this.#opened = undefined;
-    writePending(this.#opt.store, opened.before);
-    this.#pending = opened.before;
-    this.#deadline = opened.deadline;
-    this.#applied = opened.applied;
-    this.#generation++;
-    clearTimeout(this.#probeTimer);
-    this.#probeTimer = undefined;
-    if (!opened.before) {
-      clearTimeout(this.#lapseTimer);
+    this.#fresh = false;
+    const open = this.#pending;
+    if (!opened.before && open) {
+      this.#set({ ...open, deadline: null });
       return;
     }
+    this.#set(opened.before);
+    this.#deadline = opened.deadline;
+    this.#applied = opened.applied;
     this.#scheduleLapse();
     this.#kick(0);
   }
 
   /**
-   * After an apply: a push under the window starts it from now (or closes it when
-   * nothing that can cut the node off changed); any apply of the window's declaration
-   * lets the probes count.
+   * After an apply of the window's declaration. The apply `before` prepared for: when
+   * it changed nothing that can cut the node off, the window closes (all of it is as
+   * held) or waits (an earlier resource failed before it); otherwise it runs one window
+   * from now. Any apply of it lets the probes count.
    */
-  applied(report: ApplyReport, pushed: boolean): void {
+  applied(report: ApplyReport): void {
+    const fresh = this.#fresh;
+    this.#fresh = false;
     this.#opened = undefined;
     const open = this.#pending;
     if (!open || report.digest !== open.digest || report.outcome === "interrupted") return;
-    if (pushed) {
-      const touched: WindowChange[] = report.results
-        .filter((r) => mayCutLink(r.type) && ["changed", "removed", "failed"].includes(r.outcome))
-        .map((r) => ({ type: r.type, id: r.id, key: r.key, outcome: r.outcome }));
-      const changed = [
-        ...open.changed.filter((c) => !touched.some((t) => t.key === c.key)),
-        ...touched,
-      ];
-      if (changed.length === 0) {
-        // Nothing that can cut the node off changed, now or under this window before.
-        this.#close();
+    const touched: WindowChange[] = report.results
+      .filter((r) => mayCutLink(r.type) && ["changed", "removed", "failed"].includes(r.outcome))
+      .map((r) => ({ type: r.type, id: r.id, key: r.key, outcome: r.outcome }));
+    const changed = [
+      ...open.changed.filter((c) => !touched.some((t) => t.key === c.key)),
+      ...touched,
+    ];
+    if (fresh && changed.length === 0) {
+      if (changesAgainstHeld(this.#opt.store, open.network) === 0) {
+        this.#close(); // nothing that can cut the node off changed under this window
         return;
       }
-      const now = this.#now();
-      const next = {
-        ...open,
-        changed,
-        deadline: new Date(now + this.#opt.windowSeconds * 1000).toISOString(),
-      };
-      writePending(this.#opt.store, next);
-      this.#pending = next;
-      this.#deadline = Date.parse(next.deadline);
-      this.#scheduleLapse();
+      if (open.deadline !== null) {
+        this.#opt.log(
+          `confirm: serial ${open.serial}: its apply stopped before what can cut this node ` +
+            "off; the confirm window runs from the apply that reaches it",
+        );
+      }
+      this.#set({ ...open, deadline: null });
+      return;
+    }
+    if (fresh) {
+      this.#set({ ...open, changed, deadline: this.#isoFromNow() });
       this.#opt.log(
-        `confirm: serial ${next.serial} changed what can cut this node off (${
+        `confirm: serial ${open.serial} changed what can cut this node off (${
           describeChanges(changed)
         }); it stands once the broker acknowledges a heartbeat within ${this.#opt.windowSeconds} s,` +
-          ` else the node goes back to ${restoreName(next.restore)}`,
+          ` else the node goes back to ${restoreName(open.restore)}`,
       );
+    } else if (touched.length > 0) {
+      // A drift pass under the window: its deadline stays.
+      this.#set({ ...open, changed }, false);
     }
     this.#applied = true;
     this.#kick(0);
@@ -271,14 +301,14 @@ export class ConfirmWindow {
    */
   async settle(): Promise<Lapse | undefined> {
     const open = this.#pending;
-    if (!open || this.#now() < this.#deadline) return undefined;
+    if (!open || open.deadline === null || this.#now() < this.#deadline) return undefined;
     const { store } = this.#opt;
     const restore = open.restore ?? await nothing(open.origin);
     const current = store.currentHead();
     const ours = current?.digest === open.digest && current.source === "link";
     if (!ours && (current?.digest ?? null) === (open.restore?.digest ?? null)) {
-      // Its apply never started (another apply held the lock): nothing changed; the
-      // loop applies it later, under a window of its own.
+      // Its apply never started (the process ended first): nothing changed; the loop
+      // applies it later (the link's catch-up), under a window of its own.
       this.#close();
       return undefined;
     }
@@ -314,10 +344,32 @@ export class ConfirmWindow {
 
   // ---- inside --------------------------------------------------------------
 
+  /** One window from now, as the store keeps a deadline. */
+  #isoFromNow(): string {
+    return new Date(this.#now() + this.#opt.windowSeconds * 1000).toISOString();
+  }
+
+  /**
+   * Make `record` the window (on disk first), or none; a new deadline (`timing`) counts
+   * from it, a waiting window has none, and probes wait for the next apply.
+   */
+  #set(record: PendingWindow | undefined, timing = true): void {
+    writePending(this.#opt.store, record);
+    this.#pending = record;
+    if (!timing) return;
+    this.#generation++;
+    this.#applied = false;
+    clearTimeout(this.#probeTimer);
+    this.#probeTimer = undefined;
+    this.#deadline = record?.deadline ? Date.parse(record.deadline) : Infinity;
+    this.#scheduleLapse();
+  }
+
   /** Close the open window (confirmed, or nothing to confirm, or lapsed). */
   #close(write = true): void {
     if (write) writePending(this.#opt.store, undefined);
     this.#opened = undefined;
+    this.#fresh = false;
     this.#pending = undefined;
     this.#applied = false;
     this.#generation++;
@@ -328,7 +380,7 @@ export class ConfirmWindow {
 
   #scheduleLapse(): void {
     clearTimeout(this.#lapseTimer);
-    if (this.#stopped || !this.#pending) return;
+    if (this.#stopped || !this.#pending || this.#deadline === Infinity) return;
     const delay = Math.max(0, this.#deadline - this.#now());
     this.#lapseTimer = setTimeout(() => {
       if (this.#pending && !this.#stopped) this.#opt.lapsed();
@@ -380,19 +432,26 @@ export class ConfirmWindow {
   }
 }
 
-/** How many resources that can cut the node off applying `declaration` would change. */
-async function plannedChanges(store: Store, declaration: Declaration): Promise<number> {
+/** The key and digest of each resource of `declaration` that can cut the node off. */
+async function networkOf(declaration: Declaration): Promise<[string, string][]> {
+  const out: [string, string][] = [];
+  for (const resource of declaration.resources) {
+    if (mayCutLink(resource.type)) out.push([resourceKey(resource), await digestOf(resource)]);
+  }
+  return out;
+}
+
+/**
+ * How many of what can cut the node off differ between `network` (a declaration's) and
+ * what is held: declared and not held as declared, or held and no longer declared.
+ */
+function changesAgainstHeld(store: Store, network: readonly [string, string][]): number {
   const held = new Map(
     [...store.heldIndex()].filter(([key]) => mayCutLink(key.slice(0, key.indexOf(":")))),
   );
+  const declared = new Map(network);
   let changing = 0;
-  const declared = new Set<string>();
-  for (const resource of declaration.resources) {
-    if (!mayCutLink(resource.type)) continue;
-    const key = resourceKey(resource);
-    declared.add(key);
-    if (held.get(key)?.digest !== await digestOf(resource)) changing++;
-  }
+  for (const [key, digest] of declared) if (held.get(key)?.digest !== digest) changing++;
   for (const key of held.keys()) if (!declared.has(key)) changing++;
   return changing;
 }

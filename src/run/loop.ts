@@ -469,7 +469,7 @@ class RunLoop {
     let report;
     try {
       // Pushed over the link: a change to what can cut the node off opens the window.
-      if (pending) await this.#confirm.open(declaration, origin);
+      await this.#confirm.before(declaration, origin, pending !== undefined);
       report = await apply(this.#host, declaration, {
         source,
         origin,
@@ -503,7 +503,7 @@ class RunLoop {
         `${c.failed} failed in ${report.durationMs} ms${report.error ? `: ${report.error}` : ""}`,
       report.outcome === "failed" ? "error" : report.outcome === "converged" ? "info" : "warning",
     );
-    this.#confirm.applied(report, pending !== undefined);
+    this.#confirm.applied(report);
     // Only a converged apply shows this version works here (never a failed one); any
     // apply that ran to its end shows the program starts and runs (no crash to count).
     if (report.outcome === "converged") await this.#launcher.converged();

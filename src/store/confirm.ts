@@ -30,12 +30,19 @@ export interface PendingWindow {
   origin: string;
   /** When the first unconfirmed push of this window was applied (ISO). */
   openedAt: string;
-  /** When the window lapses (ISO): without a confirmation by then, the host goes back. */
-  deadline: string;
+  /**
+   * When the window lapses (ISO): without a confirmation by then, the host goes back.
+   * `null` while it waits: nothing that can cut the node off was reached by an apply of
+   * it yet (an earlier resource failed, or the apply did not happen); it runs from the
+   * apply that reaches it.
+   */
+  deadline: string | null;
   /** The declaration held before the window opened; `null` when there was none. */
   restore: RestorePoint | null;
   /** The network resources the pushes under this window changed (empty before the apply ends). */
   changed: WindowChange[];
+  /** The declaration's resources that can cut the node off: key and digest of each. */
+  network: [string, string][];
 }
 
 /** A serial refused because its window lapsed: never applied again. */
@@ -63,9 +70,10 @@ const PendingSchema = v.strictObject({
   digest: text,
   origin: text,
   openedAt: iso,
-  deadline: iso,
+  deadline: v.nullable(iso),
   restore: v.nullable(RestoreSchema),
   changed: v.array(v.strictObject({ type: text, id: text, key: text, outcome: text })),
+  network: v.array(v.tuple([text, text])),
 });
 
 const RefusedSchema = v.strictObject({
