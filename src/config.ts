@@ -27,6 +27,12 @@ export interface HostConfig {
   bundlePath: string;
   driftIntervalSeconds: number;
   heartbeatIntervalSeconds: number;
+  /**
+   * How long a network change pushed over the link (firewall, overlay, sysctl) has to
+   * be confirmed by the link (a heartbeat the broker acknowledged) before the host goes
+   * back to the declaration it held before (src/run/confirm.ts).
+   */
+  confirmWindowSeconds: number;
   /** How many reports, and how old, the outbox keeps while the link is down. */
   outbox: { maxReports: number; maxAgeSeconds: number };
   /**
@@ -63,6 +69,7 @@ export const DEFAULTS = {
   managedRoots: ["/etc", "/srv", "/opt", "/var/lib", "/var/log", "/usr/local", "/home"],
   driftIntervalSeconds: 600,
   heartbeatIntervalSeconds: 30,
+  confirmWindowSeconds: 120,
   outbox: { maxReports: 1000, maxAgeSeconds: 7 * 24 * 3600 },
   memoryCeilingMiB: 256,
 } as const;
@@ -107,6 +114,14 @@ const FileSchema = v.strictObject({
   ),
   heartbeatIntervalSeconds: v.optional(
     v.pipe(v.number(), v.safeInteger(), v.minValue(5, "at least 5 seconds")),
+  ),
+  confirmWindowSeconds: v.optional(
+    v.pipe(
+      v.number(),
+      v.safeInteger(),
+      v.minValue(5, "at least 5 seconds"),
+      v.maxValue(3600, "at most 3600 seconds (a node cut off waits that long to come back)"),
+    ),
   ),
   outbox: v.optional(v.strictObject({
     maxReports: v.optional(
@@ -196,6 +211,7 @@ export async function loadConfig(flags: ConfigFlags = {}): Promise<HostConfig> {
     bundlePath,
     driftIntervalSeconds: file.driftIntervalSeconds ?? DEFAULTS.driftIntervalSeconds,
     heartbeatIntervalSeconds: file.heartbeatIntervalSeconds ?? DEFAULTS.heartbeatIntervalSeconds,
+    confirmWindowSeconds: file.confirmWindowSeconds ?? DEFAULTS.confirmWindowSeconds,
     outbox: { ...DEFAULTS.outbox, ...file.outbox },
     memoryCeilingMiB: file.memoryCeilingMiB ?? DEFAULTS.memoryCeilingMiB,
     ...(file.packageManager ? { packageManager: file.packageManager } : {}),

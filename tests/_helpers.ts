@@ -85,13 +85,25 @@ export interface Run {
   stderr: string;
 }
 
-/** Run `nox-mesh-host ARGS` as a real process under the development permission set. */
+/**
+ * Run `nox-mesh-host ARGS` as a real process under the development permission set;
+ * `via` runs it through a prefix (`ip netns exec NS`: inside a test's network namespace).
+ */
 export async function runHost(
   args: string[],
-  options: { env?: Record<string, string>; stdin?: string } = {},
+  options: { env?: Record<string, string>; stdin?: string; via?: readonly string[] } = {},
 ): Promise<Run> {
-  const command = new Deno.Command(Deno.execPath(), {
-    args: ["run", "--quiet", ...(await hostPermissionFlags()), posix.join(REPO, "mod.ts"), ...args],
+  const argv = [
+    ...options.via ?? [],
+    Deno.execPath(),
+    "run",
+    "--quiet",
+    ...(await hostPermissionFlags()),
+    posix.join(REPO, "mod.ts"),
+    ...args,
+  ];
+  const command = new Deno.Command(argv[0], {
+    args: argv.slice(1),
     env: options.env,
     cwd: REPO,
     stdin: options.stdin === undefined ? "null" : "piped",
@@ -126,10 +138,12 @@ export async function exists(path: string): Promise<boolean> {
 }
 
 /** A scratch machine whose configured bundle lives in its own (empty) package directory. */
-export async function bundledMachine(): Promise<Scratch & { bundle: string }> {
+export async function bundledMachine(
+  config: Record<string, unknown> = {},
+): Promise<Scratch & { bundle: string }> {
   const pkg = await Deno.makeTempDir({ prefix: "noxst-pkg-" });
   const bundle = posix.join(pkg, "substrate.lock");
-  const s = await scratch({ bundle });
+  const s = await scratch({ bundle, ...config });
   return {
     ...s,
     bundle,

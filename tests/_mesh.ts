@@ -116,15 +116,28 @@ export interface HostProcess extends AsyncDisposable {
 /** The program to run: the source entry point, or a bundle file. */
 export type Program = { source: true } | { bundle: string };
 
-/** Start `nox-mesh-host ARGS` as a real process under the development permission set. */
+/**
+ * Start `nox-mesh-host ARGS` as a real process under the development permission set;
+ * `via` runs it through a prefix (`ip netns exec NS`: inside a test's network namespace).
+ */
 export async function spawnHost(
   args: string[],
   env: Record<string, string>,
   program: Program = { source: true },
+  via: readonly string[] = [],
 ): Promise<HostProcess> {
   const entry = "bundle" in program ? program.bundle : posix.join(REPO, "mod.ts");
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "--quiet", ...(await hostPermissionFlags()), entry, ...args],
+  const argv = [
+    ...via,
+    Deno.execPath(),
+    "run",
+    "--quiet",
+    ...(await hostPermissionFlags()),
+    entry,
+    ...args,
+  ];
+  const child = new Deno.Command(argv[0], {
+    args: argv.slice(1),
     env,
     cwd: REPO,
     stdin: "null",

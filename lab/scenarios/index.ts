@@ -21,6 +21,7 @@ import { scenario as rebootSystemd } from "./reboot_systemd.ts";
 import { scenario as rebootOpenrc } from "./reboot_openrc.ts";
 import { scenario as conntrack } from "./conntrack.ts";
 import { scenario as firewall } from "./firewall.ts";
+import { scenario as confirm } from "./confirm.ts";
 import { scenario as overlay } from "./overlay.ts";
 import { scenario as restartOnChange } from "./restart_on_change.ts";
 import { scenario as substrate } from "./substrate.ts";
@@ -55,6 +56,7 @@ export const SCENARIOS: readonly Scenario[] = [
   rebootOpenrc,
   conntrack,
   firewall,
+  confirm,
   overlay,
   restartOnChange,
   substrate,

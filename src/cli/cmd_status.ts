@@ -3,6 +3,7 @@ import { openEngine } from "../engine/mod.ts";
 import { tally } from "../engine/types.ts";
 import { lastRescue, pendingRescue, readHold, type Rescue } from "../engine/hold.ts";
 import { META } from "../store/meta.ts";
+import { readPending, readRefused } from "../store/confirm.ts";
 import type { Command } from "./command.ts";
 import { EXIT } from "./io.ts";
 
@@ -14,7 +15,9 @@ export const statusCommand: Command = {
   help: `Show what this node's store says: its identity, the declaration it holds the
 machine to, the last apply and its outcome, how many resources it holds, whether
 the service runs, the link's state and last error, the next drift check, a hold
-(who, why, since when) and a rescue waiting for its declaration.
+(who, why, since when), a rescue waiting for its declaration, and a network
+change waiting for the link to confirm it (or the last one refused because it
+was not confirmed: see confirmWindowSeconds in host.json(5)).
 Reads the store only; changes nothing.
 Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
 `,
@@ -27,6 +30,7 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
     const { store } = host;
     const current = store.current();
     const last = store.lastApply();
+    const open = readPending(store).record;
     const status = {
       node: store.meta(META.node) ?? null,
       stateDir: host.config.stateDir,
@@ -43,6 +47,17 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
       hold: readHold(store),
       rescue: { pending: pendingRescue(store), last: lastRescue(store) },
       ...linkStatus(store),
+      confirm: {
+        open: open
+          ? {
+            serial: open.serial,
+            deadline: open.deadline,
+            goesBackTo: open.restore?.serial ?? null,
+            changed: open.changed.map((c) => `${c.type} "${c.id}"`),
+          }
+          : null,
+        refused: readRefused(store).record ?? null,
+      },
     };
     if (ctx.json) {
       ctx.io.stdout(JSON.stringify(status) + "\n");
@@ -78,6 +93,7 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
       ],
       ...rescueRows(status.rescue),
       ...linkRows(status),
+      ...confirmRows(status.confirm),
     ];
     ctx.io.stdout(rows.map(([k, v]) => `${k.padEnd(13)}${v}\n`).join(""));
     return EXIT.ok;
@@ -95,4 +111,31 @@ function rescueRows(r: { pending: Rescue | null; last: Rescue | null }): [string
   }
   if (r.last) return [["last rescue", `by ${r.last.by} at ${r.last.at}`]];
   return [];
+}
+
+/** The confirm window's rows: a change waiting for the link, the last serial refused. */
+function confirmRows(
+  { open, refused }: {
+    open:
+      | { serial: number; deadline: string | null; goesBackTo: number | null; changed: string[] }
+      | null;
+    refused: { serial: number; at: string } | null;
+  },
+): [string, string][] {
+  const rows: [string, string][] = [];
+  if (open) {
+    const back = open.goesBackTo === null ? "what was held before" : `serial ${open.goesBackTo}`;
+    rows.push([
+      "unconfirmed",
+      open.deadline === null
+        ? `serial ${open.serial}: what can cut this node off is not applied yet; its window ` +
+          `runs from the apply that reaches it (then back to ${back} unless confirmed)`
+        : `serial ${open.serial} (${open.changed.join(", ") || "its apply did not end"}): goes ` +
+          `back to ${back} at ${open.deadline} unless the broker answers a heartbeat`,
+    ]);
+  }
+  if (refused) {
+    rows.push(["refused", `serial ${refused.serial} at ${refused.at} (not confirmed in time)`]);
+  }
+  return rows;
 }

@@ -84,7 +84,8 @@ export type RefusalReason =
   | "invalid"
   | "wrong-node"
   | "replay"
-  | "unaddressed";
+  | "unaddressed"
+  | "unconfirmed";
 
 /** Who signed an admitted declaration, and the rotation followed to that key, if any. */
 export interface Signed {

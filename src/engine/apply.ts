@@ -14,11 +14,12 @@ import {
   newKindContext,
   ResourceError,
 } from "../resources/kind.ts";
-import { kindOf, KINDS, type Resource, resourceKey } from "../resources/mod.ts";
+import { kindOf, KINDS, mayCutLink, type Resource, resourceKey } from "../resources/mod.ts";
 import type { Providers } from "../providers.ts";
 import { describeError } from "../errors.ts";
 import { releaseUndeclared } from "./release.ts";
 import { answerRescue, pendingRescue } from "./hold.ts";
+import { restoreContent } from "../store/confirm.ts";
 import { posix } from "node:path";
 import {
   blobDirectory,
@@ -89,8 +90,16 @@ export async function applyDeclaration(
     else if (result.outcome === "failed") counts.failed++;
     options.onResult?.(result);
   };
+  const resources = declaration.resources;
+  // The order of the steps: as declared, or (going back after a confirm window) what can
+  // cut the node off first. A resource keeps its declared position either way.
+  const order = resources.map((_, position) => position);
+  if (options.networkFirst) {
+    const late = (position: number) => mayCutLink(resources[position].type) ? 0 : 1;
+    order.sort((a, b) => late(a) - late(b) || a - b);
+  }
   const skipRest = (from: number) => {
-    for (const resource of declaration.resources.slice(from)) {
+    for (const resource of order.slice(from).map((position) => resources[position])) {
       const result = skipped(
         resource,
         interrupted ? "not attempted: interrupted" : "not attempted: an earlier step failed",
@@ -145,17 +154,21 @@ export async function applyDeclaration(
     return true;
   };
 
-  const resources = declaration.resources;
   let packageInstalled = false;
-  for (let position = 0; position < resources.length; position++) {
+  if (options.networkFirst) {
+    error = await releaseUndeclared(ctx, kctx, declaration, applyId, record, mayCutLink);
+    if (error !== undefined) skipRest(0);
+  }
+  for (let step = 0; error === undefined && step < order.length; step++) {
+    const position = order[step];
     const resource = resources[position];
     if (options.signal?.aborted) {
       if (!await flushWindow()) {
-        skipRest(position);
+        skipRest(step);
         break;
       }
       interrupted = true;
-      skipRest(position);
+      skipRest(step);
       break;
     }
     const key = resourceKey(resource);
@@ -167,13 +180,13 @@ export async function applyDeclaration(
           await checkOne(kctx, resource, position, base, held.get(key), unchangedSince),
         );
         if (window.length >= WINDOW && !await flushWindow()) {
-          skipRest(position + 1);
+          skipRest(step + 1);
           break;
         }
         continue;
       }
       if (!await flushWindow()) {
-        skipRest(position);
+        skipRest(step);
         break;
       }
       if (packageInstalled && ctx.redetect && !providerFor(kctx.providers, resource.type)) {
@@ -191,13 +204,13 @@ export async function applyDeclaration(
       record(result, (seq) => outcome.save(applyId, seq, result));
     } catch (cause) {
       if (!await flushWindow()) {
-        skipRest(position);
+        skipRest(step);
         break;
       }
       error = `${resource.type} "${resource.id}" failed: ${describeError(cause)}`;
       const result = failed(base, cause);
       record(result, (seq) => store.recordResult(applyId, seq, result));
-      skipRest(position + 1);
+      skipRest(step + 1);
       break;
     }
   }
@@ -551,7 +564,8 @@ async function pruneContent(ctx: EngineContext): Promise<void> {
   if (ctx.stateDir === undefined) return;
   const cache = new ContentCache(ctx.stateDir);
   if ((await cache.digests()).length === 0) return;
-  const keep = new Set<string>();
+  // What a confirm window may go back to stays too: going back never needs the link.
+  const keep = new Set<string>(restoreContent(ctx.store));
   for (const held of ctx.store.held()) {
     const sha256 = (held.spec as { contentSha256?: unknown }).contentSha256;
     if (typeof sha256 === "string") keep.add(sha256);

@@ -13,13 +13,17 @@ import { failed } from "./apply.ts";
 import { parseTrustedDeclaration } from "./parse.ts";
 import type { EngineContext, HeldResource, PlanEntry, ResourceResult } from "./types.ts";
 
-/** Release held (and half-created) resources that the declaration no longer names, last first. */
+/**
+ * Release held (and half-created) resources that the declaration no longer names, last
+ * first; with `only`, just those of the types it accepts.
+ */
 export async function releaseUndeclared(
   ctx: EngineContext,
   kctx: KindContext,
   declaration: Declaration,
   applyId: number,
   record: (result: ResourceResult, save: (seq: number) => void) => void,
+  only: (type: string) => boolean = () => true,
 ): Promise<string | undefined> {
   const { store } = ctx;
   const declared = new Set(declaration.resources.map(resourceKey));
@@ -31,7 +35,9 @@ export async function releaseUndeclared(
   const orphans: HeldResource[] = store.intents()
     .filter((i) => !declared.has(i.key) && !heldKeys.has(i.key))
     .map((i) => ({ ...orphan(i.key, i.spec), position: Number.MAX_SAFE_INTEGER }));
-  const leaving = insideFirst([...held, ...orphans].sort((a, b) => b.position - a.position));
+  const leaving = insideFirst(
+    [...held, ...orphans].filter((item) => only(item.type)).sort((a, b) => b.position - a.position),
+  );
 
   for (const item of leaving) {
     const base = { id: item.id, type: item.type, key: item.key };

@@ -114,6 +114,13 @@ export interface ApplyOptions {
   onResult?: (result: ResourceResult) => void;
   /** When aborted, the apply stops before its next step and reports "interrupted". */
   signal?: AbortSignal;
+  /**
+   * Going back after a confirm window lapsed (src/run/confirm.ts): what can cut the node
+   * off its broker (kinds with `mayCutLink`) comes first, so nothing else failing keeps
+   * it cut off: such resources no longer declared are released, then those declared are
+   * applied in their order, then the rest as declared. Positions stay the declared ones.
+   */
+  networkFirst?: boolean;
 }
 
 /** The outcome of one apply. */

@@ -264,6 +264,25 @@ export class Link {
     return false;
   }
 
+  /**
+   * Whether the broker answers on this connection now: a PING and its PONG, within
+   * `timeoutMs`. Everything published before (a heartbeat) reached the broker first,
+   * in order. False when the link is not up, or no answer came in time.
+   */
+  async roundTrip(timeoutMs: number): Promise<boolean> {
+    const nc = this.#nc;
+    if (!nc || this.#state.phase !== "up") return false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      return await Promise.race([
+        nc.flush().then(() => true, () => false),
+        new Promise<boolean>((resolve) => timer = setTimeout(() => resolve(false), timeoutMs)),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   /** Wait until what was published has reached the broker (bounded). */
   async flush(timeoutMs = 5000): Promise<void> {
     const nc = this.#nc;

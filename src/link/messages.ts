@@ -17,10 +17,20 @@ import type { CapabilityState, Profile } from "../profile.ts";
 import { NODE_LIMITS } from "./subjects.ts";
 
 /**
+/**
  * What started a reconcile or an apply: "rescue" for the apply that answered a rescue
- * (`nox-mesh-host rescue`), "unhold" for the one that follows a hold lifted.
+ * (`nox-mesh-host rescue`), "unhold" for the one that follows a hold lifted, "revert"
+ * when a confirm window lapsed and the host goes back to the declaration it held before
+ * (src/run/confirm.ts).
  */
-export type Trigger = "start" | "declaration" | "reconnect" | "drift" | "rescue" | "unhold";
+export type Trigger =
+  | "start"
+  | "declaration"
+  | "reconnect"
+  | "drift"
+  | "rescue"
+  | "unhold"
+  | "revert";
 
 /** Report of one apply (subject mesh.node.N.report). */
 export interface ApplyMessage {
@@ -65,7 +75,8 @@ export interface RefusalMessage {
    * rotation signed by the pinned key leads to it), expired (past its not-after by
    * this node's clock), unpinned (this node holds no signing key: enrolled with an
    * old token), invalid (the parse refused it), wrong-node, replay, unaddressed
-   * (no node or serial).
+   * (no node or serial), unconfirmed (applied, but its network changes were not
+   * confirmed by the link within the confirm window: undone, and refused from then on).
    */
   reason: RefusalReason;
   message: string;

@@ -161,6 +161,7 @@ export const firewallKind: ResourceKind<FirewallResource, FirewallChange> = {
   type: "firewall",
   schema: FirewallSchema,
   needs: "firewall",
+  mayCutLink: true,
 
   key: firewallKey,
 

@@ -229,6 +229,12 @@ export interface ResourceKind<
   /** The provider its resources need; "fs" alone never waits for detecting the others. */
   readonly needs: ProviderNeed;
   /**
+   * A change to it can cut the node off its broker (a firewall, an overlay, a kernel
+   * setting): one pushed over the link stands only once the link confirms it, within
+   * the confirm window (src/run/confirm.ts); otherwise the host goes back.
+   */
+  readonly mayCutLink?: boolean;
+  /**
    * Applies of consecutive resources of this kind may run together (the engine calls
    * them at once and orders their commits through `ctx.beforeCommit`): their slow
    * part, e.g. an fsync, overlaps. Only for kinds whose resources never depend on

@@ -74,6 +74,11 @@ export function kindOf<R extends Resource>(resource: { type: R["type"] }): Resou
   return kind as unknown as ResourceKind<R>;
 }
 
+/** Whether a change to resources of `type` can cut the node off its broker (kind.ts `mayCutLink`). */
+export function mayCutLink(type: string): boolean {
+  return KINDS.get(type)?.mayCutLink === true;
+}
+
 /** The one thing a resource manages, shared by resources that would fight over it. */
 export function resourceKey(resource: Resource): string {
   return kindOf(resource).key(resource);

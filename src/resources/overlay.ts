@@ -509,6 +509,7 @@ export const overlayKind: ResourceKind<OverlayResource, OverlayDiffChange> = {
   type: "overlay",
   schema: OverlaySchema,
   needs: "overlay",
+  mayCutLink: true,
 
   key: overlayKey,
 

@@ -339,6 +339,7 @@ export const sysctlKind: ResourceKind<SysctlResource, SysctlChange> = {
   type: "sysctl",
   schema: SysctlSchema,
   needs: "sysctl",
+  mayCutLink: true,
 
   key: sysctlKey,
 

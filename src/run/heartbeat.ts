@@ -27,9 +27,12 @@ export class Heartbeats {
     this.#store = store;
   }
 
-  /** Send one heartbeat over `link` when it is up; `withList` sends the held list too. */
-  send(identity: Identity, link: Link, liveness: Liveness, withList: boolean): void {
-    if (link.state.phase !== "up") return;
+  /**
+   * Send one heartbeat over `link` when it is up; `withList` sends the held list too.
+   * True when it was handed to the connection.
+   */
+  send(identity: Identity, link: Link, liveness: Liveness, withList: boolean): boolean {
+    if (link.state.phase !== "up") return false;
     const held = heldSummary(this.#store);
     const sendList = withList || held.digest !== this.#heldDigestSent;
     const message = heartbeatMessage(
@@ -43,10 +46,10 @@ export class Heartbeats {
       held,
       sendList,
     );
-    if (link.publish("heartbeat", message)) {
-      this.#lastAt = message.at;
-      if (sendList) this.#heldDigestSent = held.digest;
-    }
+    if (!link.publish("heartbeat", message)) return false;
+    this.#lastAt = message.at;
+    if (sendList) this.#heldDigestSent = held.digest;
+    return true;
   }
 
   /** When the last heartbeat went out (ISO time), or `null`. */

@@ -54,6 +54,7 @@ import type { Log } from "../log.ts";
 import type { Profile } from "../profile.ts";
 import { OutboxSender } from "./outbox.ts";
 import { InventoryReporter } from "./inventory.ts";
+import { ConfirmWindow } from "./confirm.ts";
 
 /** How to run the service. */
 export interface RunOptions {
@@ -126,6 +127,7 @@ class RunLoop {
   readonly #heartbeatMs: number;
   readonly #heartbeats: Heartbeats;
   readonly #memory: MemoryCeiling;
+  readonly #confirm: ConfirmWindow;
   #worked = false;
   readonly #queue = new WorkQueue();
   readonly #applyAbort = new AbortController();
@@ -165,6 +167,13 @@ class RunLoop {
     this.#launcher = new LauncherContract(host.config.stateDir, VERSION, options.log);
     const { store, config } = host;
     this.#outbox = new OutboxSender({ store, bounds: config.outbox, log: options.log });
+    this.#confirm = new ConfirmWindow({
+      store,
+      windowSeconds: config.confirmWindowSeconds,
+      log: options.log,
+      probe: (timeoutMs) => this.#probeLink(timeoutMs),
+      lapsed: () => this.#enqueue({ kind: "reconcile", trigger: "revert" }),
+    });
     this.#inventory = new InventoryReporter({
       store,
       stateDir: config.stateDir,
@@ -207,6 +216,7 @@ class RunLoop {
             : "program file unknown: no self-upgrade"
         }`,
     );
+    this.#confirm.resume();
     this.#writeStatus();
     // Jittered, so a fleet started (or reconnected) together does not beat in step.
     this.#stopTicking = everyJittered(this.#heartbeatMs, () => this.#tick());
@@ -346,6 +356,7 @@ class RunLoop {
   }
 
   async #do(work: Work): Promise<void> {
+    if (await this.#settleWindow() && work.kind === "reconcile") return;
     if (work.kind === "reconcile") return await this.#reconcile(work.trigger);
     const subject = subjectsOf(this.#identity?.node ?? "").declaration;
     const admission = await admitFromLink(
@@ -356,6 +367,10 @@ class RunLoop {
       (this.#opt.now ?? Date.now)(),
     );
     if (admission.verdict !== "refused") this.#expired = undefined;
+    // Refused when its confirm window lapsed: never applied again (reported then).
+    if (admission.verdict !== "refused" && this.#confirm.refuses(admission.digest)) {
+      return await this.#afterRefusal(work.trigger);
+    }
     if (admission.verdict === "held") {
       // Signed again by a key the pinned key rotated to: that key is pinned now.
       if (admission.rotatedFrom !== undefined) this.#accept(admission);
@@ -414,6 +429,16 @@ class RunLoop {
     if (digest === undefined || digest !== declaration.digest) return undefined;
     if (current && (current.source !== "link" || current.digest === digest)) return undefined;
     return this.#pending = { declaration, digest, origin };
+  }
+
+  /** A confirm window that lapsed: its serial refused and reported, the machine taken back. */
+  async #settleWindow(): Promise<boolean> {
+    const lapse = await this.#confirm.settle();
+    if (!lapse) return false;
+    if (this.#pending?.digest === lapse.digest) this.#pending = undefined;
+    this.#refuse(lapse.serial, "unconfirmed", lapse.message, lapse.problems);
+    await this.#reconcile("revert");
+    return true;
   }
 
   /** A refusal on (re)connect still owes the machine its reconcile from the store. */
@@ -507,6 +532,8 @@ class RunLoop {
   ): Promise<void> {
     let report;
     try {
+      // Pushed over the link: a change to what can cut the node off opens the window.
+      await this.#confirm.before(declaration, origin, pending !== undefined);
       report = await apply(this.#host, declaration, {
         source,
         origin,
@@ -514,12 +541,15 @@ class RunLoop {
         lockWaitMs: 10_000,
         ...(this.#link ? { contentSources: [this.#link.contentSource()] } : {}),
         ...(expectCurrent === undefined ? {} : { expectCurrent }),
+        ...(trigger === "revert" ? { networkFirst: true } : {}),
       });
     } catch (error) {
       if (error instanceof HeldError) {
+        this.#confirm.abandon(); // nothing was applied: no window runs for it
         return await this.#whileHeld(error.hold, declaration, source, origin, trigger, pending);
       }
       if (error instanceof SupersededError) {
+        this.#confirm.abandon(); // nothing was applied: no window runs for it
         // What this reconcile read was replaced while it waited (an apply by hand, a
         // rescue): reconcile again from what the store holds now.
         this.#log(`apply (${trigger}): ${error.message}; reconciling again`);
@@ -527,6 +557,7 @@ class RunLoop {
         return;
       }
       if (error instanceof BusyError) {
+        this.#confirm.abandon();
         // An admitted declaration stays pending: the retry applies it, not the store's older one.
         this.#log(
           `apply (${trigger}): another apply holds the lock; trying again in 15 s` +
@@ -552,6 +583,7 @@ class RunLoop {
         }`,
       report.outcome === "failed" ? "error" : report.outcome === "converged" ? "info" : "warning",
     );
+    this.#confirm.applied(report);
     // It got through a reconcile (converged, or a resource failed: the machine's problem,
     // not the program's): known-good and the cleared counter, one event. Interrupted: not.
     if (report.outcome !== "interrupted") await this.#launcher.reconciled();
@@ -650,10 +682,17 @@ class RunLoop {
 
   // ---- heartbeats, upgrade, status, shutdown --------------------------------
 
-  #heartbeat(withList: boolean): void {
-    if (!this.#identity || !this.#link) return;
+  #heartbeat(withList: boolean): boolean {
+    if (!this.#identity || !this.#link) return false;
     const liveness = { startedAt: this.#startedAt, nextDriftAt: this.#drift.nextAt };
-    this.#heartbeats.send(this.#identity, this.#link, liveness, withList);
+    return this.#heartbeats.send(this.#identity, this.#link, liveness, withList);
+  }
+
+  /** A heartbeat, then whether the broker answered behind it within `timeoutMs` (confirm.ts). */
+  async #probeLink(timeoutMs: number): Promise<boolean> {
+    const link = this.#link;
+    if (!link || !this.#heartbeat(false)) return false;
+    return await link.roundTrip(timeoutMs);
   }
 
   /** Above the memory ceiling, after a completed piece of work: say why and stop for a restart. */
@@ -714,6 +753,7 @@ class RunLoop {
       : "stopping";
     this.#drift.clear();
     this.#holdWatch.stop();
+    this.#confirm.stop();
     this.#stopTicking?.();
     this.#stopEnrolWatch?.();
     // What the outbox holds goes out first when the link is up (bounded); the rest waits

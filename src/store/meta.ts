@@ -39,4 +39,11 @@ export const META = {
   inventoryDigest: "inventory_digest",
   /** When that inventory was acknowledged (ISO). */
   inventorySentAt: "inventory_sent_at",
+  /**
+   * A network change pushed over the link and not confirmed yet: JSON (src/store/confirm.ts),
+   * with the declaration to go back to when the confirm window lapses (src/run/confirm.ts).
+   */
+  confirmPending: "confirm_pending",
+  /** The last serial refused because its window lapsed unconfirmed: JSON (src/store/confirm.ts). */
+  confirmRefused: "confirm_refused",
 } as const;

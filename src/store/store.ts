@@ -506,6 +506,19 @@ export class Store {
     this.#transaction(work);
   }
 
+  /**
+   * Run several records as one transaction that is on disk when this returns (the
+   * WAL synced, as for the link's serial): for a decision that must survive a power cut.
+   */
+  batchDurably(work: () => void): void {
+    this.#db.exec(`PRAGMA synchronous = FULL`);
+    try {
+      this.#transaction(work);
+    } finally {
+      this.#db.exec(`PRAGMA synchronous = NORMAL`);
+    }
+  }
+
   #transaction<T>(work: () => T): T {
     if (this.#db.isTransaction) return work(); // already inside a batch
     this.#db.exec("BEGIN IMMEDIATE");
