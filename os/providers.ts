@@ -17,6 +17,8 @@ import { PROVIDER as sysctl } from "./sysctl/provider.ts";
 import { PROVIDER as posixFs } from "./posix-fs/provider.ts";
 import { PROVIDER as commandRunner } from "./command-runner/provider.ts";
 import { PROVIDER as tarballSelf } from "./tarball-self/provider.ts";
+import { PROVIDER as systemdMount } from "./systemd-mount/provider.ts";
+import { PROVIDER as openrcMount } from "./openrc-mount/provider.ts";
 
 /** Every provider. */
 export const PROVIDERS: readonly ProviderDescriptor[] = [
@@ -31,4 +33,6 @@ export const PROVIDERS: readonly ProviderDescriptor[] = [
   posixFs,
   commandRunner,
   tarballSelf,
+  systemdMount,
+  openrcMount,
 ];
