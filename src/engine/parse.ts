@@ -25,7 +25,7 @@ import {
 import { parseStrictJson } from "../declaration/json.ts";
 import { compileOwnPaths } from "../declaration/paths.ts";
 import type { RuleScope } from "../resources/kind.ts";
-import { kindOf, KINDS, type Resource } from "../resources/mod.ts";
+import { ancestorPaths, kindOf, KINDS, placeOf, type Resource } from "../resources/mod.ts";
 import { serviceBaseName } from "../resources/service.ts";
 
 /**
@@ -215,6 +215,55 @@ function checkTogether(
 
     kind.rules?.(resource, at, scope);
     checkRestartOn(kind.restartOn?.(resource) ?? [], resource.id, at, ids, everyId, problems);
+  }
+  checkInsideLater(resources, problems);
+}
+
+/**
+ * Nothing is declared before what it lies inside (each kind says where its resources lie:
+ * `place`): a path below a mount's target declared before the mount is made under the mount
+ * point and hidden once it is mounted, and a bind of a path in a later mount binds what is
+ * under that mount point. The order is stated, never derived: the parse says so.
+ */
+function checkInsideLater(resources: [number, Resource][], problems: ProblemSink) {
+  const places = resources.map(([index, resource]) => [index, placeOf(resource)] as const);
+  // Where something lies over a path (a mount over its target), and where it is declared.
+  const over = new Map<string, number>();
+  for (const [index, place] of places) {
+    if (place?.over && place.encloses && !over.has(place.path)) over.set(place.path, index);
+  }
+  if (over.size === 0) return;
+  for (const [index, place] of places) {
+    if (place === undefined) continue;
+    const later = (path: string) => {
+      const mount = over.get(path);
+      return mount !== undefined && mount > index ? mount : undefined;
+    };
+    const inside = ancestorPaths(place.path).find((path) => later(path) !== undefined);
+    if (inside !== undefined) {
+      problems.push({
+        path: `resources[${index}]`,
+        message:
+          `${place.path} lies inside the mount at ${inside} (resources[${
+            later(inside)
+          }]), declared after it: it would be made under the mount point and hidden once that ` +
+          "is mounted; declare the mount first",
+      });
+      continue;
+    }
+    for (const used of place.uses ?? []) {
+      const holder = [used, ...ancestorPaths(used)].find((path) => later(path) !== undefined);
+      if (holder === undefined) continue;
+      problems.push({
+        path: `resources[${index}]`,
+        message:
+          `${used} lies in the mount at ${holder} (resources[${
+            later(holder)
+          }]), declared after this one: it would use what is under the mount point; declare ` +
+          "the mount first",
+      });
+      break;
+    }
   }
 }
 

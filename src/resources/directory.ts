@@ -50,6 +50,7 @@ export const directoryKind: ResourceKind<DirectoryResource, DirectoryChange> = {
   needs: "fs",
 
   key: (resource) => `path:${resource.path}`,
+  place: (resource) => ({ path: resource.path, encloses: true }),
 
   rules(resource: DirectoryResource, at: string, scope: RuleScope): void {
     checkManagedPath(resource.path, `${at}.path`, scope);

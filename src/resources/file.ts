@@ -119,6 +119,7 @@ export const fileKind: ResourceKind<FileResource, FileChange> = {
   concurrentApply: true,
 
   key: (resource) => `path:${resource.path}`,
+  place: (resource) => ({ path: resource.path }),
 
   rules(resource: FileResource, at: string, scope: RuleScope): void {
     checkManagedPath(resource.path, `${at}.path`, scope);

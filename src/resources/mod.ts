@@ -9,7 +9,8 @@ import { fileKind, type FileResource } from "./file.ts";
 import { firewallKind, type FirewallResource } from "./firewall.ts";
 import { overlayKind, type OverlayResource } from "./overlay.ts";
 import { sysctlKind, type SysctlResource } from "./sysctl.ts";
-import type { ResourceKind } from "./kind.ts";
+import { mountKind, type MountResource } from "./mount.ts";
+import type { Place, ResourceKind } from "./kind.ts";
 import { MAX_PATH_BYTES } from "../declaration/paths.ts";
 import { packageKind, type PackageResource } from "./package.ts";
 import { serviceKind, type ServiceResource } from "./service.ts";
@@ -20,6 +21,7 @@ export type {
   DirectoryResource,
   FileResource,
   FirewallResource,
+  MountResource,
   OverlayResource,
   PackageResource,
   ServiceResource,
@@ -36,7 +38,8 @@ export type Resource =
   | ActionResource
   | OverlayResource
   | FirewallResource
-  | SysctlResource;
+  | SysctlResource
+  | MountResource;
 
 /** The name of a resource type. */
 export type ResourceType = Resource["type"];
@@ -52,6 +55,7 @@ const ALL: readonly ResourceKind<Resource>[] = [
   overlayKind,
   firewallKind,
   sysctlKind,
+  mountKind,
 ] as unknown as ResourceKind<Resource>[];
 
 /** The kinds by type (a Map: no type name reaches Object.prototype). */
@@ -72,18 +76,31 @@ export function resourceKey(resource: Resource): string {
 }
 
 /**
- * The keys of what encloses the thing `key` manages: for a path, every
- * directory above it. Something inside must be released before what holds it.
+ * Where a resource (or a held record of one) lies among paths, from its kind's `place`;
+ * `undefined` for kinds that manage no path, and for a record that is not one the parse
+ * could accept (a path longer than any path, or no path at all: a store edited by hand),
+ * which then encloses nothing and lies inside nothing.
  */
-export function enclosingKeys(key: string): string[] {
-  // A key longer than any path the parse accepts (a store edited by hand) encloses
-  // nothing and is enclosed by nothing: its prefixes would cost the square of its length.
-  if (!key.startsWith("path:/") || key.length > "path:".length + MAX_PATH_BYTES) return [];
+export function placeOf(resource: { type: string }): Place | undefined {
+  const fits = (path: unknown) =>
+    typeof path === "string" && path.startsWith("/") && path.length <= MAX_PATH_BYTES;
+  try {
+    const place = KINDS.get(resource.type)?.place?.(resource as Resource);
+    if (place === undefined || !fits(place.path)) return undefined;
+    if (place.uses !== undefined && !(Array.isArray(place.uses) && place.uses.every(fits))) {
+      return undefined;
+    }
+    return place;
+  } catch {
+    return undefined; // a record whose fields are not what its kind reads
+  }
+}
+
+/** The directories above an absolute path, nearest first ("/srv/a/b" → "/srv/a", "/srv"). */
+export function ancestorPaths(path: string): string[] {
   const out: string[] = [];
-  let path = key.slice("path:".length);
-  for (let cut = path.lastIndexOf("/"); cut > 0; cut = path.lastIndexOf("/")) {
-    path = path.slice(0, cut);
-    out.push(`path:${path}`);
+  for (let cut = path.lastIndexOf("/"); cut > 0; cut = path.lastIndexOf("/", cut - 1)) {
+    out.push(path.slice(0, cut));
   }
   return out;
 }
