@@ -25,7 +25,7 @@ import {
 import { parseStrictJson } from "../declaration/json.ts";
 import { compileOwnPaths } from "../declaration/paths.ts";
 import type { RuleScope } from "../resources/kind.ts";
-import { ancestorPaths, kindOf, KINDS, placeOf, type Resource } from "../resources/mod.ts";
+import { kindOf, KINDS, PathTree, placeOf, type Resource } from "../resources/mod.ts";
 import { serviceBaseName } from "../resources/service.ts";
 
 /**
@@ -227,40 +227,42 @@ function checkTogether(
  */
 function checkInsideLater(resources: [number, Resource][], problems: ProblemSink) {
   const places = resources.map(([index, resource]) => [index, placeOf(resource)] as const);
-  // Where something lies over a path (a mount over its target), and where it is declared.
-  const over = new Map<string, number>();
+  // What lies over a path (a mount over its target), by where it is declared.
+  const over = new PathTree<number>();
+  let mounts = 0;
   for (const [index, place] of places) {
-    if (place?.over && place.encloses && !over.has(place.path)) over.set(place.path, index);
+    if (place?.over && place.encloses) over.add(place.path, index), mounts++;
   }
-  if (over.size === 0) return;
+  if (mounts === 0) return;
   for (const [index, place] of places) {
     if (place === undefined) continue;
-    const later = (path: string) => {
-      const mount = over.get(path);
-      return mount !== undefined && mount > index ? mount : undefined;
+    // The first mount declared after this one that encloses `path` (or lies at it, `at`).
+    const later = (path: string, at: boolean) => {
+      let found: { path: string; mount: number } | undefined;
+      over.along(path, (mount, where, end) => {
+        if (found || mount <= index || (where === "at" && !at)) return;
+        found = { path: path.slice(0, end), mount };
+      });
+      return found;
     };
-    const inside = ancestorPaths(place.path).find((path) => later(path) !== undefined);
+    const inside = later(place.path, false);
     if (inside !== undefined) {
       problems.push({
         path: `resources[${index}]`,
-        message:
-          `${place.path} lies inside the mount at ${inside} (resources[${
-            later(inside)
-          }]), declared after it: it would be made under the mount point and hidden once that ` +
-          "is mounted; declare the mount first",
+        message: `${place.path} lies inside the mount at ${inside.path} ` +
+          `(resources[${inside.mount}]), declared after it: it would be made under the mount ` +
+          "point and hidden once that is mounted; declare the mount first",
       });
       continue;
     }
     for (const used of place.uses ?? []) {
-      const holder = [used, ...ancestorPaths(used)].find((path) => later(path) !== undefined);
+      const holder = later(used, true);
       if (holder === undefined) continue;
       problems.push({
         path: `resources[${index}]`,
-        message:
-          `${used} lies in the mount at ${holder} (resources[${
-            later(holder)
-          }]), declared after this one: it would use what is under the mount point; declare ` +
-          "the mount first",
+        message: `${used} lies in the mount at ${holder.path} (resources[${holder.mount}]), ` +
+          "declared after this one: it would use what is under the mount point; declare the " +
+          "mount first",
       });
       break;
     }

@@ -8,7 +8,7 @@ import type { Declaration } from "../declaration/envelope.ts";
 import { DeclarationRefused } from "../declaration/envelope.ts";
 import { describeError } from "../errors.ts";
 import type { KindContext, Release } from "../resources/kind.ts";
-import { ancestorPaths, kindOf, placeOf, type Resource, resourceKey } from "../resources/mod.ts";
+import { kindOf, PathTree, placeOf, type Resource, resourceKey } from "../resources/mod.ts";
 import { failed } from "./apply.ts";
 import { parseTrustedDeclaration } from "./parse.ts";
 import type { EngineContext, HeldResource, PlanEntry, ResourceResult } from "./types.ts";
@@ -80,30 +80,21 @@ export function insideFirst<T extends { key: string; spec: { type: string } }>(
   items: readonly T[],
 ): T[] {
   const places = items.map((item) => placeOf(item.spec));
-  // The leaving items at each path: all of them, and those that enclose what is below.
-  const at = new Map<string, number[]>();
-  const enclosers = new Map<string, number[]>();
-  const add = (map: Map<string, number[]>, path: string, i: number) => {
-    const list = map.get(path);
-    if (list) list.push(i);
-    else map.set(path, [i]);
-  };
-  places.forEach((place, i) => {
-    if (place === undefined) return;
-    add(at, place.path, i);
-    if (place.encloses) add(enclosers, place.path, i);
-  });
-  // For each item, the items that wait for it (lie around it); and how many each waits for.
+  const tree = new PathTree<number>();
+  places.forEach((place, i) => place && tree.add(place.path, i));
+  // For each item, the items that wait for it (lie around it).
   const outer: number[][] = places.map((place, i) => {
     if (place === undefined) return [];
     const found = new Set<number>();
-    const around = (path: string, what: (j: number) => boolean) => {
-      for (const above of ancestorPaths(path)) enclosers.get(above)?.forEach((j) => found.add(j));
-      at.get(path)?.forEach((j) => what(j) && found.add(j));
-    };
-    // What lies over a path goes before what is at it (the mount point under a mount).
-    around(place.path, (j) => place.over === true && places[j]?.over !== true);
-    for (const path of place.uses ?? []) around(path, () => true);
+    // What encloses it; and, when it lies over its path, what is at that path (the mount
+    // point under a mount).
+    tree.along(place.path, (j, where) => {
+      if (where === "above" ? places[j]!.encloses : place.over && !places[j]!.over) found.add(j);
+    });
+    // Whatever is at a path it uses, and what encloses that.
+    for (const path of place.uses ?? []) {
+      tree.along(path, (j, where) => (where === "at" || places[j]!.encloses) && found.add(j));
+    }
     found.delete(i);
     return [...found];
   });

@@ -96,11 +96,44 @@ export function placeOf(resource: { type: string }): Place | undefined {
   }
 }
 
-/** The directories above an absolute path, nearest first ("/srv/a/b" → "/srv/a", "/srv"). */
-export function ancestorPaths(path: string): string[] {
-  const out: string[] = [];
-  for (let cut = path.lastIndexOf("/"); cut > 0; cut = path.lastIndexOf("/", cut - 1)) {
-    out.push(path.slice(0, cut));
+/**
+ * Values kept by path, found again along a path from / down in time linear in its length
+ * (a map of every directory above each path would cost the square of the path's length,
+ * and paths may be 4095 bytes deep in "/a"s).
+ */
+export class PathTree<T> {
+  private readonly root: PathNode<T> = { children: new Map(), values: [] };
+
+  /** Keep `value` at `path`. */
+  add(path: string, value: T): void {
+    let node = this.root;
+    for (const name of path.split("/").slice(1)) {
+      let next = node.children.get(name);
+      if (next === undefined) node.children.set(name, next = { children: new Map(), values: [] });
+      node = next;
+    }
+    node.values.push(value);
   }
-  return out;
+
+  /**
+   * Visit the values kept at each directory above `path`, outermost first ("above"), then
+   * those kept at `path` itself ("at"); `end` is where that directory's path ends in `path`.
+   */
+  along(path: string, visit: (value: T, where: "above" | "at", end: number) => void): void {
+    const names = path.split("/").slice(1);
+    let node: PathNode<T> | undefined = this.root;
+    let end = 0;
+    for (let i = 0; i < names.length; i++) {
+      node = node.children.get(names[i]);
+      if (node === undefined) return;
+      end += names[i].length + 1;
+      const where = i === names.length - 1 ? "at" : "above";
+      for (const value of node.values) visit(value, where, end);
+    }
+  }
+}
+
+interface PathNode<T> {
+  children: Map<string, PathNode<T>>;
+  values: T[];
 }
