@@ -17,6 +17,8 @@ import { PROVIDER as sysctl } from "./sysctl/provider.ts";
 import { PROVIDER as posixFs } from "./posix-fs/provider.ts";
 import { PROVIDER as commandRunner } from "./command-runner/provider.ts";
 import { PROVIDER as tarballSelf } from "./tarball-self/provider.ts";
+import { PROVIDER as shadowAccounts } from "./shadow-accounts/provider.ts";
+import { PROVIDER as busyboxAccounts } from "./busybox-accounts/provider.ts";
 import { PROVIDER as systemdMount } from "./systemd-mount/provider.ts";
 import { PROVIDER as openrcMount } from "./openrc-mount/provider.ts";
 
@@ -33,6 +35,8 @@ export const PROVIDERS: readonly ProviderDescriptor[] = [
   posixFs,
   commandRunner,
   tarballSelf,
+  shadowAccounts,
+  busyboxAccounts,
   systemdMount,
   openrcMount,
 ];

@@ -1,13 +1,16 @@
 /**
- * The host's half of the launcher contract (DESIGN.md §11, launcher/). After
- * the first completed reconcile of a process (its apply ran to an end, whatever
- * its outcome; the program works here), the host clears the launcher's
- * consecutive-failure counter by removing <state-dir>/failures (the launcher
- * reads an absent file as 0). After the first CONVERGED reconcile (never a
- * failed, refused or interrupted one) it also writes its RUNNING version to
- * <state-dir>/known-good (atomically: temp file, fsync, rename), before the
- * counter is cleared. Only the host clears the counter; only the launcher
- * increments it.
+ * The host's half of the launcher contract (DESIGN.md §11, §18, launcher/). A
+ * version is confirmed when it "started and got through a reconcile" (ADR 0059),
+ * deliberately not when everything applied cleanly: a resource that fails is the
+ * machine's problem, not the program's. On the first reconcile of a process that
+ * ran to its end and recorded its outcome (converged, or failed on a resource),
+ * and on nothing else (a crash, an internal error, an interrupted apply, a
+ * declaration refused before applying), the host writes its RUNNING version to
+ * <state-dir>/known-good (a new file, fsynced, renamed over the old one: the
+ * launcher sees the confirmation as a different file there, its start deadline)
+ * and clears the launcher's consecutive-failure counter (removes
+ * <state-dir>/failures; the launcher reads an absent file as 0): one event, both
+ * records. Only the host clears the counter; only the launcher increments it.
  */
 import { posix } from "node:path";
 import type { Log } from "./log.ts";
@@ -73,16 +76,15 @@ export async function readRolledBackFrom(stateDir: string): Promise<Set<string>>
 }
 
 /**
- * The contract as one run process keeps it: once per process, after its first
- * converged reconcile known-good is written and the counter cleared; after its
- * first completed (failed or refused) one, only the counter is cleared.
+ * The contract as one run process keeps it: once per process, on its first
+ * reconcile that ran to its end and recorded its outcome, known-good is written
+ * and the counter cleared.
  */
 export class LauncherContract {
   readonly #stateDir: string;
   readonly #version: string;
   readonly #log: Log;
   #confirmed = false;
-  #failuresCleared = false;
 
   constructor(stateDir: string, version: string, log: Log) {
     this.#stateDir = stateDir;
@@ -90,8 +92,11 @@ export class LauncherContract {
     this.#log = log;
   }
 
-  /** A reconcile converged: this version works here. */
-  async converged(): Promise<void> {
+  /**
+   * A reconcile ran to its end and recorded its outcome (converged, or failed on a
+   * resource): this version starts and works here.
+   */
+  async reconciled(): Promise<void> {
     if (this.#confirmed) return;
     this.#confirmed = true;
     try {
@@ -99,17 +104,6 @@ export class LauncherContract {
       this.#log(`run: ${this.#version} completed a reconcile: recorded as known-good`);
     } catch (error) {
       this.#log(`run: cannot record ${this.#version} as known-good: ${describe(error)}`, "error");
-    }
-  }
-
-  /** A reconcile ran to its end without converging: the program runs, no crash to count. */
-  async completed(): Promise<void> {
-    if (this.#failuresCleared || this.#confirmed) return;
-    this.#failuresCleared = true;
-    try {
-      await clearFailures(this.#stateDir);
-    } catch (error) {
-      this.#log(`run: cannot clear the launcher's failure counter: ${describe(error)}`, "error");
     }
   }
 }

@@ -25,7 +25,8 @@ export type CapabilityName =
   | "graphical"
   | "network"
   | "wireguard"
-  | "nftables";
+  | "nftables"
+  | "accounts";
 
 /** The capability names, in the order they are printed. */
 export const CAPABILITY_NAMES: readonly CapabilityName[] = [
@@ -36,6 +37,7 @@ export const CAPABILITY_NAMES: readonly CapabilityName[] = [
   "network",
   "wireguard",
   "nftables",
+  "accounts",
 ];
 
 /** One capability: its state, what provides it, and how that was established. */

@@ -274,6 +274,8 @@ export interface Providers {
   firewall?: Firewall;
   /** Kernel settings. */
   sysctl?: KernelSettings;
+  /** Users and groups (shadow's or busybox's tools). */
+  accounts?: AccountTools;
   /** Mounts, and where the init keeps them for the next boot (only when the init answered). */
   mounts?: MountTable;
 }
@@ -372,6 +374,63 @@ export interface KernelSettings {
   /** The value as the kernel gives it, or `null` when the key does not exist. */
   read(key: string): Promise<string | null>;
   write(key: string, value: string): Promise<void>;
+}
+
+/** Where the account databases an {@link AccountTools} changes live (read back by the fs adapter). */
+export interface AccountFiles {
+  passwd: string;
+  group: string;
+  shadow: string;
+}
+
+/** A group to add. */
+export interface NewGroup {
+  name: string;
+  /** Absent: the tool allocates one (in its system range when `system`). */
+  gid?: number;
+  system: boolean;
+}
+
+/** A user to add: never a home directory made, never a password set (created locked). */
+export interface NewUser {
+  name: string;
+  /** Absent: the tool allocates one (in its system range when `system`). */
+  uid?: number;
+  /** The primary group, by name (it exists). */
+  group: string;
+  /** Supplementary groups, by name (they exist). */
+  groups: readonly string[];
+  home?: string;
+  shell?: string;
+  system: boolean;
+}
+
+/** What to change of an existing user (only what is given). */
+export interface UserChange {
+  group?: string;
+  home?: string;
+  shell?: string;
+  /** The exact supplementary groups. */
+  groups?: { add: readonly string[]; remove: readonly string[]; all: readonly string[] };
+}
+
+/**
+ * The system's account tools (shadow's useradd & co., busybox's adduser & co.): verbs only.
+ * They never create or delete a home directory, never set a password, never change an
+ * existing id, and removing a user never removes a group (a group of the user's name that
+ * the tool drops with it is added back, with its id and members). What they did is read
+ * back by the kind from {@link AccountTools.files}, never taken from an exit code.
+ */
+export interface AccountTools {
+  readonly name: string;
+  readonly files: AccountFiles;
+  addGroup(group: NewGroup): Promise<void>;
+  removeGroup(name: string): Promise<void>;
+  addUser(user: NewUser): Promise<void>;
+  modifyUser(name: string, change: UserChange): Promise<void>;
+  /** Lock the user's password (a "!" before it). */
+  lockUser(name: string): Promise<void>;
+  removeUser(name: string): Promise<void>;
 }
 
 /** One mount, as the kernel's mount table says it (a line of /proc/self/mountinfo). */

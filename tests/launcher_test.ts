@@ -21,7 +21,7 @@ import {
   apkSnapshot,
   makeApkSplitWorld,
   originPackages,
-  upgradeScript,
+  upgradeScript as apkUpgradeScript,
 } from "./_apk_world.ts";
 import { buildStandInPackage, installed, makePacmanRoot, publish, run, sha256 } from "./_pacman.ts";
 
@@ -45,22 +45,85 @@ async function runUntilReady(w: World, readyCount = 1) {
   return await l.exit();
 }
 
-Deno.test("launcher: three clean exits in a row do not count and do not roll back", async () => {
-  const w = await makeWorld({ steps: ["exit 0", "exit 0", "exit 0", "wait"] });
+/** A script that rewrites the stand-in program as `version` (an upgrade), with `extra` appended. */
+async function upgradeScript(w: World, version: string, extra = ""): Promise<string> {
+  const script = join(w.dir, `upgrade-${version}-${crypto.randomUUID()}`);
+  await Deno.writeTextFile(
+    script,
+    `#!/bin/sh\nset -eu\nsed 's/^version=.*/version=${version}/' '${w.bin}' > '${w.bin}.new'\n` +
+      (extra ? `printf '%s\\n' '${extra}' >> '${w.bin}.new'\n` : "") +
+      `chmod 755 '${w.bin}.new' && mv '${w.bin}.new' '${w.bin}'\n`,
+    { mode: 0o755 },
+  );
+  return script;
+}
+
+Deno.test("launcher: exit 0 with nothing upgraded counts as a failure: three roll back", async () => {
+  const w = await makeWorld({ steps: ["exit 0", "exit 0", "exit 0", "confirm wait"] });
   await Deno.writeTextFile(join(w.state, "known-good"), "1.0\n");
-  await Deno.writeTextFile(join(w.state, "failures"), "2\n");
   const r = await runUntilReady(w);
   assert.equal(r.code, 0, r.stderr);
   assert.deepEqual(await starts(w), ["1.0", "1.0", "1.0", "1.0"]);
-  assert.equal(await stateFile(w, "failures"), "2", "a clean exit neither counts nor clears");
-  assert.equal(await stateFile(w, "rolled-back"), undefined);
-  assert.equal(count(r.stderr, "rolling back"), 0);
-  assert.equal(count(r.stderr, "upgraded itself"), 3);
+  assert.equal(count(r.stderr, "upgraded itself"), 0, r.stderr);
+  assert.equal(count(r.stderr, "neither its version (1.0) nor its program changed"), 3, r.stderr);
+  assert.match(r.stderr, /failed \(exit 0 with nothing upgraded\), 3 in a row/);
+  assert.equal(count(r.stderr, "failed 3 times in a row: rolling back to known-good 1.0"), 1);
+  assert.equal(await stateFile(w, "rolled-back"), "3 1.0");
   await cleanup(w);
 });
 
-Deno.test("launcher: exit 10 (a restart the host asked for) is not counted and does not roll back", async () => {
+Deno.test("launcher: three self-upgrades in a row (a new version, or the same version's program rebuilt) are not counted and do not roll back", async () => {
+  const w = await makeWorld({ steps: [] });
+  const steps = [
+    `confirm run ${await upgradeScript(w, "2.0")} exit 0`,
+    `confirm run ${await upgradeScript(w, "2.0", "# rebuilt")} exit 0`,
+    `confirm run ${await upgradeScript(w, "3.0")} exit 0`,
+    "wait",
+  ];
+  await Deno.writeTextFile(join(w.plan, "steps"), steps.join("\n") + "\n");
+  const r = await runUntilReady(w);
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(await starts(w), ["1.0", "2.0", "2.0", "3.0"]);
+  assert.equal(count(r.stderr, "upgraded itself"), 3, r.stderr);
+  assert.equal(await stateFile(w, "failures"), "0", "only the host's confirm touched the count");
+  assert.equal(count(r.stderr, "rolling back"), 0);
+  await cleanup(w);
+});
+
+Deno.test("launcher: exit 10 (a restart the host asked for) is bounded: 3 short runs in a row roll back once, 3 more halt", async () => {
+  const w = await makeWorld({
+    steps: [
+      "confirm exit 10",
+      "confirm exit 10",
+      "confirm exit 10",
+      "exit 10",
+      "exit 10",
+      "exit 10",
+    ],
+  });
+  await Deno.writeTextFile(join(w.state, "known-good"), "1.0\n");
+  const r = await launch(w);
+  assert.equal(r.code, 78, r.stderr);
+  assert.deepEqual(await starts(w), ["1.0", "1.0", "1.0", "1.0", "1.0", "1.0"]);
+  assert.equal(count(r.stderr, "asked for a restart (its memory ceiling"), 4, r.stderr);
+  assert.equal(
+    count(
+      r.stderr,
+      "asked for a restart (exit 10) 3 times in a row, each within 600s of its start: rolling back to known-good 1.0",
+    ),
+    1,
+    r.stderr,
+  );
+  assert.match(
+    (await stateFile(w, "halted"))!,
+    /asked for a restart \(exit 10\) 3 times in a row, each within 600s of its start after rolling back to 1\.0: the machine, not the version, needs a look/,
+  );
+  await cleanup(w);
+});
+
+Deno.test("launcher: exit 10 after runs longer than the restart window is restarted uncounted, without end", async () => {
   const w = await makeWorld({ steps: ["exit 10", "exit 10", "exit 10", "exit 10", "wait"] });
+  w.env.NOX_MESH_HOST_RESTART_WINDOW = "0"; // every run counts as a long one
   await Deno.writeTextFile(join(w.state, "known-good"), "1.0\n");
   await Deno.writeTextFile(join(w.state, "failures"), "1\n");
   const r = await runUntilReady(w);
@@ -69,8 +132,83 @@ Deno.test("launcher: exit 10 (a restart the host asked for) is not counted and d
   assert.equal(await stateFile(w, "failures"), "1", "a restart request neither counts nor clears");
   assert.equal(await stateFile(w, "rolled-back"), undefined);
   assert.equal(count(r.stderr, "rolling back"), 0);
-  assert.equal(count(r.stderr, "asked for a restart"), 4);
+  assert.equal(count(r.stderr, "asked for a restart (its memory ceiling"), 4);
   await cleanup(w);
+});
+
+Deno.test("launcher: a new version that never confirms a reconcile is stopped at its start deadline (TERM; it exits 0, still counted) and rolled back", async () => {
+  const w = await makeWorld({ steps: [] });
+  w.env.NOX_MESH_HOST_START_DEADLINE = "1";
+  const steps = [`confirm run ${await upgradeScript(w, "2.0")} exit 0`, "wait", "wait", "wait"];
+  await Deno.writeTextFile(join(w.plan, "steps"), [...steps, "confirm wait"].join("\n") + "\n");
+  const r = await runUntilReady(w, 4);
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(await starts(w), ["1.0", "2.0", "2.0", "2.0", "1.0"]);
+  const log = await hostLog(w);
+  assert.equal(log.filter((l) => l === "signal TERM 2.0").length, 3, log.join("\n"));
+  assert.equal(count(r.stderr, "nox-mesh-host 2.0 has not confirmed a reconcile 1s after"), 3);
+  assert.match(
+    r.stderr,
+    /did not confirm a reconcile within 1s of its start \(stopped; exit 0\), 3 in a row/,
+  );
+  assert.equal(count(r.stderr, "failed 3 times in a row: rolling back to known-good 1.0"), 1);
+  assert.equal(await stateFile(w, "rolled-back-from"), "2.0");
+  // The rolled-back version is the known-good one: no deadline, and it confirmed.
+  assert.equal(log.filter((l) => l === "signal TERM 1.0").length, 1, "only the final stop");
+  assert.equal(await stateFile(w, "failures"), "0");
+  await cleanup(w);
+});
+
+Deno.test("launcher: a host that ignores TERM at its start deadline is killed after the grace and counted", async () => {
+  const w = await makeWorld({ steps: ["hang", "confirm wait"] });
+  w.env.NOX_MESH_HOST_START_DEADLINE = "2";
+  w.env.NOX_MESH_HOST_STOP_GRACE = "1";
+  await Deno.writeTextFile(join(w.state, "known-good"), "0.9\n");
+  const r = await runUntilReady(w);
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(await starts(w), ["1.0", "1.0"]);
+  assert.ok((await hostLog(w)).includes("ignored TERM 1.0"));
+  assert.match(r.stderr, /did not stop within 1s of TERM: killing it/);
+  assert.match(
+    r.stderr,
+    /did not confirm a reconcile within 2s of its start \(stopped; exit 137\), 1 in a row/,
+  );
+  assert.equal(await stateFile(w, "failures"), "0", "the second start confirmed in time");
+  await cleanup(w);
+});
+
+Deno.test("launcher: the start deadline spares a host that confirmed in time, and the known-good version", async (t) => {
+  for (
+    const [what, good, step] of [
+      ["a new version that confirmed", "0.9", "confirm wait"],
+      ["the known-good version itself, slow to confirm", "1.0", "wait"],
+    ]
+  ) {
+    await t.step(what, async () => {
+      const w = await makeWorld({ steps: [step] });
+      w.env.NOX_MESH_HOST_START_DEADLINE = "2";
+      await Deno.writeTextFile(join(w.state, "known-good"), `${good}\n`);
+      const l = new RunningLauncher(w);
+      try {
+        await waitFor("the host to be ready", async () => (await hostLog(w)).includes("ready 1.0"));
+        // Twice the deadline and more: time for it to fire, if it were going to.
+        await new Promise((resolve) => setTimeout(resolve, 5000));
+        // Its watch ended with the confirmation: the host is the launcher's one child.
+        const pid = l.process.pid;
+        const children = (await Deno.readTextFile(`/proc/${pid}/task/${pid}/children`)).trim();
+        const host = (await hostLog(w)).find((x) => x.startsWith("start "))!.split(" ")[2];
+        assert.equal(children, host, "no watch left beside the host");
+      } finally {
+        l.process.kill("SIGTERM");
+      }
+      const r = await l.exit();
+      assert.equal(r.code, 0, r.stderr);
+      assert.equal(count(r.stderr, "has not confirmed a reconcile"), 0, r.stderr);
+      assert.deepEqual(await starts(w), ["1.0"]);
+      assert.equal(await stateFile(w, "failures"), step.startsWith("confirm") ? "0" : undefined);
+      await cleanup(w);
+    });
+  }
 });
 
 Deno.test("launcher: the counter is cleared only by the host", async (t) => {
@@ -85,9 +223,9 @@ Deno.test("launcher: the counter is cleared only by the host", async (t) => {
     await cleanup(w);
   });
   await t.step(
-    "a clean exit without confirm keeps the count: crash, crash, exit 0, crash rolls back",
+    "an exit 0 with nothing upgraded keeps and adds to the count: crash, crash, exit 0 rolls back",
     async () => {
-      const w = await makeWorld({ steps: ["exit 1", "exit 1", "exit 0", "exit 1", "wait"] });
+      const w = await makeWorld({ steps: ["exit 1", "exit 1", "exit 0", "wait"] });
       await Deno.writeTextFile(join(w.state, "known-good"), "1.0\n");
       const r = await runUntilReady(w);
       assert.equal(r.code, 0, r.stderr);
@@ -413,8 +551,8 @@ for (const apkVersion of APK_VERSIONS) {
       await Deno.writeTextFile(
         plan,
         (await Deno.readTextFile(plan))
-          .replaceAll("UPGRADE21", await upgradeScript(w, "2.1-r0"))
-          .replaceAll("UPGRADE", await upgradeScript(w, "2.0-r0")),
+          .replaceAll("UPGRADE21", await apkUpgradeScript(w, "2.1-r0"))
+          .replaceAll("UPGRADE", await apkUpgradeScript(w, "2.0-r0")),
       );
       return w;
     }
@@ -656,6 +794,46 @@ Deno.test("launcher: an upgrade the host staged is unpacked beside the installat
   await cleanup(w);
 });
 
+Deno.test("launcher: a staged build that cannot even answer `version` crashes 3 times; the rollback records the version it came from, without asking that program", async () => {
+  const w = await makeWorld({ steps: [] });
+  // The installation as the tarball lays it down: its VERSION file beside the program.
+  await Deno.mkdir(join(w.prefix, "lib/nox-mesh-host"), { recursive: true });
+  await Deno.writeTextFile(join(w.prefix, "lib/nox-mesh-host/VERSION"), "1.0\n");
+  const broken = await releaseTarball(w, "2.0", {
+    extra: `printf '#!/bin/sh\\necho "broken: $*" >&2\\nexit 70\\n' > bin/nox-mesh-host`,
+  });
+  const stage = await stageScript(w, broken, "2.0");
+  await Deno.writeTextFile(join(w.plan, "steps"), `confirm run ${stage} exit 0\nconfirm wait\n`);
+  const r = await runUntilReady(w);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(count(r.stderr, "broken: run"), 3, r.stderr);
+  assert.equal(count(r.stderr, "broken: version"), 0, "the broken program is never asked");
+  assert.equal(count(r.stderr, "failed 3 times in a row: rolling back to known-good 1.0"), 1);
+  assert.deepEqual(await starts(w), ["1.0", "1.0"]);
+  assert.equal(
+    await stateFile(w, "rolled-back-from"),
+    "2.0",
+    "the host will refuse to stage 2.0 again",
+  );
+  assert.equal(await Deno.readTextFile(join(w.prefix, "lib/nox-mesh-host/VERSION")), "1.0\n");
+  await cleanup(w);
+});
+
+Deno.test("launcher: a host that stages what the launcher refuses and exits 0, start after start, is counted and rolled back, not restarted for ever", async () => {
+  const w = await makeWorld({ steps: [] });
+  await Deno.writeTextFile(join(w.state, "known-good"), "1.0\n");
+  const stage = await stageScript(w, await releaseTarball(w, "2.0"), "2.0", "0".repeat(64));
+  const steps = [`run ${stage} exit 0`, `run ${stage} exit 0`, `run ${stage} exit 0`];
+  await Deno.writeTextFile(join(w.plan, "steps"), [...steps, "confirm wait"].join("\n") + "\n");
+  const r = await runUntilReady(w);
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(await starts(w), ["1.0", "1.0", "1.0", "1.0"]);
+  assert.equal(count(r.stderr, "REFUSED the staged upgrade"), 3, r.stderr);
+  assert.equal(count(r.stderr, "upgraded itself"), 0, r.stderr);
+  assert.equal(count(r.stderr, "failed 3 times in a row: rolling back to known-good 1.0"), 1);
+  await cleanup(w);
+});
+
 /** A name holding a newline: busybox tar lists it raw, as two lines, the second one forged. */
 const NEWLINE_NAME =
   "lib/nox-mesh-host/a\n-rw-r--r-- 0/0 1 2024-01-01 00:00:00 lib/nox-mesh-host/b";
@@ -774,6 +952,7 @@ for (const tar of TARS) {
       assert.ok(record?.startsWith(`${sum} 2.0: `), record);
       assert.match(record!, reason);
       assert.equal(count(r.stderr, "REFUSED the staged upgrade"), 1, r.stderr);
+      assert.equal(await stateFile(w, "failures"), "1", "a refused stage is no upgrade: counted");
       await cleanup(w);
     });
   }

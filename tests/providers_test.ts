@@ -53,6 +53,7 @@ function profile(firewall: string): Profile {
       network: cap("absent"),
       wireguard: cap("absent"),
       nftables: cap("working", firewall),
+      accounts: cap("absent"),
     },
   };
 }

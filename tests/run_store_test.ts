@@ -1,13 +1,16 @@
 /**
  * `run` and what it trusts (DESIGN.md §8, §18), as a real process under the
  * development permission set: only the configured bundle is read again with the
- * trusted parse; known-good only after a converged apply; a declaration admitted
+ * trusted parse; known-good and the cleared failure counter on the same event, a
+ * reconcile that ran to its end (a failed resource included), never a refusal before
+ * applying; a declaration admitted
  * while another apply holds the lock is applied once the lock is free.
  */
 import assert from "node:assert/strict";
 import { posix } from "node:path";
 import { bundledMachine, readOr, runHost } from "./_helpers.ts";
 import { fileResource, spawnHost, startMesh } from "./_mesh.ts";
+import { VERSION } from "../src/version.ts";
 
 const REPO = new URL("..", import.meta.url).pathname;
 
@@ -40,7 +43,7 @@ Deno.test("run holds `apply --bundle OTHER` to the body stored then: a later edi
   assert.equal(status.declaration.origin, other);
 });
 
-Deno.test("run: a failed apply records no known-good; the failure counter is cleared (the program ran)", async () => {
+Deno.test("run: a reconcile whose one resource always fails confirms the version: known-good written, the counter cleared (a failing resource is the machine's problem, not the program's)", async () => {
   await using s = await bundledMachine();
   // The parent of the declared file is a regular file: the apply fails every time.
   await Deno.writeTextFile(`${s.root}/plain`, "not a directory\n");
@@ -55,12 +58,12 @@ Deno.test("run: a failed apply records no known-good; the failure counter is cle
   // follow-up (known-good or not) is done by then.
   await new Promise((resolve) => setTimeout(resolve, 1500));
   assert.equal(await host.stop("SIGTERM"), 0);
-  assert.doesNotMatch(host.log(), /recorded as known-good/);
-  assert.equal(await readOr(posix.join(s.stateDir, "known-good")), undefined);
+  assert.match(host.log(), /completed a reconcile: recorded as known-good/);
+  assert.equal(await readOr(posix.join(s.stateDir, "known-good")), `${VERSION}\n`);
   assert.equal(await readOr(posix.join(s.stateDir, "failures")), undefined);
 });
 
-Deno.test("run: a refused bundle records no known-good; the failure counter is cleared (the program ran)", async () => {
+Deno.test("run: a bundle refused before applying confirms nothing: known-good and the failure counter are left as they were", async () => {
   await using s = await bundledMachine();
   await Deno.writeTextFile(s.bundle, `{"version": 1, "resources": [{"type": "nonsense"}]}`);
   await Deno.mkdir(s.stateDir, { recursive: true });
@@ -73,7 +76,7 @@ Deno.test("run: a refused bundle records no known-good; the failure counter is c
   assert.equal(await host.stop("SIGTERM"), 0);
   assert.doesNotMatch(host.log(), /recorded as known-good/);
   assert.equal(await readOr(posix.join(s.stateDir, "known-good")), "0.0.1\n");
-  assert.equal(await readOr(posix.join(s.stateDir, "failures")), undefined);
+  assert.equal(await readOr(posix.join(s.stateDir, "failures")), "1\n");
 });
 
 /** Another process holding the apply lock (src/lock.ts) until `release()`. */

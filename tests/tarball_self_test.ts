@@ -238,6 +238,27 @@ Deno.test("tarball-self: once the launcher refused a stage, the installed versio
   assert.deepEqual(await Deno.readFile(join(t.stage, STAGE_TARBALL)), fixed);
 });
 
+Deno.test("tarball-self: a version the launcher rolled back from is never staged again, not even fetched", async () => {
+  await using t = await installed10();
+  const file = await fileOf(await gnuTarball(t.dir, release("1.1")));
+  await Deno.writeTextFile(join(t.state, "rolled-back-from"), "0.9\n1.1\n");
+  let fetched = false;
+  await assert.rejects(
+    t.self.install(NAME, "1.1", { ...file, bytes: () => (fetched = true, file.bytes()) }),
+    (e) =>
+      e instanceof Error && "code" in e && e.code === "package.rolled-back" &&
+      /nox-mesh-host 1\.1 failed to start on this machine and the launcher rolled it back/.test(
+        e.message,
+      ),
+  );
+  assert.equal(fetched, false);
+  assert.equal(await Deno.lstat(t.stage).catch(() => null), null, "nothing staged");
+  // A person removed its line: it is staged.
+  await Deno.writeTextFile(join(t.state, "rolled-back-from"), "0.9\n");
+  await t.self.install(NAME, "1.1", file);
+  assert.equal((await t.self.installed(NAME))?.version, "1.1");
+});
+
 Deno.test("tarball-self: a symlink planted at the stage is refused or replaced, never followed", async () => {
   await using t = await installed10();
   const bytes = await gnuTarball(t.dir, release("1.1"));

@@ -92,6 +92,7 @@ export const RECIPES: Readonly<Record<Flavour, BaseRecipe>> = {
       ...COMMON,
       // Stand-in for Arch, where every tool lives in /usr/bin (the arch permission set's spelling).
       'ln -sf /usr/sbin/nft "$1/usr/bin/nft" && ln -sf /usr/sbin/sysctl "$1/usr/bin/sysctl"',
+      'for t in useradd usermod userdel groupadd groupdel; do ln -sf "/usr/sbin/$t" "$1/usr/bin/$t"; done',
       `printf '%s' '${PACMAN_CONF}' > "$1/etc/pacman.conf"`,
       'mkdir -p "$1/var/lib/pacman" "$1/var/cache/pacman/pkg" "$1/lab"',
       // Units that only cost boot time in a lab machine (no ttys, no remote clock, no apt).

@@ -70,8 +70,10 @@ const shown = (p: Process) => `${p.pid}: ${p.argv.join(" ").slice(0, 160)}`;
 
 /**
  * The init runs the launcher (systemd as PID 1, or OpenRC's supervise-daemon), and the
- * launcher's one child is the host's `run` on the deno its package carries (Arch's in
- * /usr/lib/nox-mesh-host, the tarball's in /usr/local/lib/nox-mesh-host) with exactly the flags of the machine's permission
+ * launcher's one child (its own subshells aside: the start deadline's watch of a version
+ * not confirmed yet) is the host's `run` on the deno its package carries (Arch's in
+ * /usr/lib/nox-mesh-host, the tarball's in /usr/local/lib/nox-mesh-host) with exactly the
+ * flags of the machine's permission
  * set (packaging/<os>/permissions).
  */
 export function assertLaunched(machine: string): Step {
@@ -82,16 +84,20 @@ export function assertLaunched(machine: string): Step {
       const m = ctx.machine(machine);
       const install = hostInstall(m);
       const all = await processes(m);
-      const launchers = all.filter((p) =>
-        p.argv[0] === "/bin/sh" && p.argv[1] === install.command + "-launch" && p.argv[2] === "run"
-      );
+      const isLauncher = (p: Process | undefined) =>
+        p?.argv[0] === "/bin/sh" && p.argv[1] === install.command + "-launch" &&
+        p.argv[2] === "run";
+      // A subshell of the launcher (its start-deadline watch, a command substitution) has
+      // the launcher's argv: it is the launcher's, not a second launcher.
+      const byPid = new Map(all.map((p) => [p.pid, p]));
+      const launchers = all.filter((p) => isLauncher(p) && !isLauncher(byPid.get(p.ppid)));
       if (launchers.length !== 1) fail("one launcher process", all.map(shown).join("; "));
       const parent = all.find((p) => p.pid === launchers[0].ppid);
       const init = m.flavour === "systemd"
         ? parent?.pid === 1
         : parent?.argv[0] === "supervise-daemon";
       if (!init) fail("the init as the launcher's parent", parent ? shown(parent) : "none");
-      const children = all.filter((p) => p.ppid === launchers[0].pid);
+      const children = all.filter((p) => p.ppid === launchers[0].pid && !isLauncher(p));
       if (children.length !== 1) fail("one child of the launcher", children.map(shown).join("; "));
       const host = children[0];
       const flags = permissionFlags(await loadPermissionSet(install.os));

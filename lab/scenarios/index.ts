@@ -17,6 +17,8 @@ import { scenario as openrcInstall } from "./openrc_install.ts";
 import { scenario as tarballFloor } from "./tarball_floor.ts";
 import { scenario as tarballRollback } from "./tarball_rollback.ts";
 import { scenario as tarballUpgrade } from "./tarball_upgrade.ts";
+import { scenario as rebootSystemd } from "./reboot_systemd.ts";
+import { scenario as rebootOpenrc } from "./reboot_openrc.ts";
 import { scenario as conntrack } from "./conntrack.ts";
 import { scenario as firewall } from "./firewall.ts";
 import { scenario as overlay } from "./overlay.ts";
@@ -28,6 +30,7 @@ import { scenario as brokerFailover } from "./broker_failover.ts";
 import { scenario as fleet } from "./fleet.ts";
 import { scenario as site } from "./site.ts";
 import { scenario as holdRescue } from "./hold_rescue.ts";
+import { scenario as accounts } from "./accounts.ts";
 
 /** All scenarios. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -48,6 +51,8 @@ export const SCENARIOS: readonly Scenario[] = [
   tarballFloor,
   tarballRollback,
   tarballUpgrade,
+  rebootSystemd,
+  rebootOpenrc,
   conntrack,
   firewall,
   overlay,
@@ -59,4 +64,5 @@ export const SCENARIOS: readonly Scenario[] = [
   brokerFailover,
   fleet,
   site,
+  accounts,
 ];

@@ -9,6 +9,7 @@ import {
   type Profile,
 } from "../../src/profile.ts";
 import type { ProbeOptions } from "./_probe.ts";
+import { detectAccounts } from "./accounts.ts";
 import { detectContainers } from "./containers.ts";
 import { detectGraphical } from "./graphical.ts";
 import { detectInit } from "./init.ts";
@@ -49,6 +50,7 @@ export async function detectProfile(options: DetectOptions = {}): Promise<Profil
     network: () => detectNetwork(options),
     wireguard: () => detectWireguard(options),
     nftables: () => detectNftables(options),
+    accounts: () => detectAccounts(options),
   };
   const skipped: Capability = { state: "absent", evidence: ["not detected (not asked for)"] };
   const found = await Promise.all(

@@ -19,6 +19,7 @@ import {
   PackageNotFoundError,
 } from "../../src/providers.ts";
 import { PROGRAM, VERSION } from "../../src/version.ts";
+import { readRolledBackFrom, ROLLED_BACK_FROM_FILE } from "../../src/launcher_files.ts";
 import { notOwn } from "../_own_package.ts";
 import { readTarball, TarballRefused } from "./_ustar.ts";
 import { dropStage, readRecord, REFUSED_RECORD, stage, STAGE_DIR, stagedIn } from "./_stage.ts";
@@ -107,6 +108,20 @@ export function tarballSelf(
           `${PROGRAM} on a tarball installation has no repository to install it from`,
           "declare the next version's tarball by digest: version, contentSha256 and size " +
             "(deno task mesh put FILE prints the digest)",
+        );
+      }
+      // A version the launcher rolled back from crashed here: staging it again would undo
+      // the rollback in a loop (the package kind refuses it first; this adapter trusts no
+      // caller for it). A person removes its line from rolled-back-from to allow it.
+      if ((await readRolledBackFrom(stateDir)).has(version)) {
+        const record = posix.join(stateDir, ROLLED_BACK_FROM_FILE);
+        throw new HostError(
+          "package.rolled-back",
+          `${PROGRAM} ${version} failed to start on this machine and the launcher rolled it ` +
+            `back (${record} lists it): not staged again`,
+          {
+            hint: `declare a fixed version; to try this one again, remove its line from ${record}`,
+          },
         );
       }
       // What the launcher refused once is never staged again (no loop): a person decides.

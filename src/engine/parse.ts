@@ -192,6 +192,7 @@ function checkTogether(
   for (const [index, resource] of resources) {
     if (!everyId.has(resource.id)) everyId.set(resource.id, index);
   }
+  const order = declaredOrder(resources);
 
   for (const [index, resource] of resources) {
     const at = `resources[${index}]`;
@@ -215,8 +216,75 @@ function checkTogether(
 
     kind.rules?.(resource, at, scope);
     checkRestartOn(kind.restartOn?.(resource) ?? [], resource.id, at, ids, everyId, problems);
+    checkRequires(kind.requires?.(resource) ?? [], index, resource.id, at, order, problems);
   }
+  checkTouched(keys, order, problems);
   checkInsideLater(resources, problems);
+}
+
+/** Who provides what (the first to), and what is touched by whom, by the kinds' hooks. */
+interface DeclaredOrder {
+  provided: Map<string, { index: number; id: string }>;
+  touched: Map<string, { index: number; id: string; type: string }>;
+}
+
+function declaredOrder(resources: [number, Resource][]): DeclaredOrder {
+  const order: DeclaredOrder = { provided: new Map(), touched: new Map() };
+  for (const [index, resource] of resources) {
+    const kind = kindOf(resource);
+    for (const what of kind.provides?.(resource) ?? []) {
+      if (!order.provided.has(what)) order.provided.set(what, { index, id: resource.id });
+    }
+    for (const key of kind.touches?.(resource) ?? []) {
+      if (!order.touched.has(key)) {
+        order.touched.set(key, { index, id: resource.id, type: resource.type });
+      }
+    }
+  }
+  return order;
+}
+
+/**
+ * What a resource names (a file's owner) that a resource of the declaration provides (a
+ * user) is provided BEFORE it: the host makes the user, then gives it the file.
+ */
+function checkRequires(
+  requires: readonly { what: string; field: string }[],
+  index: number,
+  self: string,
+  at: string,
+  order: DeclaredOrder,
+  problems: ProblemSink,
+) {
+  for (const { what, field } of requires) {
+    const by = order.provided.get(what);
+    if (by === undefined || by.index < index) continue;
+    const [type, name] = [what.slice(0, what.indexOf(":")), what.slice(what.indexOf(":") + 1)];
+    problems.push({
+      path: `${at}.${field}`,
+      message: by.index === index
+        ? `names the ${type} "${name}" this resource ("${self}") declares itself`
+        : `names the ${type} "${name}", declared by resources[${by.index}] ("${by.id}") after ` +
+          `this one ("${self}"): declare "${by.id}" first, so the ${type} exists before "${self}" ` +
+          "is applied (the order is stated, never derived)",
+    });
+  }
+}
+
+/** A resource whose key another kind's resource touches (the account files) is refused. */
+function checkTouched(keys: Map<string, number>, order: DeclaredOrder, problems: ProblemSink) {
+  if (order.touched.size === 0) return;
+  for (const [key, index] of keys) {
+    const by = order.touched.get(key);
+    if (by === undefined) continue;
+    const what = key.slice(key.indexOf(":") + 1);
+    problems.push({
+      path: `resources[${index}]`,
+      message: `manages ${what}, which the ${by.type} resources of this declaration change ` +
+        `(resources[${by.index}], "${by.id}"): one owner per fact; declare users and groups, ` +
+        `not the file`,
+    });
+  }
 }
 
 /**

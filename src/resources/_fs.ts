@@ -209,3 +209,17 @@ export function missingParent(path: string, error: unknown): never {
   }
   throw error;
 }
+
+/**
+ * The users and groups a file or directory names by name (never a numeric id, which
+ * needs no account): a declared user or group it names must be declared before it.
+ */
+export function ownersRequired(
+  resource: { owner: string; group: string },
+): { what: string; field: string }[] {
+  const named = (id: string) => !/^[0-9]+$/.test(id);
+  return [
+    ...(named(resource.owner) ? [{ what: `user:${resource.owner}`, field: "owner" }] : []),
+    ...(named(resource.group) ? [{ what: `group:${resource.group}`, field: "group" }] : []),
+  ];
+}

@@ -19,6 +19,7 @@ import {
   declaredAttributes,
   expectKind,
   missingParent,
+  ownersRequired,
 } from "./_fs.ts";
 
 /** Resource: a directory the host creates and keeps at mode/owner/group. */
@@ -50,6 +51,7 @@ export const directoryKind: ResourceKind<DirectoryResource, DirectoryChange> = {
   needs: "fs",
 
   key: (resource) => `path:${resource.path}`,
+  requires: ownersRequired,
   place: (resource) => ({ path: resource.path, encloses: true }),
 
   rules(resource: DirectoryResource, at: string, scope: RuleScope): void {

@@ -22,6 +22,7 @@ import {
   declaredAttributes,
   expectKind,
   missingParent,
+  ownersRequired,
 } from "./_fs.ts";
 
 /** Resource: a regular file with exact content, written atomically. */
@@ -119,6 +120,7 @@ export const fileKind: ResourceKind<FileResource, FileChange> = {
   concurrentApply: true,
 
   key: (resource) => `path:${resource.path}`,
+  requires: ownersRequired,
   place: (resource) => ({ path: resource.path }),
 
   rules(resource: FileResource, at: string, scope: RuleScope): void {

@@ -263,6 +263,23 @@ export interface ResourceKind<
    * before this one: the order is stated, never derived.
    */
   restartOn?(resource: R): readonly string[];
+  /**
+   * What this resource makes exist that other resources may name (a user "user:app", a
+   * group "group:app"): the parse refuses a resource that names one declared after it.
+   */
+  provides?(resource: R): readonly string[];
+  /**
+   * What this resource names that another resource may provide (a file's owner
+   * "user:app"), each with the field that names it. The order is stated, never derived:
+   * a provider declared after this resource is refused, naming both.
+   */
+  requires?(resource: R): readonly { what: string; field: string }[];
+  /**
+   * Keys of what this resource changes in part, beside its own key (users and groups:
+   * the account files). No other resource may manage one of them as its key (one owner per
+   * fact); resources that touch the same ones do not conflict with each other.
+   */
+  touches?(resource: R): readonly string[];
   /** Rules against this host (managed roots, own paths, limits); problems go to `scope`. */
   rules?(resource: R, at: string, scope: RuleScope): void;
   /** Is the machine already like this? Changes nothing. */

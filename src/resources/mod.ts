@@ -14,6 +14,8 @@ import type { Place, ResourceKind } from "./kind.ts";
 import { MAX_PATH_BYTES } from "../declaration/paths.ts";
 import { packageKind, type PackageResource } from "./package.ts";
 import { serviceKind, type ServiceResource } from "./service.ts";
+import { groupKind, type GroupResource } from "./group.ts";
+import { userKind, type UserResource } from "./user.ts";
 
 export type {
   ActionResource,
@@ -21,11 +23,13 @@ export type {
   DirectoryResource,
   FileResource,
   FirewallResource,
+  GroupResource,
   MountResource,
   OverlayResource,
   PackageResource,
   ServiceResource,
   SysctlResource,
+  UserResource,
 };
 
 /** Any resource. */
@@ -39,6 +43,8 @@ export type Resource =
   | OverlayResource
   | FirewallResource
   | SysctlResource
+  | GroupResource
+  | UserResource
   | MountResource;
 
 /** The name of a resource type. */
@@ -55,6 +61,8 @@ const ALL: readonly ResourceKind<Resource>[] = [
   overlayKind,
   firewallKind,
   sysctlKind,
+  groupKind,
+  userKind,
   mountKind,
 ] as unknown as ResourceKind<Resource>[];
 

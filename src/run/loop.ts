@@ -7,8 +7,9 @@
  *   drift       a timer (default 600 s) that re-applies what the store holds.
  * One apply at a time, through the engine's admit-then-apply road, as the command line.
  * Heartbeats on link, after every apply and every heartbeat interval. After
- * the first converged reconcile (never a failed or refused one): known-good
- * written, launcher failures cleared.
+ * the first reconcile that ran to its end and recorded its outcome (converged, or
+ * failed on a resource; never a crash, an internal error, an interrupted apply or a
+ * refusal before applying): known-good written and launcher failures cleared, one event.
  * When the program file was replaced, or an apply made a change that takes effect only at
  * the next start (an upgrade staged for the launcher): finish the apply, report, exit 0.
  * Above the memory ceiling: finish the apply, say why, exit for a restart the
@@ -437,7 +438,7 @@ class RunLoop {
     // would re-derive the machine from the package's substrate instead.
     if (!current && this.#identity && pendingRescue(this.#host.store)) {
       this.#log(`run: rescued: holding nothing until the mesh declares this node (${trigger})`);
-      await this.#launcher.completed();
+      await this.#launcher.reconciled();
       this.#armDrift();
       return;
     }
@@ -465,7 +466,7 @@ class RunLoop {
         this.#log(
           `run: nothing to hold yet: no declaration in the store, and the bundle ${bundlePath} ${why}`,
         );
-        await this.#launcher.converged();
+        await this.#launcher.reconciled();
         this.#armDrift();
         return;
       }
@@ -486,10 +487,9 @@ class RunLoop {
       declaration = await admit(this.#host, text, { source, origin });
     } catch (error) {
       if (!(error instanceof DeclarationRefused)) throw error;
-      // Refused: nothing was applied, so this version has not shown it converges;
-      // it did run a reconcile to its end, though (no crash to count).
+      // Refused before applying: this version has not got through a reconcile, so it
+      // confirms nothing (a version that refuses what the previous one held is rolled back).
       this.#log(`apply (${trigger}): ${error.message}`, "warning");
-      await this.#launcher.completed();
       if (source === "link") this.#refuse(undefined, "invalid", error.message, error.problems);
       this.#armDrift();
       return;
@@ -552,10 +552,9 @@ class RunLoop {
         }`,
       report.outcome === "failed" ? "error" : report.outcome === "converged" ? "info" : "warning",
     );
-    // Only a converged apply shows this version works here (never a failed one); any
-    // apply that ran to its end shows the program starts and runs (no crash to count).
-    if (report.outcome === "converged") await this.#launcher.converged();
-    else if (report.outcome === "failed") await this.#launcher.completed();
+    // It got through a reconcile (converged, or a resource failed: the machine's problem,
+    // not the program's): known-good and the cleared counter, one event. Interrupted: not.
+    if (report.outcome !== "interrupted") await this.#launcher.reconciled();
     // Into the outbox first (delivered in order, removed once the broker acknowledged it).
     if (this.#identity) {
       this.#outbox.keep(applyMessage(this.#identity.node, report, trigger));
@@ -612,8 +611,9 @@ class RunLoop {
             }${differ.length > 5 ? ", …" : ""}`)),
       differ.length > 0 || error ? "warning" : "info",
     );
-    // The program runs (no crash to count); it has not shown that it converges.
-    await this.#launcher.completed();
+    // A held check ran to its end and recorded its outcome: the program works (ADR 0059's
+    // "started and got through a reconcile"), whatever the machine looks like.
+    await this.#launcher.reconciled();
     if (this.#identity) {
       this.#outbox.keep(
         heldMessage(this.#identity.node, trigger, hold, declaration, entries, error),

@@ -18,6 +18,7 @@ const PROFILE: Profile = {
     network: { state: "running", evidence: ["eth0 up"] },
     wireguard: { state: "working", provider: "userspace", evidence: ["made wg scratch"] },
     nftables: { state: "absent", evidence: ["nft is not installed"] },
+    accounts: { state: "working", provider: "shadow", evidence: ["useradd answered"] },
   },
 };
 

@@ -68,6 +68,7 @@ Deno.test("providers follow the profile: only what it proved working is used", (
       network: cap("present", "ip"),
       wireguard: cap("working", "userspace"),
       nftables: cap("present", "nftables"),
+      accounts: cap("present", "shadow"),
     },
   };
   const p = providersFor(profile);
@@ -78,6 +79,8 @@ Deno.test("providers follow the profile: only what it proved working is used", (
   // WireGuard is used only when proven working, in the mode proven; nftables only when working.
   assert.equal(p.overlay?.mode, "userspace");
   assert.equal(p.firewall, undefined);
+  // Account tools only when one answered.
+  assert.equal(p.accounts, undefined);
   assert.ok(p.sysctl);
   const alpineBuild = providersFor(profile, { adapters: { packages: ["apk"], containers: [] } });
   assert.equal(alpineBuild.packages, undefined);

@@ -135,10 +135,12 @@ Deno.test("profileText prints every capability with its evidence", () => {
       network: cap("absent"),
       wireguard: cap("working", "kernel"),
       nftables: cap("absent"),
+      accounts: cap("working", "shadow"),
     },
   });
   assert.match(text, /^os {11}Arch Linux \(arch\)\n/);
   assert.match(text, /\ninit {9}working systemd\n {15}working because\n/);
   assert.match(text, /\ncontainers {3}absent\n/);
+  assert.match(text, /\naccounts {5}working shadow\n/);
   assert.equal(stronger("present", "running"), "running");
 });
