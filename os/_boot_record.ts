@@ -1,8 +1,8 @@
 /**
  * The boot records of both mount providers are files the host writes through its file
  * system provider (held directories, atomic, owner and mode on the descriptor) and knows
- * as its own by their first line, the marker: a file at that name without it is someone
- * else's and is never rewritten or removed.
+ * as its own by the marker, their first line (the second, after a script's "#!" line): a
+ * file at that name without it is someone else's and is never rewritten or removed.
  */
 import type { BootRecord, FileSystem } from "../src/providers.ts";
 import { HostError } from "../src/errors.ts";
@@ -20,8 +20,14 @@ export async function readRecord(
   if (info.kind !== "file") return { state: "foreign", why: `is a ${info.kind}` };
   const { data } = await fs.readFile(path);
   const text = new TextDecoder().decode(data ?? new Uint8Array());
-  if (!text.startsWith(`${BOOT_RECORD_MARKER}\n`)) {
-    return { state: "foreign", why: "does not carry the host's marker (its first line)" };
+  // The marker is the first line, or the second after a script's "#!" line.
+  const lines = text.split("\n", 2);
+  const marker = lines[0].startsWith("#!") ? lines[1] : lines[0];
+  if (marker !== BOOT_RECORD_MARKER) {
+    return {
+      state: "foreign",
+      why: "does not carry the host's marker (its first line, or the second after #!)",
+    };
   }
   return { state: "ours", text };
 }

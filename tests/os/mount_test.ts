@@ -7,7 +7,12 @@ import assert from "node:assert/strict";
 import { mountCommands, parseMountInfo, remountCommand, unescapeOctal } from "../../os/_mount.ts";
 import { mountUnit, mountUnitName, systemdPathName } from "../../os/systemd-mount/mod.ts";
 import { mountScript, openrcMountName } from "../../os/openrc-mount/mod.ts";
+import { readRecord } from "../../os/_boot_record.ts";
+import { posixFileSystem } from "../../os/posix-fs/mod.ts";
 import type { MountRequest } from "../../src/providers.ts";
+import { providersFor } from "../../os/mod.ts";
+import { PROVIDERS } from "../../os/providers.ts";
+import type { Capability, Profile } from "../../src/profile.ts";
 
 const IS_ROOT = Deno.uid() === 0;
 
@@ -229,6 +234,75 @@ Deno.test("OpenRC script: sh reads it, it runs the host's own commands, after wh
     await Deno.writeTextFile(`${dir}/s`, mountScript(TMPFS));
     const r = await sh('sh -n "$1"', [`${dir}/s`]);
     assert.equal(r.code, 0, r.stderr);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("mount providers: the init that answered chooses them; no init that works, no mounts", () => {
+  const cap = (state: Capability["state"], provider?: string): Capability => ({
+    state,
+    ...(provider ? { provider } : {}),
+    evidence: [],
+  });
+  const profile = (init: Capability): Profile => ({
+    detectedAt: "",
+    os: { id: "alpine", like: [] },
+    architecture: "x86_64",
+    capabilities: {
+      init,
+      packages: cap("absent"),
+      containers: cap("absent"),
+      graphical: cap("absent"),
+      network: cap("absent"),
+      wireguard: cap("absent"),
+      nftables: cap("absent"),
+      accounts: cap("absent"),
+    },
+  });
+  const carried = (build: "arch" | "alpine" | "tarball") =>
+    PROVIDERS.filter((p) => p.builds.includes(build));
+  const tarball = carried("tarball");
+  assert.equal(
+    providersFor(profile(cap("working", "systemd")), { from: tarball }).mounts?.name,
+    "systemd",
+  );
+  assert.equal(
+    providersFor(profile(cap("working", "openrc")), { from: tarball }).mounts?.name,
+    "openrc",
+  );
+  assert.equal(
+    providersFor(profile(cap("present", "systemd")), { from: tarball }).mounts,
+    undefined,
+  );
+  // Each OS build carries its own init's alone.
+  assert.equal(
+    providersFor(profile(cap("working", "openrc")), { from: carried("arch") }).mounts,
+    undefined,
+  );
+  assert.equal(
+    providersFor(profile(cap("working", "systemd")), { from: carried("alpine") }).mounts,
+    undefined,
+  );
+});
+
+Deno.test("boot records: the host's, by its marker (first line, or second after #!); others' are not", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "noxmnt-record-" });
+  try {
+    const fs = posixFileSystem();
+    const write = (name: string, text: string) => Deno.writeTextFile(`${dir}/${name}`, text);
+    await write("unit", mountUnit(TMPFS));
+    await write("script", mountScript(TMPFS));
+    await write("theirs", "[Mount]\nWhat=tmpfs\n");
+    await write("theirs-script", "#!/sbin/openrc-run\ndescription=x\n");
+    await write("late", `#!/bin/sh\n\n${mountScript(TMPFS)}`);
+    await Deno.symlink("/dev/null", `${dir}/masked`);
+    assert.equal((await readRecord(fs, `${dir}/unit`)).state, "ours");
+    assert.equal((await readRecord(fs, `${dir}/script`)).state, "ours");
+    assert.equal((await readRecord(fs, `${dir}/none`)).state, "absent");
+    for (const name of ["theirs", "theirs-script", "late", "masked"]) {
+      assert.equal((await readRecord(fs, `${dir}/${name}`)).state, "foreign", name);
+    }
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
