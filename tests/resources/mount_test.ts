@@ -343,6 +343,61 @@ if (INSIDE) {
     assert.ok(flipper.flips() > 0, `the names were swapped meanwhile: ${flipper.report()}`);
   });
 
+  Deno.test("mount kind: a symlink on the way to a target or a bind source, or a bind source others could swap, is refused", async () => {
+    await using b = await bench();
+    await using host = await testEngine(b.providers);
+    await Deno.mkdir(`${b.dir}/real/t`, { recursive: true });
+    await Deno.symlink(`${b.dir}/real`, `${b.dir}/link`);
+    const linked = await host.apply([mount("m", `${b.dir}/link/t`, "tmpfs", "tmpfs")]);
+    assert.equal(linked.outcome, "failed");
+    assert.match(
+      linked.error!,
+      /link \(above the mount target .*link\/t\) is a symlink, which mount\(8\) would follow/,
+    );
+    // A bind source in a directory nobody owns: nobody could put a link to / there.
+    await Deno.mkdir(`${b.dir}/theirs/src`, { recursive: true });
+    await Deno.chown(`${b.dir}/theirs`, NOBODY, NOBODY);
+    const swappable = await host.apply([
+      mount("m", `${b.dir}/real/t`, `${b.dir}/theirs/src`, "bind"),
+    ]);
+    assert.equal(swappable.outcome, "failed");
+    assert.match(
+      swappable.error!,
+      /the bind source .*theirs\/src is refused: .*theirs belongs to uid 65534/,
+    );
+    assert.equal(table().filter((e) => e.target.startsWith(b.dir)).length, 0, "nothing mounted");
+  });
+
+  Deno.test("mount kind: mount(8) runs no /sbin/mount.TYPE helper (-i)", async () => {
+    await using b = await bench();
+    await using host = await testEngine(b.providers);
+    // A helper for tmpfs, in this namespace's /sbin only: mount(8) without -i runs it.
+    const marker = `${b.dir}/helper-ran`;
+    await Deno.mkdir(`${b.dir}/sbin`);
+    for await (const entry of Deno.readDir("/usr/sbin")) {
+      await Deno.symlink(`/usr/sbin/${entry.name}`, `${b.dir}/sbin/${entry.name}`);
+    }
+    await Deno.writeTextFile(`${b.dir}/sbin/mount.tmpfs`, `#!/bin/sh\ntouch ${marker}\n`);
+    await Deno.chmod(`${b.dir}/sbin/mount.tmpfs`, 0o755);
+    await run("mount", "--bind", `${b.dir}/sbin`, "/usr/sbin");
+    try {
+      await Deno.mkdir(`${b.dir}/probe`);
+      await new Deno.Command("mount", { args: ["-t", "tmpfs", "x", `${b.dir}/probe`] }).output();
+      assert.ok(
+        await Deno.lstat(marker).then(() => true, () => false),
+        "the helper runs without -i",
+      );
+      await Deno.remove(marker);
+      await Deno.mkdir(`${b.dir}/t`);
+      const r = await host.apply([mount("m", `${b.dir}/t`, "tmpfs", "tmpfs")]);
+      assert.equal(r.outcome, "converged", JSON.stringify(r.results));
+      assert.ok(at(`${b.dir}/t`), "mounted by mount(8) itself");
+      await assert.rejects(Deno.lstat(marker), Deno.errors.NotFound, "the helper did not run");
+    } finally {
+      await run("umount", "/usr/sbin");
+    }
+  });
+
   Deno.test("mount kind: never over a mount it did not make; one that matches is adopted, and left mounted when dropped", async () => {
     await using b = await bench();
     await using host = await testEngine(b.providers);
