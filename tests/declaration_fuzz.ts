@@ -949,6 +949,9 @@ export function brokenInvariants(resources: Resource[], trusted: boolean): strin
           if (!/^[a-z0-9_]+(=[A-Za-z0-9._:@/+-]*)?$/.test(o)) broken.push(`option ${o}`);
           const flag = flags.includes(o) || atime.includes(o) || o === "nodiratime";
           if (r.fstype === "bind" && !flag) broken.push(`filesystem option ${o} on a bind`);
+          if ([...flags, ...atime, "nodiratime"].includes(name) && o.includes("=")) {
+            broken.push(`flag ${o} with a value`);
+          }
         }
         for (const [a, b] of [["ro", "rw"], ["suid", "nosuid"], ["dev", "nodev"]]) {
           if (options.includes(a) && options.includes(b)) broken.push(`${a} and ${b}`);

@@ -221,6 +221,8 @@ function mountRules(resource: MountResource, at: string, scope: RuleScope): void
       scope.problems.push({ path: where, message: `"${option}" is given twice` });
     } else if (refused !== undefined) {
       scope.problems.push({ path: where, message: `"${option}" is refused: ${refused}` });
+    } else if (FLAGS.has(option.split("=")[0]) && option.includes("=")) {
+      scope.problems.push({ path: where, message: `"${option}": a flag takes no value` });
     } else if (!FLAGS.has(option) && !DATA_OPTION.test(option)) {
       scope.problems.push({
         path: where,

@@ -139,6 +139,7 @@ Deno.test("mount rules: options that let users mount, mount a file, bind recursi
     ["a,b", /not an option this host passes on/],
     ["size=1 m", /not an option this host passes on/],
     ["norelatime", /say one of noatime, relatime, strictatime/],
+    ["suid=1", /a flag takes no value/],
   ] as const;
   for (const [option, message] of cases) {
     await refused([mount({ options: [option] })], "resources[0].options[0]", message);
