@@ -94,6 +94,20 @@ function steps(m: string, flavour: "systemd" | "openrc"): Step[] {
     run(m, ["umount", "/srv/www"]),
     apply(m, "/root/decl-mounts.json", { outcome: "converged", changed: 1, unchanged: 6 }),
     assertMounted(m, "/srv/www", www),
+    ...(flavour === "systemd"
+      ? [
+        // The unit touched: systemd holds an older one until a reload (as after a crash
+        // between the host's write and its daemon-reload); the apply reloads it.
+        run(m, ["touch", "/etc/systemd/system/srv-cache.mount"]),
+        run(m, ["systemctl", "show", "-p", "NeedDaemonReload", "srv-cache.mount"], {
+          stdoutIncludes: "NeedDaemonReload=yes",
+        }),
+        apply(m, "/root/decl-mounts.json", { outcome: "converged", changed: 1, unchanged: 6 }),
+        run(m, ["systemctl", "show", "-p", "NeedDaemonReload", "srv-cache.mount"], {
+          stdoutIncludes: "NeedDaemonReload=no",
+        }),
+      ]
+      : []),
     reboot(m, "the host's service is not started: what is mounted is the init's doing"),
     assertMounted(m, "/srv/www", www),
     assertMounted(m, "/srv/cache", cache),

@@ -150,10 +150,10 @@ export function systemdMounts(options: SystemdMountOptions = {}): MountTable {
       const found = await readRecord(fs, path);
       if (found.state === "foreign") throw new ForeignBootRecord(path, found.why);
       const text = mountUnit(request);
-      if (found.state !== "ours" || found.text !== text) {
-        await writeRecord(fs, path, text);
-        await reload();
-      }
+      if (found.state !== "ours" || found.text !== text) await writeRecord(fs, path, text);
+      // Also when the file was already right: a crash between its write and the reload
+      // leaves systemd holding the unit it had before.
+      await reload();
       await ctl("enable", "--", mountUnitName(request.target));
     },
     async removeBootRecord(fs, target) {
