@@ -19,6 +19,8 @@ import { PROVIDER as commandRunner } from "./command-runner/provider.ts";
 import { PROVIDER as tarballSelf } from "./tarball-self/provider.ts";
 import { PROVIDER as shadowAccounts } from "./shadow-accounts/provider.ts";
 import { PROVIDER as busyboxAccounts } from "./busybox-accounts/provider.ts";
+import { PROVIDER as systemdMount } from "./systemd-mount/provider.ts";
+import { PROVIDER as openrcMount } from "./openrc-mount/provider.ts";
 
 /** Every provider. */
 export const PROVIDERS: readonly ProviderDescriptor[] = [
@@ -35,4 +37,6 @@ export const PROVIDERS: readonly ProviderDescriptor[] = [
   tarballSelf,
   shadowAccounts,
   busyboxAccounts,
+  systemdMount,
+  openrcMount,
 ];

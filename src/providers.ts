@@ -276,6 +276,8 @@ export interface Providers {
   sysctl?: KernelSettings;
   /** Users and groups (shadow's or busybox's tools). */
   accounts?: AccountTools;
+  /** Mounts, and where the init keeps them for the next boot (only when the init answered). */
+  mounts?: MountTable;
 }
 
 /** One WireGuard peer, as declared or as the device reports it. */
@@ -429,4 +431,81 @@ export interface AccountTools {
   /** Lock the user's password (a "!" before it). */
   lockUser(name: string): Promise<void>;
   removeUser(name: string): Promise<void>;
+}
+
+/** One mount, as the kernel's mount table says it (a line of /proc/self/mountinfo). */
+export interface MountEntry {
+  /** The mount's id, and the id of the mount it lies on. */
+  id: number;
+  parent: number;
+  /** The filesystem's device number, "major:minor": the same for every mount of one filesystem. */
+  device: string;
+  /** The directory of the filesystem this mount shows ("/", or a bind's source within it). */
+  root: string;
+  /** Where it is mounted. */
+  target: string;
+  /** Per-mount options: ro or rw, nosuid, nodev, noexec, the atime ones. */
+  options: string[];
+  /** The optional fields (propagation: shared:N, master:N, unbindable …). */
+  optional: string[];
+  fstype: string;
+  /** The source as the kernel was given it (a device, "tmpfs" …). */
+  source: string;
+  /** The filesystem's own options (the superblock's ro or rw, size= …). */
+  superOptions: string[];
+}
+
+/** A mount as the host asks for it (and as its boot record holds it). */
+export interface MountRequest {
+  /** A device ("/dev/…", "UUID=…", "LABEL=…"), a tmpfs's name, or a bind's source directory. */
+  source: string;
+  target: string;
+  /** A filesystem type ("ext4", "tmpfs" …), or "bind". */
+  fstype: string;
+  /**
+   * Every per-mount flag, said both ways: "ro" or "rw", "nosuid" or "suid", "nodev" or
+   * "dev", "noexec" or "exec", then any atime word declared ("noatime" …). Complete, so
+   * that neither the tool nor a remount keeps a flag from before.
+   */
+  flags: string[];
+  /** Options for the filesystem itself ("size=64m" …); none for a bind. */
+  data: string[];
+}
+
+/** Where the boot record of one mount stands (the systemd unit, the OpenRC script). */
+export interface BootRecord {
+  /** absent; the host's and holding exactly the request, and enabled; the host's but not that; someone else's. */
+  state: "absent" | "current" | "stale" | "foreign";
+  /** The file it is (or would be), for messages. */
+  path: string;
+}
+
+/**
+ * Mounts: made and undone with mount and umount (util-linux, or busybox), read from the
+ * kernel's mount table, and kept for the next boot in the init's own way (a systemd
+ * .mount unit, an OpenRC script in the boot runlevel), carrying the host's marker. Boot
+ * records are written through `fs`, the host's file system provider (held directories).
+ */
+export interface MountTable {
+  /** The init whose boot records it writes ("systemd", "openrc"). */
+  readonly name: string;
+  /** Every mount of the host's mount namespace, in the kernel's order. */
+  mounts(): Promise<MountEntry[]>;
+  /** The device a "UUID=…" or "LABEL=…" names on this machine (findfs); `null` when none. */
+  findDevice(tag: string): Promise<string | null>;
+  /** Mount (a bind: bound, then its flags set by a remount). */
+  mount(request: MountRequest): Promise<void>;
+  /** Set the flags and filesystem options of the mount at `request.target` again. */
+  remount(request: MountRequest): Promise<void>;
+  /** Unmount the topmost mount at `target` (never lazily, never forced). */
+  unmount(target: string): Promise<void>;
+  /** Where the boot record for `request.target` stands. */
+  bootRecord(fs: FileSystem, request: MountRequest): Promise<BootRecord>;
+  /** Write the boot record for `request` and enable it (refuses one that is not the host's). */
+  writeBootRecord(fs: FileSystem, request: MountRequest): Promise<void>;
+  /**
+   * Disable and remove the host's boot record for `target`: "removed", or what was there
+   * instead ("absent"; "foreign", someone else's, left as it is).
+   */
+  removeBootRecord(fs: FileSystem, target: string): Promise<"removed" | "absent" | "foreign">;
 }

@@ -147,6 +147,32 @@ export const SHAPES: readonly Shape[] = [
       ),
   },
   {
+    name: "mounts: a mount, then files 2,000 directories deep inside it, to the limit",
+    expect: "accepted",
+    text: () =>
+      fill(
+        (i) =>
+          i === 0
+            ? '{"type":"mount","id":"m","target":"/srv/m","source":"tmpfs","fstype":"tmpfs"}'
+            : `{"type":"file","id":"f${i}","path":"/srv/m${"/a".repeat(2000)}/f${i}",` +
+              `"content":"x","mode":"0644","owner":"root","group":"root"}`,
+        DEFAULT_LIMITS.maxResources,
+      ),
+  },
+  {
+    name: "mounts: files 2,000 directories deep, then a mount at every depth above them",
+    expect: "refused",
+    text: () =>
+      fill(
+        (i) =>
+          i < 950
+            ? `{"type":"file","id":"f${i}","path":"/srv${"/a".repeat(2000)}/f${i}",` +
+              `"content":"x","mode":"0644","owner":"root","group":"root"}`
+            : `{"type":"mount","id":"m${i}","target":"/srv${"/a".repeat(i - 949)}",` +
+              '"source":"tmpfs","fstype":"tmpfs"}',
+      ),
+  },
+  {
     name: "files: 10,000 resources with short paths",
     expect: "accepted",
     text: () =>

@@ -204,6 +204,29 @@ function seeds(): Record<string, unknown>[] {
     {
       version: 1,
       resources: [
+        { type: "directory", id: "md", path: "/srv/data", mode: "0755", owner: "root", group: "0" },
+        {
+          type: "mount",
+          id: "m",
+          target: "/srv/data",
+          source: "UUID=3b1d2c7e-1111-4a2b-9c3d-0123456789ab",
+          fstype: "ext4",
+          options: ["noatime", "errors=remount-ro"],
+        },
+        { type: "mount", id: "t", target: "/srv/data/tmp", source: "tmpfs", fstype: "tmpfs" },
+        {
+          type: "mount",
+          id: "b",
+          target: "/opt/www",
+          source: "/srv/data/www",
+          fstype: "bind",
+          options: ["ro", "noexec"],
+        },
+      ],
+    },
+    {
+      version: 1,
+      resources: [
         {
           type: "action",
           id: "a",
@@ -344,6 +367,37 @@ const STRINGS = [
   "chain x { }",
   "a".repeat(256),
   "/etc" + `/${"é".repeat(100)}`.repeat(21),
+  // Mounts: sources, types and options.
+  "bind",
+  "tmpfs",
+  "ext4",
+  "fuse.sshfs",
+  "UUID=3b1d2c7e",
+  "LABEL=data",
+  "LABEL=a b",
+  "/dev/vdb1",
+  "/dev/shm/disk.img",
+  "/dev/disk/by-uuid/x",
+  "/srv/a b",
+  "/srv/a%b",
+  "/srv/a\\b",
+  "/proc",
+  "ro",
+  "rw",
+  "suid",
+  "dev",
+  "exec",
+  "noexec",
+  "rbind",
+  "user",
+  "loop",
+  "nofail",
+  "x-systemd.automount",
+  "mode=1777",
+  "mode=0755",
+  "size=64m",
+  "noatime",
+  "relatime",
 ];
 
 const KEYS = [
@@ -397,6 +451,8 @@ const KEYS = [
   "size",
   "restartOn",
   "reload",
+  "fstype",
+  "options",
 ];
 
 const NUMBERS = [
@@ -426,6 +482,7 @@ const KEY_FIELD: Record<string, string> = {
   overlay: "interface",
   firewall: "table",
   sysctl: "key",
+  mount: "target",
 };
 
 type Json = unknown;
@@ -860,6 +917,54 @@ export function brokenInvariants(resources: Resource[], trusted: boolean): strin
           if (/[,"]/.test(m.source + m.target)) broken.push("mount with a comma or quote");
         }
         break;
+      case "mount": {
+        checkPath(r.target, "mount target", true);
+        const unsafe = (p: string) => /[\s\\%'"]/.test(p);
+        if (unsafe(r.target)) broken.push(`mount target ${r.target} needs escaping`);
+        if (r.fstype === "bind") {
+          checkPath(r.source, "bind source", true);
+          if (unsafe(r.source)) broken.push(`bind source ${r.source} needs escaping`);
+          if (within(r.source, r.target)) broken.push("a bind of a path below its target");
+        } else if (r.fstype === "tmpfs") {
+          if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(r.source)) broken.push("tmpfs name");
+        } else if (r.source.startsWith("/dev/")) {
+          checkPath(r.source, "device", false);
+          if (!/^[A-Za-z0-9._+:@/-]+$/.test(r.source)) broken.push(`device ${r.source}`);
+          if (["/dev/shm", "/dev/mqueue", "/dev/pts", "/dev/fd"].some((d) => within(r.source, d))) {
+            broken.push(`device ${r.source} where others write`);
+          }
+        } else if (!/^(UUID=[0-9A-Za-z-]{1,64}|LABEL=[A-Za-z0-9._+:@-]{1,64})$/.test(r.source)) {
+          broken.push(`device source ${r.source}`);
+        }
+        const options = r.options ?? [];
+        const flags = ["ro", "rw", "suid", "nosuid", "dev", "nodev", "exec", "noexec"];
+        const atime = ["noatime", "relatime", "strictatime"];
+        if (new Set(options).size !== options.length) broken.push("an option twice");
+        for (const o of options) {
+          const name = o.split("=")[0];
+          if (
+            ["user", "users", "owner", "group", "loop", "rbind", "bind", "remount", "move"]
+              .includes(name) || /^(r?shared|r?slave|r?private|r?unbindable)$/.test(name)
+          ) broken.push(`option ${o}`);
+          if (!/^[a-z0-9_]+(=[A-Za-z0-9._:@/+-]*)?$/.test(o)) broken.push(`option ${o}`);
+          const flag = flags.includes(o) || atime.includes(o) || o === "nodiratime";
+          if (r.fstype === "bind" && !flag) broken.push(`filesystem option ${o} on a bind`);
+          if ([...flags, ...atime, "nodiratime"].includes(name) && o.includes("=")) {
+            broken.push(`flag ${o} with a value`);
+          }
+        }
+        for (const [a, b] of [["ro", "rw"], ["suid", "nosuid"], ["dev", "nodev"]]) {
+          if (options.includes(a) && options.includes(b)) broken.push(`${a} and ${b}`);
+        }
+        if (atime.filter((a) => options.includes(a)).length > 1) broken.push("two atime flags");
+        const mode = options.find((o) => o.startsWith("mode="))?.slice(5);
+        const open = mode === undefined || !/^[0-7]{1,4}$/.test(mode) ||
+          (parseInt(mode, 8) & 0o022) !== 0;
+        if (r.fstype === "tmpfs" && open && (options.includes("suid") || options.includes("dev"))) {
+          broken.push("suid or dev on a tmpfs others write");
+        }
+        break;
+      }
       case "action":
         if (!trusted) broken.push("an action outside the bundle");
         for (const a of [...r.run, ...r.verify]) if (a.includes("\0")) broken.push("action NUL");
@@ -873,6 +978,24 @@ export function brokenInvariants(resources: Resource[], trusted: boolean): strin
     if (key && keys.has(key)) broken.push(`two resources manage ${key}`);
     keys.add(key);
   }
+  // Nothing lies below a mount's target (or binds a path at or below it) declared before it.
+  resources.forEach((r, i) => {
+    const below = r.type === "file" || r.type === "directory"
+      ? [r.path]
+      : r.type === "mount"
+      ? [r.target]
+      : [];
+    const atOrBelow = r.type === "mount" && r.fstype === "bind" ? [r.source] : [];
+    resources.slice(i + 1).forEach((m) => {
+      if (m.type !== "mount") return;
+      if (below.some((p) => p !== m.target && within(p, m.target))) {
+        broken.push(`${r.id} lies inside the mount ${m.id}, declared after it`);
+      }
+      if (atOrBelow.some((p) => within(p, m.target))) {
+        broken.push(`${r.id} binds a path in the mount ${m.id}, declared after it`);
+      }
+    });
+  });
   return broken;
 }
 
@@ -882,6 +1005,8 @@ function keyOf(r: Resource): unknown {
     case "file":
     case "directory":
       return ["path", r.path];
+    case "mount":
+      return ["mount", r.target];
     case "service":
       return r.name.replace(/\.service$/, "");
     case "firewall":

@@ -77,9 +77,9 @@ Deno.test("unknown version is refused", async () => {
 
 Deno.test("unknown type is refused, naming the known ones", async () => {
   await refused(
-    doc([{ type: "mount", id: "x" }]),
+    doc([{ type: "crontab", id: "x" }]),
     "resources[0].type",
-    /unknown type "mount".*directory, file/,
+    /unknown type "crontab".*directory, file/,
   );
   await refused(doc([{ id: "x" }]), "resources[0].type", /missing/);
 });

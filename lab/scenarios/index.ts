@@ -32,6 +32,7 @@ import { scenario as fleet } from "./fleet.ts";
 import { scenario as site } from "./site.ts";
 import { scenario as holdRescue } from "./hold_rescue.ts";
 import { scenario as accounts } from "./accounts.ts";
+import { scenario as mounts } from "./mounts.ts";
 
 /** All scenarios. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -67,4 +68,5 @@ export const SCENARIOS: readonly Scenario[] = [
   fleet,
   site,
   accounts,
+  mounts,
 ];

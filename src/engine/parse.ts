@@ -25,7 +25,7 @@ import {
 import { parseStrictJson } from "../declaration/json.ts";
 import { compileOwnPaths } from "../declaration/paths.ts";
 import type { RuleScope } from "../resources/kind.ts";
-import { kindOf, KINDS, type Resource } from "../resources/mod.ts";
+import { kindOf, KINDS, PathTree, placeOf, type Resource } from "../resources/mod.ts";
 import { serviceBaseName } from "../resources/service.ts";
 
 /**
@@ -219,6 +219,7 @@ function checkTogether(
     checkRequires(kind.requires?.(resource) ?? [], index, resource.id, at, order, problems);
   }
   checkTouched(keys, order, problems);
+  checkInsideLater(resources, problems);
 }
 
 /** Who provides what (the first to), and what is touched by whom, by the kinds' hooks. */
@@ -283,6 +284,56 @@ function checkTouched(keys: Map<string, number>, order: DeclaredOrder, problems:
         `(resources[${by.index}], "${by.id}"): one owner per fact; declare users and groups, ` +
         `not the file`,
     });
+  }
+}
+
+/**
+ * Nothing is declared before what it lies inside (each kind says where its resources lie:
+ * `place`): a path below a mount's target declared before the mount is made under the mount
+ * point and hidden once it is mounted, and a bind of a path in a later mount binds what is
+ * under that mount point. The order is stated, never derived: the parse says so.
+ */
+function checkInsideLater(resources: [number, Resource][], problems: ProblemSink) {
+  const places = resources.map(([index, resource]) => [index, placeOf(resource)] as const);
+  // What lies over a path (a mount over its target), by where it is declared.
+  const over = new PathTree<number>();
+  let mounts = 0;
+  for (const [index, place] of places) {
+    if (place?.over && place.encloses) over.add(place.path, index), mounts++;
+  }
+  if (mounts === 0) return;
+  for (const [index, place] of places) {
+    if (place === undefined) continue;
+    // The first mount declared after this one that encloses `path` (or lies at it, `at`).
+    const later = (path: string, at: boolean) => {
+      let found: { path: string; mount: number } | undefined;
+      over.along(path, (mount, where, end) => {
+        if (found || mount <= index || (where === "at" && !at)) return;
+        found = { path: path.slice(0, end), mount };
+      });
+      return found;
+    };
+    const inside = later(place.path, false);
+    if (inside !== undefined) {
+      problems.push({
+        path: `resources[${index}]`,
+        message: `${place.path} lies inside the mount at ${inside.path} ` +
+          `(resources[${inside.mount}]), declared after it: it would be made under the mount ` +
+          "point and hidden once that is mounted; declare the mount first",
+      });
+      continue;
+    }
+    for (const used of place.uses ?? []) {
+      const holder = later(used, true);
+      if (holder === undefined) continue;
+      problems.push({
+        path: `resources[${index}]`,
+        message: `${used} lies in the mount at ${holder.path} (resources[${holder.mount}]), ` +
+          "declared after this one: it would use what is under the mount point; declare the " +
+          "mount first",
+      });
+      break;
+    }
   }
 }
 

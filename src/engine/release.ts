@@ -8,7 +8,7 @@ import type { Declaration } from "../declaration/envelope.ts";
 import { DeclarationRefused } from "../declaration/envelope.ts";
 import { describeError } from "../errors.ts";
 import type { KindContext, Release } from "../resources/kind.ts";
-import { enclosingKeys, kindOf, type Resource, resourceKey } from "../resources/mod.ts";
+import { kindOf, PathTree, placeOf, type Resource, resourceKey } from "../resources/mod.ts";
 import { failed } from "./apply.ts";
 import { parseTrustedDeclaration } from "./parse.ts";
 import type { EngineContext, HeldResource, PlanEntry, ResourceResult } from "./types.ts";
@@ -73,41 +73,58 @@ export async function releaseUndeclared(
 }
 
 /**
- * `items` in the same order, except that nothing is released before what is
- * inside it: a directory waits for every leaving file or directory below it.
- * Positions alone do not ensure that: a create or removal cut short by a crash
- * is known only by its intent, which has no position, and resources applied
- * from different declarations have positions from each.
+ * `items` in the same order, except that nothing is released before what lies inside it
+ * (each kind says where its resources lie: `place`, src/resources/kind.ts): a directory
+ * waits for every leaving file, directory and mount below it, a mount for everything below
+ * its target, the directory at a mount's target for the mount, and what holds a bind's
+ * source for the bind. Positions alone do not ensure that: a create or removal cut short
+ * by a crash is known only by its intent, which has no position, and resources applied
+ * from different declarations have positions from each. Records that name each other in
+ * a circle (only a store edited by hand can) come last, in their order.
  */
-export function insideFirst<T extends { key: string }>(items: readonly T[]): T[] {
-  const leaving = new Set(items.map((item) => item.key));
-  // For each leaving item, the leaving items that enclose it; and how many each waits for.
-  const enclosing = new Map<string, string[]>();
-  const waitsFor = new Map<string, number>();
-  for (const { key } of items) {
-    const outer = enclosingKeys(key).filter((k) => leaving.has(k));
-    enclosing.set(key, outer);
-    for (const k of outer) waitsFor.set(k, (waitsFor.get(k) ?? 0) + 1);
-  }
-  const byKey = new Map(items.map((item) => [item.key, item]));
-  const deferred = new Set<string>();
+export function insideFirst<T extends { key: string; spec: { type: string } }>(
+  items: readonly T[],
+): T[] {
+  const places = items.map((item) => placeOf(item.spec));
+  const tree = new PathTree<number>();
+  places.forEach((place, i) => place && tree.add(place.path, i));
+  // For each item, the items that wait for it (lie around it).
+  const outer: number[][] = places.map((place, i) => {
+    if (place === undefined) return [];
+    const found = new Set<number>();
+    // What encloses it; and, when it lies over its path, what is at that path (the mount
+    // point under a mount).
+    tree.along(place.path, (j, where) => {
+      if (where === "above" ? places[j]!.encloses : place.over && !places[j]!.over) found.add(j);
+    });
+    // Whatever is at a path it uses, and what encloses that.
+    for (const path of place.uses ?? []) {
+      tree.along(path, (j, where) => (where === "at" || places[j]!.encloses) && found.add(j));
+    }
+    found.delete(i);
+    return [...found];
+  });
+  const waitsFor = new Array<number>(items.length).fill(0);
+  for (const list of outer) for (const j of list) waitsFor[j]++;
+  const done = new Array<boolean>(items.length).fill(false);
+  const deferred = new Set<number>();
   const out: T[] = [];
   // A worklist, not recursion: a deep chain of nested records cannot exhaust the stack.
-  const emit = (first: T) => {
+  const emit = (first: number) => {
     const ready = [first];
-    for (let item = ready.pop(); item !== undefined; item = ready.pop()) {
-      out.push(item);
-      for (const k of enclosing.get(item.key)!) {
-        const left = waitsFor.get(k)! - 1;
-        waitsFor.set(k, left);
-        if (left === 0 && deferred.delete(k)) ready.push(byKey.get(k)!);
+    for (let i = ready.pop(); i !== undefined; i = ready.pop()) {
+      done[i] = true;
+      out.push(items[i]);
+      for (const j of outer[i]) {
+        if (--waitsFor[j] === 0 && deferred.delete(j)) ready.push(j);
       }
     }
   };
-  for (const item of items) {
-    if ((waitsFor.get(item.key) ?? 0) > 0) deferred.add(item.key);
-    else emit(item);
-  }
+  items.forEach((_, i) => {
+    if (waitsFor[i] > 0) deferred.add(i);
+    else emit(i);
+  });
+  items.forEach((item, i) => done[i] || out.push(item));
   return out;
 }
 

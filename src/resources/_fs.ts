@@ -25,15 +25,45 @@ import {
  * A source that is missing where only root could make it is left to the runtime
  * (a directory declared before the container makes it).
  */
-export async function checkMountSource(ctx: KindContext, source: string): Promise<void> {
+export function checkMountSource(ctx: KindContext, source: string): Promise<void> {
+  return checkFixedPath(ctx, source, {
+    noun: "the mount source",
+    by: "the container runtime mounts it, which it does by name at every start",
+    follower: "the container runtime",
+    hint: "mount a directory that only root can replace: every directory from the managed " +
+      "root down to it owned by root and not writable by a group or by everyone (as under " +
+      "/srv or /opt), or move what the container needs there",
+  });
+}
+
+/** How {@link checkFixedPath} speaks of the path and of what resolves it later. */
+export interface FixedPathWords {
+  /** "the mount source", "the mount target". */
+  noun: string;
+  /** What resolves the path by name, and when: "… before {by}". */
+  by: string;
+  /** What would follow a symlink there: "… which {follower} would follow". */
+  follower: string;
+  hint: string;
+}
+
+/**
+ * Refuse a path that someone other than root could swap before a program that is handed
+ * it by name resolves it (the container runtime at every start, mount(8) and the init at
+ * every boot): every step from the managed root down to it must be one only root can
+ * change (see {@link checkMountSource}), and none a symlink.
+ */
+export async function checkFixedPath(
+  ctx: KindContext,
+  source: string,
+  words: FixedPathWords,
+): Promise<void> {
   const fs = ctx.providers.fs;
   const root = ctx.managedRoots.find((r) => isWithin(source, r));
   const steps = [...ancestors(source), source].filter((p) =>
     root === undefined || isWithin(p, root)
   );
-  const hint = "mount a directory that only root can replace: every directory from the managed " +
-    "root down to it owned by root and not writable by a group or by everyone (as under /srv " +
-    "or /opt), or move what the container needs there";
+  const { hint } = words;
   let above: { path: string; info: PathInfo } | undefined;
   for (const path of steps) {
     const info = await fs.lstat(path);
@@ -41,20 +71,19 @@ export async function checkMountSource(ctx: KindContext, source: string): Promis
     if (who !== undefined) {
       throw new ResourceError(
         "resource.unsafe-mount-source",
-        `the mount source ${source} is refused: ${above!.path} ${who}, so a local user could ` +
-          `put a symlink (to /) at ${path} before the container runtime mounts it, which it ` +
-          "does by name at every start",
+        `${words.noun} ${source} is refused: ${above!.path} ${who}, so a local user could ` +
+          `put a symlink (to /) at ${path} before ${words.by}`,
         { hint },
       );
     }
     if (info === null) return;
     const what = path === source
-      ? `the mount source ${source}`
-      : `${path} (above the mount source ${source})`;
+      ? `${words.noun} ${source}`
+      : `${path} (above ${words.noun} ${source})`;
     if (info.kind === "symlink") {
       throw new ResourceError(
         "resource.unsafe-mount-source",
-        `${what} is a symlink, which the container runtime would follow`,
+        `${what} is a symlink, which ${words.follower} would follow`,
         { hint },
       );
     }
@@ -69,7 +98,7 @@ export async function checkMountSource(ctx: KindContext, source: string): Promis
  * Who other than root can rename, remove or (`entry` null: missing) create the
  * entry in the directory `dir`, in words; `undefined` when only root can.
  */
-function swappableBy(dir: PathInfo, entry: PathInfo | null): string | undefined {
+export function swappableBy(dir: PathInfo, entry: PathInfo | null): string | undefined {
   if (dir.uid !== 0) return `belongs to uid ${dir.uid}`;
   // Sticky: only an entry's owner (or the directory's, root here) may rename or remove it.
   if ((dir.mode & 0o1000) !== 0 && entry !== null && entry.uid === 0) return undefined;

@@ -52,6 +52,7 @@ export const directoryKind: ResourceKind<DirectoryResource, DirectoryChange> = {
 
   key: (resource) => `path:${resource.path}`,
   requires: ownersRequired,
+  place: (resource) => ({ path: resource.path, encloses: true }),
 
   rules(resource: DirectoryResource, at: string, scope: RuleScope): void {
     checkManagedPath(resource.path, `${at}.path`, scope);

@@ -121,6 +121,7 @@ export const fileKind: ResourceKind<FileResource, FileChange> = {
 
   key: (resource) => `path:${resource.path}`,
   requires: ownersRequired,
+  place: (resource) => ({ path: resource.path }),
 
   rules(resource: FileResource, at: string, scope: RuleScope): void {
     checkManagedPath(resource.path, `${at}.path`, scope);

@@ -216,6 +216,24 @@ export function newKindContext(
   };
 }
 
+/**
+ * Where a resource lies among paths, for the order of what is declared and what is
+ * released (nothing is released before what lies inside it, nothing is declared before
+ * what it lies inside): a file lies at its path; a directory lies at its path and
+ * encloses what is below; a mount lies over its target (the directory there is released
+ * after it) and encloses what is below.
+ */
+export interface Place {
+  /** The path it manages. */
+  path: string;
+  /** What lies below `path` lies inside it. */
+  encloses?: boolean;
+  /** It lies over what is at `path` itself (a mount over its mount point), which it needs. */
+  over?: boolean;
+  /** Other paths it relies on (a bind's source): it lies inside what encloses them, too. */
+  uses?: readonly string[];
+}
+
 /** One resource kind: `R` is its resource, `C` its changes. */
 export interface ResourceKind<
   R extends { type: string; id: string } = { type: string; id: string },
@@ -243,6 +261,8 @@ export interface ResourceKind<
   readonly concurrentApply?: boolean;
   /** What two resources may not both manage ("path:/etc/x", "package:vim" …). */
   key(resource: R): string;
+  /** Where it lies among paths (kinds that manage a path); see {@link Place}. */
+  place?(resource: R): Place;
   /**
    * The ids whose change in this apply restarts (or reloads) this resource's process
    * (its `restartOn`). The parse refuses an id that names no resource declared

@@ -9,7 +9,8 @@ import { fileKind, type FileResource } from "./file.ts";
 import { firewallKind, type FirewallResource } from "./firewall.ts";
 import { overlayKind, type OverlayResource } from "./overlay.ts";
 import { sysctlKind, type SysctlResource } from "./sysctl.ts";
-import type { ResourceKind } from "./kind.ts";
+import { mountKind, type MountResource } from "./mount.ts";
+import type { Place, ResourceKind } from "./kind.ts";
 import { MAX_PATH_BYTES } from "../declaration/paths.ts";
 import { packageKind, type PackageResource } from "./package.ts";
 import { serviceKind, type ServiceResource } from "./service.ts";
@@ -23,6 +24,7 @@ export type {
   FileResource,
   FirewallResource,
   GroupResource,
+  MountResource,
   OverlayResource,
   PackageResource,
   ServiceResource,
@@ -42,7 +44,8 @@ export type Resource =
   | FirewallResource
   | SysctlResource
   | GroupResource
-  | UserResource;
+  | UserResource
+  | MountResource;
 
 /** The name of a resource type. */
 export type ResourceType = Resource["type"];
@@ -60,6 +63,7 @@ const ALL: readonly ResourceKind<Resource>[] = [
   sysctlKind,
   groupKind,
   userKind,
+  mountKind,
 ] as unknown as ResourceKind<Resource>[];
 
 /** The kinds by type (a Map: no type name reaches Object.prototype). */
@@ -85,18 +89,64 @@ export function resourceKey(resource: Resource): string {
 }
 
 /**
- * The keys of what encloses the thing `key` manages: for a path, every
- * directory above it. Something inside must be released before what holds it.
+ * Where a resource (or a held record of one) lies among paths, from its kind's `place`;
+ * `undefined` for kinds that manage no path, and for a record that is not one the parse
+ * could accept (a path longer than any path, or no path at all: a store edited by hand),
+ * which then encloses nothing and lies inside nothing.
  */
-export function enclosingKeys(key: string): string[] {
-  // A key longer than any path the parse accepts (a store edited by hand) encloses
-  // nothing and is enclosed by nothing: its prefixes would cost the square of its length.
-  if (!key.startsWith("path:/") || key.length > "path:".length + MAX_PATH_BYTES) return [];
-  const out: string[] = [];
-  let path = key.slice("path:".length);
-  for (let cut = path.lastIndexOf("/"); cut > 0; cut = path.lastIndexOf("/")) {
-    path = path.slice(0, cut);
-    out.push(`path:${path}`);
+export function placeOf(resource: { type: string }): Place | undefined {
+  const fits = (path: unknown) =>
+    typeof path === "string" && path.startsWith("/") && path.length <= MAX_PATH_BYTES;
+  try {
+    const place = KINDS.get(resource.type)?.place?.(resource as Resource);
+    if (place === undefined || !fits(place.path)) return undefined;
+    if (place.uses !== undefined && !(Array.isArray(place.uses) && place.uses.every(fits))) {
+      return undefined;
+    }
+    return place;
+  } catch {
+    return undefined; // a record whose fields are not what its kind reads
   }
-  return out;
+}
+
+/**
+ * Values kept by path, found again along a path from / down in time linear in its length
+ * (a map of every directory above each path would cost the square of the path's length,
+ * and paths may be 4095 bytes deep in "/a"s).
+ */
+export class PathTree<T> {
+  private readonly root: PathNode<T> = { children: new Map(), values: [] };
+
+  /** Keep `value` at `path`. */
+  add(path: string, value: T): void {
+    let node = this.root;
+    for (const name of path.split("/").slice(1)) {
+      let next = node.children.get(name);
+      if (next === undefined) node.children.set(name, next = { children: new Map(), values: [] });
+      node = next;
+    }
+    node.values.push(value);
+  }
+
+  /**
+   * Visit the values kept at each directory above `path`, outermost first ("above"), then
+   * those kept at `path` itself ("at"); `end` is where that directory's path ends in `path`.
+   */
+  along(path: string, visit: (value: T, where: "above" | "at", end: number) => void): void {
+    const names = path.split("/").slice(1);
+    let node: PathNode<T> | undefined = this.root;
+    let end = 0;
+    for (let i = 0; i < names.length; i++) {
+      node = node.children.get(names[i]);
+      if (node === undefined) return;
+      end += names[i].length + 1;
+      const where = i === names.length - 1 ? "at" : "above";
+      for (const value of node.values) visit(value, where, end);
+    }
+  }
+}
+
+interface PathNode<T> {
+  children: Map<string, PathNode<T>>;
+  values: T[];
 }
