@@ -8,7 +8,8 @@
  */
 import assert from "node:assert/strict";
 import { posix } from "node:path";
-import { metricsText } from "../src/run/metrics.ts";
+import { metricsFacts, metricsText } from "../src/run/metrics.ts";
+import { Store } from "../src/store/store.ts";
 import { bundledMachine, runHost, scratch } from "./_helpers.ts";
 import { fileResource, spawnHost, startMesh, until } from "./_mesh.ts";
 
@@ -180,5 +181,21 @@ Deno.test("metrics: a metricsFile among the host's own files, outside the manage
     const r = await runHost(["status"], { env: s.env });
     assert.equal(r.code, 78, r.stderr);
     assert.match(r.stderr, why);
+  }
+});
+
+Deno.test("metrics: an apply still running is not the last apply the file describes (it has no outcome yet)", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "noxpk-metrics-" });
+  try {
+    using store = Store.open(dir);
+    const none = { changed: 1, unchanged: 0, removed: 0, forgotten: 0, failed: 0 };
+    const first = store.beginApply("link", "x", 1, "sha256:1");
+    store.finishApply(first, "converged", none);
+    store.beginApply("link", "x", 2, "sha256:2"); // running: a heartbeat tick writes now
+    const text = metricsText(metricsFacts(store, true));
+    assert.match(text, /^nox_mesh_host_last_apply_serial 1$/m, text);
+    assert.match(text, /^nox_mesh_host_last_apply_outcome\{outcome="converged"\} 1$/m, text);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
   }
 });

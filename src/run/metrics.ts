@@ -35,7 +35,8 @@ export function metricsFacts(store: Store, linkUp: boolean): MetricsFacts {
     node: store.meta(META.node) ?? null,
     version: VERSION,
     runtime: runtimeVersion(),
-    lastApply: store.lastApply(),
+    // An apply still running has no outcome yet: the file says the last one that ended.
+    lastApply: store.lastEndedApply(),
     serial,
     linkUp,
     hold: readHold(store),

@@ -123,6 +123,9 @@ export class Store {
          WHERE outcome = 'running'`,
       ),
       lastApply: s(`SELECT * FROM applies ORDER BY id DESC LIMIT 1`),
+      lastEndedApply: s(
+        `SELECT * FROM applies WHERE outcome <> 'running' ORDER BY id DESC LIMIT 1`,
+      ),
       applies: s(`SELECT * FROM applies ORDER BY id DESC LIMIT ?`),
       results: s(`SELECT * FROM results WHERE apply_id = ? ORDER BY seq`),
       prune: s(`DELETE FROM applies WHERE id <= (SELECT max(id) FROM applies) - ?`),
@@ -470,6 +473,12 @@ export class Store {
 
   lastApply(): ApplyRecord | null {
     const row = this.#stmt.lastApply.get() as Row | undefined;
+    return row ? toApplyRecord(row) : null;
+  }
+
+  /** The last apply that ended (one running now is not it), or null. */
+  lastEndedApply(): ApplyRecord | null {
+    const row = this.#stmt.lastEndedApply.get() as Row | undefined;
     return row ? toApplyRecord(row) : null;
   }
 
