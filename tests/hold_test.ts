@@ -168,3 +168,23 @@ Deno.test("hold watch: a hold that kept the service from applying is seen lifted
   watch.check();
   assert.deepEqual(lifted, ["gina"], "once");
 });
+
+Deno.test("hold watch: a reconcile that starts after the hold was lifted, before the watch looked, takes the lift (its report says unhold) and the watch does not report it again", async () => {
+  await using s = await scratch();
+  using store = Store.open(s.stateDir);
+  const lifted: string[] = [];
+  const watch = new HoldWatch(store, {
+    lifted: (hold) => lifted.push(hold.by),
+    rescued: () => {},
+  });
+  const hold = { by: "hana", reason: "disks", since: new Date().toISOString() };
+  assert.equal(watch.takeLifted(), null, "no hold seen: nothing lifted");
+  setHold(store, hold);
+  watch.withheld(hold);
+  assert.equal(watch.takeLifted(), null, "still held");
+  clearHold(store);
+  assert.deepEqual(watch.takeLifted(), hold);
+  assert.equal(watch.takeLifted(), null, "taken once");
+  watch.check();
+  assert.deepEqual(lifted, [], "the watch does not report a lift a reconcile took");
+});

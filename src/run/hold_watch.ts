@@ -46,6 +46,18 @@ export class HoldWatch {
     this.#hold = hold;
   }
 
+  /**
+   * The hold last seen, when the store no longer has it: lifted, and taken here (the
+   * watch will not report it again). A reconcile asks first, so the one that applies what
+   * a hold withheld is known as such even when the timer, not the watch, started it.
+   */
+  takeLifted(): Hold | null {
+    const before = this.#hold;
+    if (!before || readHold(this.#store)) return null;
+    this.#hold = null;
+    return before;
+  }
+
   /** Look every `ms` milliseconds until stopped. */
   start(ms: number): void {
     this.#stop ??= every(ms, () => this.check());

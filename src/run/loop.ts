@@ -446,7 +446,14 @@ class RunLoop {
     if (trigger !== "declaration") await this.#reconcile(trigger);
   }
 
-  async #reconcile(trigger: Trigger): Promise<void> {
+  async #reconcile(asked: Trigger): Promise<void> {
+    // A hold lifted since the watch last looked: this reconcile is the one that applies
+    // what was withheld (and says so), whatever asked for it (the drift timer, say).
+    const lifted = this.#holdWatch.takeLifted();
+    if (lifted && asked !== "unhold") {
+      this.#log(`run: the hold of ${lifted.by} was lifted: applying the latest declaration`);
+    }
+    const trigger: Trigger = lifted ? "unhold" : asked;
     // A declaration admitted from the link whose apply could not start yet (the
     // lock was busy) comes first: its serial is already accepted, so the link will
     // not deliver it again, and the store still holds the older declaration.

@@ -21,10 +21,20 @@ export class WorkQueue {
   #wake: (() => void) | undefined;
   #closed = false;
 
-  /** Add work (ignored once closed); a reconcile joins one already waiting. */
+  /**
+   * Add work (ignored once closed); a reconcile joins one already waiting, which then says
+   * the more telling trigger: an event (a hold lifted, a rescue, a reconnect …) rather than
+   * the drift timer that happened to fire beside it.
+   */
   push(work: Work): void {
     if (this.#closed) return;
-    if (work.kind === "reconcile" && this.#queue.some((w) => w.kind === "reconcile")) return;
+    if (work.kind === "reconcile") {
+      const waiting = this.#queue.find((w) => w.kind === "reconcile");
+      if (waiting) {
+        if (waiting.trigger === "drift") waiting.trigger = work.trigger;
+        return;
+      }
+    }
     this.#queue.push(work);
     this.#wake?.();
   }
