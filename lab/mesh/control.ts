@@ -191,12 +191,27 @@ export class ControlPlane implements AsyncDisposable {
     }
   }
 
+  /**
+   * One JetStream API request. Just after a cluster member restarted (or the meta leader
+   * moved) the API may not answer, or have no responder, for a while: asked again for up
+   * to 60 s (every request here is idempotent: INFO, and CREATE or UPDATE of the same
+   * configuration).
+   */
   async #api(
     subject: string,
     body: string,
   ): Promise<Record<string, unknown> & { error?: unknown }> {
-    const reply = await this.nc.request(subject, body, { timeout: 10_000 });
-    return JSON.parse(reply.string());
+    const deadline = Date.now() + 60_000;
+    for (let pause = 250;; pause = Math.min(pause * 2, 4000)) {
+      try {
+        const reply = await this.nc.request(subject, body, { timeout: 10_000 });
+        return JSON.parse(reply.string());
+      } catch (error) {
+        const text = `${(error as Error).message} ${(error as Error).cause}`;
+        if (!/no responders|timeout/i.test(text) || Date.now() > deadline) throw error;
+        await new Promise((resolve) => setTimeout(resolve, pause));
+      }
+    }
   }
 
   /**
