@@ -11,7 +11,10 @@
  *     declaration is on the broker (a subscriber of its subject sees it: the host's
  *     part, issue 2's target) and from the call to `declare` (which also takes the
  *     stand-in's own bookkeeping: its state file under a lock, the signature);
- *   - idle CPU of `run` over 60 s (default heartbeat), and idle RSS.
+ *   - idle CPU of `run` over 60 s (default heartbeat), and idle RSS;
+ *   - `run`'s RSS over the pushes: read after each push, shown at each quarter, and
+ *     its slope from the middle to the end, per 100 pushes (a host that keeps
+ *     something per push shows it here; the first half pays for warming up).
  * It stops with an error when the node refuses or fails a push, or the host exits.
  * Prints a table with the issue's targets; `--write FILE` also saves it.
  * Options: --pushes N (200), --idle SECONDS (60), --starts N (5), --deno-flag F (extra flag
@@ -180,6 +183,10 @@ try {
   control.watch((m) => {
     if (m.kind !== "report") return;
     if (m.body.kind === "refused") {
+      // A second copy of a push already applied (`declare` publishes again when the
+      // broker's acknowledgement is late, on a loaded machine) is refused as a replay:
+      // the host doing its job, not a failed push.
+      if (m.body.reason === "replay" && reported.has(m.body.serial as number)) return;
       refused.push(`serial ${m.body.serial}: ${m.body.reason}: ${m.body.message}`);
     } else if (m.body.kind === "apply" && typeof m.body.serial === "number") {
       if (m.body.outcome !== "converged") {
@@ -202,6 +209,8 @@ try {
   const fromBroker: number[] = [];
   const fromDeclare: number[] = [];
   const stored: number[] = [];
+  /** RSS (KiB) after each push. */
+  const rssAfter: number[] = [];
   for (let i = 0; i < PUSHES; i++) {
     serial++;
     const s = serial;
@@ -221,6 +230,7 @@ try {
     );
     fromBroker.push(reported.get(s)! - onBroker!);
     fromDeclare.push(reported.get(s)! - t0);
+    rssAfter.push((await usage(run.child.pid)).rssKiB);
   }
   for (const xs of [fromBroker, fromDeclare, stored]) xs.sort((a, b) => a - b);
   const onDisk = await Deno.readTextFile(`${root}/pushed.conf`);
@@ -261,6 +271,14 @@ try {
   row(`declare() to applied, p99`, ms(percentile(fromDeclare, 99)), "-");
   row(`declare() to stored (it returned), p50`, ms(percentile(stored, 50)), "-");
   row(`idle CPU of run over ${seconds.toFixed(0)} s`, `${cpu.toFixed(3)} %`, "< 0.5 % of one core");
+  if (PUSHES >= 4) {
+    const at = [1, 2, 3, 4].map((q) => Math.floor(PUSHES * q / 4));
+    const mib = (n: number) => (rssAfter[n - 1] / 1024).toFixed(1);
+    row(`RSS after ${at.join(" / ")} pushes (MiB)`, at.map(mib).join(" / "), "-");
+    const half = at[1];
+    const slope = (rssAfter[PUSHES - 1] - rssAfter[half - 1]) / 1024 / (PUSHES - half) * 100;
+    row(`RSS growth per 100 pushes (${half + 1}-${PUSHES})`, `${slope.toFixed(1)} MiB`, "~0");
+  }
   row("idle RSS", `${(after.rssKiB / 1024).toFixed(1)} MiB`, "< 80 MB");
   row("exit on SIGTERM", String(code), "0");
   const table = lines.join("\n") + "\n";
