@@ -18,7 +18,11 @@
  * It stops with an error when the node refuses or fails a push, or the host exits.
  * Prints a table with the issue's targets; `--write FILE` also saves it.
  * Options: --pushes N (200), --idle SECONDS (60), --starts N (5), --deno-flag F (extra flag
- * for the host's deno, repeatable: to try V8 settings). The full run is never part of the
+ * for the host's deno, repeatable: to try V8 settings; V8 flags add to the packaged ones),
+ * --packaged (the tarball's bundled build run as its shim runs it, under /var/lib, instead of
+ * `deno bundle` under the development flags), --resources N (1: the pushed declaration holds
+ * N resources: the pushed file, then directories and files that never change, as a store of
+ * N resources; issue 28 measures 550). The full run is never part of the
  * tests; tests/bench/bench_smoke_test.ts runs a smoke form (2 pushes, 1 start, 1 s idle).
  */
 import { posix } from "node:path";
@@ -27,6 +31,7 @@ import { hostPermissionFlags } from "../_helpers.ts";
 import { fileResource, startMesh } from "../_mesh.ts";
 import { subjectsOf } from "../../src/link/subjects.ts";
 import { benchContext } from "./_context.ts";
+import { build } from "../../packaging/build.ts";
 
 const REPO = new URL("../..", import.meta.url).pathname;
 const { values } = parseArgs({
@@ -38,11 +43,15 @@ const { values } = parseArgs({
     write: { type: "string" },
     /** An extra flag for the host's deno (repeatable), e.g. --v8-flags=--max-semi-space-size=1. */
     "deno-flag": { type: "string", multiple: true },
+    packaged: { type: "boolean" },
+    resources: { type: "string" },
   },
 });
 const PUSHES = Number(values.pushes ?? 200);
 const IDLE_S = Number(values.idle ?? 60);
 const STARTS = Number(values.starts ?? 5);
+const PACKAGED = values.packaged ?? false;
+const RESOURCES = Math.max(1, Number(values.resources ?? 1));
 /** How long `run` is left alone after the pushes before the idle figures are taken. */
 const SETTLE_MS = Math.min(3000, IDLE_S * 500);
 const NODE = "bench-node";
@@ -71,7 +80,11 @@ const CLK_TCK = Number(
 const context = await benchContext();
 const mesh = await startMesh();
 const control = mesh.control;
-const dir = await Deno.makeTempDir({ prefix: "noxln-bench-" });
+// The tarball's permission set writes only its managed roots (/var/lib is one).
+const dir = await Deno.makeTempDir({
+  prefix: "noxln-bench-",
+  ...(PACKAGED ? { dir: "/var/lib" } : {}),
+});
 const root = posix.join(dir, "root");
 const stateDir = posix.join(dir, "state");
 await Deno.mkdir(root);
@@ -83,8 +96,8 @@ const env = {
   NOX_MESH_HOST_STATE_DIR: stateDir,
   NOX_MESH_HOST_CONFIG: posix.join(dir, "host.json"),
 };
-const program = posix.join(dir, "nox-mesh-host.js");
-const flags = [...await hostPermissionFlags(), ...(values["deno-flag"] ?? [])];
+let program = posix.join(dir, "nox-mesh-host.js");
+let flags = [...await hostPermissionFlags(), ...(values["deno-flag"] ?? [])];
 const lines: string[] = [];
 const children = new Set<Deno.ChildProcess>();
 
@@ -137,21 +150,62 @@ async function waitFor(
   }
 }
 
-/** The pushed declaration: one file whose content names its serial. */
+/** What the declaration holds beside the pushed file: RESOURCES - 1 that never change. */
+const STILL: Record<string, unknown>[] = (() => {
+  const dirs = Math.round((RESOURCES - 1) / 11);
+  const still: Record<string, unknown>[] = [];
+  for (let d = 0; d < dirs; d++) {
+    still.push({
+      type: "directory",
+      id: `d${d}`,
+      path: `${root}/d${d}`,
+      mode: "0755",
+      owner: "root",
+      group: "root",
+    });
+  }
+  for (let f = 0; f < RESOURCES - 1 - dirs; f++) {
+    const at = dirs > 0 ? `${root}/d${f % dirs}` : root;
+    still.push(fileResource(`s${f}`, `${at}/still-${f}.conf`, `# still ${f}\nkey = ${f}\n`));
+  }
+  return still;
+})();
+
+/** The pushed declaration: one file whose content names its serial, and what never changes. */
 function declaration(serial: number): Record<string, unknown> {
   return {
     version: 1,
-    resources: [fileResource("f", `${root}/pushed.conf`, `push ${serial}\n`)],
+    resources: [...STILL, fileResource("f", `${root}/pushed.conf`, `push ${serial}\n`)],
   };
 }
 
+/** RSS by kind (MiB): the runtime's file pages, anonymous memory, and malloc's heap within it. */
+async function rssKinds(pid: number): Promise<{ file: number; anon: number; brk: number }> {
+  const status = await Deno.readTextFile(`/proc/${pid}/status`);
+  const kib = (key: string) => Number(new RegExp(`${key}:\\s+(\\d+)`).exec(status)?.[1] ?? 0);
+  let brk = 0;
+  let inHeap = false;
+  for (const line of (await Deno.readTextFile(`/proc/${pid}/smaps`)).split("\n")) {
+    if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) inHeap = line.endsWith("[heap]");
+    else if (inHeap && line.startsWith("Rss:")) brk += Number(line.split(/\s+/)[1]);
+  }
+  return { file: kib("RssFile") / 1024, anon: kib("RssAnon") / 1024, brk: brk / 1024 };
+}
+
 try {
-  const made = await new Deno.Command(Deno.execPath(), {
-    args: ["bundle", "--quiet", "--output", program, "mod.ts"],
-    cwd: REPO,
-  }).output();
-  if (!made.success) {
-    throw new Error(`deno bundle failed: ${new TextDecoder().decode(made.stderr)}`);
+  if (PACKAGED) {
+    // As the tarball's shim runs it: `deno run --no-config` + its V8 and permission flags.
+    const built = await build({ os: "tarball", form: "bundled", out: posix.join(dir, "dist") });
+    program = posix.join(built.dir, "nox-mesh-host.js");
+    flags = [...built.command.slice(2, -1), ...(values["deno-flag"] ?? [])];
+  } else {
+    const made = await new Deno.Command(Deno.execPath(), {
+      args: ["bundle", "--quiet", "--output", program, "mod.ts"],
+      cwd: REPO,
+    }).output();
+    if (!made.success) {
+      throw new Error(`deno bundle failed: ${new TextDecoder().decode(made.stderr)}`);
+    }
   }
   const enrol = host(["enrol", "--token", await control.mintToken(NODE)]);
   if ((await enrol.child.status).code !== 0) throw new Error(`enrol failed:\n${enrol.log()}`);
@@ -244,6 +298,7 @@ try {
   const t0 = performance.now();
   await new Promise((resolve) => setTimeout(resolve, IDLE_S * 1000));
   const after = await usage(run.child.pid);
+  const kinds = await rssKinds(run.child.pid);
   const seconds = (performance.now() - t0) / 1000;
   const cpu = ((after.ticks - before.ticks) / CLK_TCK) / seconds * 100;
   run.child.kill("SIGTERM");
@@ -254,8 +309,12 @@ try {
   const row = (label: string, value: string, target: string) =>
     lines.push(`${label.padEnd(46)}${value.padStart(12)}  ${target}`);
   lines.push(
-    "link bench: nats-server on 127.0.0.1 (stand-in control plane), host bundled, " +
-      "development flags",
+    "link bench: nats-server on 127.0.0.1 (stand-in control plane), " +
+      (PACKAGED
+        ? "host packaged (the tarball's bundled build, run as its shim runs it)"
+        : "host bundled, development flags") +
+      `; ${RESOURCES} resource${RESOURCES === 1 ? "" : "s"} held` +
+      (values["deno-flag"] ? `; extra deno flags: ${values["deno-flag"].join(" ")}` : ""),
     await context.line(),
   );
   row("measure", "value", "target");
@@ -280,6 +339,11 @@ try {
     row(`RSS growth per 100 pushes (${half + 1}-${PUSHES})`, `${slope.toFixed(1)} MiB`, "~0");
   }
   row("idle RSS", `${(after.rssKiB / 1024).toFixed(1)} MiB`, "< 80 MB");
+  row(
+    "idle RSS: file pages / anon (malloc heap)",
+    `${kinds.file.toFixed(1)} / ${kinds.anon.toFixed(1)} (${kinds.brk.toFixed(1)})`,
+    "MiB",
+  );
   row("exit on SIGTERM", String(code), "0");
   const table = lines.join("\n") + "\n";
   console.log(table);
