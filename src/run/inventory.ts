@@ -24,6 +24,14 @@ import type { Store } from "../store/store.ts";
 /** Sent again, unchanged, after this long. */
 export const INVENTORY_EVERY_MS = 24 * 3600 * 1000;
 
+/**
+ * After applies that changed the machine, the profile is detected again at most
+ * once in this long. Detection runs some forty programs (podman, nft, wg, ip …:
+ * 0.3–0.7 s, most of a core); a burst of pushes or drift repairs detects once at
+ * once, then once more when the interval ends, never once per apply.
+ */
+export const DETECT_AT_MOST_EVERY_MS = 60 * 1000;
+
 /** What the inventory needs from the loop. */
 export interface InventoryOptions {
   store: Store;
@@ -31,6 +39,8 @@ export interface InventoryOptions {
   /** Detects the profile (the command line passes the OS's detection); absent: none sent. */
   profile?: () => Promise<Profile>;
   log: Log;
+  /** Detect again after a change at most this often (default {@link DETECT_AT_MOST_EVERY_MS}). */
+  detectAtMostEveryMs?: number;
 }
 
 /** The inventory of one process. */
@@ -43,6 +53,10 @@ export class InventoryReporter {
   #again: { detect: boolean; force: boolean } | undefined;
   #sentThisProcess = false;
   #lastProblem = "";
+  /** When the profile was last detected (performance.now()). */
+  #detectedAt = -Infinity;
+  /** The detection a change asked for within the interval, at the interval's end. */
+  #detectLater: ReturnType<typeof setTimeout> | undefined;
 
   constructor(options: InventoryOptions) {
     this.#o = options;
@@ -59,9 +73,23 @@ export class InventoryReporter {
     this.#check({ detect: this.#profile === undefined, force: !this.#sentThisProcess });
   }
 
-  /** An apply changed the machine: detect the profile again, send when anything differs. */
+  /**
+   * An apply changed the machine: what it holds goes upward now; the profile is
+   * detected again now when the last detection is older than the interval, else
+   * once when the interval ends. Sent when anything differs.
+   */
   changed(): void {
-    this.#check({ detect: true, force: false });
+    const every = this.#o.detectAtMostEveryMs ?? DETECT_AT_MOST_EVERY_MS;
+    const wait = this.#detectedAt + every - performance.now();
+    if (wait <= 0) {
+      this.#check({ detect: true, force: false });
+      return;
+    }
+    this.#check({ detect: false, force: false });
+    this.#detectLater ??= setTimeout(() => {
+      this.#detectLater = undefined;
+      this.#check({ detect: true, force: false });
+    }, wait);
   }
 
   /** The heartbeat tick: sends when a day passed since the last acknowledged inventory. */
@@ -74,8 +102,10 @@ export class InventoryReporter {
     }
   }
 
-  /** Wait for an inventory in flight. */
+  /** Wait for an inventory in flight; a detection waiting for its interval is dropped (stopping). */
   async settled(): Promise<void> {
+    clearTimeout(this.#detectLater);
+    this.#detectLater = undefined;
     while (this.#busy) await this.#busy;
   }
 
@@ -107,6 +137,7 @@ export class InventoryReporter {
     const identity = this.#identity;
     if (!identity) return undefined;
     if (detect || this.#profile === undefined) {
+      this.#detectedAt = performance.now();
       try {
         this.#profile = this.#o.profile ? inventoryProfile(await this.#o.profile()) : null;
       } catch (error) {

@@ -11,11 +11,18 @@
  *     declaration is on the broker (a subscriber of its subject sees it: the host's
  *     part, issue 2's target) and from the call to `declare` (which also takes the
  *     stand-in's own bookkeeping: its state file under a lock, the signature);
- *   - idle CPU of `run` over 60 s (default heartbeat), and idle RSS.
+ *   - idle CPU of `run` over 60 s (default heartbeat), and idle RSS;
+ *   - `run`'s RSS over the pushes: read after each push, shown at each quarter, and
+ *     its slope from the middle to the end, per 100 pushes (a host that keeps
+ *     something per push shows it here; the first half pays for warming up).
  * It stops with an error when the node refuses or fails a push, or the host exits.
  * Prints a table with the issue's targets; `--write FILE` also saves it.
  * Options: --pushes N (200), --idle SECONDS (60), --starts N (5), --deno-flag F (extra flag
- * for the host's deno, repeatable: to try V8 settings). The full run is never part of the
+ * for the host's deno, repeatable: to try V8 settings; V8 flags add to the packaged ones),
+ * --packaged (the tarball's bundled build run as its shim runs it, under /var/lib, instead of
+ * `deno bundle` under the development flags), --resources N (1: the pushed declaration holds
+ * N resources: the pushed file, then directories and files that never change, as a store of
+ * N resources; issue 28 measures 550). The full run is never part of the
  * tests; tests/bench/bench_smoke_test.ts runs a smoke form (2 pushes, 1 start, 1 s idle).
  */
 import { posix } from "node:path";
@@ -24,6 +31,7 @@ import { hostPermissionFlags } from "../_helpers.ts";
 import { fileResource, startMesh } from "../_mesh.ts";
 import { subjectsOf } from "../../src/link/subjects.ts";
 import { benchContext } from "./_context.ts";
+import { build } from "../../packaging/build.ts";
 
 const REPO = new URL("../..", import.meta.url).pathname;
 const { values } = parseArgs({
@@ -35,11 +43,15 @@ const { values } = parseArgs({
     write: { type: "string" },
     /** An extra flag for the host's deno (repeatable), e.g. --v8-flags=--max-semi-space-size=1. */
     "deno-flag": { type: "string", multiple: true },
+    packaged: { type: "boolean" },
+    resources: { type: "string" },
   },
 });
 const PUSHES = Number(values.pushes ?? 200);
 const IDLE_S = Number(values.idle ?? 60);
 const STARTS = Number(values.starts ?? 5);
+const PACKAGED = values.packaged ?? false;
+const RESOURCES = Math.max(1, Number(values.resources ?? 1));
 /** How long `run` is left alone after the pushes before the idle figures are taken. */
 const SETTLE_MS = Math.min(3000, IDLE_S * 500);
 const NODE = "bench-node";
@@ -68,7 +80,11 @@ const CLK_TCK = Number(
 const context = await benchContext();
 const mesh = await startMesh();
 const control = mesh.control;
-const dir = await Deno.makeTempDir({ prefix: "noxln-bench-" });
+// The tarball's permission set writes only its managed roots (/var/lib is one).
+const dir = await Deno.makeTempDir({
+  prefix: "noxln-bench-",
+  ...(PACKAGED ? { dir: "/var/lib" } : {}),
+});
 const root = posix.join(dir, "root");
 const stateDir = posix.join(dir, "state");
 await Deno.mkdir(root);
@@ -80,8 +96,8 @@ const env = {
   NOX_MESH_HOST_STATE_DIR: stateDir,
   NOX_MESH_HOST_CONFIG: posix.join(dir, "host.json"),
 };
-const program = posix.join(dir, "nox-mesh-host.js");
-const flags = [...await hostPermissionFlags(), ...(values["deno-flag"] ?? [])];
+let program = posix.join(dir, "nox-mesh-host.js");
+let flags = [...await hostPermissionFlags(), ...(values["deno-flag"] ?? [])];
 const lines: string[] = [];
 const children = new Set<Deno.ChildProcess>();
 
@@ -134,21 +150,62 @@ async function waitFor(
   }
 }
 
-/** The pushed declaration: one file whose content names its serial. */
+/** What the declaration holds beside the pushed file: RESOURCES - 1 that never change. */
+const STILL: Record<string, unknown>[] = (() => {
+  const dirs = Math.round((RESOURCES - 1) / 11);
+  const still: Record<string, unknown>[] = [];
+  for (let d = 0; d < dirs; d++) {
+    still.push({
+      type: "directory",
+      id: `d${d}`,
+      path: `${root}/d${d}`,
+      mode: "0755",
+      owner: "root",
+      group: "root",
+    });
+  }
+  for (let f = 0; f < RESOURCES - 1 - dirs; f++) {
+    const at = dirs > 0 ? `${root}/d${f % dirs}` : root;
+    still.push(fileResource(`s${f}`, `${at}/still-${f}.conf`, `# still ${f}\nkey = ${f}\n`));
+  }
+  return still;
+})();
+
+/** The pushed declaration: one file whose content names its serial, and what never changes. */
 function declaration(serial: number): Record<string, unknown> {
   return {
     version: 1,
-    resources: [fileResource("f", `${root}/pushed.conf`, `push ${serial}\n`)],
+    resources: [...STILL, fileResource("f", `${root}/pushed.conf`, `push ${serial}\n`)],
   };
 }
 
+/** RSS by kind (MiB): the runtime's file pages, anonymous memory, and malloc's heap within it. */
+async function rssKinds(pid: number): Promise<{ file: number; anon: number; brk: number }> {
+  const status = await Deno.readTextFile(`/proc/${pid}/status`);
+  const kib = (key: string) => Number(new RegExp(`${key}:\\s+(\\d+)`).exec(status)?.[1] ?? 0);
+  let brk = 0;
+  let inHeap = false;
+  for (const line of (await Deno.readTextFile(`/proc/${pid}/smaps`)).split("\n")) {
+    if (/^[0-9a-f]+-[0-9a-f]+ /.test(line)) inHeap = line.endsWith("[heap]");
+    else if (inHeap && line.startsWith("Rss:")) brk += Number(line.split(/\s+/)[1]);
+  }
+  return { file: kib("RssFile") / 1024, anon: kib("RssAnon") / 1024, brk: brk / 1024 };
+}
+
 try {
-  const made = await new Deno.Command(Deno.execPath(), {
-    args: ["bundle", "--quiet", "--output", program, "mod.ts"],
-    cwd: REPO,
-  }).output();
-  if (!made.success) {
-    throw new Error(`deno bundle failed: ${new TextDecoder().decode(made.stderr)}`);
+  if (PACKAGED) {
+    // As the tarball's shim runs it: `deno run --no-config` + its V8 and permission flags.
+    const built = await build({ os: "tarball", form: "bundled", out: posix.join(dir, "dist") });
+    program = posix.join(built.dir, "nox-mesh-host.js");
+    flags = [...built.command.slice(2, -1), ...(values["deno-flag"] ?? [])];
+  } else {
+    const made = await new Deno.Command(Deno.execPath(), {
+      args: ["bundle", "--quiet", "--output", program, "mod.ts"],
+      cwd: REPO,
+    }).output();
+    if (!made.success) {
+      throw new Error(`deno bundle failed: ${new TextDecoder().decode(made.stderr)}`);
+    }
   }
   const tokenFile = posix.join(dir, "token");
   await Deno.writeTextFile(tokenFile, await control.mintToken(NODE), { mode: 0o600 });
@@ -182,6 +239,10 @@ try {
   control.watch((m) => {
     if (m.kind !== "report") return;
     if (m.body.kind === "refused") {
+      // A second copy of a push already applied (`declare` publishes again when the
+      // broker's acknowledgement is late, on a loaded machine) is refused as a replay:
+      // the host doing its job, not a failed push.
+      if (m.body.reason === "replay" && reported.has(m.body.serial as number)) return;
       refused.push(`serial ${m.body.serial}: ${m.body.reason}: ${m.body.message}`);
     } else if (m.body.kind === "apply" && typeof m.body.serial === "number") {
       if (m.body.outcome !== "converged") {
@@ -204,6 +265,8 @@ try {
   const fromBroker: number[] = [];
   const fromDeclare: number[] = [];
   const stored: number[] = [];
+  /** RSS (KiB) after each push. */
+  const rssAfter: number[] = [];
   for (let i = 0; i < PUSHES; i++) {
     serial++;
     const s = serial;
@@ -223,6 +286,7 @@ try {
     );
     fromBroker.push(reported.get(s)! - onBroker!);
     fromDeclare.push(reported.get(s)! - t0);
+    rssAfter.push((await usage(run.child.pid)).rssKiB);
   }
   for (const xs of [fromBroker, fromDeclare, stored]) xs.sort((a, b) => a - b);
   const onDisk = await Deno.readTextFile(`${root}/pushed.conf`);
@@ -236,6 +300,7 @@ try {
   const t0 = performance.now();
   await new Promise((resolve) => setTimeout(resolve, IDLE_S * 1000));
   const after = await usage(run.child.pid);
+  const kinds = await rssKinds(run.child.pid);
   const seconds = (performance.now() - t0) / 1000;
   const cpu = ((after.ticks - before.ticks) / CLK_TCK) / seconds * 100;
   run.child.kill("SIGTERM");
@@ -246,8 +311,12 @@ try {
   const row = (label: string, value: string, target: string) =>
     lines.push(`${label.padEnd(46)}${value.padStart(12)}  ${target}`);
   lines.push(
-    "link bench: nats-server on 127.0.0.1 (stand-in control plane), host bundled, " +
-      "development flags",
+    "link bench: nats-server on 127.0.0.1 (stand-in control plane), " +
+      (PACKAGED
+        ? "host packaged (the tarball's bundled build, run as its shim runs it)"
+        : "host bundled, development flags") +
+      `; ${RESOURCES} resource${RESOURCES === 1 ? "" : "s"} held` +
+      (values["deno-flag"] ? `; extra deno flags: ${values["deno-flag"].join(" ")}` : ""),
     await context.line(),
   );
   row("measure", "value", "target");
@@ -263,7 +332,20 @@ try {
   row(`declare() to applied, p99`, ms(percentile(fromDeclare, 99)), "-");
   row(`declare() to stored (it returned), p50`, ms(percentile(stored, 50)), "-");
   row(`idle CPU of run over ${seconds.toFixed(0)} s`, `${cpu.toFixed(3)} %`, "< 0.5 % of one core");
+  if (PUSHES >= 4) {
+    const at = [1, 2, 3, 4].map((q) => Math.floor(PUSHES * q / 4));
+    const mib = (n: number) => (rssAfter[n - 1] / 1024).toFixed(1);
+    row(`RSS after ${at.join(" / ")} pushes (MiB)`, at.map(mib).join(" / "), "-");
+    const half = at[1];
+    const slope = (rssAfter[PUSHES - 1] - rssAfter[half - 1]) / 1024 / (PUSHES - half) * 100;
+    row(`RSS growth per 100 pushes (${half + 1}-${PUSHES})`, `${slope.toFixed(1)} MiB`, "~0");
+  }
   row("idle RSS", `${(after.rssKiB / 1024).toFixed(1)} MiB`, "< 80 MB");
+  row(
+    "idle RSS: file pages / anon (malloc heap)",
+    `${kinds.file.toFixed(1)} / ${kinds.anon.toFixed(1)} (${kinds.brk.toFixed(1)})`,
+    "MiB",
+  );
   row("exit on SIGTERM", String(code), "0");
   const table = lines.join("\n") + "\n";
   console.log(table);
