@@ -5,7 +5,7 @@
  */
 import * as v from "valibot";
 import { posix } from "node:path";
-import { HostError } from "./errors.ts";
+import { ConfigError } from "./errors.ts";
 import { pathProblem } from "./declaration/paths.ts";
 import {
   DEFAULT_LIMITS,
@@ -68,8 +68,7 @@ export const ENV = {
   config: "NOX_MESH_HOST_CONFIG",
 } as const;
 
-/** The configuration file could not be used. */
-export class ConfigError extends HostError {}
+export { ConfigError } from "./errors.ts";
 
 const absolute = v.pipe(
   v.string(),
