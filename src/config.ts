@@ -4,7 +4,7 @@
  * in the file are refused, like in a declaration.
  */
 import * as v from "valibot";
-import { posix } from "node:path";
+import { posix } from "./posix_path.ts";
 import { ConfigError } from "./errors.ts";
 import { pathProblem } from "./declaration/paths.ts";
 import {
@@ -35,6 +35,12 @@ export interface HostConfig {
    */
   memoryCeilingMiB: number;
   /**
+   * Every how many applies (the drift timer's, a push's, a command's) every file is read
+   * back in full; the others read only files whose identity changed (src/resources/file.ts).
+   * 1: every apply reads every file.
+   */
+  fullReadBackEvery: number;
+  /**
    * The package manager to use when it is not the OS's own (e.g. pacman on a
    * Debian-based machine). Unset: only the OS's own package manager is used.
    */
@@ -60,6 +66,7 @@ export const DEFAULTS = {
   heartbeatIntervalSeconds: 30,
   outbox: { maxReports: 1000, maxAgeSeconds: 7 * 24 * 3600 },
   memoryCeilingMiB: 256,
+  fullReadBackEvery: 6,
 } as const;
 
 /** Environment variables the host reads. */
@@ -103,6 +110,9 @@ const FileSchema = v.strictObject({
   })),
   memoryCeilingMiB: v.optional(
     v.pipe(v.number(), v.safeInteger(), v.minValue(32, "at least 32 MiB")),
+  ),
+  fullReadBackEvery: v.optional(
+    v.pipe(v.number(), v.safeInteger(), v.minValue(1, "at least 1 (1: every apply)")),
   ),
   permit: v.optional(v.strictObject({
     sysctls: v.optional(v.array(v.pipe(
@@ -183,6 +193,7 @@ export async function loadConfig(flags: ConfigFlags = {}): Promise<HostConfig> {
     heartbeatIntervalSeconds: file.heartbeatIntervalSeconds ?? DEFAULTS.heartbeatIntervalSeconds,
     outbox: { ...DEFAULTS.outbox, ...file.outbox },
     memoryCeilingMiB: file.memoryCeilingMiB ?? DEFAULTS.memoryCeilingMiB,
+    fullReadBackEvery: file.fullReadBackEvery ?? DEFAULTS.fullReadBackEvery,
     ...(file.packageManager ? { packageManager: file.packageManager } : {}),
     limits: { ...DEFAULT_LIMITS, ...file.limits },
     permit: {

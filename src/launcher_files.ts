@@ -9,7 +9,7 @@
  * counter is cleared. Only the host clears the counter; only the launcher
  * increments it.
  */
-import { posix } from "node:path";
+import { posix } from "./posix_path.ts";
 import type { Log } from "./log.ts";
 
 /** The version that last completed a reconcile (one line). */

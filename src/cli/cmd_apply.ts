@@ -1,5 +1,5 @@
 /** `apply` and `plan`: a declaration from a file, standard input, or the bundle. */
-import { posix } from "node:path";
+import { posix } from "../posix_path.ts";
 import type { Source } from "../engine/types.ts";
 import { UsageError } from "../errors.ts";
 import type { Command, CommandContext } from "./command.ts";

@@ -3,7 +3,7 @@
  * Only the commands' descriptions and the error classes are loaded here: each command
  * loads what it runs on when it runs, so `version` loads nothing else (see main.ts).
  */
-import { parseArgs } from "node:util";
+import { readArgs } from "./args.ts";
 import { DeclarationRefused } from "../declaration/refused.ts";
 import { BusyError, ConfigError, HostError, UsageError } from "../errors.ts";
 import { COMMIT, FORM, PROGRAM, runtimeProblem, runtimeVersion, VERSION } from "../version.ts";
@@ -107,11 +107,7 @@ export async function main(args: string[], io: CliIo): Promise<number> {
 
   let parsed;
   try {
-    parsed = parseArgs({
-      args: rest,
-      options: { ...GLOBAL_OPTIONS, ...command.options },
-      allowPositionals: true,
-    });
+    parsed = readArgs(rest, { ...GLOBAL_OPTIONS, ...command.options });
   } catch (error) {
     return usage(io, (error as Error).message, command);
   }

@@ -15,10 +15,11 @@ import {
   ResourceError,
 } from "../resources/kind.ts";
 import { kindOf, KINDS, type Resource, resourceKey } from "../resources/mod.ts";
-import type { Providers } from "../providers.ts";
+import { type FileIdentity, type Providers, sameIdentity } from "../providers.ts";
+import { META } from "../store/meta.ts";
 import { describeError } from "../errors.ts";
 import { releaseUndeclared } from "./release.ts";
-import { posix } from "node:path";
+import { posix } from "../posix_path.ts";
 import {
   blobDirectory,
   ContentCache,
@@ -73,6 +74,13 @@ export async function applyDeclaration(
   // the checks sweep them.
   kctx.sweepPartialWrites = last !== null && last.outcome !== "converged";
   const held = store.heldIndex();
+  // A file still as the last read back found it is not read again (its identity, held
+  // with it), except in every Nth apply (host.json fullReadBackEvery), which reads every
+  // file back in full; a file changed by an apply is read back then and there.
+  const passes = Number(store.meta(META.readBackPasses) ?? "0") + 1;
+  const fullReadBack = !(passes < (ctx.config.fullReadBackEvery ?? FULL_READ_BACK_EVERY));
+  const known = new Map<object, FileIdentity>();
+  if (!fullReadBack) kctx.knownIdentity = (resource) => known.get(resource);
   const results: ResourceResult[] = [];
   const counts: Counts = { changed: 0, unchanged: 0, removed: 0, failed: 0 };
   let error: string | undefined;
@@ -173,7 +181,7 @@ export async function applyDeclaration(
     try {
       if (kind.concurrentApply) {
         window.push(
-          await checkOne(kctx, resource, position, base, held.get(key), unchangedSince),
+          await checkOne(kctx, resource, position, base, held.get(key), unchangedSince, known),
         );
         if (window.length >= WINDOW && !await flushWindow()) {
           skipRest(position + 1);
@@ -190,7 +198,15 @@ export async function applyDeclaration(
         packageInstalled = false;
         ctx.providers = kctx.providers = await ctx.redetect();
       }
-      const checked = await checkOne(kctx, resource, position, base, held.get(key), unchangedSince);
+      const checked = await checkOne(
+        kctx,
+        resource,
+        position,
+        base,
+        held.get(key),
+        unchangedSince,
+        known,
+      );
       const [outcome] = await changeTogether(ctx, kctx, [checked]);
       if ("error" in outcome) throw outcome.error;
       const result: ResourceResult = { ...base, ...outcome.result };
@@ -226,6 +242,8 @@ export async function applyDeclaration(
     await pruneContent(ctx);
   }
   if (interrupted) error = "interrupted before the apply finished";
+  // A full read-back counts once it ran to its end; until then the next apply is one too.
+  store.setMeta(META.readBackPasses, String(fullReadBack && outcome === "converged" ? 0 : passes));
   store.finishApply(applyId, outcome, counts, error);
   return {
     applyId,
@@ -268,6 +286,9 @@ async function syncDirectories(ctx: EngineContext, kctx: KindContext): Promise<s
 /** An apply of a window abandoned at its commit because the apply was aborted. */
 class Interrupted extends Error {}
 
+/** By default every 6th apply reads every file back in full (host.json fullReadBackEvery). */
+export const FULL_READ_BACK_EVERY = 6;
+
 /** At most this many writes run together (each holds two descriptors meanwhile). */
 const WINDOW = 64;
 
@@ -288,7 +309,11 @@ type Outcome =
   }
   | { error: unknown };
 
-/** Check one resource against the machine (its digest reused when nothing changed since). */
+/**
+ * Check one resource against the machine (its digest reused when nothing changed since).
+ * The identity held with it is offered to the check (through `known`, which
+ * KindContext.knownIdentity reads) only when it was recorded for this very resource.
+ */
 async function checkOne(
   kctx: KindContext,
   resource: Resource,
@@ -296,12 +321,27 @@ async function checkOne(
   base: Checked["base"],
   held: HeldSummary | undefined,
   unchangedSince: boolean,
+  known: Map<object, FileIdentity>,
 ): Promise<Checked> {
   const digest = held?.digest !== undefined && unchangedSince
     ? held.digest
     : await digestOf(resource);
-  const found = await kindOf(resource).check(kctx, resource);
-  return { resource, position, base, held, digest, found };
+  if (held?.identity !== undefined && held.digest === digest) known.set(resource, held.identity);
+  try {
+    const found = await kindOf(resource).check(kctx, resource);
+    return { resource, position, base, held, digest, found };
+  } finally {
+    known.delete(resource);
+  }
+}
+
+/** What to store about an identity: a new one, null to forget the held one, or nothing. */
+function identityUpdate(
+  held: FileIdentity | undefined,
+  found: FileIdentity | undefined,
+): FileIdentity | null | undefined {
+  if (found === undefined) return held === undefined ? undefined : null;
+  return held !== undefined && sameIdentity(held, found) ? undefined : found;
 }
 
 /**
@@ -382,8 +422,10 @@ async function changeTogether(
               seq,
               result,
               held.position === position ? undefined : position,
+              identityUpdate(held.identity, item.found.identity),
             )
-          : (applyId, seq, result) => store.recordHeld(applyId, seq, holdAs(item), result),
+          : (applyId, seq, result) =>
+            store.recordHeld(applyId, seq, holdAs(item), result, item.found.identity),
       });
       continue;
     }
@@ -421,7 +463,7 @@ async function changeTogether(
         changes: describe(item.found),
         ...(later === undefined ? {} : { detail: later }),
       },
-      save: (applyId, seq, result) => store.recordHeld(applyId, seq, entry, result),
+      save: (applyId, seq, result) => store.recordHeld(applyId, seq, entry, result, after.identity),
     });
   }
   return outcomes;

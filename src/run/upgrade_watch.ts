@@ -11,7 +11,7 @@
  * watched as well, so that a restart waits until an upgrade has put all of them.
  */
 import { fileURLToPath } from "node:url";
-import { posix } from "node:path";
+import { posix } from "../posix_path.ts";
 
 /** How the host is running. */
 export type ProgramForm = "compiled" | "bundled" | "source";

@@ -33,4 +33,9 @@ export const META = {
   inventoryDigest: "inventory_digest",
   /** When that inventory was acknowledged (ISO). */
   inventorySentAt: "inventory_sent_at",
+  /**
+   * Applies since the last one that read every file back in full (host.json
+   * `fullReadBackEvery`; the others trust a file's identity: src/engine/apply.ts).
+   */
+  readBackPasses: "read_back_passes",
 } as const;
