@@ -117,8 +117,9 @@ export async function applyDeclaration(
   };
 
   // Consecutive resources of a kind whose applies may run together (files) are
-  // checked one by one into a window, then changed together (their fsyncs overlap),
-  // committed in declared order, their directories synced, read back and recorded.
+  // checked one by one into a batch, then changed together in waves (their fsyncs
+  // overlap), committed in declared order, their directories synced once, read back and
+  // recorded.
   const window: Checked[] = [];
   /** Apply and record the window; false when one of it failed (the rest then skipped). */
   const flushWindow = async (): Promise<boolean> => {
@@ -183,7 +184,7 @@ export async function applyDeclaration(
         window.push(
           await checkOne(kctx, resource, position, base, held.get(key), unchangedSince, known),
         );
-        if (window.length >= WINDOW && !await flushWindow()) {
+        if (window.length >= BATCH && !await flushWindow()) {
           skipRest(position + 1);
           break;
         }
@@ -289,8 +290,14 @@ class Interrupted extends Error {}
 /** By default every 6th apply reads every file back in full (host.json fullReadBackEvery). */
 export const FULL_READ_BACK_EVERY = 6;
 
-/** At most this many writes run together (each holds two descriptors meanwhile). */
-const WINDOW = 64;
+/**
+ * Consecutive resources of a kind that applies together are checked into batches of up to
+ * this many; their directories are synced once per batch, before any of it is recorded.
+ */
+const BATCH = 512;
+
+/** At most this many writes run together (each holds a temporary file open meanwhile). */
+const WAVE = 64;
 
 /** One resource checked: what it is, what differs, and how it would be held. */
 interface Checked {
@@ -345,11 +352,11 @@ function identityUpdate(
 }
 
 /**
- * Change what differs among `items` (checked in declared order), together: every
- * apply starts at once, commits in declared order (an apply after a failed one
- * abandons its change), then the directories they touched are synced, so what
- * is recorded has its data and its name on disk; then each change is read back.
- * One outcome per item.
+ * Change what differs among `items` (checked in declared order), together: the applies
+ * start in waves of WAVE at once, commit in declared order (an apply after a failed one
+ * abandons its change, and no later wave starts), then the directories they touched are
+ * synced, once each, so what is recorded has its data and its name on disk; then each
+ * change is read back. One outcome per item, up to the first that failed.
  */
 async function changeTogether(
   ctx: EngineContext,
@@ -371,32 +378,45 @@ async function changeTogether(
       (item.held === undefined && store.hasIntent(item.base.key)),
   });
   const changing = items.filter((item) => item.found.changes.length > 0);
-  const creating = changing.filter((item) => !item.found.exists);
-  if (creating.length > 0) {
-    store.batch(() => creating.forEach((item) => store.recordIntent(item.base.key, item.resource)));
-  }
-  const turns = commitTurns(changing.length, signal);
-  const applied = await Promise.allSettled(changing.map(async (item, i) => {
-    const kind = kindOf(item.resource);
-    const own: KindContext = turns.length > 1 ? { ...kctx, beforeCommit: turns[i].wait } : kctx;
-    let ok = false;
-    try {
-      await kind.apply(own, item.resource, item.found);
-      ok = true;
-    } catch (error) {
-      // Nothing was created: the intent must not later make a person's file look like ours.
-      if (
-        !item.found.exists &&
-        !(await kind.check(kctx, item.resource).then((c) => c.exists, () => true))
-      ) {
-        store.dropIntent(item.base.key);
-      }
-      throw error;
-    } finally {
-      turns[i]?.done(ok);
+  // The changes run in waves of WAVE (a file's write holds its temporary file open until
+  // its rename), each wave's commits in declared order; after a wave in which one failed
+  // nothing more is attempted (and no intent is left for what was not). The directories
+  // are synced once, after every wave.
+  const applied: PromiseSettledResult<void>[] = [];
+  for (let start = 0; start < changing.length; start += WAVE) {
+    const wave = changing.slice(start, start + WAVE);
+    const creating = wave.filter((item) => !item.found.exists);
+    if (creating.length > 0) {
+      store.batch(() =>
+        creating.forEach((item) => store.recordIntent(item.base.key, item.resource))
+      );
     }
-  }));
-  // Renames and creations of a window become durable before any of it is recorded.
+    const turns = commitTurns(wave.length, signal);
+    applied.push(
+      ...await Promise.allSettled(wave.map(async (item, i) => {
+        const kind = kindOf(item.resource);
+        const own: KindContext = turns.length > 1 ? { ...kctx, beforeCommit: turns[i].wait } : kctx;
+        let ok = false;
+        try {
+          await kind.apply(own, item.resource, item.found);
+          ok = true;
+        } catch (error) {
+          // Nothing was created: the intent must not later make a person's file look like ours.
+          if (
+            !item.found.exists &&
+            !(await kind.check(kctx, item.resource).then((c) => c.exists, () => true))
+          ) {
+            store.dropIntent(item.base.key);
+          }
+          throw error;
+        } finally {
+          turns[i]?.done(ok);
+        }
+      })),
+    );
+    if (applied.some((settled) => settled.status === "rejected")) break;
+  }
+  // Renames and creations of a batch become durable before any of it is recorded.
   let synced: unknown;
   if (changing.some((item) => kindOf(item.resource).concurrentApply)) {
     const failure = await syncDirectories(ctx, kctx);
