@@ -230,7 +230,9 @@ export async function applyDeclaration(
   if (error === undefined && !interrupted) await flushWindow();
 
   if (error === undefined && !interrupted) {
-    error = await releaseUndeclared(ctx, kctx, declaration, applyId, record);
+    // What was held when the apply began: what it recorded since is declared, and the
+    // release looks only at what is not.
+    error = await releaseUndeclared(ctx, kctx, declaration, applyId, record, held.keys());
   }
   // Renames and creations become durable here, once per directory rather than once per file.
   const unsynced = await syncDirectories(ctx, kctx);
