@@ -149,17 +149,65 @@ async function stage(b: BuildResult, dir: string, files: Record<string, string>)
 }
 
 /**
- * The host files of a build: the program, plus the bundle in the bundled form, and the
- * runtime with its licence where the build carries one (the tarball, Arch).
+ * The host files of a build: the program, plus the bundle in the bundled form (its parts
+ * in one archive, PROGRAM_ARCHIVE, which makepkg and abuild unpack into the source
+ * directory: their names are digests, which a recipe cannot list), and the runtime with
+ * its licence where the build carries one (the tarball, Arch).
  */
-function hostFiles(b: BuildResult): Record<string, string> {
+async function hostFiles(b: BuildResult): Promise<Record<string, string>> {
   const files: Record<string, string> = { "nox-mesh-host": "nox-mesh-host" };
-  if (b.form === "bundled") files["nox-mesh-host.js"] = "nox-mesh-host.js";
+  if (b.form === "bundled") files[PROGRAM_ARCHIVE] = await programArchive(b);
   if (b.form === "bundled" && b.runtime) {
     files["deno"] = "deno";
     files["deno.LICENSE"] = "deno.LICENSE";
   }
   return files;
+}
+
+/** The bundled program's parts, for the recipes: unpacked to nox-mesh-host-js/ (`*.js`). */
+export const PROGRAM_ARCHIVE = "nox-mesh-host-js.tar";
+
+/** The files of the bundled program (build.json's `bundle`), entry first. */
+export function programFiles(b: BuildResult): string[] {
+  if (b.form !== "bundled" || !b.bundle?.length) {
+    throw new PackageError(`the build in ${b.dir} has no bundled program`, "build it bundled");
+  }
+  return b.bundle;
+}
+
+/**
+ * Writes PROGRAM_ARCHIVE beside the build: the bundle's files under nox-mesh-host-js/,
+ * owner 0:0, mode 0644, the tarball's time (the same build gives the same bytes, and so
+ * the same sha512sums). Returns its path.
+ */
+async function programArchive(b: BuildResult): Promise<string> {
+  const top = join(b.dir, "nox-mesh-host-js");
+  await Deno.remove(top, { recursive: true }).catch(() => {});
+  await Deno.mkdir(top);
+  const names = programFiles(b);
+  for (const name of names) {
+    await Deno.copyFile(join(b.dir, name), join(top, name));
+    await Deno.chmod(join(top, name), 0o644);
+  }
+  const archive = join(b.dir, PROGRAM_ARCHIVE);
+  await run("tar", [
+    "--create",
+    "--file",
+    archive,
+    "--format=gnu",
+    "--no-recursion",
+    "--owner=0",
+    "--group=0",
+    "--numeric-owner",
+    `--mtime=@${await tarballTime()}`,
+    "-C",
+    b.dir,
+    "--",
+    "nox-mesh-host-js",
+    ...names.map((n) => `nox-mesh-host-js/${n}`),
+  ]);
+  await Deno.remove(top, { recursive: true });
+  return archive;
 }
 
 /**
@@ -179,7 +227,7 @@ export async function packageArch(
     );
   }
   await stage(b, dir, {
-    ...hostFiles(b),
+    ...await hostFiles(b),
     ...docFiles(b),
     "substrate.lock": "substrate.lock",
     "pause-image.oci": `images/${IMAGE_FILE}`,
@@ -251,7 +299,7 @@ export async function tarballEntries(b: BuildResult): Promise<Record<string, [st
         "build it with packaging/build.ts for os tarball",
       );
     }
-    entries[`${lib}/nox-mesh-host.js`] = [join(b.dir, "nox-mesh-host.js"), 0o644];
+    for (const name of programFiles(b)) entries[`${lib}/${name}`] = [join(b.dir, name), 0o644];
     entries[`${lib}/deno`] = [join(b.dir, "deno"), 0o755];
     entries[`${lib}/deno.LICENSE`] = [join(b.dir, "deno.LICENSE"), 0o644];
   }
@@ -349,7 +397,7 @@ export async function packageTarball(
 export async function stageAlpine(b: BuildResult): Promise<string> {
   const dir = join(b.dir, "apkbuild");
   const sources: Record<string, string> = {
-    ...hostFiles(b),
+    ...await hostFiles(b),
     "nox-mesh-host-launch": repo("launcher/nox-mesh-host-launch"),
     "nox-mesh-host.initd": repo("packaging/alpine/nox-mesh-host.initd"),
     "nox-mesh-host.confd": repo("packaging/alpine/nox-mesh-host.confd"),

@@ -4,8 +4,8 @@
  * in the file are refused, like in a declaration.
  */
 import * as v from "valibot";
-import { posix } from "node:path";
-import { HostError } from "./errors.ts";
+import { posix } from "./posix_path.ts";
+import { ConfigError } from "./errors.ts";
 import { compileOwnPaths, isWithin, ownRelation, pathProblem } from "./declaration/paths.ts";
 import {
   DEFAULT_LIMITS,
@@ -41,6 +41,12 @@ export interface HostConfig {
    */
   memoryCeilingMiB: number;
   /**
+   * Every how many applies (the drift timer's, a push's, a command's) every file is read
+   * back in full; the others read only files whose identity changed (src/resources/file.ts).
+   * 1: every apply reads every file.
+   */
+  fullReadBackEvery: number;
+  /**
    * The package manager to use when it is not the OS's own (e.g. pacman on a
    * Debian-based machine). Unset: only the OS's own package manager is used.
    */
@@ -72,6 +78,7 @@ export const DEFAULTS = {
   confirmWindowSeconds: 120,
   outbox: { maxReports: 1000, maxAgeSeconds: 7 * 24 * 3600 },
   memoryCeilingMiB: 256,
+  fullReadBackEvery: 6,
 } as const;
 
 /** Environment variables the host reads. */
@@ -80,8 +87,7 @@ export const ENV = {
   config: "NOX_MESH_HOST_CONFIG",
 } as const;
 
-/** The configuration file could not be used. */
-export class ConfigError extends HostError {}
+export { ConfigError } from "./errors.ts";
 
 const absolute = v.pipe(
   v.string(),
@@ -133,6 +139,9 @@ const FileSchema = v.strictObject({
   })),
   memoryCeilingMiB: v.optional(
     v.pipe(v.number(), v.safeInteger(), v.minValue(32, "at least 32 MiB")),
+  ),
+  fullReadBackEvery: v.optional(
+    v.pipe(v.number(), v.safeInteger(), v.minValue(1, "at least 1 (1: every apply)")),
   ),
   permit: v.optional(v.strictObject({
     sysctls: v.optional(v.array(v.pipe(
@@ -214,6 +223,7 @@ export async function loadConfig(flags: ConfigFlags = {}): Promise<HostConfig> {
     confirmWindowSeconds: file.confirmWindowSeconds ?? DEFAULTS.confirmWindowSeconds,
     outbox: { ...DEFAULTS.outbox, ...file.outbox },
     memoryCeilingMiB: file.memoryCeilingMiB ?? DEFAULTS.memoryCeilingMiB,
+    fullReadBackEvery: file.fullReadBackEvery ?? DEFAULTS.fullReadBackEvery,
     ...(file.packageManager ? { packageManager: file.packageManager } : {}),
     limits: { ...DEFAULT_LIMITS, ...file.limits },
     permit: {

@@ -39,6 +39,9 @@ export class UsageError extends HostError {
 /** The state directory or its store cannot be used. */
 export class StoreError extends HostError {}
 
+/** The configuration file could not be used (exit 78); src/config.ts raises it. */
+export class ConfigError extends HostError {}
+
 /** Another apply holds the lock (exit 75). */
 export class BusyError extends HostError {}
 

@@ -12,7 +12,7 @@
  * <state-dir>/failures; the launcher reads an absent file as 0): one event, both
  * records. Only the host clears the counter; only the launcher increments it.
  */
-import { posix } from "node:path";
+import { posix } from "./posix_path.ts";
 import type { Log } from "./log.ts";
 
 /** The version that last completed a reconcile (one line). */

@@ -2,7 +2,7 @@
  * Advisory locks on files in the state directory: one apply at a time
  * (apply.lock), and one service per state directory (run.lock).
  */
-import { posix } from "node:path";
+import { posix } from "./posix_path.ts";
 import { BusyError } from "./errors.ts";
 
 /** The apply lock's file name inside the state directory. */

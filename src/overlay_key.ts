@@ -6,7 +6,7 @@
  * the public key leaves this module: the inventory shows it for the control
  * plane, and the overlay kind hands the file's path to the WireGuard tool.
  */
-import { posix } from "node:path";
+import { posix } from "./posix_path.ts";
 import { HostError } from "./errors.ts";
 
 /** The key file's name inside the state directory. */

@@ -13,6 +13,31 @@ export interface PathInfo {
   uid: number;
   gid: number;
   size: number;
+  /** A regular file's identity (see {@link FileIdentity}), where the adapter can tell it. */
+  identity?: FileIdentity;
+}
+
+/**
+ * What tells a regular file's state without reading it: its device and inode, its size,
+ * and its modification and change times (nanoseconds since the epoch, as precisely as the
+ * adapter sees them: {@link FileSystem.ctimeStepNs}). Every change of the file's bytes,
+ * mode or owner sets its change time to the kernel's clock, which no process can set
+ * back, and a file put in its place has another inode: a file whose identity is the same
+ * as when it was read has not changed since, if that read came after its last change
+ * time's step (src/resources/file.ts says when an identity is trusted, and what it misses).
+ */
+export interface FileIdentity {
+  dev: number;
+  ino: number;
+  size: number;
+  mtimeNs: bigint;
+  ctimeNs: bigint;
+}
+
+/** Whether two identities are the same file in the same state. */
+export function sameIdentity(a: FileIdentity, b: FileIdentity): boolean {
+  return a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs &&
+    a.ctimeNs === b.ctimeNs;
 }
 
 /** Ownership and permissions to give a path. */
@@ -24,7 +49,10 @@ export interface Attributes {
 
 /** What a read of a regular file found: its fstat and, unless skipped, its bytes. */
 export interface FileRead {
-  /** fstat of the descriptor the bytes were read from (never a second look by name). */
+  /**
+   * fstat of the descriptor the bytes were read from (never a second look by name); its
+   * `identity` was taken before the read, of the same inode, so any later change shows.
+   */
   info: PathInfo;
   /** The content; `null` when the caller gave a size and the file's size differs. */
   data: Uint8Array | null;
@@ -43,6 +71,11 @@ export interface FileRead {
  * {@link UnsafePathError}; a missing directory above the path is NotFound.
  */
 export interface FileSystem {
+  /**
+   * How coarse the change times of the identities this adapter gives are, in nanoseconds
+   * (1 when exact); undefined when it gives none.
+   */
+  readonly ctimeStepNs?: bigint;
   /** lstat: `null` when nothing is at the path (or the directory above it is missing). */
   lstat(path: string): Promise<PathInfo | null>;
   /**

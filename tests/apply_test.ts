@@ -399,6 +399,74 @@ Deno.test("files written together commit in declared order: nothing after a fail
   assert.deepEqual(host.store.intents(), [], "no intent is left for what was not made");
 });
 
+Deno.test("a first apply of many files syncs each directory once, writing them in waves; a failed write stops the later waves and leaves no intent for them", async () => {
+  await using s = await scratch();
+  const real = posixFileSystem();
+  const syncs = new Map<string, number>();
+  let open = 0;
+  let most = 0;
+  const failing: { at?: string } = {};
+  const counting: FileSystem = {
+    ...real,
+    syncDirectory: (path) => {
+      syncs.set(path, (syncs.get(path) ?? 0) + 1);
+      return real.syncDirectory(path);
+    },
+    writeFileAtomic: async (path, data, attributes, beforeRename) => {
+      most = Math.max(most, ++open);
+      try {
+        await real.writeFileAtomic(path, data, attributes, async () => {
+          await beforeRename?.();
+          if (path === failing.at) throw new Error("refused for the test");
+        });
+      } finally {
+        open--;
+      }
+    },
+  };
+  using host = await openEngine({
+    stateDir: s.stateDir,
+    configPath: s.configPath,
+    providers: () => Promise.resolve({ fs: counting }),
+  });
+  const dirs = [0, 1, 2, 3].map((d) => directory(`d${d}`, `${s.root}/d${d}`));
+  const files = Array.from(
+    { length: 300 },
+    (_, i) => file(`f${i}`, `${s.root}/d${i % 4}/f${i}`, `${i}\n`),
+  );
+  const report = await apply(host, [...dirs, ...files]);
+  assert.equal(report.outcome, "converged", report.error);
+  assert.equal(report.counts.changed, 304);
+  for (const d of [0, 1, 2, 3]) {
+    assert.equal(
+      syncs.get(`${s.root}/d${d}`),
+      1,
+      `d${d} synced ${syncs.get(`${s.root}/d${d}`)} times`,
+    );
+  }
+  assert.ok(most <= 64, `${most} writes held a temporary file at once`);
+  assert.ok(most > 1, "the writes overlapped");
+
+  // Another 300 (in other directories), the 100th refused at its commit: the first wave is
+  // committed up to it, nothing later is, and the later waves were never started.
+  const more = [4, 5].map((d) => directory(`d${d}`, `${s.root}/d${d}`));
+  const later = Array.from(
+    { length: 300 },
+    (_, i) => file(`g${i}`, `${s.root}/d${4 + (i % 2)}/g${i}`, `${i}\n`),
+  );
+  failing.at = `${s.root}/d5/g99`;
+  const failed = await apply(host, [...dirs, ...files, ...more, ...later]);
+  assert.equal(failed.outcome, "failed");
+  assert.match(failed.error!, /file "g99" failed: refused for the test/);
+  const made = (d: number) => [...Deno.readDirSync(`${s.root}/d${d}`)].map((e) => e.name);
+  assert.deepEqual(
+    [...made(4), ...made(5)].sort(),
+    Array.from({ length: 99 }, (_, i) => `g${i}`).sort(),
+  );
+  assert.deepEqual(host.store.intents(), [], "no intent is left for what was not made");
+  assert.equal(failed.results.filter((r) => r.outcome === "skipped").length, 200);
+});
+
 Deno.test("a check pass looks at each ancestor directory once, not once per file below it", async () => {
   await using s = await scratch();
   const real = posixFileSystem();

@@ -105,7 +105,10 @@ Deno.test("each OS build carries its own adapters only (the builds its descripto
   try {
     const carries = async (os: "arch" | "alpine") => {
       const result = await build({ os, form: "bundled", out: join(dir, os) });
-      const text = await Deno.readTextFile(join(result.dir, "nox-mesh-host.js"));
+      // The whole program: the entry and every part it loads.
+      const text = (await Promise.all(
+        result.bundle!.map((name) => Deno.readTextFile(join(result.dir, name))),
+      )).join("\n");
       const has = (name: keyof typeof MARKS) => MARKS[name].every((mark) => text.includes(mark));
       return Object.fromEntries(Object.keys(MARKS).map((n) => [n, has(n as keyof typeof MARKS)]));
     };

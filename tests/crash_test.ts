@@ -1,15 +1,19 @@
 /**
  * Crash consistency (R4): SIGKILL the host at random moments during applies of
  * a large declaration, many times. After every kill the store opens, nothing
- * it records as held is missing from disk, and the next apply converges.
+ * it records as held is missing from disk or torn, nothing on disk is forgotten, every
+ * identity the store keeps for a file that still has it vouches for exactly the held
+ * bytes (an apply reads no such file: issue 28), and the next apply converges.
+ * NOX_CRASH_KILLS raises the number of kills (40) for a longer run.
  */
 import assert from "node:assert/strict";
 import { posix } from "node:path";
 import { Store } from "../src/store/store.ts";
 import type { FileResource, Resource } from "../src/resources/mod.ts";
+import { type FileIdentity, sameIdentity } from "../src/providers.ts";
 import { hostPermissionFlags, scratch } from "./_helpers.ts";
 
-const KILLS = 40;
+const KILLS = Number(Deno.env.get("NOX_CRASH_KILLS") ?? 40);
 const REPO = new URL("..", import.meta.url).pathname;
 
 /** A declaration of `dirs` directories with `files` files each; `tag` varies the content. */
@@ -70,7 +74,8 @@ function assertHeldIsOnDisk(
   round: number,
 ) {
   using store = Store.open(stateDir);
-  const known = new Set([...store.heldIndex().keys(), ...store.intents().map((i) => i.key)]);
+  const index = store.heldIndex();
+  const known = new Set([...index.keys(), ...store.intents().map((i) => i.key)]);
   for (const path of listTree(root)) {
     const key = `path:${path.replace(/\/\.([^/]+)\.nox-new$/, "/$1")}`;
     if (!known.has(key)) {
@@ -108,7 +113,34 @@ function assertHeldIsOnDisk(
       written.get(held.key)?.has(content),
       `round ${round}: ${spec.path} holds content no declaration gave it (a torn write?)`,
     );
+    // An identity the store keeps vouches that the file is as held: if the file still has
+    // it (the next apply would not read it), its bytes are exactly the held declaration's.
+    const seen = index.get(held.key)?.identity;
+    if (seen === undefined) continue;
+    identities.recorded++;
+    if (sameIdentity(seen, identityOf(info))) {
+      identities.vouching++;
+      assert.equal(
+        content,
+        (spec as FileResource).content,
+        `round ${round}: the store's identity of ${spec.path} vouches for bytes it does not hold`,
+      );
+    }
   }
+}
+
+/** How often the store kept an identity, and one that still matched the file, after a kill. */
+const identities = { recorded: 0, vouching: 0 };
+
+/** A file's identity as the posix-fs adapter takes it (Deno's lstat). */
+function identityOf(info: Deno.FileInfo): FileIdentity {
+  return {
+    dev: info.dev,
+    ino: info.ino!,
+    size: info.size,
+    mtimeNs: BigInt(info.mtime!.getTime()) * 1_000_000n,
+    ctimeNs: BigInt(info.ctime!.getTime()) * 1_000_000n,
+  };
 }
 
 function listTree(dir: string): string[] {
@@ -157,6 +189,23 @@ Deno.test({
       await child.stderr.cancel();
       assertHeldIsOnDisk(s.root, s.stateDir, written, round);
     }
+
+    // Identities for certain: once every file's change time is a second old, an apply
+    // records them; one more kill lands in an apply that trusts them.
+    const converged = await (await startApply(paths[1], s.env)).output();
+    assert.equal(converged.code, 0, new TextDecoder().decode(converged.stderr));
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    const recorded = await (await startApply(paths[1], s.env)).output();
+    assert.equal(recorded.code, 0, new TextDecoder().decode(recorded.stderr));
+    const child = await startApply(paths[1], s.env);
+    await new Promise((resolve) => setTimeout(resolve, Math.random() * span * 0.5));
+    try {
+      child.kill("SIGKILL");
+    } catch { /* it had already finished */ }
+    await child.status;
+    await child.stderr.cancel();
+    assertHeldIsOnDisk(s.root, s.stateDir, written, KILLS);
+    assert.ok(identities.vouching > 0, `no identity was kept: ${JSON.stringify(identities)}`);
 
     // Converge on the second version, then check the machine and the store agree exactly.
     const last = await (await startApply(paths[1], s.env)).output();

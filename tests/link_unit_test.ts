@@ -330,6 +330,40 @@ Deno.test("the program file counts as replaced after rename-over, rewrite or rem
   }
 });
 
+Deno.test("the bundled program's parts beside its entry count too: one replaced, removed or added is a change; reading them is not", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "noxln-parts-" });
+  try {
+    const entry = posix.join(dir, "nox-mesh-host.js");
+    const part = posix.join(dir, "chunk-ABCDEFGH.js");
+    await Deno.writeTextFile(entry, 'import("./chunk-ABCDEFGH.js");\n');
+    await Deno.writeTextFile(part, "// part v1\n");
+    await Deno.writeTextFile(posix.join(dir, "state.db"), "not a part\n");
+    const watch = await ProgramWatch.of(entry, "bundled");
+    for (let i = 0; i < 5; i++) {
+      await Deno.readTextFile(part);
+      await Deno.writeTextFile(posix.join(dir, "state.db"), `still not a part ${i}\n`);
+      assert.equal(await watch.changed(), undefined);
+    }
+    // The package manager renames a new part over the old one; the entry untouched.
+    await Deno.writeTextFile(`${part}.new`, "// part v1\n");
+    await Deno.rename(`${part}.new`, part);
+    assert.match(String(await watch.changed()), /parts of the program beside .* changed/);
+
+    const second = await ProgramWatch.of(entry, "bundled");
+    await Deno.remove(part);
+    assert.match(String(await second.changed()), /parts of the program/);
+    const third = await ProgramWatch.of(entry, "bundled");
+    await Deno.writeTextFile(posix.join(dir, "loop-ZYXWVUTS.js"), "// a new part\n");
+    assert.match(String(await third.changed()), /parts of the program/);
+    // The source form has no parts: a file of that shape beside it is nothing to it.
+    const source = await ProgramWatch.of(entry, "source");
+    await Deno.writeTextFile(posix.join(dir, "chunk-QRSTUVWX.js"), "// beside a source\n");
+    assert.equal(await source.changed(), undefined);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("the program file is the bundle or source in those forms and the executable when compiled", () => {
   assert.deepEqual(
     locateProgram("file:///usr/lib/nox-mesh-host/nox-mesh-host.js", () => "/usr/bin/deno"),

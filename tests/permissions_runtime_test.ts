@@ -13,10 +13,13 @@ const HOST = new URL("../mod.ts", import.meta.url).pathname;
 /** Builds `entry` for `os` in the bundled form and installs it in the sandbox at the set's paths. */
 async function install(s: Sandbox, os: TargetOs, entry: string): Promise<PermissionSet> {
   const out = join(s.dir, "build");
-  await build({ os, form: "bundled", out, entry });
+  const built = await build({ os, form: "bundled", out, entry });
   const set = await loadPermissionSet(os);
   await place(s, set.binary, await Deno.readFile(join(out, "nox-mesh-host")), 0o755);
-  await place(s, set.bundle, await Deno.readFile(join(out, "nox-mesh-host.js")));
+  // The bundle's entry at the set's path, its parts beside it, as the packages install them.
+  for (const name of built.bundle!) {
+    await place(s, join(dirname(set.bundle), name), await Deno.readFile(join(out, name)));
+  }
   if (os !== "alpine") {
     // The Arch package's and the tarball's shims run the runtime they carry (a hard link: 95 MB);
     // Alpine's runs the distribution's deno.
@@ -61,6 +64,8 @@ const CASES: Record<TargetOs, { refused: string[]; allowed: string[] }> = {
       "write:/usr/lib/systemd/system/nox-mesh-host.service",
       "write:/usr/bin/nox-mesh-host",
       "write:/usr/lib/nox-mesh-host/nox-mesh-host.js",
+      // A part of the bundle beside it (the code a command loads when it runs it).
+      "write:/usr/lib/nox-mesh-host/chunk-ABCDEFGH.js",
       "write:/usr/bin/nox-mesh-host-launch",
       "run:/usr/sbin/rc-service",
     ],
@@ -72,6 +77,7 @@ const CASES: Record<TargetOs, { refused: string[]; allowed: string[] }> = {
       "write:/etc/conf.d/nox-mesh-host",
       "write:/usr/bin/nox-mesh-host",
       "write:/usr/lib/nox-mesh-host/nox-mesh-host.js",
+      "write:/usr/lib/nox-mesh-host/chunk-ABCDEFGH.js",
       "run:/usr/bin/pacman",
     ],
     allowed: ["run:/usr/sbin/rc-service"],
@@ -85,6 +91,7 @@ const CASES: Record<TargetOs, { refused: string[]; allowed: string[] }> = {
       "write:/usr/local/bin/nox-mesh-host",
       "write:/usr/local/bin/nox-mesh-host-launch",
       "write:/usr/local/lib/nox-mesh-host/nox-mesh-host.js",
+      "write:/usr/local/lib/nox-mesh-host/chunk-ABCDEFGH.js",
       "write:/usr/local/lib/nox-mesh-host/VERSION",
       "write:/usr/local/share/nox-mesh-host/substrate.lock",
       "write:/var/lib/mesh-host/upgrade-refused",

@@ -364,8 +364,10 @@ Deno.test("build: the program carries its OS's own paths (packaging/<os>/own_pat
   const out = await Deno.makeTempDir({ prefix: "noxpk-own-" });
   try {
     for (const os of ["alpine", "arch"] as const) {
-      await build({ os, form: "bundled", out: join(out, os) });
-      const program = await Deno.readTextFile(join(out, os, "nox-mesh-host.js"));
+      const built = await build({ os, form: "bundled", out: join(out, os) });
+      const program = (await Promise.all(
+        built.bundle!.map((name) => Deno.readTextFile(join(out, os, name))),
+      )).join("\n");
       // Strings that only the own-path lists hold: OpenRC's rc.conf.d, systemd's system.control.
       const openrc = program.includes('"/etc/rc.conf.d"');
       const systemd = program.includes('"/etc/systemd/system.control/nox-mesh-host.service.d"');

@@ -34,6 +34,18 @@ const ENTRIES: Record<string, string> = {
   "share/nox-mesh-host/substrate.lock": "-rw-r--r--",
 };
 
+/**
+ * ENTRIES and the bundle's other parts (the code its commands load when they run them,
+ * named by digests: build.json's `bundle`), all 0644 beside nox-mesh-host.js.
+ */
+function entriesOf(b: BuildResult): Record<string, string> {
+  const parts = (b.bundle ?? []).filter((name) => name !== "nox-mesh-host.js");
+  assert.ok(parts.length > 0, "the bundled form has parts beside its entry");
+  const entries = { ...ENTRIES };
+  for (const name of parts) entries[`lib/nox-mesh-host/${name}`] = "-rw-r--r--";
+  return Object.fromEntries(Object.entries(entries).sort(([a], [b]) => a < b ? -1 : 1));
+}
+
 async function sh(script: string, env?: Record<string, string>) {
   const out = await new Deno.Command("sh", { args: ["-c", script], env, stdin: "null" }).output();
   const d = new TextDecoder();
@@ -68,7 +80,7 @@ Deno.test("tarball: files only (no directory entries), owned 0:0, the modes a re
     assert.equal(owner, "0/0", line);
     seen[name] = mode;
   }
-  assert.deepEqual(seen, ENTRIES);
+  assert.deepEqual(seen, entriesOf(b));
   // gzip -n: no file name and no time in the gzip header (bytes 4-7 are the mtime).
   const head = (await Deno.readFile(file)).subarray(0, 10);
   assert.equal(head[3] & 0x08, 0, "no original file name stored");
@@ -81,7 +93,7 @@ Deno.test("tarball: files only (no directory entries), owned 0:0, the modes a re
   assert.equal(stamp.stdout, `${VERSION}\n`);
   // The adapter's own strict reader accepts the real release whole.
   const entries = await readTarball(await Deno.readFile(file));
-  assert.deepEqual(entries.map((e) => e.path).sort(), Object.keys(ENTRIES));
+  assert.deepEqual(entries.map((e) => e.path).sort(), Object.keys(entriesOf(b)));
 });
 
 Deno.test("tarball: unpacked with `tar -xz -C /usr/local` where no deno exists, it runs on the runtime it carries and applies the bundle it carries", async () => {

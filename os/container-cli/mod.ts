@@ -4,7 +4,6 @@
  * rm -f. A restart is proven by a new State.StartedAt.
  * The image must be pinned by digest; the adapter refuses anything else.
  */
-import { randomUUID } from "node:crypto";
 import {
   closeSync,
   constants,
@@ -147,7 +146,7 @@ export function writeEnvFile(dir: string, env: Record<string, string>): string |
     }
   }
   privateDirectory(dir);
-  const path = posix.join(dir, `create-${randomUUID()}.env`);
+  const path = posix.join(dir, `create-${crypto.randomUUID()}.env`);
   const { O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW } = constants;
   const fd = openSync(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0o600);
   try {

@@ -20,10 +20,11 @@
  * no O_NOFOLLOW, fchown or fchmod, hence node:fs, which Deno's permission set
  * still checks at each open.
  */
-import * as nodeFs from "node:fs";
-import { posix } from "node:path";
+import type * as NodeFs from "node:fs";
+import { posix } from "../../src/posix_path.ts";
 import {
   type Attributes,
+  type FileIdentity,
   type FileRead,
   type FileSystem,
   type PathInfo,
@@ -31,14 +32,50 @@ import {
   UnsafePathError,
 } from "../../src/providers.ts";
 
-const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_DIRECTORY, O_NONBLOCK } =
-  nodeFs.constants;
-/** A file to read: never through a symlink, never waiting for a FIFO's writer. */
-const READ = O_RDONLY | O_NOFOLLOW | O_NONBLOCK;
-/** A directory to act on: it must be one, and not a symlink to one. */
-const DIRECTORY = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK;
-/** A temporary file: a new one, never an existing name (a symlink included). */
-const NEW_FILE = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW;
+/**
+ * How coarse the change times Deno reports are: Deno 2.9.6 gives a file's change time to
+ * the second (its modification time to the millisecond; tests/os/posix_fs_identity_test.ts
+ * keeps the claim honest).
+ */
+const CTIME_STEP_NS = 1_000_000_000n;
+
+let loaded: { fs: typeof NodeFs; flags: OpenFlags } | undefined;
+
+/** How a verb opens what it acts on (each architecture has its own O_ numbers). */
+interface OpenFlags {
+  /** A file to read: never through a symlink, never waiting for a FIFO's writer. */
+  READ: number;
+  /** A directory to act on: it must be one, and not a symlink to one. */
+  DIRECTORY: number;
+  /** A temporary file: a new one, never an existing name (a symlink included). */
+  NEW_FILE: number;
+}
+
+/**
+ * node:fs (descriptor calls: open with O_NOFOLLOW, fstat, fchown, fchmod, fsync), loaded
+ * when a verb first needs it: loading it loads Deno's node layer (about 25 ms of CPU and
+ * 10 MiB), which a pass that only looks (lstat, in a held directory) never needs.
+ */
+function nodeFs(): typeof NodeFs {
+  return node().fs;
+}
+
+function node(): { fs: typeof NodeFs; flags: OpenFlags } {
+  if (loaded === undefined) {
+    const fs = process.getBuiltinModule("node:fs") as typeof NodeFs;
+    const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_DIRECTORY, O_NONBLOCK } =
+      fs.constants;
+    loaded = {
+      fs,
+      flags: {
+        READ: O_RDONLY | O_NOFOLLOW | O_NONBLOCK,
+        DIRECTORY: O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK,
+        NEW_FILE: O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW,
+      },
+    };
+  }
+  return loaded;
+}
 
 /** The acts a verb makes inside a directory it holds (for the tests' hook). */
 export type FsAct =
@@ -91,11 +128,12 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
   // the process's: a verb must never wait (await) while it stands in one.
   return {
     lstat: (path) => attempt(() => lstat(cwd, path, beforeAct)),
+    ctimeStepNs: CTIME_STEP_NS,
     readFile: (path, size) =>
       attempt(() =>
         cwd.within(posix.dirname(path), path, () => {
           beforeAct("read", path);
-          return readRegularFile(posix.basename(path), path, size);
+          return readHere(posix.basename(path), path, size);
         })
       ),
     writeFileAtomic: (path, data, attributes, beforeRename) =>
@@ -275,11 +313,11 @@ const SYMLINK_HINT = "the host acts only through real directories, from / down, 
 /** An open descriptor, closed when it goes out of scope (`using`). */
 class Descriptor implements Disposable {
   constructor(readonly fd: number, readonly path: string) {}
-  stat(): nodeFs.Stats {
-    return sys(() => nodeFs.fstatSync(this.fd));
+  stat(): NodeFs.Stats {
+    return sys(() => nodeFs().fstatSync(this.fd));
   }
   [Symbol.dispose](): void {
-    nodeFs.closeSync(this.fd);
+    nodeFs().closeSync(this.fd);
   }
 }
 
@@ -313,7 +351,7 @@ function translated(error: unknown): unknown {
  */
 function fsync(fd: number): Promise<void> {
   return new Promise((resolve, reject) =>
-    nodeFs.fsync(fd, (error) => error ? reject(translated(error)) : resolve())
+    nodeFs().fsync(fd, (error) => error ? reject(translated(error)) : resolve())
   );
 }
 
@@ -337,7 +375,7 @@ function describeHere(name: string): string {
 function openDirectory(name: string, path: string, why: string): Descriptor {
   let fd: number;
   try {
-    fd = sys(() => nodeFs.openSync(name, DIRECTORY));
+    fd = sys(() => nodeFs().openSync(name, node().flags.DIRECTORY));
   } catch (error) {
     const code = (error as { code?: unknown }).code;
     if (code !== "ELOOP" && code !== "ENOTDIR") throw error;
@@ -353,8 +391,8 @@ function openDirectory(name: string, path: string, why: string): Descriptor {
 
 /** Owner, then mode (chowning clears setuid/setgid, which the mode then sets as declared). */
 function setOn(target: Descriptor, { mode, uid, gid }: Attributes): void {
-  sys(() => nodeFs.fchownSync(target.fd, uid, gid));
-  sys(() => nodeFs.fchmodSync(target.fd, mode));
+  sys(() => nodeFs().fchownSync(target.fd, uid, gid));
+  sys(() => nodeFs().fchmodSync(target.fd, mode));
 }
 
 /**
@@ -380,13 +418,90 @@ function kindOf(info: Deno.FileInfo): PathInfo["kind"] {
 }
 
 function pathInfoOf(info: Deno.FileInfo): PathInfo {
+  const identity = identityOf(info);
   return {
     kind: kindOf(info),
     mode: (info.mode ?? 0) & 0o7777,
     uid: info.uid ?? -1,
     gid: info.gid ?? -1,
     size: info.size,
+    ...(identity === undefined ? {} : { identity }),
   };
+}
+
+/** A regular file's identity from its lstat (Deno's precision: see CTIME_STEP_NS). */
+function identityOf(info: Deno.FileInfo): FileIdentity | undefined {
+  if (!info.isFile || info.ino === null || info.mtime === null || info.ctime === null) {
+    return undefined;
+  }
+  return {
+    dev: info.dev,
+    ino: info.ino,
+    size: info.size,
+    mtimeNs: BigInt(info.mtime.getTime()) * 1_000_000n,
+    ctimeNs: BigInt(info.ctime.getTime()) * 1_000_000n,
+  };
+}
+
+/**
+ * Whether only root can add, remove or rename entries in the directory the process stands
+ * in: root's, and writable by no group or other (a POSIX ACL's mask shows in the group
+ * bits). Then a regular file seen there by lstat stays that file until it is opened:
+ * nobody else can put a symlink or a FIFO at its name.
+ */
+function onlyRootRenamesHere(): boolean {
+  const here = Deno.statSync(".");
+  return here.uid === 0 && ((here.mode ?? 0) & 0o022) === 0;
+}
+
+/**
+ * Read the regular file `name` in the directory the process stands in (`path`, for
+ * messages). Its identity is taken first, by lstat (never following a link), and the bytes
+ * read are those of that inode, so a change after the look shows next time as another
+ * identity. Where only root can rename entries in the directory, the file is opened with
+ * Deno's own open (the lstat has shown a regular file, which nobody else can swap for a
+ * link or a FIFO); anywhere else with node's, O_NOFOLLOW|O_NONBLOCK, and its identity is
+ * kept only if the descriptor is the inode the lstat saw.
+ */
+function readHere(name: string, path: string, size?: number): FileRead {
+  const seen = lstatOrNull(name);
+  if (seen === null) throw new Deno.errors.NotFound(`${path} does not exist`);
+  if (seen.isSymlink) {
+    throw new UnsafePathError(path, "is a symlink, not a regular file", READ_HINT);
+  }
+  if (!seen.isFile) {
+    throw new UnsafePathError(path, `is ${specialKindOf(seen)}, not a regular file`, READ_HINT);
+  }
+  const identity = identityOf(seen);
+  if (!onlyRootRenamesHere()) {
+    const read = readRegularFile(name, path, size);
+    const same = read.dev === seen.dev && read.ino === seen.ino;
+    return { info: { ...read.info, ...(same && identity ? { identity } : {}) }, data: read.data };
+  }
+  if (size !== undefined && size !== seen.size) return { info: pathInfoOf(seen), data: null };
+  using file = Deno.openSync(name, { read: true });
+  const stat = file.statSync();
+  if (stat.dev !== seen.dev || stat.ino !== seen.ino || !stat.isFile) {
+    throw new UnsafePathError(path, "was replaced while the host read it", SWAP_HINT);
+  }
+  const data = new Uint8Array(stat.size);
+  let read = 0;
+  while (read < data.length) {
+    const n = file.readSync(data.subarray(read));
+    if (n === null || n === 0) break; // shrank meanwhile
+    read += n;
+  }
+  // The identity is the one taken before the read (the descriptor's may be later).
+  const { identity: _after, ...info } = pathInfoOf(stat);
+  return { info: { ...info, ...(identity ? { identity } : {}) }, data: data.subarray(0, read) };
+}
+
+function specialKindOf(info: Deno.FileInfo): string {
+  if (info.isFifo) return "a FIFO";
+  if (info.isSocket) return "a socket";
+  if (info.isCharDevice || info.isBlockDevice) return "a device";
+  if (info.isDirectory) return "a directory";
+  return "a special file";
 }
 
 /**
@@ -418,7 +533,7 @@ function lstat(cwd: WorkingDirectory, path: string, beforeAct: PosixHook): PathI
 type PosixHook = (act: FsAct, path: string) => void;
 
 /** A descriptor's fstat as a PathInfo (a symlink never, O_NOFOLLOW refused it). */
-function pathInfo(stat: nodeFs.Stats): PathInfo {
+function pathInfo(stat: NodeFs.Stats): PathInfo {
   return {
     kind: stat.isFile() ? "file" : stat.isDirectory() ? "directory" : "other",
     mode: stat.mode & 0o7777,
@@ -428,7 +543,7 @@ function pathInfo(stat: nodeFs.Stats): PathInfo {
   };
 }
 
-function specialKind(stat: nodeFs.Stats): string {
+function specialKind(stat: NodeFs.Stats): string {
   if (stat.isFIFO()) return "a FIFO";
   if (stat.isSocket()) return "a socket";
   if (stat.isCharacterDevice() || stat.isBlockDevice()) return "a device";
@@ -436,11 +551,18 @@ function specialKind(stat: nodeFs.Stats): string {
   return "a special file";
 }
 
-/** Read the regular file `name` in the directory the process stands in (`path`, for messages). */
-function readRegularFile(name: string, path: string, size?: number): FileRead {
+/**
+ * Read the regular file `name` in the directory the process stands in (`path`, for
+ * messages) through node's descriptor calls; with the descriptor's device and inode.
+ */
+function readRegularFile(
+  name: string,
+  path: string,
+  size?: number,
+): { info: PathInfo; dev: number; ino: number; data: Uint8Array | null } {
   let fd: number;
   try {
-    fd = sys(() => nodeFs.openSync(name, READ));
+    fd = sys(() => nodeFs().openSync(name, node().flags.READ));
   } catch (error) {
     if ((error as { code?: unknown }).code !== "ELOOP") throw error;
     throw new UnsafePathError(path, "is a symlink, not a regular file", READ_HINT);
@@ -451,21 +573,22 @@ function readRegularFile(name: string, path: string, size?: number): FileRead {
     throw new UnsafePathError(path, `is ${specialKind(stat)}, not a regular file`, READ_HINT);
   }
   const info = pathInfo(stat);
-  if (size !== undefined && size !== info.size) return { info, data: null };
+  const { dev, ino } = stat;
+  if (size !== undefined && size !== info.size) return { info, dev, ino, data: null };
   const data = new Uint8Array(info.size);
   let read = 0;
   while (read < data.length) {
-    const n = sys(() => nodeFs.readSync(fd, data, read, data.length - read, read));
-    if (n === 0) return { info, data: data.subarray(0, read) }; // shrank meanwhile
+    const n = sys(() => nodeFs().readSync(fd, data, read, data.length - read, read));
+    if (n === 0) return { info, dev, ino, data: data.subarray(0, read) }; // shrank meanwhile
     read += n;
   }
-  return { info, data };
+  return { info, dev, ino, data };
 }
 
 const READ_HINT = "the host reads only regular files; remove it, or change the declaration";
 
 /** The same file: dev and ino agree (one look by name against the descriptor's). */
-function sameFile(byName: Deno.FileInfo | null, held: nodeFs.Stats): boolean {
+function sameFile(byName: Deno.FileInfo | null, held: NodeFs.Stats): boolean {
   return byName !== null && byName.dev === held.dev && byName.ino === held.ino;
 }
 
@@ -516,7 +639,7 @@ function remove(
       beforeAct("remove", path);
       if (kind === "directory") {
         try {
-          nodeFs.rmdirSync(name);
+          nodeFs().rmdirSync(name);
         } catch (error) {
           const code = (error as { code?: unknown }).code;
           if (code === "ENOTEMPTY" || code === "EEXIST") return "not-empty";
@@ -560,7 +683,7 @@ async function writeFileAtomic(
   const name = posix.basename(path);
   const temp = tempNameFor(name);
   let file: Descriptor | undefined;
-  let written: nodeFs.Stats | undefined;
+  let written: NodeFs.Stats | undefined;
   let renamed = false;
   try {
     // In the directory, held: a new temporary file, its data, owner and mode.
@@ -571,7 +694,7 @@ async function writeFileAtomic(
       hooks.afterCreate(`${dir}/${temp}`);
       let done = 0;
       while (done < data.length) {
-        done += sys(() => nodeFs.writeSync(file!.fd, data, done, data.length - done));
+        done += sys(() => nodeFs().writeSync(file!.fd, data, done, data.length - done));
       }
       setOn(file, attributes);
     });
@@ -617,7 +740,8 @@ const SWAP_HINT = "someone who can write that directory swapped names while the 
  * a planted link is removed, not its target).
  */
 function createTemp(temp: string, path: string): Descriptor {
-  const open = () => new Descriptor(sys(() => nodeFs.openSync(temp, NEW_FILE, 0o600)), path);
+  const open = () =>
+    new Descriptor(sys(() => nodeFs().openSync(temp, node().flags.NEW_FILE, 0o600)), path);
   try {
     return open();
   } catch (error) {

@@ -1,7 +1,5 @@
 /** `apply` and `plan`: a declaration from a file, standard input, or the bundle. */
-import { posix } from "node:path";
-import { loadConfig } from "../config.ts";
-import { applyText, openEngine, planText } from "../engine/mod.ts";
+import { posix } from "../posix_path.ts";
 import type { Source } from "../engine/types.ts";
 import { UsageError } from "../errors.ts";
 import type { Command, CommandContext } from "./command.ts";
@@ -42,6 +40,8 @@ ${EXIT_HELP}
       throw new UsageError(`--wait takes a number of seconds, not "${ctx.values.wait}"`);
     }
     const { text, source, origin } = await readInput(ctx);
+    // The engine is loaded when a command uses it (the link never is, here).
+    const { applyText, openEngine } = await import("./_engine.ts");
     using host = await openEngine({ ...ctx.flags, providers: ctx.io.providers });
     const quiet = ctx.values.quiet === true;
     const report = await applyText(host, text, {
@@ -77,6 +77,7 @@ Exit codes: 0 planned, 2 declaration refused, 64 usage, 66 input unreadable, 70 
   positionals: [0, 1],
   async run(ctx) {
     const { text, source, origin } = await readInput(ctx);
+    const { openEngine, planText } = await import("./_engine.ts");
     using host = await openEngine({ ...ctx.flags, providers: ctx.io.providers });
     const entries = await planText(host, text, { source, origin });
     ctx.io.stdout(ctx.json ? JSON.stringify({ entries }) + "\n" : planLines(entries));
@@ -102,7 +103,11 @@ async function readInput(
   }
   // Absolute, as recorded and as its blobs/ are looked for: the file system adapter
   // moves the process's working directory while it works (os/posix-fs).
-  const path = posix.resolve(file ?? (await loadConfig(ctx.flags)).bundlePath);
+  const bundlePath = async () => {
+    const { loadConfig } = await import("./_engine.ts");
+    return (await loadConfig(ctx.flags)).bundlePath;
+  };
+  const path = posix.resolve(file ?? await bundlePath());
   try {
     return { text: await Deno.readFile(path), source: bundle ? "bundle" : "file", origin: path };
   } catch (error) {

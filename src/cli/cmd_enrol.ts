@@ -1,10 +1,7 @@
 /** `enrol --token -|--token-file FILE`: join the mesh once (src/link/enrol.ts). */
 import { UsageError } from "../errors.ts";
-import { openEngine } from "../engine/mod.ts";
-import { ensureOverlayKey } from "../overlay_key.ts";
 import type { Command } from "./command.ts";
 import { EXIT } from "./io.ts";
-import { brokerList } from "../link/identity.ts";
 
 /** `enrol --token -` (stdin) or `enrol --token-file FILE`; never the token itself in argv. */
 export const enrolCommand: Command = {
@@ -70,8 +67,11 @@ Exit codes: 0 enrolled, 64 usage or an unusable token, 69 the broker or control 
       );
     }
     if (token === "") throw new UsageError("the enrolment token is empty");
+    const [{ openEngine, ensureOverlayKey }, { enrol, brokerList }] = await Promise.all([
+      import("./_engine.ts"),
+      import("./_link.ts"),
+    ]);
     using host = await openEngine({ ...ctx.flags, providers: ctx.io.providers });
-    const { enrol } = await import("../link/enrol.ts");
     const identity = await enrol(host, token, {
       replace: ctx.values.replace === true,
       log: ctx.json ? undefined : (line) => ctx.io.stderr(`enrol: ${line}\n`),

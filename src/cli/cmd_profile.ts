@@ -1,10 +1,7 @@
 /** `profile` and `inventory` (R7): what this machine can do, and what this node holds. */
-import { loadConfig } from "../config.ts";
 import { META } from "../store/meta.ts";
 import { type Profile, profileText } from "../profile.ts";
 import { HostError } from "../errors.ts";
-import { Store } from "../store/store.ts";
-import { readOverlayKey } from "../overlay_key.ts";
 import type { Command, CommandContext } from "./command.ts";
 import { subject } from "./format.ts";
 import { EXIT } from "./io.ts";
@@ -52,6 +49,7 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
   options: {},
   positionals: [0, 0],
   async run(ctx) {
+    const { loadConfig, Store, readOverlayKey } = await import("./_engine.ts");
     const config = await loadConfig(ctx.flags);
     const profile = await profileOf(ctx);
     using store = Store.open(config.stateDir);

@@ -1,10 +1,7 @@
 /** `run`: the service (src/run/loop.ts) with its log on stderr. */
 import { BusyError, UsageError } from "../errors.ts";
-import { acquireRunLock } from "../lock.ts";
-import { openEngine } from "../engine/mod.ts";
 import type { Command } from "./command.ts";
 import { EXIT } from "./io.ts";
-import { journalIsOutput, logLine } from "../log.ts";
 
 /** `run [--drift-interval S] [--heartbeat-interval S]`. */
 export const runCommand: Command = {
@@ -52,6 +49,11 @@ Exit codes: 0 stopped by a signal or for a self-upgrade, 10 restart wanted (memo
     };
     const driftIntervalSeconds = seconds("drift-interval");
     const heartbeatIntervalSeconds = seconds("heartbeat-interval");
+    // Everything the service runs on is loaded here, at its start: Deno reads every part
+    // of the bundled program when the process starts, so a package upgrade that replaces
+    // those files while it runs never mixes versions (packaging/README.md).
+    const [{ openEngine }, { acquireRunLock, journalIsOutput, logLine, runService, wantsRestart }] =
+      await Promise.all([import("./_engine.ts"), import("./_link.ts")]);
     using host = await openEngine({ ...ctx.flags, providers: ctx.io.providers });
     // One service per state directory. A second one (e.g. a respawned launcher
     // while an orphaned host still runs) waits for the first to end rather than
@@ -71,7 +73,6 @@ Exit codes: 0 stopped by a signal or for a self-upgrade, 10 restart wanted (memo
       throw error;
     }
     using _runLock = runLock;
-    const { runService, wantsRestart } = await import("../run/loop.ts");
     // Under systemd the journal takes a line's priority from its <N> prefix.
     const journal = journalIsOutput(readEnv);
     const result = await runService(host, {

@@ -1,5 +1,4 @@
 /** `status`: identity, the current declaration, the last apply, what is held. */
-import { openEngine } from "../engine/mod.ts";
 import { tally } from "../engine/types.ts";
 import { lastRescue, pendingRescue, readHold, type Rescue } from "../engine/hold.ts";
 import { META } from "../store/meta.ts";
@@ -25,7 +24,10 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
   positionals: [0, 0],
   async run(ctx) {
     // The link's code is loaded only where it is used: it costs every start otherwise.
-    const { linkRows, linkStatus } = await import("./_link_status.ts");
+    const [{ linkRows, linkStatus }, { openEngine }] = await Promise.all([
+      import("./_link.ts"),
+      import("./_engine.ts"),
+    ]);
     using host = await openEngine({ ...ctx.flags, providers: ctx.io.providers });
     const { store } = host;
     const current = store.current();

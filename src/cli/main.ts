@@ -1,8 +1,11 @@
-/** The command line (R11): parse, dispatch, and turn errors into exit codes and sentences. */
-import { parseArgs } from "node:util";
-import { ConfigError } from "../config.ts";
-import { DeclarationRefused } from "../declaration/envelope.ts";
-import { BusyError, HostError, UsageError } from "../errors.ts";
+/**
+ * The command line (R11): parse, dispatch, and turn errors into exit codes and sentences.
+ * Only the commands' descriptions and the error classes are loaded here: each command
+ * loads what it runs on when it runs, so `version` loads nothing else (see main.ts).
+ */
+import { readArgs } from "./args.ts";
+import { DeclarationRefused } from "../declaration/refused.ts";
+import { BusyError, ConfigError, HostError, UsageError } from "../errors.ts";
 import { COMMIT, FORM, PROGRAM, runtimeProblem, runtimeVersion, VERSION } from "../version.ts";
 import { applyCommand, InputError, planCommand } from "./cmd_apply.ts";
 import { type Command, GLOBAL_HELP, GLOBAL_OPTIONS } from "./command.ts";
@@ -109,11 +112,7 @@ export async function main(args: string[], io: CliIo): Promise<number> {
 
   let parsed;
   try {
-    parsed = parseArgs({
-      args: rest,
-      options: { ...GLOBAL_OPTIONS, ...command.options },
-      allowPositionals: true,
-    });
+    parsed = readArgs(rest, { ...GLOBAL_OPTIONS, ...command.options });
   } catch (error) {
     return usage(io, (error as Error).message, command);
   }

@@ -5,9 +5,11 @@
  * (src/resources/); the parse that joins them is src/engine/parse.ts.
  */
 import * as v from "valibot";
-import { HostError } from "../errors.ts";
 import type { Resource } from "../resources/mod.ts";
 import { NODE_ID } from "./fields.ts";
+import type { Problem } from "./refused.ts";
+
+export { DeclarationRefused, type Problem } from "./refused.ts";
 
 /** Size limits; a declaration over any of them is refused. */
 export interface Limits {
@@ -77,12 +79,6 @@ export interface Declaration {
   digest: string;
 }
 
-/** One reason a declaration was refused, with the JSON path it concerns. */
-export interface Problem {
-  path: string;
-  message: string;
-}
-
 /**
  * The most problems a refusal lists; the rest are counted. A hostile declaration can hold
  * hundreds of thousands of them, and a refusal must not cost more than the declaration.
@@ -108,27 +104,6 @@ export function problemList(): ProblemSink & { list: Problem[]; omitted: number 
     },
   };
   return sink;
-}
-
-/** The declaration was refused as a whole (exit code 2). */
-export class DeclarationRefused extends HostError {
-  readonly problems: Problem[];
-  /** Problems found beyond those listed (see {@link MAX_PROBLEMS}). */
-  readonly omitted: number;
-
-  constructor(problems: Problem[], origin = "declaration", omitted = 0) {
-    const shown = problems.slice(0, 20).map((
-      p,
-    ) => (p.path ? `${p.path}: ${p.message}` : p.message));
-    const more = problems.length - shown.length + omitted;
-    if (more > 0) shown.push(`… and ${more} more`);
-    super(
-      "declaration.refused",
-      `${origin} refused, nothing was applied:\n  ${shown.join("\n  ")}`,
-    );
-    this.problems = problems;
-    this.omitted = omitted;
-  }
 }
 
 /** The envelope, with resources checked one by one by their kinds. */

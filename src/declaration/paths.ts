@@ -2,7 +2,7 @@
  * Path rules for declared resources: absolute, already normalised, and inside
  * the roots the host manages. Pure functions, no file system access.
  */
-import { posix } from "node:path";
+import { posix } from "../posix_path.ts";
 
 /** The longest path the host accepts, in UTF-8 bytes (Linux PATH_MAX less its NUL). */
 export const MAX_PATH_BYTES = 4095;

@@ -12,7 +12,6 @@
  * not a replay, and not judged for expiry: the node holds it already.
  */
 import { type Declaration, DeclarationRefused, type Problem } from "../declaration/envelope.ts";
-import { expiry, isSignatureProblem, verifyDeclaration } from "../link/signature.ts";
 import { META } from "../store/meta.ts";
 import type { Engine } from "./mod.ts";
 import { parseDeclaration, parseTrustedDeclaration } from "./parse.ts";
@@ -140,6 +139,9 @@ export async function admitFromLink(
       problems: [{ path: "(signature)", message: "no pinned signing key" }],
     };
   }
+  // The signature's code (the link's keys) is loaded only by what takes declarations from
+  // the link: a file or the bundle is applied without it (main.ts).
+  const { expiry, isSignatureProblem, verifyDeclaration } = await import("../link/signature.ts");
   // Expiry is judged last, for a declaration that would be taken: one this node
   // already holds stays "held" whatever its not-after (a catch-up on every reconnect).
   const verified = verifyDeclaration(pinned, self, data, signature, rotation);

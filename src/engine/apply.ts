@@ -15,12 +15,13 @@ import {
   ResourceError,
 } from "../resources/kind.ts";
 import { kindOf, KINDS, mayCutLink, type Resource, resourceKey } from "../resources/mod.ts";
-import type { Providers } from "../providers.ts";
+import { type FileIdentity, type Providers, sameIdentity } from "../providers.ts";
+import { META } from "../store/meta.ts";
 import { describeError } from "../errors.ts";
 import { releaseUndeclared } from "./release.ts";
 import { answerRescue, pendingRescue } from "./hold.ts";
 import { restoreContent } from "../store/confirm.ts";
-import { posix } from "node:path";
+import { posix } from "../posix_path.ts";
 import {
   blobDirectory,
   ContentCache,
@@ -64,6 +65,13 @@ export async function applyDeclaration(
   // the checks sweep them.
   kctx.sweepPartialWrites = last !== null && last.outcome !== "converged";
   const held = store.heldIndex();
+  // A file still as the last read back found it is not read again (its identity, held
+  // with it), except in every Nth apply (host.json fullReadBackEvery), which reads every
+  // file back in full; a file changed by an apply is read back then and there.
+  const passes = Number(store.meta(META.readBackPasses) ?? "0") + 1;
+  const fullReadBack = !(passes < (ctx.config.fullReadBackEvery ?? FULL_READ_BACK_EVERY));
+  const known = new Map<object, FileIdentity>();
+  if (!fullReadBack) kctx.knownIdentity = (resource) => known.get(resource);
   const results: ResourceResult[] = [];
   const counts: Counts = { changed: 0, unchanged: 0, removed: 0, forgotten: 0, failed: 0 };
   let error: string | undefined;
@@ -109,8 +117,9 @@ export async function applyDeclaration(
   };
 
   // Consecutive resources of a kind whose applies may run together (files) are
-  // checked one by one into a window, then changed together (their fsyncs overlap),
-  // committed in declared order, their directories synced, read back and recorded.
+  // checked one by one into a batch, then changed together in waves (their fsyncs
+  // overlap), committed in declared order, their directories synced once, read back and
+  // recorded.
   const window: Checked[] = [];
   /** Apply and record the window; false when one of it failed (the rest then skipped). */
   const flushWindow = async (): Promise<boolean> => {
@@ -177,9 +186,9 @@ export async function applyDeclaration(
     try {
       if (kind.concurrentApply) {
         window.push(
-          await checkOne(kctx, resource, position, base, held.get(key), unchangedSince),
+          await checkOne(kctx, resource, position, base, held.get(key), unchangedSince, known),
         );
-        if (window.length >= WINDOW && !await flushWindow()) {
+        if (window.length >= BATCH && !await flushWindow()) {
           skipRest(step + 1);
           break;
         }
@@ -194,7 +203,15 @@ export async function applyDeclaration(
         packageInstalled = false;
         ctx.providers = kctx.providers = await ctx.redetect();
       }
-      const checked = await checkOne(kctx, resource, position, base, held.get(key), unchangedSince);
+      const checked = await checkOne(
+        kctx,
+        resource,
+        position,
+        base,
+        held.get(key),
+        unchangedSince,
+        known,
+      );
       const [outcome] = await changeTogether(ctx, kctx, [checked]);
       if ("error" in outcome) throw outcome.error;
       const result: ResourceResult = { ...base, ...outcome.result };
@@ -217,7 +234,18 @@ export async function applyDeclaration(
   if (error === undefined && !interrupted) await flushWindow();
 
   if (error === undefined && !interrupted) {
-    error = await releaseUndeclared(ctx, kctx, declaration, applyId, record);
+    // What was held when the apply began: what it recorded since is declared, and the
+    // release looks only at what is not.
+    // (After a release of the network first, the store's: that release removed some.)
+    error = await releaseUndeclared(
+      ctx,
+      kctx,
+      declaration,
+      applyId,
+      record,
+      undefined,
+      options.networkFirst ? undefined : held.keys(),
+    );
   }
   // Renames and creations become durable here, once per directory rather than once per file.
   const unsynced = await syncDirectories(ctx, kctx);
@@ -230,6 +258,8 @@ export async function applyDeclaration(
     await pruneContent(ctx);
   }
   if (interrupted) error = "interrupted before the apply finished";
+  // A full read-back counts once it ran to its end; until then the next apply is one too.
+  store.setMeta(META.readBackPasses, String(fullReadBack && outcome === "converged" ? 0 : passes));
   store.finishApply(applyId, outcome, counts, error);
   if (rescue && outcome !== "interrupted") answerRescue(store, rescue);
   return {
@@ -300,8 +330,17 @@ async function syncDirectories(ctx: EngineContext, kctx: KindContext): Promise<s
 /** An apply of a window abandoned at its commit because the apply was aborted. */
 class Interrupted extends Error {}
 
-/** At most this many writes run together (each holds two descriptors meanwhile). */
-const WINDOW = 64;
+/** By default every 6th apply reads every file back in full (host.json fullReadBackEvery). */
+export const FULL_READ_BACK_EVERY = 6;
+
+/**
+ * Consecutive resources of a kind that applies together are checked into batches of up to
+ * this many; their directories are synced once per batch, before any of it is recorded.
+ */
+const BATCH = 512;
+
+/** At most this many writes run together (each holds a temporary file open meanwhile). */
+const WAVE = 64;
 
 /** One resource checked: what it is, what differs, and how it would be held. */
 interface Checked {
@@ -320,7 +359,11 @@ type Outcome =
   }
   | { error: unknown };
 
-/** Check one resource against the machine (its digest reused when nothing changed since). */
+/**
+ * Check one resource against the machine (its digest reused when nothing changed since).
+ * The identity held with it is offered to the check (through `known`, which
+ * KindContext.knownIdentity reads) only when it was recorded for this very resource.
+ */
 async function checkOne(
   kctx: KindContext,
   resource: Resource,
@@ -328,20 +371,35 @@ async function checkOne(
   base: Checked["base"],
   held: HeldSummary | undefined,
   unchangedSince: boolean,
+  known: Map<object, FileIdentity>,
 ): Promise<Checked> {
   const digest = held?.digest !== undefined && unchangedSince
     ? held.digest
     : await digestOf(resource);
-  const found = await kindOf(resource).check(kctx, resource);
-  return { resource, position, base, held, digest, found };
+  if (held?.identity !== undefined && held.digest === digest) known.set(resource, held.identity);
+  try {
+    const found = await kindOf(resource).check(kctx, resource);
+    return { resource, position, base, held, digest, found };
+  } finally {
+    known.delete(resource);
+  }
+}
+
+/** What to store about an identity: a new one, null to forget the held one, or nothing. */
+function identityUpdate(
+  held: FileIdentity | undefined,
+  found: FileIdentity | undefined,
+): FileIdentity | null | undefined {
+  if (found === undefined) return held === undefined ? undefined : null;
+  return held !== undefined && sameIdentity(held, found) ? undefined : found;
 }
 
 /**
- * Change what differs among `items` (checked in declared order), together: every
- * apply starts at once, commits in declared order (an apply after a failed one
- * abandons its change), then the directories they touched are synced, so what
- * is recorded has its data and its name on disk; then each change is read back.
- * One outcome per item.
+ * Change what differs among `items` (checked in declared order), together: the applies
+ * start in waves of WAVE at once, commit in declared order (an apply after a failed one
+ * abandons its change, and no later wave starts), then the directories they touched are
+ * synced, once each, so what is recorded has its data and its name on disk; then each
+ * change is read back. One outcome per item, up to the first that failed.
  */
 async function changeTogether(
   ctx: EngineContext,
@@ -363,32 +421,45 @@ async function changeTogether(
       (item.held === undefined && store.hasIntent(item.base.key)),
   });
   const changing = items.filter((item) => item.found.changes.length > 0);
-  const creating = changing.filter((item) => !item.found.exists);
-  if (creating.length > 0) {
-    store.batch(() => creating.forEach((item) => store.recordIntent(item.base.key, item.resource)));
-  }
-  const turns = commitTurns(changing.length, signal);
-  const applied = await Promise.allSettled(changing.map(async (item, i) => {
-    const kind = kindOf(item.resource);
-    const own: KindContext = turns.length > 1 ? { ...kctx, beforeCommit: turns[i].wait } : kctx;
-    let ok = false;
-    try {
-      await kind.apply(own, item.resource, item.found);
-      ok = true;
-    } catch (error) {
-      // Nothing was created: the intent must not later make a person's file look like ours.
-      if (
-        !item.found.exists &&
-        !(await kind.check(kctx, item.resource).then((c) => c.exists, () => true))
-      ) {
-        store.dropIntent(item.base.key);
-      }
-      throw error;
-    } finally {
-      turns[i]?.done(ok);
+  // The changes run in waves of WAVE (a file's write holds its temporary file open until
+  // its rename), each wave's commits in declared order; after a wave in which one failed
+  // nothing more is attempted (and no intent is left for what was not). The directories
+  // are synced once, after every wave.
+  const applied: PromiseSettledResult<void>[] = [];
+  for (let start = 0; start < changing.length; start += WAVE) {
+    const wave = changing.slice(start, start + WAVE);
+    const creating = wave.filter((item) => !item.found.exists);
+    if (creating.length > 0) {
+      store.batch(() =>
+        creating.forEach((item) => store.recordIntent(item.base.key, item.resource))
+      );
     }
-  }));
-  // Renames and creations of a window become durable before any of it is recorded.
+    const turns = commitTurns(wave.length, signal);
+    applied.push(
+      ...await Promise.allSettled(wave.map(async (item, i) => {
+        const kind = kindOf(item.resource);
+        const own: KindContext = turns.length > 1 ? { ...kctx, beforeCommit: turns[i].wait } : kctx;
+        let ok = false;
+        try {
+          await kind.apply(own, item.resource, item.found);
+          ok = true;
+        } catch (error) {
+          // Nothing was created: the intent must not later make a person's file look like ours.
+          if (
+            !item.found.exists &&
+            !(await kind.check(kctx, item.resource).then((c) => c.exists, () => true))
+          ) {
+            store.dropIntent(item.base.key);
+          }
+          throw error;
+        } finally {
+          turns[i]?.done(ok);
+        }
+      })),
+    );
+    if (applied.some((settled) => settled.status === "rejected")) break;
+  }
+  // Renames and creations of a batch become durable before any of it is recorded.
   let synced: unknown;
   if (changing.some((item) => kindOf(item.resource).concurrentApply)) {
     const failure = await syncDirectories(ctx, kctx);
@@ -414,8 +485,10 @@ async function changeTogether(
               seq,
               result,
               held.position === position ? undefined : position,
+              identityUpdate(held.identity, item.found.identity),
             )
-          : (applyId, seq, result) => store.recordHeld(applyId, seq, holdAs(item), result),
+          : (applyId, seq, result) =>
+            store.recordHeld(applyId, seq, holdAs(item), result, item.found.identity),
       });
       continue;
     }
@@ -453,7 +526,7 @@ async function changeTogether(
         changes: describe(item.found),
         ...(later === undefined ? {} : { detail: later }),
       },
-      save: (applyId, seq, result) => store.recordHeld(applyId, seq, entry, result),
+      save: (applyId, seq, result) => store.recordHeld(applyId, seq, entry, result, after.identity),
     });
   }
   return outcomes;

@@ -24,10 +24,15 @@ export async function releaseUndeclared(
   applyId: number,
   record: (result: ResourceResult, save: (seq: number) => void) => void,
   only: (type: string) => boolean = () => true,
+  /**
+   * The keys held when the apply began (the apply read them already; what it recorded
+   * since is declared, so the same undeclared ones), else the store's.
+   */
+  heldBefore?: Iterable<string>,
 ): Promise<string | undefined> {
   const { store } = ctx;
   const declared = new Set(declaration.resources.map(resourceKey));
-  const heldKeys = new Set(store.heldIndex().keys());
+  const heldKeys = new Set(heldBefore ?? store.heldIndex().keys());
   const leavingKeys = [...heldKeys].filter((key) => !declared.has(key));
   // Only the specs of what leaves are read (and parsed) from the store.
   const held = leavingKeys.length ? store.held((key) => !declared.has(key)) : [];

@@ -5,7 +5,7 @@
  */
 import type { ContentSource } from "../store/content.ts";
 import type { OwnResources } from "../declaration/envelope.ts";
-import type { Providers } from "../providers.ts";
+import type { FileIdentity, Providers } from "../providers.ts";
 import type { Resource } from "../resources/mod.ts";
 import type { Store } from "../store/store.ts";
 import type { Rescue } from "./hold.ts";
@@ -45,6 +45,8 @@ export interface HeldSummary {
   digest: string;
   created: boolean;
   position: number;
+  /** What the file was last read back in sync as (FileIdentity), when known. */
+  identity?: FileIdentity;
 }
 
 /** The outcome of one resource in one apply. */
@@ -87,7 +89,15 @@ export interface EngineContext {
   store: Store;
   providers: Providers;
   /** The managed roots and the host's own files: a held record outside them is never acted on. */
-  config: { managedRoots: readonly string[]; own?: OwnResources };
+  config: {
+    managedRoots: readonly string[];
+    own?: OwnResources;
+    /**
+     * Every how many applies every file is read back in full (host.json
+     * `fullReadBackEvery`, default 6); the others trust a file's identity.
+     */
+    fullReadBackEvery?: number;
+  };
   /** Host versions the launcher rolled back from here (see src/launcher_files.ts). */
   rolledBackFrom?: ReadonlySet<string>;
   /** The state directory (the overlay's key lives there), when known. */

@@ -1,5 +1,5 @@
 /** Helpers shared by the file and directory kinds (and the container kind's mount sources). */
-import { posix } from "node:path";
+import { posix } from "../posix_path.ts";
 import { ancestors, isWithin } from "../declaration/paths.ts";
 import type { PathInfo } from "../providers.ts";
 import {

@@ -1,6 +1,6 @@
 /** The directory resource: a directory with mode, owner and group. */
 import * as v from "valibot";
-import { posix } from "node:path";
+import { posix } from "../posix_path.ts";
 import { absolutePath, mode, principal, resourceId, specialBit } from "../declaration/fields.ts";
 import {
   type Change,

@@ -1,6 +1,6 @@
 /** The file resource: a regular file with exact content, mode, owner and group. */
 import * as v from "valibot";
-import { posix } from "node:path";
+import { posix } from "../posix_path.ts";
 import { absolutePath, mode, principal, resourceId, specialBit } from "../declaration/fields.ts";
 import {
   type Change,
@@ -15,7 +15,7 @@ import {
 } from "./kind.ts";
 import { checkManagedPath } from "./_rules.ts";
 import { sha256Hex } from "../declaration/canonical.ts";
-import type { FileRead } from "../providers.ts";
+import { type FileIdentity, type FileRead, type PathInfo, sameIdentity } from "../providers.ts";
 import {
   type AttributeChange,
   attributeChanges,
@@ -161,6 +161,14 @@ export const fileKind: ResourceKind<FileResource, FileChange> = {
   async check(ctx: KindContext, resource: FileResource): Promise<Diff<FileChange>> {
     const fs = ctx.providers.fs;
     if (ctx.sweepPartialWrites) await fs.discardPartialWrite(resource.path);
+    // Read nothing when the file is still what it was when last read back in sync.
+    const known = ctx.knownIdentity?.(resource);
+    if (known !== undefined) {
+      const same = await unchangedSince(ctx, resource, known);
+      if (same !== undefined) return same;
+    }
+    // Before the look: an identity vouches only for what happened before it was taken.
+    const lookedAt = Date.now();
     const want = resource.contentSha256 === undefined ? fileContent(resource) : undefined;
     // One descriptor for what is compared, and no lstat before it: a symlink or a FIFO
     // is refused at the open (never followed, never waited on), and size, mode and
@@ -186,6 +194,10 @@ export const fileKind: ResourceKind<FileResource, FileChange> = {
     changes.push(
       ...attributeChanges(read.info, await declaredAttributes(ctx, resource), resource),
     );
+    const identity = read.info.identity;
+    if (changes.length === 0 && identity && trusted(identity, lookedAt, fs.ctimeStepNs)) {
+      return { exists: true, changes, identity };
+    }
     return { exists: true, changes };
   },
 
@@ -234,6 +246,53 @@ export const fileKind: ResourceKind<FileResource, FileChange> = {
     return { outcome: "removed" };
   },
 };
+
+/**
+ * How far the kernel's clock for file times may run behind the clock `Date.now()` reads
+ * (it stamps files from a coarse clock, a tick behind: at most 10 ms), with room to spare.
+ */
+const CLOCK_MARGIN_NS = 50_000_000n;
+
+/**
+ * Whether an identity taken at `lookedAtMs` (before the bytes it goes with were read)
+ * proves, when found again, that the file has not changed since. Any later change of the
+ * file sets its change time to the kernel's clock at that moment, which is then past the
+ * look; it shows as another identity only if that change time differs from the recorded
+ * one as far as the adapter can see (`stepNs`, Deno: the second). So the look must have
+ * come after the end of the step the recorded change time lies in, by the clock margin: a
+ * file changed less than a step before it was read is read again next time, and trusted
+ * from a later read. A file whose change time is later than the look (another machine's
+ * clock, a clock set back) is never trusted.
+ */
+export function trusted(identity: FileIdentity, lookedAtMs: number, stepNs?: bigint): boolean {
+  if (stepNs === undefined || stepNs <= 0n || identity.ctimeNs < 0n) return false;
+  const stepEnd = (identity.ctimeNs / stepNs + 1n) * stepNs;
+  return BigInt(Math.floor(lookedAtMs)) * 1_000_000n >= stepEnd + CLOCK_MARGIN_NS;
+}
+
+/**
+ * The file as the last read back found it, without reading it: an lstat (in the directory
+ * held, never following a link) whose identity is `known` and whose mode and owner are
+ * the declared ones; `undefined` when anything differs or cannot be looked at (the read
+ * then says what).
+ */
+async function unchangedSince(
+  ctx: KindContext,
+  resource: FileResource,
+  known: FileIdentity,
+): Promise<Diff<FileChange> | undefined> {
+  let info: PathInfo | null;
+  try {
+    info = await ctx.providers.fs.lstat(resource.path);
+  } catch {
+    return undefined;
+  }
+  if (info?.kind !== "file" || info.identity === undefined) return undefined;
+  if (!sameIdentity(info.identity, known)) return undefined;
+  const want = await declaredAttributes(ctx, resource);
+  if (attributeChanges(info, want, resource).length > 0) return undefined;
+  return { exists: true, changes: [], identity: known };
+}
 
 /** The bytes a file declares by reference, from the engine's content sources (verified). */
 async function referencedContent(ctx: KindContext, resource: FileResource): Promise<Uint8Array> {

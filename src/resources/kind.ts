@@ -12,7 +12,7 @@ import type * as v from "valibot";
 import type { Limits, ProblemSink } from "../declaration/envelope.ts";
 import type { OwnPattern } from "../declaration/paths.ts";
 import { HostError } from "../errors.ts";
-import type { Providers } from "../providers.ts";
+import type { FileIdentity, Providers } from "../providers.ts";
 
 /** One difference between the machine and the declaration: what to do, and how to say it. */
 export interface Change<W extends string = string> {
@@ -36,6 +36,13 @@ export interface Diff<C extends Change = Change> {
   exists: boolean;
   /** What differs from the declaration; empty means in sync. */
   changes: C[];
+  /**
+   * In sync, and recognisable next time without being read again (a file's identity,
+   * trusted: src/resources/file.ts): the engine keeps it with the held record and gives
+   * it back through {@link KindContext.knownIdentity} while the declared resource is the
+   * same.
+   */
+  identity?: FileIdentity;
 }
 
 /** Whether a diff holds a change of this kind. */
@@ -151,6 +158,13 @@ export interface KindContext {
    * set for a plan, which changes nothing.
    */
   sweepPartialWrites?: boolean;
+  /**
+   * What the last check that found `resource` in sync recognised it by (its
+   * {@link Diff.identity}), when the engine lets this check trust it: the resource is
+   * declared exactly as then, and this pass is not one of the full read-backs. Unset in a
+   * plan and in a read-back after a change: those always look at everything.
+   */
+  knownIdentity?: (resource: object) => FileIdentity | undefined;
   /**
    * Ids of the resources this pass changed (or, in a plan, would change), filled by
    * the engine in declared order as each one is applied or checked: a resource's

@@ -22,7 +22,7 @@
  * (after everything inside it is released: `place`), and removes its boot record.
  */
 import * as v from "valibot";
-import { posix } from "node:path";
+import { posix } from "../posix_path.ts";
 import { absolutePath, resourceId } from "../declaration/fields.ts";
 import { describeError } from "../errors.ts";
 import { isWithin, pathProblem } from "../declaration/paths.ts";
@@ -386,7 +386,9 @@ async function isDeclared(
   if (r.fstype === "bind") {
     const under = holding(entries.filter((o) => o.id !== e.id), r.source);
     if (under === undefined) return false;
-    const root = posix.join(under.root, posix.relative(under.target, r.source));
+    // r.source lies within under.target (holding): what follows it, below the mount's root.
+    const below = r.source.slice(under.target === "/" ? 1 : under.target.length + 1);
+    const root = posix.join(under.root, below);
     return e.device === under.device && e.root === root;
   }
   if (e.fstype !== r.fstype) return false;

@@ -4,8 +4,14 @@
  * /proc/self/exe then reads "… (deleted)"); in the bundled or source form it is
  * the main module's file, since the executable is the system's deno. A change
  * is a different device/inode, size or modification time, or the file gone.
+ *
+ * The bundled form is several files: the entry (the main module) and beside it the
+ * parts its commands load (named NAME-DIGEST.js, packaging/build.ts). A new build
+ * changes the entry too (it names its parts by their digests), but the parts are
+ * watched as well, so that a restart waits until an upgrade has put all of them.
  */
 import { fileURLToPath } from "node:url";
+import { posix } from "../posix_path.ts";
 
 /** How the host is running. */
 export type ProgramForm = "compiled" | "bundled" | "source";
@@ -22,19 +28,23 @@ export class ProgramWatch {
   readonly path: string;
   readonly form: ProgramForm;
   readonly #start: Identity;
+  /** The bundled form's parts beside the entry, as they were at the start. */
+  readonly #parts: string;
 
-  private constructor(path: string, form: ProgramForm, start: Identity) {
+  private constructor(path: string, form: ProgramForm, start: Identity, parts: string) {
     this.path = path;
     this.form = form;
     this.#start = start;
+    this.#parts = parts;
   }
 
   /**
-   * Watch the file at `path` (as it is now). `form` decides whether
-   * /proc/self/exe is consulted too (compiled only).
+   * Watch the file at `path` (as it is now), and in the bundled form the parts
+   * beside it. `form` decides whether /proc/self/exe is consulted too (compiled only).
    */
   static async of(path: string, form: ProgramForm): Promise<ProgramWatch> {
-    return new ProgramWatch(path, form, identify(await Deno.stat(path)));
+    const start = identify(await Deno.stat(path));
+    return new ProgramWatch(path, form, start, await parts(path, form));
   }
 
   /**
@@ -70,6 +80,9 @@ export class ProgramWatch {
     if (now.dev !== was.dev || now.ino !== was.ino) return `${this.path} was replaced (a new file)`;
     if (now.size !== was.size) return `${this.path} changed size (${was.size} → ${now.size} bytes)`;
     if (now.mtimeMs !== was.mtimeMs) return `${this.path} was modified`;
+    if (await parts(this.path, this.form) !== this.#parts) {
+      return `the parts of the program beside ${this.path} changed`;
+    }
     return undefined;
   }
 
@@ -86,13 +99,40 @@ export class ProgramWatch {
   }
 
   async #peek(): Promise<string> {
+    let entry = "absent";
     try {
       const i = identify(await Deno.stat(this.path));
-      return `${i.dev}:${i.ino}:${i.size}:${i.mtimeMs}`;
-    } catch {
-      return "absent";
-    }
+      entry = `${i.dev}:${i.ino}:${i.size}:${i.mtimeMs}`;
+    } catch { /* absent: an upgrade is replacing it */ }
+    return `${entry} ${await parts(this.path, this.form)}`;
   }
+}
+
+/** How the bundler names a part of the bundled program (packaging/build.ts PART_NAME). */
+const PART = /^[A-Za-z0-9_]+(-[A-Za-z0-9_]+)*-[A-Z0-9]{8}\.js$/;
+
+/**
+ * The bundled form's parts beside `entry` (name, inode, size, modification time of each),
+ * as one string; "" in the other forms, or when the directory cannot be read.
+ */
+async function parts(entry: string, form: ProgramForm): Promise<string> {
+  if (form !== "bundled") return "";
+  const dir = posix.dirname(entry);
+  const seen: string[] = [];
+  try {
+    for await (const e of Deno.readDir(dir)) {
+      if (!PART.test(e.name)) continue;
+      try {
+        const i = identify(await Deno.lstat(posix.join(dir, e.name)));
+        seen.push(`${e.name}:${i.ino}:${i.size}:${i.mtimeMs}`);
+      } catch {
+        seen.push(`${e.name}:gone`);
+      }
+    }
+  } catch {
+    return "";
+  }
+  return seen.sort().join(" ");
 }
 
 /**

@@ -5,7 +5,7 @@
  * or the bundle. Every byte is verified against its digest and size before it is
  * used or cached; a cached entry that no longer matches is dropped and fetched again.
  */
-import { posix } from "node:path";
+import { posix } from "../posix_path.ts";
 import { sha256Hex } from "../declaration/canonical.ts";
 import { HostError } from "../errors.ts";
 

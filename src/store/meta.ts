@@ -46,4 +46,9 @@ export const META = {
   confirmPending: "confirm_pending",
   /** The last serial refused because its window lapsed unconfirmed: JSON (src/store/confirm.ts). */
   confirmRefused: "confirm_refused",
+  /**
+   * Applies since the last one that read every file back in full (host.json
+   * `fullReadBackEvery`; the others trust a file's identity: src/engine/apply.ts).
+   */
+  readBackPasses: "read_back_passes",
 } as const;

@@ -114,4 +114,16 @@ export const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE applies ADD COLUMN forgotten INTEGER NOT NULL DEFAULT 0;
   `,
+  // 5: a held file's identity as last read back in sync (issue 28): a file whose device,
+  // inode, size, modification and change times are still these is not read again (the
+  // file kind decides when an identity may be trusted; NULL: read it next time). Times
+  // in nanoseconds as text (beyond what a JS number holds exactly), as precise as the
+  // runtime reports them.
+  `
+  ALTER TABLE held ADD COLUMN seen_dev INTEGER;
+  ALTER TABLE held ADD COLUMN seen_ino INTEGER;
+  ALTER TABLE held ADD COLUMN seen_size INTEGER;
+  ALTER TABLE held ADD COLUMN seen_mtime_ns TEXT;
+  ALTER TABLE held ADD COLUMN seen_ctime_ns TEXT;
+  `,
 ];

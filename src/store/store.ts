@@ -5,10 +5,11 @@
  * process at any instant leaves a store that opens and is consistent.
  */
 import { DatabaseSync, type SQLInputValue, type StatementSync } from "node:sqlite";
-import { closeSync, constants, fchmodSync, fstatSync, openSync } from "node:fs";
-import { posix } from "node:path";
+import type * as NodeFs from "node:fs";
+import { posix } from "../posix_path.ts";
 import { StoreError } from "../errors.ts";
 import type { Resource } from "../resources/mod.ts";
+import type { FileIdentity } from "../providers.ts";
 import type {
   ApplyOutcome,
   Counts,
@@ -91,7 +92,14 @@ export class Store {
            body = excluded.body, accepted_at = excluded.accepted_at`,
       ),
       held: s(`SELECT * FROM held ORDER BY position, key`),
-      heldIndex: s(`SELECT key, id, digest, created, position FROM held`),
+      heldIndex: s(
+        `SELECT key, id, digest, created, position,
+           seen_dev, seen_ino, seen_size, seen_mtime_ns, seen_ctime_ns FROM held`,
+      ),
+      setSeen: s(
+        `UPDATE held SET seen_dev = ?, seen_ino = ?, seen_size = ?, seen_mtime_ns = ?,
+           seen_ctime_ns = ? WHERE key = ?`,
+      ),
       heldTypes: s(`SELECT DISTINCT type FROM held UNION SELECT DISTINCT type FROM intents`),
       heldCount: s(`SELECT count(*) AS n FROM held`),
       hasIntent: s(`SELECT 1 AS yes FROM intents WHERE key = ?`),
@@ -307,11 +315,13 @@ export class Store {
   heldIndex(): Map<string, HeldSummary> {
     const index = new Map<string, HeldSummary>();
     for (const row of this.#stmt.heldIndex.all() as Row[]) {
+      const identity = identityOf(row);
       index.set(row.key as string, {
         id: row.id as string,
         digest: row.digest as string,
         created: row.created === 1,
         position: Number(row.position),
+        ...(identity === undefined ? {} : { identity }),
       });
     }
     return index;
@@ -379,6 +389,7 @@ export class Store {
     seq: number,
     held: Omit<HeldResource, "appliedAt" | "applyId">,
     result: ResourceResult,
+    identity?: FileIdentity,
   ): void {
     this.#transaction(() => {
       this.#stmt.upsertHeld.run(
@@ -392,17 +403,39 @@ export class Store {
         now(),
         applyId,
       );
+      this.#setSeen(held.key, identity ?? null);
       this.#stmt.dropIntent.run(held.key);
       this.#insertResult(applyId, seq, result);
     });
   }
 
-  /** Record that a held resource was checked and is unchanged; `moved` gives its new position. */
-  recordUnchanged(applyId: number, seq: number, result: ResourceResult, moved?: number): void {
+  /**
+   * Record that a held resource was checked and is unchanged; `moved` gives its new
+   * position, `identity` what it is now recognised by (a FileIdentity, or null to forget
+   * the one held; undefined: as held).
+   */
+  recordUnchanged(
+    applyId: number,
+    seq: number,
+    result: ResourceResult,
+    moved?: number,
+    identity?: FileIdentity | null,
+  ): void {
     this.#transaction(() => {
       if (moved !== undefined) this.#stmt.touchHeld.run(moved, applyId, result.key);
+      if (identity !== undefined) this.#setSeen(result.key, identity);
       this.#insertResult(applyId, seq, result);
     });
+  }
+
+  /** Keep (or with null, forget) the identity a held file was last read back as. */
+  #setSeen(key: string, identity: FileIdentity | null): void {
+    if (identity === null) {
+      this.#stmt.setSeen.run(null, null, null, null, null, key);
+      return;
+    }
+    const { dev, ino, size, mtimeNs, ctimeNs } = identity;
+    this.#stmt.setSeen.run(dev, ino, size, String(mtimeNs), String(ctimeNs), key);
   }
 
   /**
@@ -554,8 +587,22 @@ export function storeFiles(path: string): string[] {
  * when they exist. Called before SQLite opens them, never after (see `open`).
  */
 function restrictStoreFiles(path: string): void {
-  const { O_RDWR, O_CREAT, O_NOFOLLOW, O_NONBLOCK } = constants;
   for (const [index, file] of storeFiles(path).entries()) {
+    // A regular file already 0600 needs nothing (lstat: a link is never followed). Only a
+    // file to make or to fix needs node's descriptor calls, whose loading costs a command
+    // Deno's node layer (about 25 ms of CPU and 10 MiB).
+    let seen: Deno.FileInfo | undefined;
+    try {
+      seen = Deno.lstatSync(file);
+    } catch (error) {
+      if (!(error instanceof Deno.errors.NotFound)) throw error;
+      if (index > 0) continue;
+    }
+    if (seen?.isFile && ((seen.mode ?? 0) & 0o7777) === 0o600) continue;
+    const { closeSync, constants, fchmodSync, fstatSync, openSync } = process.getBuiltinModule(
+      "node:fs",
+    ) as typeof NodeFs;
+    const { O_RDWR, O_CREAT, O_NOFOLLOW, O_NONBLOCK } = constants;
     let fd: number;
     try {
       const flags = O_RDWR | O_NOFOLLOW | O_NONBLOCK | (index === 0 ? O_CREAT : 0);
@@ -608,6 +655,24 @@ function migrate(db: DatabaseSync, path: string): void {
       throw error;
     }
   }
+}
+
+/** The identity a held row keeps, when it keeps one whole. */
+function identityOf(row: Row): FileIdentity | undefined {
+  const { seen_dev: dev, seen_ino: ino, seen_size: size } = row;
+  const mtime = row.seen_mtime_ns, ctime = row.seen_ctime_ns;
+  if (dev === null || ino === null || size === null || mtime === null || ctime === null) {
+    return undefined;
+  }
+  if (typeof mtime !== "string" || typeof ctime !== "string") return undefined;
+  if (!/^-?[0-9]{1,30}$/.test(mtime) || !/^-?[0-9]{1,30}$/.test(ctime)) return undefined;
+  return {
+    dev: Number(dev),
+    ino: Number(ino),
+    size: Number(size),
+    mtimeNs: BigInt(mtime),
+    ctimeNs: BigInt(ctime),
+  };
 }
 
 function toApplyRecord(row: Row): ApplyRecord {

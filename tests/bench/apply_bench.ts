@@ -2,17 +2,25 @@
  * `deno task bench`: what the packaged host costs, against the runtime's floor F measured in
  * the same run. The host is built as the tarball builds it (packaging/build.ts, bundled form)
  * and run with exactly the flags the tarball's shim passes; F is Deno running an empty script
- * under those same flags. Each CLI row is a fresh process; medians of --runs (7), peak RSS
- * from /usr/bin/time (the median of the runs' peaks). The workload: 50 directories + 500
- * small files, then the same + 20 files of 64 KiB, under a scratch managed root in /var/lib
- * (the tarball's flags write only its managed roots). Prints a table with F, the host's
- * medians, the differences from F and the issue 14 targets; `--write FILE` also saves it with
- * the machine, the commit and the load average. `--files N` scales the workload (N small files,
- * N/10 directories, N/25 big files; the targets hold only for 500), `--settle S` is how long
- * `run` is left before its RSS is read (5). The full run is never part of the tests;
- * tests/bench/bench_smoke_test.ts runs a smoke form (one run of 20 files). */
+ * under those same flags. Each CLI row is a fresh process; medians of --runs (7) of the wall
+ * time, the CPU time (all threads: perf's task-clock where perf runs, else /usr/bin/time's user
+ * + system, to 10 ms) and the peak RSS (/usr/bin/time). On a shared machine the CPU time moves
+ * far less than the wall time. The workload: 50 directories + 500 small files, then the same
+ * + 20 files of 64 KiB, under a scratch managed root in /var/lib (the tarball's flags write only
+ * its managed roots): a first apply; a no-op right after it (its files changed less than a
+ * change-time step before: every one is read); a no-op once they are older (identities known:
+ * none is read); a drift repair. Prints a table with F, the host's medians, the differences
+ * from F and issue 28's targets; `--write FILE` also saves it with the machine, the commit and
+ * the load average. `--compare DIR` alternates, run by run, with another bundled tarball build
+ * (DIR holds its build.json, e.g. a build of another commit) and prints its table too.
+ * `--files N` scales the workload (N small files, N/10 directories, N/25 big files; the targets
+ * hold only for 500), `--settle S` is how long `run` is left before its RSS is read (5). The
+ * full run is never part of the tests; tests/bench/bench_smoke_test.ts runs a smoke form (one
+ * run of 20 files).
+ */
 import { parseArgs } from "node:util";
 import { applyText, openEngine } from "../../src/engine/mod.ts";
+import { FULL_READ_BACK_EVERY } from "../../src/engine/apply.ts";
 import { posixFileSystem } from "../../os/posix-fs/mod.ts";
 import { build } from "../../packaging/build.ts";
 import { benchContext } from "./_context.ts";
@@ -24,6 +32,7 @@ const { values } = parseArgs({
     files: { type: "string" },
     settle: { type: "string" },
     write: { type: "string" },
+    compare: { type: "string" },
   },
 });
 const RUNS = Number(values.runs ?? 7);
@@ -43,6 +52,8 @@ const WITH_BIG = `, + ${BIG} × 64 KiB`;
 interface Sample {
   ms: number;
   rssKiB: number;
+  /** CPU time of the process and its threads (ms). */
+  cpuMs: number;
 }
 
 const smallPath = (root: string, f: number) => `${root}/d${f % DIRS}/small-${f}.conf`;
@@ -86,11 +97,26 @@ function workload(root: string, big: boolean): unknown[] {
   return resources;
 }
 
-/** Run a program once under /usr/bin/time, returning wall time and peak RSS. */
+/** Whether `perf stat` counts task-clock here (it gives CPU time to the microsecond). */
+const PERF = await new Deno.Command("perf", {
+  args: ["stat", "-x,", "-e", "task-clock", "true"],
+  stdout: "null",
+  stderr: "null",
+}).output().then((o) => o.success, () => false);
+
+/**
+ * Run a program once under /usr/bin/time (and perf stat where it runs), returning wall time,
+ * peak RSS and CPU time. The wall time includes time's and perf's own start, which F pays too.
+ */
 async function timed(argv: string[], env: Record<string, string> = {}): Promise<Sample> {
+  const perfOut = PERF ? await Deno.makeTempFile({ prefix: "nox-bench-perf-" }) : undefined;
+  const time = ["/usr/bin/time", "-f", "%M %U %S", ...argv];
+  const command = perfOut
+    ? ["perf", "stat", "-x,", "-e", "task-clock", "-o", perfOut, "--", ...time]
+    : time;
   const t0 = performance.now();
-  const out = await new Deno.Command("/usr/bin/time", {
-    args: ["-f", "%M", ...argv],
+  const out = await new Deno.Command(command[0], {
+    args: command.slice(1),
     env,
     stdout: "null",
     stderr: "piped",
@@ -98,7 +124,17 @@ async function timed(argv: string[], env: Record<string, string> = {}): Promise<
   const ms = performance.now() - t0;
   const stderr = new TextDecoder().decode(out.stderr).trim().split("\n");
   if (!out.success) throw new Error(`${argv.at(-1)} failed: ${stderr.join("\n")}`);
-  return { ms, rssKiB: Number(stderr.at(-1)) };
+  const [rss, user, system] = stderr.at(-1)!.split(" ").map(Number);
+  let cpuMs = (user + system) * 1000;
+  if (perfOut) {
+    const line = (await Deno.readTextFile(perfOut)).split("\n").find((l) =>
+      l.includes("task-clock")
+    );
+    await Deno.remove(perfOut);
+    const clock = Number(line?.split(",")[0]);
+    if (Number.isFinite(clock)) cpuMs = clock;
+  }
+  return { ms, rssKiB: rss, cpuMs };
 }
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -114,6 +150,28 @@ async function scratch(): Promise<{ dir: string; root: string; env: Record<strin
 
 type Rows = Record<string, Sample[]>;
 
+/** The rows' names: the no-op the targets hold to is the one with identities known. */
+const NOOP_FRESH = "no-op re-apply, the first (reads every file)";
+const NOOP = "no-op re-apply (identities known)";
+
+/**
+ * Wait until the files under `root` changed more than a change-time step (Deno reports change
+ * times to the second) and the clock margin ago: an apply then trusts what it reads.
+ */
+async function settle(root: string): Promise<void> {
+  let latest = 0;
+  const walk = (dir: string) => {
+    for (const e of Deno.readDirSync(dir)) {
+      const info = Deno.lstatSync(`${dir}/${e.name}`);
+      latest = Math.max(latest, info.ctime?.getTime() ?? 0);
+      if (e.isDirectory) walk(`${dir}/${e.name}`);
+    }
+  };
+  walk(root);
+  const at = Math.floor(latest / 1000) * 1000 + 1000 + 100;
+  while (Date.now() < at) await new Promise((r) => setTimeout(r, at - Date.now() + 5));
+}
+
 async function applyRows(host: string[], big: boolean, rows: Rows): Promise<void> {
   const suffix = big ? WITH_BIG : "";
   const { dir, root, env } = await scratch();
@@ -122,7 +180,9 @@ async function applyRows(host: string[], big: boolean, rows: Rows): Promise<void
     await Deno.writeTextFile(decl, JSON.stringify({ version: 1, resources: workload(root, big) }));
     const argv = [...host, "apply", "--quiet", decl];
     (rows[`first apply${suffix}`] ??= []).push(await timed(argv, env));
-    (rows[`no-op re-apply${suffix}`] ??= []).push(await timed(argv, env));
+    await settle(root);
+    (rows[`${NOOP_FRESH}${suffix}`] ??= []).push(await timed(argv, env));
+    (rows[`${NOOP}${suffix}`] ??= []).push(await timed(argv, env));
     for (let f = 0; f < EDITED; f++) await Deno.writeTextFile(smallPath(root, f), "edited\n");
     const deleted = Array.from({ length: DELETED }, (_, i) => Math.floor(FILES / 5) + i);
     for (const f of deleted) await Deno.remove(smallPath(root, f));
@@ -139,8 +199,12 @@ async function applyRows(host: string[], big: boolean, rows: Rows): Promise<void
   }
 }
 
-/** The drift timer's cost: admit + apply of a converged declaration inside a running process. */
-async function inProcessNoop(): Promise<number> {
+/**
+ * The drift timer's cost: admit + apply of a converged declaration inside a running process,
+ * once the files are old enough for their identities to be trusted: the median of the passes
+ * that read no file, and of those that read every file (every 6th, fullReadBackEvery).
+ */
+async function inProcessNoop(): Promise<{ known: number; full: number }> {
   const { dir, root, env } = await scratch();
   try {
     using engine = await openEngine({
@@ -151,14 +215,19 @@ async function inProcessNoop(): Promise<number> {
     const text = JSON.stringify({ version: 1, resources: workload(root, false) });
     const options = { source: "file", origin: "bench" } as const;
     await applyText(engine, text, options);
-    const times: number[] = [];
-    for (let i = 0; i < RUNS * 3; i++) {
+    await settle(root);
+    const known: number[] = [];
+    const full: number[] = [];
+    for (let i = 0; i < RUNS * 6; i++) {
+      const passes = Number(engine.store.meta("read_back_passes") ?? "0") + 1;
       const t0 = performance.now();
       const report = await applyText(engine, text, options);
-      times.push(performance.now() - t0);
+      const ms = performance.now() - t0;
       if (report.counts.changed !== 0) throw new Error("the no-op reconcile changed something");
+      // The first pass after the settle reads every file too (it records their identities).
+      if (i > 0) (passes >= engine.config.fullReadBackEvery ? full : known).push(ms);
     }
-    return median(times);
+    return { known: median(known), full: median(full) };
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
@@ -216,30 +285,52 @@ const context = await benchContext();
 // The packaged form: the tarball's bundled build, run as its shim runs it.
 const work = await Deno.makeTempDir({ prefix: "nox-bench-" });
 const built = await build({ os: "tarball", form: "bundled", out: `${work}/dist` });
-// The shim's argv without its runtime path and bundle path (they are where an install puts them):
-// this Deno (the version the tarball carries) and the bundle just built.
+/**
+ * The shim's argv without its runtime path and bundle path (they are where an install puts
+ * them): this Deno (the version the tarball carries) and the bundle of `b`.
+ */
+const hostOf = (b: { dir: string; command: string[] }) => [
+  Deno.execPath(),
+  ...b.command.slice(1, -1),
+  `${b.dir}/nox-mesh-host.js`,
+];
 const runWith = [Deno.execPath(), ...built.command.slice(1, -1)];
-const host = [...runWith, `${built.dir}/nox-mesh-host.js`];
+const host = hostOf(built);
+/** Another build to alternate with (--compare DIR: its build.json). */
+const other = values.compare
+  ? hostOf({
+    ...JSON.parse(await Deno.readTextFile(`${values.compare}/build.json`)),
+    dir: values.compare,
+  })
+  : undefined;
 const empty = `${work}/empty.js`;
 await Deno.writeTextFile(empty, "");
 const floor = [...runWith, empty];
-// What any apply loads before its first step: the file system's descriptor calls and SQLite.
+// What writing a file loads: the file system's descriptor calls (node:fs) and SQLite.
 const builtins = `${work}/builtins.js`;
 await Deno.writeTextFile(builtins, 'import "node:fs";\nimport "node:sqlite";\n');
 const floorBuiltins = [...runWith, builtins];
 
+const FLOOR = "F: empty script, same flags";
 const rows: Rows = {};
-let inProcess: number;
+const compared: Rows = {};
+let inProcess: { known: number; full: number };
 let idleKiB: number;
 try {
   for (let run = 0; run < RUNS; run++) {
-    (rows["F: empty script, same flags"] ??= []).push(await timed(floor));
-    (rows["F + node:fs + node:sqlite loaded (what any apply needs)"] ??= []).push(
+    (rows[FLOOR] ??= []).push(await timed(floor));
+    (rows["F + node:fs + node:sqlite loaded (what writing a file loads)"] ??= []).push(
       await timed(floorBuiltins),
     );
-    (rows["version"] ??= []).push(await timed([...host, "version"]));
-    await applyRows(host, false, rows);
-    await applyRows(host, true, rows);
+    const measured: [string[], Rows][] = [[host, rows], ...(other ? [[other, compared]] : [])] as [
+      string[],
+      Rows,
+    ][];
+    for (const [argv, into] of measured) {
+      (into.version ??= []).push(await timed([...argv, "version"]));
+      await applyRows(argv, false, into);
+      await applyRows(argv, true, into);
+    }
   }
   inProcess = await inProcessNoop();
   idleKiB = await runIdleRss(host);
@@ -247,64 +338,86 @@ try {
   await Deno.remove(work, { recursive: true });
 }
 
-/** Issue 14's targets (the full workload only): time over F (ms) and peak RSS (MiB). */
+/**
+ * Issue 28's targets for the cold CLI (the full workload only), and issue 14's for `version`:
+ * time over F (ms) and peak RSS (MiB).
+ */
 const TARGETS: Record<string, { overF?: number; rssMiB?: number }> = FULL
   ? {
     "version": { overF: 10 },
-    "first apply": { overF: 200, rssMiB: 40 },
-    "no-op re-apply": { overF: 45, rssMiB: 40 },
-    [DRIFT]: { overF: 70, rssMiB: 40 },
-    [`first apply${WITH_BIG}`]: { overF: 300, rssMiB: 48 },
-    [`no-op re-apply${WITH_BIG}`]: { overF: 60, rssMiB: 48 },
-    [`${DRIFT}${WITH_BIG}`]: { rssMiB: 48 },
+    "first apply": { overF: 200, rssMiB: 45 },
+    [NOOP]: { overF: 45, rssMiB: 45 },
+    [DRIFT]: { overF: 70, rssMiB: 45 },
+    [`first apply${WITH_BIG}`]: { rssMiB: 45 },
+    [`${NOOP}${WITH_BIG}`]: { overF: 45, rssMiB: 45 },
+    [`${DRIFT}${WITH_BIG}`]: { overF: 70, rssMiB: 45 },
   }
   : {};
 
-const F = median(rows["F: empty script, same flags"].map((s) => s.ms));
+const F = median(rows[FLOOR].map((s) => s.ms));
+const Fcpu = median(rows[FLOOR].map((s) => s.cpuMs));
 const mib = (kib: number) => (kib / 1024).toFixed(1);
-const lines = [
-  "| measure | median | − F | peak RSS (median) | target | met |",
-  "|---|---|---|---|---|---|",
+const HEAD = [
+  "| measure | median | − F | peak RSS (median) | target | met | CPU | CPU − F |",
+  "|---|---|---|---|---|---|---|---|",
 ];
-for (const [name, samples] of Object.entries(rows)) {
-  const ms = median(samples.map((s) => s.ms));
-  // The median of the runs' peaks: the very first start after a build also writes Deno's
-  // code cache for the bundle (once per installed version, ~14 MiB more), which a max shows.
-  const rss = median(samples.map((s) => s.rssKiB));
-  const target = TARGETS[name] ?? {};
-  const wants = [
-    target.overF !== undefined ? `F + ${target.overF} ms` : "",
-    target.rssMiB !== undefined ? `≤ ${target.rssMiB} MiB` : "",
-  ].filter(Boolean);
-  const met = [
-    target.overF === undefined || ms - F <= target.overF,
-    target.rssMiB === undefined || rss / 1024 <= target.rssMiB,
-  ].every(Boolean);
-  const isFloor = name.startsWith("F:");
-  lines.push(
-    `| ${name} | ${ms.toFixed(0)} ms | ${isFloor ? "-" : `${(ms - F).toFixed(0)} ms`} | ${
-      mib(rss)
-    } MiB | ${wants.join(", ") || "-"} | ${wants.length ? (met ? "yes" : "no") : "-"} |`,
-  );
+
+function table(rows: Rows): string[] {
+  const lines = [...HEAD];
+  for (const [name, samples] of Object.entries(rows)) {
+    const ms = median(samples.map((s) => s.ms));
+    const cpu = median(samples.map((s) => s.cpuMs));
+    // The median of the runs' peaks: the very first start after a build also writes Deno's
+    // code cache for the bundle (once per installed version, ~14 MiB more), which a max shows.
+    const rss = median(samples.map((s) => s.rssKiB));
+    const target = TARGETS[name] ?? {};
+    const wants = [
+      target.overF !== undefined ? `F + ${target.overF} ms` : "",
+      target.rssMiB !== undefined ? `≤ ${target.rssMiB} MiB` : "",
+    ].filter(Boolean);
+    const met = [
+      target.overF === undefined || ms - F <= target.overF,
+      target.rssMiB === undefined || rss / 1024 <= target.rssMiB,
+    ].every(Boolean);
+    const isFloor = name === FLOOR;
+    lines.push(
+      `| ${name} | ${ms.toFixed(0)} ms | ${isFloor ? "-" : `${(ms - F).toFixed(0)} ms`} | ${
+        mib(rss)
+      } MiB | ${wants.join(", ") || "-"} | ${wants.length ? (met ? "yes" : "no") : "-"} | ${
+        cpu.toFixed(0)
+      } ms | ${isFloor ? "-" : `${(cpu - Fcpu).toFixed(0)} ms`} |`,
+    );
+  }
+  return lines;
 }
+
+const lines = table(rows);
 const judge = (target: string, met: boolean) =>
   FULL ? `${target} | ${met ? "yes" : "no"}` : "- | -";
 lines.push(
   `| in-process no-op (admit + apply ${RESOURCES} resources, what the drift timer pays) | ${
-    inProcess.toFixed(1)
-  } ms | - | - | ${judge("≤ 10 ms", inProcess <= 10)} |`,
+    inProcess.known.toFixed(1)
+  } ms | - | - | ${judge("≤ 10 ms", inProcess.known <= 10)} | - | - |`,
+  `| in-process full read-back (every ${FULL_READ_BACK_EVERY}th pass) | ${
+    inProcess.full.toFixed(1)
+  } ms | - | - | - | - | - | - |`,
   `| \`run\` idle RSS (store of ${RESOURCES} resources, no link) | - | - | ${mib(idleKiB)} MiB | ${
     judge("≤ 45 MiB", idleKiB / 1024 <= 45)
-  } |`,
+  } | - | - |`,
 );
 
 const workloadLine =
   `workload: ${DIRS} directories + ${FILES} small files, then + ${BIG} × 64 KiB; ` +
   `median of ${RUNS} run${RUNS === 1 ? "" : "s"}${
     FULL ? "" : " (not the full workload: no targets)"
-  }`;
-const table = `Packaged form (tarball, bundled); ${workloadLine}\n${await context.line()}\n\n${
+  }; CPU time by ${PERF ? "perf stat (task-clock)" : "/usr/bin/time (user + system)"}`;
+const comparison = other
+  ? `\n\nThe same run, alternated run by run: ${values.compare} (${
+    JSON.parse(await Deno.readTextFile(`${values.compare}/build.json`)).version
+  }, its own build)\n\n${table(compared).join("\n")}\n`
+  : "";
+const out = `Packaged form (tarball, bundled); ${workloadLine}\n${await context.line()}\n\n${
   lines.join("\n")
-}\n`;
-console.log(table);
-if (values.write) await Deno.writeTextFile(values.write, table);
+}\n${comparison}`;
+console.log(out);
+if (values.write) await Deno.writeTextFile(values.write, out);

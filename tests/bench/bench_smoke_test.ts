@@ -32,7 +32,7 @@ const SMOKE: Record<string, Smoke> = {
       /^\| F: empty script, same flags \| \d+ ms \|/m,
       /^\| version \| \d+ ms \| -?\d+ ms \| [\d.]+ MiB \|/m,
       /^\| first apply \| \d+ ms \|/m,
-      /^\| no-op re-apply \| \d+ ms \|/m,
+      /^\| no-op re-apply \(identities known\) \| \d+ ms \|/m,
       /^\| drift repair \(1 edited, 1 deleted\), \+ 1 × 64 KiB \| \d+ ms \|/m,
       /^\| in-process no-op \(admit \+ apply 22 resources, [^|]*\| [\d.]+ ms \|/m,
       /^\| `run` idle RSS \(store of 22 resources, no link\) \| - \| - \| [\d.]+ MiB \|/m,

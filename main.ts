@@ -1,0 +1,53 @@
+/**
+ * The program: what the packages run (`deno task build` bundles or compiles this file).
+ * It holds the command line and this machine's adapters, and loads every other part
+ * only when a command needs it: `version` loads no engine, `apply FILE` and `plan FILE`
+ * load the engine, the store and the file system but never the link (the NATS client,
+ * its keys, node:crypto), which only `run`, `enrol` and `status` load. The bundled form
+ * is one file per part (packaging/build.ts); mod.ts is the library.
+ */
+import { main } from "./src/cli/main.ts";
+import type { CliIo } from "./src/cli/io.ts";
+import { BUNDLE_PATH, OWN_PATHS } from "./packaging/program_own_paths.ts";
+
+/** The real process's world: its streams, its signals, this machine's adapters. */
+export function processIo(): CliIo {
+  const encoder = new TextEncoder();
+  const write = (stream: typeof Deno.stdout) => (text: string) => {
+    const bytes = encoder.encode(text);
+    let written = 0;
+    while (written < bytes.length) written += stream.writeSync(bytes.subarray(written));
+  };
+  const aborter = new AbortController();
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    Deno.addSignalListener(signal, () => {
+      // The first signal stops the apply between two steps; a second one insists.
+      if (aborter.signal.aborted) Deno.exit(130);
+      aborter.abort(signal);
+    });
+  }
+  return {
+    stdout: write(Deno.stdout),
+    stderr: write(Deno.stderr),
+    stdin: () => new Response(Deno.stdin.readable).bytes(),
+    providers: async (scope, config) => {
+      if (scope === "files") {
+        const { posixFileSystem } = await import("./os/posix-fs/mod.ts");
+        return { fs: posixFileSystem({ home: config.stateDir }) };
+      }
+      const { detectProviders } = await import("./os/mod.ts");
+      return await detectProviders({
+        packageManager: config.packageManager,
+        stateDir: config.stateDir,
+      });
+    },
+    profile: async () => (await import("./os/mod.ts")).detectProfile(),
+    signal: aborter.signal,
+    ownPaths: OWN_PATHS,
+    bundlePath: BUNDLE_PATH,
+  };
+}
+
+if (import.meta.main) {
+  Deno.exit(await main(Deno.args, processIo()));
+}
