@@ -6,7 +6,7 @@
  *   init    --dir D --url U [--control-url U] --ca FILE --cert FILE --pid-file F --log-file F
  *                                          state for a broker run elsewhere (the lab's)
  *   serve   --dir D [--once] [--timeout S] answer enrolments (foreground; --once: one, then exit)
- *   streams --dir D                        make sure the JetStream streams exist
+ *   streams --dir D                        make sure the streams and the nodes' consumers exist
  *   token   --dir D NODE [--ttl SECS]      mint a one-time enrolment token
  *   declare --dir D NODE FILE [--serial N] [--as-is] [--unsigned] [--valid-for SECS]
  *                                          publish a declaration to NODE, signed with the
