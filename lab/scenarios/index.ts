@@ -28,6 +28,7 @@ import { scenario as brokerFailover } from "./broker_failover.ts";
 import { scenario as fleet } from "./fleet.ts";
 import { scenario as site } from "./site.ts";
 import { scenario as holdRescue } from "./hold_rescue.ts";
+import { scenario as stagedRollout } from "./staged_rollout.ts";
 
 /** All scenarios. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -59,4 +60,5 @@ export const SCENARIOS: readonly Scenario[] = [
   brokerFailover,
   fleet,
   site,
+  stagedRollout,
 ];
