@@ -115,8 +115,11 @@ export class Link {
   readonly #options: Required<LinkOptions>;
   #state: LinkState;
   #nc: NatsConnection | undefined;
-  /** The stream sequences of the declarations handed on (the last few), to drop a second copy. */
-  #delivered: number[] = [];
+  /**
+   * The declarations handed on in this connection (the last few: stream sequence and
+   * size), to drop a second copy of one (a delivery again, the catch-up's).
+   */
+  #delivered: { seq: number; size: number }[] = [];
   #stopped = false;
   #wake: (() => void) | undefined;
   #loop: Promise<void> | undefined;
@@ -238,11 +241,14 @@ export class Link {
     return { stream: String(answer.stream), seq: answer.seq, duplicate: answer.duplicate === true };
   }
 
-  /** Whether the declaration stored at stream sequence `seq` was handed on already (noted if not). */
-  #again(seq: number | undefined): boolean {
+  /**
+   * Whether the declaration stored at stream sequence `seq` (`size` bytes) was handed on
+   * already in this connection (noted if not).
+   */
+  #again(seq: number | undefined, size: number): boolean {
     if (seq === undefined) return false;
-    if (this.#delivered.includes(seq)) return true;
-    this.#delivered = [...this.#delivered.slice(-7), seq];
+    if (this.#delivered.some((d) => d.seq === seq && d.size === size)) return true;
+    this.#delivered = [...this.#delivered.slice(-7), { seq, size }];
     return false;
   }
 
@@ -359,6 +365,9 @@ export class Link {
   /** One connection's life: subscribe, catch up, announce, then wait for it to end. */
   async #session(nc: NatsConnection, reconnect: boolean): Promise<LinkError | undefined> {
     const s = subjectsOf(this.#identity.node);
+    // A new connection hands the last declaration on again (the catch-up): the run loop
+    // knows it as held, and reconciles for the reconnect.
+    this.#delivered = [];
     let failure: LinkError | undefined;
     const watch = (async () => {
       for await (const status of nc.status()) {
@@ -386,7 +395,7 @@ export class Link {
     let early: Delivery[] | undefined = [];
     const deliver = ({ data, headers, seq }: Delivery) => {
       // Delivered again (its acknowledgement was lost), or the catch-up's: handed on once.
-      if (this.#again(seq)) return;
+      if (this.#again(seq, data.length)) return;
       this.#handlers.onDeclaration({ ...pushed(data, headers), ...(seq ? { seq } : {}) });
     };
     const push = new PushSubscription(nc, s.push, this.#options.pushSilenceMs, {
@@ -417,7 +426,7 @@ export class Link {
       if (code === 0 || (code >= 200 && code < 300)) {
         const seq = Number(reply.headers?.get("Nats-Sequence"));
         const known = Number.isSafeInteger(seq) && seq > 0 ? seq : undefined;
-        if (!this.#again(known)) {
+        if (!this.#again(known, reply.data.length)) {
           catchUp = { ...pushed(reply.data, reply.headers), ...(known ? { seq: known } : {}) };
         }
       } else if (code !== 404) {
