@@ -41,12 +41,17 @@ export interface ClusterMesh extends AsyncDisposable {
  */
 export async function startClusterMesh(
   prefix: string,
-  { enrolments = false, sites = false }: { enrolments?: boolean; sites?: boolean } = {},
+  { enrolments = false, sites = false, leafAdvertise }: {
+    enrolments?: boolean;
+    sites?: boolean;
+    /** The leaf address each member tells leaf servers of (lab/mesh/broker.ts). */
+    leafAdvertise?: string[];
+  } = {},
 ): Promise<ClusterMesh> {
   const dir = await Deno.makeTempDir({ prefix });
   let cluster: LocalCluster | undefined;
   try {
-    cluster = await startLocalCluster(dir, { size: 3, sites });
+    cluster = await startLocalCluster(dir, { size: 3, sites, leafAdvertise });
     const control = await ControlPlane.open(dir);
     if (enrolments) control.serveEnrolments();
     const started = cluster;

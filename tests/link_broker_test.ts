@@ -281,10 +281,49 @@ Deno.test("the broker confines a node: A cannot read B's declarations nor report
       ),
       /Permissions Violation/,
     );
-    // B's live declarations: the subscription is refused.
-    const sub = nc.subscribe(subjectsOf("node-b").declaration);
-    const closed = await sub.closed;
-    assert.match(String(closed), /Permissions Violation for Subscription to "mesh\.decl\.node-b"/);
+    // B's live declarations: the subscriptions are refused (where B's consumer delivers,
+    // and the stream's subject itself, which no node reads any more).
+    for (const subject of [subjectsOf("node-b").push, subjectsOf("node-b").declaration]) {
+      const sub = nc.subscribe(subject);
+      const closed = await sub.closed;
+      assert.match(
+        String(closed),
+        new RegExp(`Permissions Violation for Subscription to "${subject.replaceAll(".", "\\.")}"`),
+      );
+    }
+    // No consumer API: A can neither make a consumer (of its own subject or B's, with a
+    // deliver subject of its choosing), nor read, page, pull from or delete one; nor
+    // acknowledge or answer the flow control of B's.
+    const b = subjectsOf("node-b");
+    for (
+      const subject of [
+        "$JS.API.CONSUMER.CREATE.MESH_DECL",
+        "$JS.API.CONSUMER.CREATE.MESH_DECL.evil.mesh.decl.node-a",
+        "$JS.API.CONSUMER.CREATE.MESH_DECL.evil.mesh.decl.node-b",
+        "$JS.API.CONSUMER.DURABLE.CREATE.MESH_DECL.node-a",
+        "$JS.API.CONSUMER.INFO.MESH_DECL.node-a",
+        "$JS.API.CONSUMER.INFO.MESH_DECL.node-b",
+        "$JS.API.CONSUMER.DELETE.MESH_DECL.node-b",
+        "$JS.API.CONSUMER.MSG.NEXT.MESH_DECL.node-b",
+        "$JS.API.CONSUMER.NAMES.MESH_DECL",
+        "$JS.API.CONSUMER.LIST.MESH_DECL",
+        b.ack.replace(">", "1.1.1.1.0"),
+        b.flowControl.replace(">", "x"),
+      ]
+    ) {
+      await assert.rejects(
+        nc.request(
+          subject,
+          JSON.stringify({
+            stream_name: "MESH_DECL",
+            config: { deliver_subject: "mesh.decl.node-b", filter_subject: "mesh.decl.node-b" },
+          }),
+          { timeout: 5000 },
+        ),
+        /Permissions Violation for Publish/,
+        subject,
+      );
+    }
     // Reporting as B: refused, and B's report stream stays empty.
     nc.publish(subjectsOf("node-b").report, JSON.stringify({ kind: "apply", forged: true }));
     nc.publish(subjectsOf("node-b").heartbeat, JSON.stringify({ kind: "heartbeat", forged: true }));
@@ -426,12 +465,36 @@ Deno.test("broker accounts: a reply subject cannot reach another node's subject 
   const nb = await connectAs(b.stateDir, "node-b");
   try {
     const heardByB: string[] = [];
-    nb.subscribe(subjectsOf("node-b").declaration, {
+    nb.subscribe(subjectsOf("node-b").push, {
       callback: (_e, m) => {
-        heardByB.push(m.string());
+        // B's own consumer delivers B's declaration (and idle heartbeats); nothing else.
+        if (m.headers?.code === 100) return;
+        if (m.reply) m.respond("+ACK");
+        if (m.string() !== before.body) heardByB.push(m.string());
       },
     });
     await nb.flush();
+    // A's own consumer delivers A's declaration: its acknowledgement, answered into B's
+    // subjects and the JetStream API, reaches none of them.
+    const delivered = await until(
+      "A's declaration delivered to A",
+      () =>
+        new Promise<string | undefined>((resolve) => {
+          const sub = na.subscribe(subjectsOf("node-a").push, {
+            callback: (_e, m) => {
+              if (m.headers?.code !== 100 && m.reply) resolve(m.reply);
+            },
+          });
+          setTimeout(() => {
+            sub.unsubscribe();
+            resolve(undefined);
+          }, 2000);
+        }),
+    );
+    assert.match(delivered, /^\$JS\.ACK\.MESH_DECL\.node-a\./);
+    for (const reply of ["$JS.API.STREAM.PURGE.MESH_DECL", subjectsOf("node-b").push]) {
+      for (const ack of ["+ACK", "+NXT", "-NAK", "+TERM"]) na.publish(delivered, ack, { reply });
+    }
     // A's own direct get with B's declaration subject as the reply subject.
     na.publish(subjectsOf("node-a").directGet, new Uint8Array(0), {
       reply: subjectsOf("node-b").declaration,
@@ -441,7 +504,13 @@ Deno.test("broker accounts: a reply subject cannot reach another node's subject 
     // so their reply subjects are also aimed at B's declaration subject.
     const own = subjectsOf("node-a");
     for (const subject of [own.report, own.inventory, own.heartbeat]) {
-      for (const reply of ["$JS.API.STREAM.PURGE.MESH_DECL", subjectsOf("node-b").declaration]) {
+      for (
+        const reply of [
+          "$JS.API.STREAM.PURGE.MESH_DECL",
+          subjectsOf("node-b").declaration,
+          subjectsOf("node-b").push,
+        ]
+      ) {
         na.publish(subject, JSON.stringify({ kind: "apply", abuse: true }), { reply });
       }
     }

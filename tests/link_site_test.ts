@@ -11,11 +11,14 @@ import assert from "node:assert/strict";
 import { join, posix } from "node:path";
 import { connect, type NatsConnection, nkeyAuthenticator } from "@nats-io/transport-node";
 import { pinnedTls } from "../src/link/connection.ts";
+import { enrol as enrolInProcess } from "../src/link/enrol.ts";
+import { Link, type Pushed } from "../src/link/link.ts";
+import { withState } from "../lab/mesh/state.ts";
 import { objectStoreSource } from "../src/link/content.ts";
 import { CONTENT_SUBJECTS, subjectsOf } from "../src/link/subjects.ts";
 import { LOCAL_DOMAIN } from "../lab/mesh/broker.ts";
 import { makeCertificates } from "../lab/lib/certs.ts";
-import { runHost, type Scratch, scratch } from "./_helpers.ts";
+import { hostOn, runHost, type Scratch, scratch } from "./_helpers.ts";
 import { type ClusterMesh, startClusterMesh, until } from "./_mesh.ts";
 
 function freePort(): number {
@@ -63,6 +66,68 @@ const byDigest = (id: string, contentSha256: string, size: number) => ({
   owner: "root",
   group: "root",
 });
+
+/**
+ * A loopback relay that can be cut like a cable: it forwards to `target()` (asked at each
+ * connection); `cut()` stops forwarding both ways and takes no new connection (nothing
+ * is refused, nothing arrives: each side notices by its pings); `restore()` drops what it
+ * held and takes connections again.
+ */
+function cuttableRelay(target: () => string) {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  let cut = false;
+  let held: Deno.Conn[] = [];
+  const close = (c: Deno.Conn) => {
+    try {
+      c.close();
+    } catch { /* closed */ }
+  };
+  const pipe = async (from: Deno.Conn, to: Deno.Conn) => {
+    const reader = from.readable.getReader();
+    try {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        if (cut) continue; // read and dropped: the cable is cut
+        await to.write(value);
+      }
+    } catch { /* closed */ }
+  };
+  (async () => {
+    for await (const client of listener) {
+      if (cut) {
+        held.push(client); // accepted, never answered: a cut cable
+        continue;
+      }
+      const [hostname, port] = target().split(":");
+      const server = await Deno.connect({ hostname, port: Number(port) }).catch(() => undefined);
+      if (!server) {
+        close(client);
+        continue;
+      }
+      held.push(client, server);
+      pipe(client, server).finally(() => close(server));
+      pipe(server, client).finally(() => close(client));
+    }
+  })().catch(() => {});
+  return {
+    address: `127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
+    cut: () => void (cut = true),
+    restore: () => {
+      const old = held;
+      held = [];
+      old.forEach(close);
+      cut = false;
+    },
+    [Symbol.dispose]: () => {
+      listener.close();
+      held.forEach(close);
+    },
+  };
+}
+
+/** What the rogue may hear of its own site's node s1: its declarations, as its consumer delivers them. */
+const OWN_SITE = /^mesh\.decl\.s1$|^mesh\.site\.leaf1\.push\.s1$/;
 
 /** Subjects the rogue sent itself (its own spy hears them in its own account). */
 const sent = new Set<string>();
@@ -170,6 +235,11 @@ leafnodes {
   const evil = await connect({ servers: `nats://127.0.0.1:${port}`, user: "evil", pass: "evil" });
   const heard: string[] = [];
   const spy = evil.subscribe(">", { callback: (_e, m) => void heard.push(m.subject) });
+  // And where its own site's and another site's node's declarations are delivered, as a
+  // rogue would ask (a ">" from a leaf gets nothing of an import, in nats-server 2.9.10).
+  const pushes = ["mesh.site.leaf1.push.s1", "mesh.site.leaf2.push.s2"].map((subject) =>
+    evil.subscribe(subject, { callback: (_e, m) => void heard.push(m.subject) })
+  );
   await evil.flush();
   try {
     const js = `$JS.${LOCAL_DOMAIN}.API`;
@@ -195,12 +265,27 @@ leafnodes {
         `${js}.STREAM.DELETE.MESH_REPORT`,
         `${js}.STREAM.MSG.GET.MESH_REPORT`,
         `${js}.CONSUMER.CREATE.MESH_REPORT`,
+        `${js}.CONSUMER.CREATE.MESH_DECL.rogue.mesh.decl.s1`,
+        `${js}.CONSUMER.DURABLE.CREATE.MESH_DECL.s1`,
+        `${js}.CONSUMER.INFO.MESH_DECL.s1`,
+        `${js}.CONSUMER.DELETE.MESH_DECL.s1`,
+        `${js}.CONSUMER.DELETE.MESH_DECL.c1`,
+        `${js}.CONSUMER.MSG.NEXT.MESH_DECL.s1`,
+        "$JS.API.CONSUMER.DELETE.MESH_DECL.s1",
         "$JS.API.INFO",
         "$JS.API.STREAM.PURGE.MESH_DECL",
         "$JS.API.DIRECT.GET.MESH_DECL.mesh.decl.c1",
       ]
     ) {
       assert.match(await tryRequest(evil, subject, "{}"), /^no answer/, subject);
+    }
+    // Acknowledgements and flow control reach only the consumers of its own site's nodes:
+    // another node's are not carried (no answer), and its consumer is intact.
+    for (const node of ["s2", "c1"]) {
+      evil.publish(subjectsOf(node).ack.replace(">", "1.1.1.1.0"), "+TERM");
+      evil.publish(subjectsOf(node).flowControl.replace(">", "x"), "");
+      sent.add(subjectsOf(node).ack.replace(">", "1.1.1.1.0"));
+      sent.add(subjectsOf(node).flowControl.replace(">", "x"));
     }
     // Reports as another node are not stored; as its own site's node they are.
     const c1Before = (await control.reportRecords("c1")).length;
@@ -223,20 +308,22 @@ leafnodes {
     await control.declare("s1", { version: 1, resources: [] });
     await until(
       "s1's declaration reaches the rogue (its own site)",
-      () => heard.includes("mesh.decl.s1") || undefined,
+      () => heard.some((s) => OWN_SITE.test(s)) || undefined,
       10_000,
     );
     assert.deepEqual(
-      heard.filter((s) => !sent.has(s) && !/^mesh\.decl\.s1$|^_INBOX\./.test(s)),
+      heard.filter((s) => !sent.has(s) && !OWN_SITE.test(s) && !/^_INBOX\./.test(s)),
       [],
       "the rogue heard another node's traffic",
     );
-    // Declarations and reports are all there.
+    // Declarations and reports are all there, and every node's consumer.
     for (const node of ["s1", "s2", "c1"]) {
       assert.ok(await control.lastDeclaration(node), node);
+      assert.ok(await control.consumerInfo(node), `${node}'s consumer`);
     }
   } finally {
     spy.unsubscribe();
+    pushes.forEach((p) => p.unsubscribe());
     await evil.close();
   }
 
@@ -300,3 +387,82 @@ Deno.test("a site keeps its replies after its leaf moved to another server and t
     await nc.close();
   }
 });
+
+Deno.test("a site's node hears its declarations through the leaf as they are published, and one published while the uplink was cut once it is back", async () => {
+  // Every way from the leaf to the cluster goes through a relay that can be cut: the one it
+  // is given, and those the servers tell it of.
+  const hubs: string[] = [];
+  const relays = [0, 1, 2].map((i) => cuttableRelay(() => hubs[i]));
+  using _relays = { [Symbol.dispose]: () => relays.forEach((r) => r[Symbol.dispose]()) };
+  await using mesh = await startClusterMesh("noxln-site-", {
+    enrolments: true,
+    sites: true,
+    leafAdvertise: relays.map((r) => r.address),
+  });
+  const { cluster, control } = mesh;
+  hubs.push(...cluster.leafHubs);
+  // Short idle heartbeats and acknowledgement wait for this mesh's consumers.
+  await withState(mesh.dir, (state) => {
+    state.push = { idleHeartbeatMs: 1000, ackWaitMs: 2000 };
+  });
+  const leaf = await cluster.startLeaf("leaf1", { hubs: relays.map((r) => r.address) });
+  await using s = await scratch();
+  using engine = await hostOn(s);
+  const identity = await enrolInProcess(engine, await control.mintToken("s1", 3600, "leaf1"));
+  assert.deepEqual(identity.brokers.map((b) => b.url), [leaf.url]);
+  const seed = new TextEncoder().encode(
+    (await Deno.readTextFile(posix.join(s.stateDir, "node.nk"))).trim(),
+  );
+  const got: Pushed[] = [];
+  const link = new Link(identity, seed, {
+    onDeclaration: (pushed) => void got.push(pushed),
+    onUp: ({ catchUp }) => void (catchUp && got.push(catchUp)),
+  }, { pushSilenceMs: 3000 });
+  const serials = () => got.map((p) => JSON.parse(new TextDecoder().decode(p.data)).serial);
+  const declare = (serial: number) =>
+    control.declare("s1", { version: 1, resources: [] }, { serial });
+  link.start();
+  try {
+    await until("the link is up", () => link.state.phase === "up" || undefined, 30_000);
+    // Pushed as it is published: no declaration is asked for while the link is up.
+    await declare(1);
+    await until(
+      "serial 1 pushed through the leaf",
+      () => serials().includes(1) || undefined,
+      10_000,
+    );
+    // The uplink is cut: the node's connection to its leaf stays up.
+    relays.forEach((r) => r.cut());
+    await until("the leaf without its uplink", async () => {
+      const leafz = await fetchLeafz(cluster);
+      return leafz === 0 ? true : undefined;
+    }, 30_000);
+    await declare(2);
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    assert.ok(!serials().includes(2), "nothing crosses a cut uplink");
+    relays.forEach((r) => r.restore());
+    await until(
+      "serial 2 pushed once the uplink is back",
+      () => serials().includes(2) || undefined,
+      60_000,
+    );
+    assert.equal(link.state.phase, "up");
+    assert.equal(link.state.connects, 1, "the node's connection to its leaf never ended");
+    await until(
+      "every delivery acknowledged through the leaf",
+      async () => (await control.consumerInfo("s1"))?.num_ack_pending === 0 || undefined,
+      20_000,
+    );
+  } finally {
+    await link.close();
+  }
+});
+
+/** How many leaf connections the cluster's members hold. */
+async function fetchLeafz(cluster: ClusterMesh["cluster"]): Promise<number> {
+  let n = 0;
+  for (const m of cluster.members) {
+    if (m.running()) n += Number((await m.monitor("leafz").catch(() => undefined))?.leafnodes ?? 0);
+  }
+  return n;
+}

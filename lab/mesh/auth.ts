@@ -4,9 +4,10 @@
  * (auth.conf), and one per site for that site's leaf server (auth-leaf-NAME.conf).
  * Every rendering is checked by `nats-server -t` before it is written (state.ts).
  *
- * - `CONTROL` holds the streams and the control plane's user. It exports, per node,
- *   that node's declaration (stream), its direct get, report, inventory and heartbeat
- *   (services) to the node's account only, and the direct gets of exactly the objects
+ * - `CONTROL` holds the streams, each node's declaration consumer and the control
+ *   plane's user. It exports, per node, where that node's consumer delivers (stream),
+ *   its acknowledgements and flow control, its direct get, report, inventory and
+ *   heartbeat (services) to the node's account only, and the direct gets of exactly the objects
  *   the node's last declaration names (a service per object, to the accounts of the
  *   nodes granted it); the enrolment service to `JOIN`.
  * - `NODE_<n>` per node: its user (nodePermissions of src/link/subjects.ts), its
@@ -26,6 +27,7 @@ import {
   NODE_LIMITS,
   nodePermissions,
   type Permissions,
+  SITE_PUSH,
   subjectsOf,
 } from "../../src/link/subjects.ts";
 import { checkNodeName, type MeshState, type NodeRecord } from "./state.ts";
@@ -91,6 +93,35 @@ export function sitesOf(state: MeshState, node: string): string[] {
   return [...sites].filter((s) => state.leaves?.[s] !== undefined).sort();
 }
 
+/**
+ * The site whose leaf carries `node`'s declarations: the one it was admitted through,
+ * else the one its latest token names; undefined for a node of the cluster.
+ */
+export function pushSiteOf(state: MeshState, node: string): string | undefined {
+  const record = state.nodes[node];
+  const known = (site: string | undefined) =>
+    site !== undefined && state.leaves?.[site] !== undefined ? site : undefined;
+  if (record) return known(record.site);
+  let latest: { via?: string; mintedAt: string } | undefined;
+  for (const token of Object.values(state.tokens)) {
+    if (token.node === node && (!latest || token.mintedAt > latest.mintedAt)) latest = token;
+  }
+  return known(latest?.via);
+}
+
+/** Where `node`'s declaration consumer delivers, on the cluster (SITE_PUSH for a site's node). */
+export function pushSubjectOf(state: MeshState, node: string): string {
+  const site = pushSiteOf(state, node);
+  return site === undefined ? subjectsOf(node).push : SITE_PUSH.node(site, node);
+}
+
+/** The import of stream `subject` from `from`, arriving as `local`. */
+function streamImport(from: string, subject: string, local = subject): string {
+  return local === subject
+    ? `{ stream: { account: ${from}, subject: ${q(subject)} } }`
+    : `{ stream: { account: ${from}, subject: ${q(subject)} }, to: ${q(local)} }`;
+}
+
 /** The objects `node` may read: those its last declaration names. */
 function grantsOf(state: MeshState, node: string): string[] {
   return state.grants?.[node] ?? [];
@@ -131,17 +162,23 @@ function serviceImport(from: string, subject: string, local = subject): string {
     : `{ service: { account: ${from}, subject: ${q(subject)} }, to: ${q(local)} }`;
 }
 
-/** A node's account: its user, its limits, and imports of its own subjects from `from`. */
+/**
+ * A node's account: its user, its limits, and imports of its own subjects from `from`;
+ * `push` is where its consumer's deliveries arrive from `from`, imported as its push subject.
+ */
 function nodeAccountBlock(
   state: MeshState,
   node: string,
   from: string,
+  push: string,
   remote: (subject: string) => string = (s) => s,
 ): string {
   const s = subjectsOf(node);
   const imports = [
     serviceImport(from, remote(s.directGet), s.directGet),
-    `{ stream: { account: ${from}, subject: ${q(s.declaration)} } }`,
+    streamImport(from, push, s.push),
+    serviceImport(from, s.ack),
+    serviceImport(from, s.flowControl),
     serviceImport(from, s.report),
     serviceImport(from, s.inventory),
     serviceImport(from, s.heartbeat),
@@ -157,13 +194,19 @@ function nodeAccountBlock(
   }`;
 }
 
-/** Exports of one node's subjects to `accounts` (its own, and the sites' that carry it). */
-function nodeExports(node: string, accounts: string[], directGet: string): string[] {
+/**
+ * Exports of one node's subjects to `accounts` (its own, and the sites' that carry it);
+ * where its consumer delivers (`push`) to its own account only (a site imports all of its
+ * nodes' at once: SITE_PUSH).
+ */
+function nodeExports(node: string, accounts: string[], directGet: string, push: string): string[] {
   const s = subjectsOf(node);
   const to = `[${accounts.map(q).join(", ")}]`;
   return [
     `{ service: ${q(directGet)}, accounts: ${to} }`,
-    `{ stream: ${q(s.declaration)}, accounts: ${to} }`,
+    `{ stream: ${q(push)}, accounts: [${q(nodeAccount(node))}] }`,
+    `{ service: ${q(s.ack)}, accounts: ${to} }`,
+    `{ service: ${q(s.flowControl)}, accounts: ${to} }`,
     `{ service: ${q(s.report)}, accounts: ${to} }`,
     `{ service: ${q(s.inventory)}, accounts: ${to} }`,
     `{ service: ${q(s.heartbeat)}, accounts: ${to} }`,
@@ -207,15 +250,20 @@ export function renderAuth(state: MeshState, now: Date = new Date()): string {
     nodeAccount(node),
     ...sitesOf(state, node).map(siteAccount),
   ];
+  for (const site of siteNames) {
+    exports.push(`{ stream: ${q(SITE_PUSH.all(site))}, accounts: [${q(siteAccount(site))}] }`);
+  }
   for (const node of nodes) {
-    exports.push(...nodeExports(node, readersOf(node), subjectsOf(node).directGet));
+    exports.push(
+      ...nodeExports(node, readersOf(node), subjectsOf(node).directGet, pushSubjectOf(state, node)),
+    );
     const sites = sitesOf(state, node).map(siteAccount);
     if (sites.length > 0) {
       exports.push(
         `{ service: ${q(`mesh.enrol.${node}.*`)}, accounts: [${sites.map(q).join(", ")}] }`,
       );
     }
-    accounts.push(nodeAccountBlock(state, node, CONTROL_ACCOUNT));
+    accounts.push(nodeAccountBlock(state, node, CONTROL_ACCOUNT, pushSubjectOf(state, node)));
   }
   exports.push(...grantExports(state, nodes, readersOf));
   for (const site of siteNames) accounts.push(siteAccountBlock(state, site, nodes));
@@ -244,12 +292,14 @@ ${accounts.join("\n")}
  */
 function siteAccountBlock(state: MeshState, site: string, nodes: string[]): string {
   const leaf = state.leaves![site];
-  const imports: string[] = [];
+  // Every node's deliveries, present from the site's first render on (SITE_PUSH).
+  const imports: string[] = [streamImport(CONTROL_ACCOUNT, SITE_PUSH.all(site))];
   for (const node of nodes.filter((n) => sitesOf(state, n).includes(site))) {
     const s = subjectsOf(node);
     imports.push(
       serviceImport(CONTROL_ACCOUNT, s.directGet),
-      `{ stream: { account: ${CONTROL_ACCOUNT}, subject: ${q(s.declaration)} } }`,
+      serviceImport(CONTROL_ACCOUNT, s.ack),
+      serviceImport(CONTROL_ACCOUNT, s.flowControl),
       serviceImport(CONTROL_ACCOUNT, s.report),
       serviceImport(CONTROL_ACCOUNT, s.inventory),
       serviceImport(CONTROL_ACCOUNT, s.heartbeat),
@@ -288,10 +338,13 @@ export function renderLeafAuth(state: MeshState, site: string, now: Date = new D
   const joinImports: string[] = [];
   const accounts: string[] = [];
   for (const node of nodes) {
-    exports.push(...nodeExports(node, [nodeAccount(node)], viaDomain(subjectsOf(node).directGet)));
+    const push = SITE_PUSH.node(site, node);
+    exports.push(
+      ...nodeExports(node, [nodeAccount(node)], viaDomain(subjectsOf(node).directGet), push),
+    );
     exports.push(`{ service: ${q(`mesh.enrol.${node}.*`)}, accounts: [${JOIN_ACCOUNT}] }`);
     joinImports.push(serviceImport(UPLINK_ACCOUNT, `mesh.enrol.${node}.*`));
-    accounts.push(nodeAccountBlock(state, node, UPLINK_ACCOUNT, viaDomain));
+    accounts.push(nodeAccountBlock(state, node, UPLINK_ACCOUNT, push, viaDomain));
   }
   exports.push(...grantExports(state, nodes, (n) => [nodeAccount(n)], viaDomain));
   return `# generated by lab/mesh (the stand-in control plane) for site ${site}; do not edit

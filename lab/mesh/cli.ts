@@ -6,7 +6,7 @@
  *   init    --dir D --url U [--control-url U] --ca FILE --cert FILE --pid-file F --log-file F
  *                                          state for a broker run elsewhere (the lab's)
  *   serve   --dir D [--once] [--timeout S] answer enrolments (foreground; --once: one, then exit)
- *   streams --dir D                        make sure the JetStream streams exist
+ *   streams --dir D                        make sure the streams and the nodes' consumers exist
  *   token   --dir D NODE [--ttl SECS]      mint a one-time enrolment token
  *   declare --dir D NODE FILE [--serial N] [--as-is] [--unsigned] [--valid-for SECS]
  *                                          publish a declaration to NODE, signed with the
@@ -31,6 +31,13 @@
  *   rollout --dir D FILE --serial N NODE... [--timeout S] [--pause-after K --pause-ms MS]
  *                                          publish FILE ({{node}} replaced) to each node, wait
  *                                          for each apply report of serial N (JSON rows)
+ *   rollout-host --dir D --version V [--running V] [--sha256 H --size N] [--upgrade full]
+ *           [--canary K] [--batch B] [--silence S] [--timeout S] NODE...
+ *                                          a staged rollout of the host's version: the first K
+ *                                          nodes, then B at a time, each batch waiting for its
+ *                                          nodes' heartbeats of the new running version; stops
+ *                                          (exit 1) on silence, a rollback or a failed apply,
+ *                                          naming the nodes (JSON result)
  *   tally   --dir D NODE...                each node's apply reports (serials, duplicate ids)
  *   placement --dir D                      each stream's leader and replicas (JSON)
  *   stepdown --dir D STREAM                the leader of STREAM steps down (another is elected)
@@ -43,6 +50,7 @@ import { fingerprintOf } from "../lib/certs.ts";
 import { ControlPlane } from "./control.ts";
 import { readState } from "./state.ts";
 import { placement, rollout, stepDown, tallyReports } from "./fleet.ts";
+import { rolloutHost } from "./rollout.ts";
 
 const { values, positionals } = parseArgs({
   args: Deno.args,
@@ -71,6 +79,14 @@ const { values, positionals } = parseArgs({
     "pause-ms": { type: "string" },
     timeout: { type: "string" },
     as: { type: "string" },
+    version: { type: "string" },
+    running: { type: "string" },
+    sha256: { type: "string" },
+    size: { type: "string" },
+    upgrade: { type: "string" },
+    canary: { type: "string" },
+    batch: { type: "string" },
+    silence: { type: "string" },
   },
 });
 const [command, ...args] = positionals;
@@ -311,6 +327,48 @@ switch (command) {
         : { after: Number(values["pause-after"]), ms: Number(values["pause-ms"] ?? 2000) },
     );
     console.log(JSON.stringify(rows));
+    break;
+  }
+  case "rollout-host": {
+    const nodes = args;
+    if (!values.version || nodes.length === 0) {
+      fail(
+        "rollout-host --version V [--running V] [--sha256 H --size N] [--upgrade full] " +
+          "[--canary K] [--batch B] [--silence S] [--timeout S] NODE...",
+      );
+    }
+    if ((values.sha256 === undefined) !== (values.size === undefined)) {
+      fail("--sha256 and --size go together (the tarball in the object store)");
+    }
+    if (values.upgrade !== undefined && values.upgrade !== "full") fail("--upgrade takes full");
+    const whole = (name: string, text: string | undefined, fallback: number) => {
+      const n = Number(text ?? fallback);
+      if (!Number.isSafeInteger(n) || n < 1) fail(`--${name} must be a whole number ≥ 1`);
+      return n;
+    };
+    await using control = await ControlPlane.open(dir);
+    const canary = whole("canary", values.canary, 1);
+    const result = await rolloutHost(control, nodes, {
+      version: values.version,
+      ...(values.running ? { running: values.running } : {}),
+      ...(values.sha256
+        ? { contentSha256: values.sha256, size: whole("size", values.size, 0) }
+        : {}),
+      ...(values.upgrade ? { upgrade: "full" as const } : {}),
+      canary,
+      batch: whole("batch", values.batch, 2 * canary),
+      silenceMs: whole("silence", values.silence, 120) * 1000,
+      batchTimeoutMs: whole("timeout", values.timeout, 600) * 1000,
+    }, (line) => console.error(`rollout: ${line}`));
+    console.log(JSON.stringify(result));
+    if (result.outcome === "stopped") {
+      console.error(
+        `mesh: the rollout of ${result.version} stopped at ${result.batches.at(-1)!.name}: ${
+          result.stoppedBy.map((s) => `${s.node} ${s.why}: ${s.detail}`).join("; ")
+        }${result.untouched.length ? `; never declared it: ${result.untouched.join(", ")}` : ""}`,
+      );
+      Deno.exit(1);
+    }
     break;
   }
   case "tally": {

@@ -34,11 +34,13 @@ import { type EnrolRequest, enrolStatement } from "../../src/link/enrol.ts";
 import {
   CONTENT_SUBJECTS,
   contentDigestsOf,
+  DECLARATION_STREAM,
+  declarationConsumer,
   ENROL_SUBJECTS,
   MESSAGE_ID_HEADER,
   subjectsOf,
 } from "../../src/link/subjects.ts";
-import { namedNodes } from "./auth.ts";
+import { namedNodes, pushSubjectOf } from "./auth.ts";
 import { CHUNK, OBJECT_STORE_BYTES, objectStoreConfig, streamConfig, STREAMS } from "./streams.ts";
 import { encodeToken } from "../../src/link/token.ts";
 import { unbase64url } from "../../src/link/_base64url.ts";
@@ -153,6 +155,70 @@ export class ControlPlane implements AsyncDisposable {
         );
       }
     }
+    await this.#ensureConsumers(state, namedNodes(state));
+  }
+
+  /** Make every named node's declaration consumer as configured (`open` does it too). */
+  async ensureConsumers(): Promise<void> {
+    const state = await readState(this.dir);
+    await this.#whileElecting(() => this.#ensureConsumers(state, namedNodes(state)));
+  }
+
+  /**
+   * `work` (JetStream API requests), tried again for up to 30 s while a cluster has no
+   * answer (a server just restarted, a stream or consumer electing its leader).
+   */
+  async #whileElecting(work: () => Promise<void>): Promise<void> {
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      try {
+        return await work();
+      } catch (error) {
+        const text = `${(error as Error).message} ${(error as Error).cause ?? ""}`;
+        if (this.#replicas === 1 || !/timeout|no responders/i.test(text)) throw error;
+        if (Date.now() > deadline) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    }
+  }
+
+  /**
+   * Make each of `nodes`' declaration consumer (src/link/subjects.ts,
+   * `declarationConsumer`) unless it exists as configured: the node cannot make one
+   * (its permissions grant no JetStream API), so this is how its pushes reach it.
+   * A consumer of another configuration (an older stand-in, another heartbeat) is
+   * made again; it then delivers the node's last declaration once more.
+   */
+  async #ensureConsumers(state: MeshState, nodes: string[]): Promise<void> {
+    const existing = new Map<string, Record<string, unknown>>();
+    for (let offset = 0;;) {
+      const page = await this.#api(
+        `$JS.API.CONSUMER.LIST.${DECLARATION_STREAM}`,
+        JSON.stringify({ offset }),
+      ) as { consumers?: { name: string; config: Record<string, unknown> }[]; total?: number };
+      for (const c of page.consumers ?? []) existing.set(c.name, c.config);
+      offset += page.consumers?.length ?? 0;
+      if (!page.consumers?.length || offset >= (page.total ?? 0)) break;
+    }
+    for (const node of nodes) {
+      const wanted = declarationConsumer(node, {
+        ...state.push,
+        deliverSubject: pushSubjectOf(state, node),
+      });
+      const had = existing.get(subjectsOf(node).consumer);
+      if (had && Object.entries(wanted).every(([k, v]) => had[k] === v)) continue;
+      const name = subjectsOf(node).consumer;
+      if (had) await this.#api(`$JS.API.CONSUMER.DELETE.${DECLARATION_STREAM}.${name}`, "");
+      const made = await this.#api(
+        `$JS.API.CONSUMER.DURABLE.CREATE.${DECLARATION_STREAM}.${name}`,
+        JSON.stringify({ stream_name: DECLARATION_STREAM, config: wanted }),
+      );
+      if (made.error) {
+        throw new Error(
+          `cannot make the declaration consumer of ${node}: ${JSON.stringify(made.error)}`,
+        );
+      }
+    }
   }
 
   /**
@@ -236,7 +302,7 @@ export class ControlPlane implements AsyncDisposable {
     // exists: a broker that cannot hold another node says so here, and no token is made.
     const known = new Set(namedNodes(await readState(this.dir)));
     const added = new Set(nodes.filter((n) => !known.has(n))).size;
-    if (added > 0) await this.#ensureStreams(added);
+    if (added > 0) await this.#whileElecting(() => this.#ensureStreams(added));
     const state = await withState(this.dir, (s) => {
       if (via !== undefined && !s.leaves?.[via]) {
         throw new Error(`no leaf server "${via}" in this mesh`);
@@ -251,6 +317,7 @@ export class ControlPlane implements AsyncDisposable {
       }
       return s;
     });
+    await this.#whileElecting(() => this.#ensureConsumers(state, nodes));
     await this.#reload();
     const tokens: Record<string, string> = {};
     for (const { node, join } of joins) {
@@ -553,6 +620,18 @@ export class ControlPlane implements AsyncDisposable {
       signature: reply.headers?.has(SIGNATURE_HEADER) ? reply.headers.get(SIGNATURE_HEADER) : null,
       rotation: reply.headers?.has(ROTATION_HEADER) ? reply.headers.get(ROTATION_HEADER) : null,
     };
+  }
+
+  /**
+   * `node`'s declaration consumer as JetStream describes it (its configuration, what it
+   * delivered and had acknowledged, `push_bound` while the node listens), or undefined.
+   */
+  async consumerInfo(node: string): Promise<Record<string, unknown> | undefined> {
+    const info = await this.#api(
+      `$JS.API.CONSUMER.INFO.${DECLARATION_STREAM}.${subjectsOf(node).consumer}`,
+      "",
+    );
+    return info.error ? undefined : info;
   }
 
   /** How many messages a stream holds. */

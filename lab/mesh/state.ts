@@ -97,6 +97,11 @@ export interface MeshState {
   grants?: Record<string, string[]>;
   /** How much JetStream storage the object store reserves (bytes; streams.ts OBJECT_STORE_BYTES). */
   objectStoreBytes?: number;
+  /**
+   * The nodes' declaration consumers' idle heartbeat and acknowledgement wait (ms);
+   * absent: DECLARATION_PUSH of src/link/subjects.ts (tests shorten them).
+   */
+  push?: { idleHeartbeatMs?: number; ackWaitMs?: number };
 }
 
 /** One server of a cluster, as the stand-in knows it. */

@@ -400,7 +400,7 @@ export function assertConfined(machine: string, own: string, other: string): Ste
   return {
     title:
       `assert ${machine} (${own}) cannot read ${other}'s declarations nor report as ${other}, ` +
-      `nor steer a reply into ${other}'s subject or the JetStream API`,
+      `nor use the consumer API, nor steer a reply into ${other}'s subject or the JetStream API`,
     async run(ctx) {
       const last = async () => JSON.parse(await mesh(ctx, ["last", other]));
       const before = await last();
@@ -429,7 +429,16 @@ export function assertConfined(machine: string, own: string, other: string): Ste
       }
       const shown = JSON.stringify(seen);
       if (seen.ownDirectGet !== "ok") fail("its own declaration readable", shown);
-      for (const key of ["otherDirectGet", "bodyDirectGet", "otherSubscribe", "otherPublish"]) {
+      for (
+        const key of [
+          "otherDirectGet",
+          "bodyDirectGet",
+          "otherSubscribe",
+          "otherPushSubscribe",
+          "otherPublish",
+          "consumerApi",
+        ]
+      ) {
         if (!/Permissions Violation/.test(seen[key] ?? "")) {
           fail(`${key} refused by the broker`, shown);
         }

@@ -33,6 +33,7 @@ import { scenario as site } from "./site.ts";
 import { scenario as holdRescue } from "./hold_rescue.ts";
 import { scenario as accounts } from "./accounts.ts";
 import { scenario as mounts } from "./mounts.ts";
+import { scenario as stagedRollout } from "./staged_rollout.ts";
 
 /** All scenarios. */
 export const SCENARIOS: readonly Scenario[] = [
@@ -69,4 +70,5 @@ export const SCENARIOS: readonly Scenario[] = [
   site,
   accounts,
   mounts,
+  stagedRollout,
 ];

@@ -13,8 +13,9 @@ import { files, srvFile } from "./_link.ts";
 export const scenario: Scenario = {
   name: "isolation",
   summary: "with its own key, node A cannot read node B's declarations (direct get in either " +
-    "form, or live) nor publish B's reports or heartbeats, nor make a reply land in B's " +
-    "subject or purge the declaration stream: the broker refuses each",
+    "form, or where B's consumer delivers) nor publish B's reports or heartbeats, nor use the " +
+    "consumer API (make, read, pull from or delete a consumer, acknowledge for B's), nor make " +
+    "a reply land in B's subject or purge the declaration stream: the broker refuses each",
   broker: true,
   machines: {
     alpha: { flavour: "systemd", host: true, files: HOST_UNIT_FILES },

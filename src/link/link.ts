@@ -1,7 +1,9 @@
 /**
  * The link (R5): one outbound connection, kept forever. It connects, subscribes
- * to the node's declaration subject, fetches the last declaration published
- * while it was away (direct get, no polling), and hands both to the run loop.
+ * to where the node's declaration consumer delivers (a durable push consumer the
+ * control plane made: src/link/subjects.ts, DECLARATION_PUSH), fetches the last
+ * declaration once (direct get), and hands both to the run loop. Nothing polls: an
+ * idle node hears only the consumer's idle heartbeats.
  * When the connection drops, or the broker stops answering pings, or the client
  * closes for any reason, it rebuilds the connection and the subscription after
  * an exponential backoff with jitter, re-resolving the broker's name each time.
@@ -16,7 +18,6 @@
  */
 import {
   headers,
-  type Msg,
   type MsgHdrs,
   type NatsConnection,
   type Subscription,
@@ -27,8 +28,9 @@ import { classifyLinkError, LinkError } from "./errors.ts";
 import type { Identity } from "./identity.ts";
 import type { LogLevel } from "../log.ts";
 import { ROTATION_HEADER, SIGNATURE_HEADER } from "./signature.ts";
-import { MESSAGE_ID_HEADER, NODE_LIMITS, subjectsOf } from "./subjects.ts";
+import { DECLARATION_PUSH, MESSAGE_ID_HEADER, NODE_LIMITS, subjectsOf } from "./subjects.ts";
 import { objectStoreSource } from "./content.ts";
+import { type Delivery, PushSubscription } from "./push.ts";
 import type { ContentSource } from "../store/content.ts";
 
 /** The most the broker stores of each kind of message a node sends (NODE_LIMITS). */
@@ -68,6 +70,12 @@ export interface Pushed {
   signature?: string;
   /** The `Mesh-Key-Rotation` header, absent when the message had none. */
   rotation?: string;
+  /**
+   * Its sequence in the declaration stream, when the broker said it: the broker's own
+   * order of what was stored, which tells a replica behind the others (an older
+   * sequence) from an old declaration published again (a newer one).
+   */
+  seq?: number;
 }
 
 /** What the run loop hears from the link. */
@@ -91,6 +99,12 @@ export interface LinkOptions {
   random?: () => number;
   /** Timeout of the catch-up request (ms). */
   catchUpTimeoutMs?: number;
+  /**
+   * How long the push subscription may hear nothing (no declaration, no idle heartbeat
+   * of the consumer) before the link says so and subscribes again (ms); default three
+   * of DECLARATION_PUSH's idle heartbeats.
+   */
+  pushSilenceMs?: number;
 }
 
 /** The node's one connection to the control plane. */
@@ -101,8 +115,11 @@ export class Link {
   readonly #options: Required<LinkOptions>;
   #state: LinkState;
   #nc: NatsConnection | undefined;
-  /** The last declaration handed to onDeclaration or onUp (its bytes). */
-  #lastDelivered: Uint8Array | undefined;
+  /**
+   * The declarations handed on in this connection (the last few: stream sequence and
+   * size), to drop a second copy of one (a delivery again, the catch-up's).
+   */
+  #delivered: { seq: number; size: number }[] = [];
   #stopped = false;
   #wake: (() => void) | undefined;
   #loop: Promise<void> | undefined;
@@ -121,6 +138,7 @@ export class Link {
       backoff: options.backoff ?? BACKOFF,
       random: options.random ?? Math.random,
       catchUpTimeoutMs: options.catchUpTimeoutMs ?? 10_000,
+      pushSilenceMs: options.pushSilenceMs ?? 3 * DECLARATION_PUSH.idleHeartbeatMs,
     };
     this.#state = {
       phase: "connecting",
@@ -224,43 +242,13 @@ export class Link {
   }
 
   /**
-   * Ask the broker again for the node's last declaration (the direct get of the
-   * catch-up) while the link is up, and hand it to `onDeclaration` when it differs
-   * from the last one the link delivered. A push can be missed without the link
-   * going down: a site's leaf server that lost its uplink keeps the node's
-   * connection, and what was published meanwhile is only in the stream. Errors
-   * are left for the next call (nothing to report: the link itself says when it is down).
+   * Whether the declaration stored at stream sequence `seq` (`size` bytes) was handed on
+   * already in this connection (noted if not).
    */
-  async recheck(timeoutMs = 10_000): Promise<void> {
-    const nc = this.#nc;
-    if (!nc || this.#state.phase !== "up") return;
-    let reply: Msg;
-    try {
-      reply = await nc.request(subjectsOf(this.#identity.node).directGet, new Uint8Array(0), {
-        timeout: timeoutMs,
-      });
-    } catch {
-      return;
-    }
-    const code = reply.headers?.code ?? 0;
-    if (!(code === 0 || (code >= 200 && code < 300))) return;
-    if (this.#seen(reply.data)) return;
-    this.#handlers.onDeclaration(pushed(reply.data, reply.headers));
-  }
-
-  /**
-   * Forget the declaration delivered last, so that the next `recheck` hands it
-   * on again: one refused as expired is taken once the node's clock is set right.
-   */
-  forget(): void {
-    this.#lastDelivered = undefined;
-  }
-
-  /** Whether `data` is the declaration the link delivered last (and remember it if not). */
-  #seen(data: Uint8Array): boolean {
-    const last = this.#lastDelivered;
-    if (last && last.length === data.length && last.every((b, i) => b === data[i])) return true;
-    this.#lastDelivered = data.slice();
+  #again(seq: number | undefined, size: number): boolean {
+    if (seq === undefined) return false;
+    if (this.#delivered.some((d) => d.seq === seq && d.size === size)) return true;
+    this.#delivered = [...this.#delivered.slice(-7), { seq, size }];
     return false;
   }
 
@@ -396,6 +384,9 @@ export class Link {
   /** One connection's life: subscribe, catch up, announce, then wait for it to end. */
   async #session(nc: NatsConnection, reconnect: boolean): Promise<LinkError | undefined> {
     const s = subjectsOf(this.#identity.node);
+    // A new connection hands the last declaration on again (the catch-up): the run loop
+    // knows it as held, and reconciles for the reconnect.
+    this.#delivered = [];
     let failure: LinkError | undefined;
     const watch = (async () => {
       for await (const status of nc.status()) {
@@ -417,14 +408,21 @@ export class Link {
         }
       }
     })();
-    const sub: Subscription = nc.subscribe(s.declaration, {
-      callback: (error, msg) => {
-        if (error) return;
-        this.#seen(msg.data);
-        this.#handlers.onDeclaration(pushed(msg.data, msg.headers));
-      },
+    // Declarations arrive from the node's consumer as soon as its interest reaches it;
+    // those that come before the link is up wait for the catch-up, which they most often
+    // repeat (what was published while away arrives as the reconnect's, once).
+    let early: Delivery[] | undefined = [];
+    const deliver = ({ data, headers, seq }: Delivery) => {
+      // Delivered again (its acknowledgement was lost), or the catch-up's: handed on once.
+      if (this.#again(seq, data.length)) return;
+      this.#handlers.onDeclaration({ ...pushed(data, headers), ...(seq ? { seq } : {}) });
+    };
+    const push = new PushSubscription(nc, s.push, this.#options.pushSilenceMs, {
+      onDelivery: (delivery) => early ? early.push(delivery) : deliver(delivery),
+      log: this.#handlers.log,
     });
     await nc.flush();
+    const sub: Subscription = push.subscription;
     if (sub.isClosed()) {
       const error = await sub.closed;
       await race(nc.close().catch(() => {}), 5000);
@@ -433,9 +431,11 @@ export class Link {
         new LinkError(
           "permission",
           "broker",
-          `the broker closed the subscription to ${s.declaration}`,
+          `the broker closed the subscription to ${s.push}`,
         );
     }
+    // Once per connection: the last declaration stored for this node (any replica answers,
+    // one behind the others included: an older answer than what the node holds is ignored).
     let catchUp: Pushed | undefined;
     try {
       const reply = await nc.request(s.directGet, new Uint8Array(0), {
@@ -443,8 +443,11 @@ export class Link {
       });
       const code = reply.headers?.code ?? 0;
       if (code === 0 || (code >= 200 && code < 300)) {
-        catchUp = pushed(reply.data, reply.headers);
-        this.#seen(reply.data);
+        const seq = Number(reply.headers?.get("Nats-Sequence"));
+        const known = Number.isSafeInteger(seq) && seq > 0 ? seq : undefined;
+        if (!this.#again(known, reply.data.length)) {
+          catchUp = { ...pushed(reply.data, reply.headers), ...(known ? { seq: known } : {}) };
+        }
       } else if (code !== 404) {
         throw new LinkError(
           "protocol",
@@ -471,7 +474,12 @@ export class Link {
       }`,
     );
     this.#handlers.onUp({ reconnect, ...(catchUp ? { catchUp } : {}) });
+    const waited = early;
+    early = undefined;
+    waited.forEach(deliver);
+    push.watch();
     const closedWith = await nc.closed();
+    push.close();
     await race(watch, 5000);
     if (failure) return failure;
     if (closedWith instanceof Error) {

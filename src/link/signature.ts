@@ -220,6 +220,13 @@ export function verifyDeclaration(
   };
 }
 
+/** The not-after a `Mesh-Signature` header names (unchecked), if any. */
+export function notAfterOf(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  const parsed = parseSignatureHeader(header);
+  return typeof parsed === "string" ? undefined : parsed.notAfter;
+}
+
 /**
  * Whether a declaration signed to be taken until `notAfter` is expired at `now`
  * (this node's clock), with {@link NOT_AFTER_SKEW_MS} of skew allowed.

@@ -73,10 +73,81 @@ export const NODE_LIMITS = {
  */
 export const MESSAGE_ID_HEADER = "Nats-Msg-Id";
 
+/**
+ * How declarations reach a node (DESIGN.md §7): a durable push consumer of
+ * DECLARATION_STREAM per node, made by the control plane (never by the node), named
+ * as the node, filtered to the node's declaration subject, delivering the last one
+ * and every later one to the node's push subject. The broker delivers only while the
+ * node's subscription is there (its interest reaches the consumer, through a site's
+ * leaf too), keeps what it delivered until the node acknowledges it (`ack_wait`: a
+ * delivery lost on a connection that was dying is delivered again), sends an idle
+ * heartbeat when it has nothing to say (a silence the node can notice) and asks for
+ * flow control. Nothing polls: an idle node receives only those heartbeats.
+ */
+export const DECLARATION_PUSH = {
+  /** The consumer's idle heartbeat (ms): how often an idle node hears from it. */
+  idleHeartbeatMs: 30_000,
+  /** How long a delivery waits for the node's acknowledgement before it is sent again (ms). */
+  ackWaitMs: 30_000,
+} as const;
+
+/**
+ * Where the declaration consumers of site `site`'s nodes deliver, on the cluster: one
+ * subject per node below the site's own prefix, `mesh.site.<site>.push.<node>` (the site's
+ * leaf carries it to the node as its push subject). The site's account imports the
+ * whole prefix once, when the site is made: nats-server 2.9.10 gives a leaf connection
+ * no stream import added by a later reload (its subscriptions stay without the
+ * exporting account's interest until the leaf connects again).
+ */
+export const SITE_PUSH = {
+  /** Every node of the site. */
+  all: (site: string): string => `mesh.site.${site}.push.*`,
+  /** Node `node` of the site. */
+  node: (site: string, node: string): string => `mesh.site.${site}.push.${node}`,
+} as const;
+
+/**
+ * The configuration of node `node`'s declaration consumer (`$JS.API.CONSUMER.DURABLE.
+ * CREATE.MESH_DECL.<node>`), made by the control plane. It delivers to the node's push
+ * subject, or to `deliverSubject` (a site's node: SITE_PUSH). `idleHeartbeatMs` and
+ * `ackWaitMs` may be shortened (tests).
+ */
+export function declarationConsumer(
+  node: string,
+  {
+    idleHeartbeatMs = DECLARATION_PUSH.idleHeartbeatMs,
+    ackWaitMs = DECLARATION_PUSH.ackWaitMs,
+    deliverSubject,
+  }: { idleHeartbeatMs?: number; ackWaitMs?: number; deliverSubject?: string } = {},
+): Record<string, unknown> {
+  const s = subjectsOf(node);
+  return {
+    durable_name: s.consumer,
+    description: `declarations to node ${node}`,
+    deliver_subject: deliverSubject ?? s.push,
+    filter_subject: s.declaration,
+    deliver_policy: "last_per_subject",
+    ack_policy: "explicit",
+    ack_wait: ackWaitMs * 1e6,
+    max_deliver: -1,
+    idle_heartbeat: idleHeartbeatMs * 1e6,
+    flow_control: true,
+    replay_policy: "instant",
+  };
+}
+
 /** Every subject one node uses. */
 export interface NodeSubjects {
   /** Declarations to the node (captured by DECLARATION_STREAM, last per subject). */
   declaration: string;
+  /** The node's declaration consumer (DECLARATION_PUSH), named as the node. */
+  consumer: string;
+  /** Where that consumer delivers: the node subscribes here, and nowhere else for declarations. */
+  push: string;
+  /** The acknowledgements of that consumer's deliveries (the reply subject of each). */
+  ack: string;
+  /** That consumer's flow control answers (the reply subject of its requests). */
+  flowControl: string;
   /** Apply reports and refusals from the node. */
   report: string;
   /** Heartbeats from the node. */
@@ -94,6 +165,10 @@ export function subjectsOf(node: string): NodeSubjects {
   const declaration = `mesh.decl.${node}`;
   return {
     declaration,
+    consumer: node,
+    push: `mesh.push.${node}`,
+    ack: `$JS.ACK.${DECLARATION_STREAM}.${node}.>`,
+    flowControl: `$JS.FC.${DECLARATION_STREAM}.${node}.>`,
     report: `mesh.node.${node}.report`,
     heartbeat: `mesh.node.${node}.heartbeat`,
     inventory: `mesh.node.${node}.inventory`,
@@ -110,12 +185,16 @@ export interface Permissions {
 
 /**
  * What the broker grants an enrolled node: publish its own report, heartbeat and
- * inventory, the direct get of its own declaration and the direct gets of exactly the
- * objects `content` (SHA-256 hex, what its declaration names: `contentDigestsOf`);
- * subscribe to its own declaration subject and its own inbox (where JetStream's
- * acknowledgements of its reports and inventory arrive). Nothing else (no `$JS.API.>`,
- * no wildcards across nodes, no object it was not declared). The one place that says
- * what a node may do: the control plane renders it, the tests hold the broker to it.
+ * inventory, the direct get of its own declaration (once per connection, the catch-up),
+ * the acknowledgements and flow control answers of its own declaration consumer, and
+ * the direct gets of exactly the objects `content` (SHA-256 hex, what its declaration
+ * names: `contentDigestsOf`); subscribe to its own push subject (where its consumer
+ * delivers) and its own inbox (where JetStream's acknowledgements of its reports and
+ * inventory arrive). Nothing else: no `$JS.API.>` (it cannot make, read or delete a
+ * consumer, its own included: the control plane makes it, so the node never chooses
+ * where it delivers), no wildcards across nodes, no object it was not declared. The
+ * one place that says what a node may do: the control plane renders it, the tests hold
+ * the broker to it.
  */
 export function nodePermissions(node: string, content: readonly string[] = []): Permissions {
   const s = subjectsOf(node);
@@ -128,9 +207,11 @@ export function nodePermissions(node: string, content: readonly string[] = []): 
       s.heartbeat,
       s.inventory,
       s.directGet,
+      s.ack,
+      s.flowControl,
       ...content.map(CONTENT_SUBJECTS.grant),
     ],
-    subscribe: [s.declaration, `${s.inboxPrefix}.>`],
+    subscribe: [s.push, `${s.inboxPrefix}.>`],
   };
 }
 

@@ -36,6 +36,8 @@ import { VERSION } from "../version.ts";
 import { type Identity, readIdentity, readSeed } from "../link/identity.ts";
 import { Link, type LinkOptions } from "../link/link.ts";
 import { subjectsOf } from "../link/subjects.ts";
+import { expiry, notAfterOf } from "../link/signature.ts";
+import { META } from "../store/meta.ts";
 import {
   applyMessage,
   heldMessage,
@@ -143,8 +145,14 @@ class RunLoop {
   #program: ProgramWatch | undefined;
   readonly #launcher: LauncherContract;
   #pending: Pending | undefined;
-  /** The signature of the last declaration refused as expired (reported once). */
-  #expired: string | undefined;
+  /**
+   * The last declaration refused as expired (reported once), kept as it arrived: each
+   * tick looks at its not-after against the clock here, and hands it on again once the
+   * clock allows it (a node whose clock was wrong takes it when the clock is set right).
+   */
+  #expired: (Work & { kind: "declaration" }) | undefined;
+  /** The signature of the last declaration reported as expired. */
+  #expiredSaid: string | undefined;
   #startDone = false;
   #stopTicking: (() => void) | undefined;
   #stopEnrolWatch: (() => void) | undefined;
@@ -327,9 +335,7 @@ class RunLoop {
 
   #tick(): void {
     this.#heartbeat(false);
-    // A push missed while the link stayed up (a site's leaf without its uplink) is in
-    // the stream: ask for the last declaration once per tick.
-    this.#link?.recheck().catch(() => {});
+    this.#retryExpired();
     this.#inventory.tick();
     if (!this.#busy) this.#checkMemory();
     if (!this.#busy) this.#checkIdentity();
@@ -366,7 +372,7 @@ class RunLoop {
       work,
       (this.#opt.now ?? Date.now)(),
     );
-    if (admission.verdict !== "refused") this.#expired = undefined;
+    if (admission.verdict !== "refused") this.#expired = this.#expiredSaid = undefined;
     // Refused when its confirm window lapsed: never applied again (reported then).
     if (admission.verdict !== "refused" && this.#confirm.refuses(admission.digest)) {
       return await this.#afterRefusal(work.trigger);
@@ -388,20 +394,53 @@ class RunLoop {
     if (admission.verdict === "refused") {
       const { serial, reason, message, problems } = admission;
       if (reason === "expired") {
-        // Perhaps this node's clock is wrong: the link hands the same declaration on
-        // again at the next tick (taken once the clock is right); said once.
-        this.#link?.forget();
-        if (this.#expired === work.signature) return await this.#afterRefusal(work.trigger);
-        this.#expired = work.signature;
+        // Perhaps this node's clock is wrong: kept, and taken once the clock is right
+        // (#retryExpired, no network); said once.
+        this.#expired = { ...work, trigger: "declaration" };
+        if (this.#expiredSaid === work.signature) return await this.#afterRefusal(work.trigger);
+        this.#expiredSaid = work.signature;
+      }
+      if (reason === "replay" && this.#storedBefore(work.seq)) {
+        // Older than what this node accepted, and stored before it: not a replay, but a
+        // replica behind the others (any one answers the catch-up's direct get).
+        this.#log(
+          `link: serial ${serial} (stream sequence ${work.seq}) is older than the accepted ` +
+            "one, from a replica behind the others: ignored",
+          "debug",
+        );
+        return await this.#afterRefusal(work.trigger);
       }
       this.#refuse(serial, reason, message, problems);
       return await this.#afterRefusal(work.trigger);
     }
     this.#accept(admission);
+    if (work.seq !== undefined) {
+      const at = { node: admission.node, seq: work.seq };
+      this.#host.store.setMeta(META.declarationSeq, JSON.stringify(at));
+    }
     const { declaration, digest } = admission;
     const pending = { declaration, digest, origin: subject };
     this.#pending = pending;
     await this.#apply(declaration, "link", subject, work.trigger, pending);
+  }
+
+  /** Whether stream sequence `seq` comes before that of the declaration this node accepted. */
+  #storedBefore(seq: number | undefined): boolean {
+    let at: { node?: unknown; seq?: unknown } | undefined;
+    try {
+      at = JSON.parse(this.#host.store.meta(META.declarationSeq) ?? "null") ?? undefined;
+    } catch { /* unreadable: unknown */ }
+    return seq !== undefined && at?.node === this.#identity?.node && typeof at?.seq === "number" &&
+      seq < at.seq;
+  }
+
+  /** The declaration refused as expired, handed on again once this node's clock allows it. */
+  #retryExpired(): void {
+    const expired = this.#expired;
+    if (!expired || this.#busy) return;
+    if (expiry(notAfterOf(expired.signature), (this.#opt.now ?? Date.now)())) return;
+    this.#expired = undefined;
+    this.#enqueue(expired);
   }
 
   /** Record an admitted declaration as accepted (and a rotation followed to its key). */

@@ -12,6 +12,8 @@ export type Work =
     data: Uint8Array;
     signature?: string;
     rotation?: string;
+    /** Its sequence in the declaration stream (link.ts, `Pushed`). */
+    seq?: number;
     trigger: Trigger;
   };
 

@@ -25,6 +25,13 @@ export const META = {
   signer: "link_signer",
   /** The last rotation followed: JSON `{from, at}` (the key pinned before, and when). */
   signerRotated: "link_signer_rotated",
+  /**
+   * Where the declaration accepted last was stored in the broker's declaration stream:
+   * JSON `{node, seq}`. An older serial stored before it is a replica behind the
+   * others (ignored), one stored after it an old declaration published again (refused
+   * and reported as a replay).
+   */
+  declarationSeq: "link_declaration_seq",
   /** A JSON status record the run process keeps up to date (see src/run/run_status.ts). */
   runStatus: "run_status",
   /** Reports the outbox's bounds dropped that no delivered report has told of yet. */

@@ -1,8 +1,11 @@
 // Runs INSIDE a lab machine (bundled by lab/mesh/steps.ts), never in the host's own
 // namespace. Usage: isolation_probe.js URL CA_FILE PIN SEED_FILE OWN_NODE OTHER_NODE
 // Connects as OWN_NODE with its own key and tries what the broker must refuse: the
-// other node's last declaration (direct get, both forms), its live declarations, and
-// publishing its report and heartbeat. Prints one JSON line: each attempt "ok" or the
+// other node's last declaration (direct get, both forms), its live declarations (where
+// its consumer delivers, and the stream's subject), publishing its report and heartbeat,
+// acknowledging for its consumer, and the JetStream consumer API (making a consumer of
+// either node's subject with a deliver subject of its choosing, reading, pulling from or
+// deleting one). Prints one JSON line: each attempt "ok" or the
 // broker's refusal. It also sends two messages whose reply subject points elsewhere:
 // its own direct get answered into the other node's declaration subject, and its own
 // report and heartbeat with `$JS.API.STREAM.PURGE.MESH_DECL` as reply (the step then
@@ -46,9 +49,43 @@ result.bodyDirectGet = await outcome(() =>
     { timeout: 5000 },
   )
 );
-const sub = nc.subscribe(subjectsOf(other).declaration);
-await nc.flush();
-result.otherSubscribe = sub.isClosed() ? String(await sub.closed) : "ok";
+const subscribed = async (subject: string) => {
+  const sub = nc.subscribe(subject);
+  await nc.flush();
+  return sub.isClosed() ? String(await sub.closed) : "ok";
+};
+result.otherSubscribe = await subscribed(subjectsOf(other).declaration);
+result.otherPushSubscribe = await subscribed(subjectsOf(other).push);
+const consumerApi = [
+  "$JS.API.CONSUMER.CREATE.MESH_DECL",
+  `$JS.API.CONSUMER.CREATE.MESH_DECL.probe.${subjectsOf(own).declaration}`,
+  `$JS.API.CONSUMER.CREATE.MESH_DECL.probe.${subjectsOf(other).declaration}`,
+  `$JS.API.CONSUMER.DURABLE.CREATE.MESH_DECL.${own}`,
+  `$JS.API.CONSUMER.INFO.MESH_DECL.${own}`,
+  `$JS.API.CONSUMER.DELETE.MESH_DECL.${other}`,
+  `$JS.API.CONSUMER.MSG.NEXT.MESH_DECL.${other}`,
+  "$JS.API.CONSUMER.LIST.MESH_DECL",
+  subjectsOf(other).ack.replace(">", "1.1.1.1.0"),
+];
+const refused: string[] = [];
+for (const subject of consumerApi) {
+  const said = await outcome(() =>
+    nc.request(
+      subject,
+      JSON.stringify({
+        stream_name: "MESH_DECL",
+        config: {
+          deliver_subject: "$JS.API.STREAM.PURGE.MESH_DECL",
+          filter_subject: subjectsOf(other).declaration,
+        },
+      }),
+      { timeout: 5000 },
+    )
+  );
+  refused.push(/Permissions Violation/.test(said) ? "" : `${subject}: ${said}`);
+}
+result.consumerApi = refused.filter(Boolean).join("; ") ||
+  `Permissions Violation for all ${consumerApi.length}`;
 nc.publish(subjectsOf(other).report, JSON.stringify({ kind: "apply", forged: true }));
 nc.publish(subjectsOf(other).heartbeat, JSON.stringify({ kind: "heartbeat", forged: true }));
 await nc.flush();
