@@ -304,7 +304,7 @@ async function readConfigFile(
       "config.invalid",
       `${path} has invalid settings:\n  ${lines.join("\n  ")}`,
       {
-        hint: "fix them; the known settings are listed in the README",
+        hint: "fix them; the known settings are listed in host.json(5)",
       },
     );
   }

@@ -406,7 +406,7 @@ Deno.test("APKBUILD: what apkbuild-lint and Alpine's policy check, and ready for
   }
 });
 
-Deno.test("Alpine: the init script is in -openrc, which apk adds only where openrc is installed, and the README says so (real apk-tools 2.14.10 and 3.0.6)", () => {
+Deno.test("Alpine: the init script is in -openrc, which apk adds only where openrc is installed, and packaging/README.md says so (real apk-tools 2.14.10 and 3.0.6)", () => {
   const apkbuild = text("packaging/alpine/APKBUILD");
   // abuild's own split (no openrc() of ours): -openrc takes etc/init.d and etc/conf.d and
   // gets install_if="openrc nox-mesh-host=VERSION"; the main package does not depend on it.
@@ -423,7 +423,8 @@ Deno.test("Alpine: the init script is in -openrc, which apk adds only where open
     assert.deepEqual(names("n2"), ["nox-mesh-host", "nox-mesh-host-openrc"], version);
     assert.match(apkSnapshot(version, "n2", "installed"), /^F:etc\/init\.d\nR:nox-mesh-host$/m);
   }
-  const readme = text("README.md");
+  // The install details live in packaging/README.md (the README keeps the newcomer's lines).
+  const readme = text("packaging/README.md");
   const alpine = readme.slice(
     readme.indexOf("**Alpine Linux**"),
     readme.indexOf("Both packages are signed"),

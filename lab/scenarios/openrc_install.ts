@@ -11,7 +11,7 @@ import { assertLaunched, assertNoHostProcess, assertServiceSaid, CURRENT, STATE 
 const TARBALL = `nox-mesh-host-${CURRENT}-${Deno.build.arch}.tar.gz`;
 
 /**
- * The README's install line, run in DIR: the signature of SHA256SUMS (against the release
+ * The install check of packaging/README.md, run in DIR: the signature of SHA256SUMS (against the release
  * key, here the lab's, from the lab share), then the archive's sum, and only then tar.
  */
 function installLine(dir: string): string[] {

@@ -28,7 +28,7 @@ export interface CliIo {
   bundlePath?: string;
 }
 
-/** Exit codes (documented in the README). */
+/** Exit codes (documented in nox-mesh-host(8), EXIT STATUS). */
 export const EXIT = {
   ok: 0,
   failed: 1,
