@@ -4,7 +4,6 @@
  * lives in the store (src/engine/hold.ts): the running service reads it there.
  */
 import { clearHold, HeldError, readHold, setHold, whoRuns } from "../engine/hold.ts";
-import { openEngine } from "../engine/mod.ts";
 import { BusyError, UsageError } from "../errors.ts";
 import { acquireApplyLock } from "../lock.ts";
 import type { Command } from "./command.ts";
@@ -58,6 +57,7 @@ Exit codes: 0 held, 64 usage (no reason), 70 the store cannot be opened, 75 alre
     if (reason === "") throw new UsageError('say why the host is held: hold "REASON"');
     if (reason.length > 500) throw new UsageError("keep the reason under 500 characters");
     const wait = waitSeconds(ctx.values.wait);
+    const { openEngine } = await import("./_engine.ts");
     using host = await openEngine({ ...ctx.flags, providers: ctx.io.providers });
     const already = readHold(host.store);
     if (already) throw new HeldError(already);
@@ -101,6 +101,7 @@ Exit codes: 0 lifted (or not held), 70 the store cannot be opened, 78 configurat
   options: {},
   positionals: [0, 0],
   async run(ctx) {
+    const { openEngine } = await import("./_engine.ts");
     using host = await openEngine({ ...ctx.flags, providers: ctx.io.providers });
     const lifted = clearHold(host.store);
     if (ctx.json) ctx.io.stdout(JSON.stringify({ lifted }) + "\n");

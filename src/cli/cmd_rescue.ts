@@ -5,9 +5,7 @@
  * the node's declaration.
  */
 import { rescue, whoRuns } from "../engine/hold.ts";
-import { openEngine } from "../engine/mod.ts";
 import { acquireApplyLock } from "../lock.ts";
-import { readIdentity } from "../link/identity.ts";
 import { isCurrent, readRunStatus } from "../run/run_status.ts";
 import type { Command } from "./command.ts";
 import { readEnv, waitSeconds } from "./cmd_hold.ts";
@@ -47,6 +45,11 @@ Exit codes: 0 rescued, 70 the store cannot be opened, 75 busy (an apply still
   positionals: [0, 0],
   async run(ctx) {
     const wait = waitSeconds(ctx.values.wait);
+    // The engine, and the link's identity, load only when the command runs (main.ts).
+    const [{ openEngine }, { readIdentity }] = await Promise.all([
+      import("./_engine.ts"),
+      import("./_link.ts"),
+    ]);
     using host = await openEngine({ ...ctx.flags, providers: ctx.io.providers });
     const { store } = host;
     let done;
