@@ -223,9 +223,13 @@ interface Stamp {
 async function writeImportMap(os: TargetOs, stamp: Stamp, dir: string): Promise<string> {
   const config = JSON.parse(await Deno.readTextFile(repo("deno.json")));
   const imports: Record<string, string> = { ...config.imports };
-  // Its providers: the descriptors whose builds name it, in place of the checkout's.
-  const providers = join(dir, "carried.ts");
-  await Deno.writeTextFile(providers, carriedModule(os, new URL("../", import.meta.url).href));
+  // Its providers: the descriptors whose builds name it, in place of the checkout's. A
+  // generated module (its path is named in the bundle, so not one beside the output: two
+  // builds into two directories would differ).
+  const providers = await generatedModule(
+    "carried.ts",
+    carriedModule(os, new URL("../", import.meta.url).href),
+  );
   imports[new URL("../os/carried.ts", import.meta.url).href] = pathToFileURL(providers).href;
   // Its own paths: packaging/<os>/own_paths.ts, as a literal list in place of every OS's list.
   imports[new URL("./program_own_paths.ts", import.meta.url).href] = pathToFileURL(
