@@ -14,7 +14,14 @@ import {
   newKindContext,
   ResourceError,
 } from "../resources/kind.ts";
-import { kindOf, KINDS, mayCutLink, type Resource, resourceKey } from "../resources/mod.ts";
+import {
+  kindOf,
+  KINDS,
+  mayCutLink,
+  referencesOf,
+  type Resource,
+  resourceKey,
+} from "../resources/mod.ts";
 import { type FileIdentity, type Providers, sameIdentity } from "../providers.ts";
 import { META } from "../store/meta.ts";
 import { describeError } from "../errors.ts";
@@ -60,10 +67,11 @@ export async function applyDeclaration(
   const applyId = store.beginApply(options.source, options.origin, declaration.serial, digest);
   const changedIds = new Set<string>();
   const kctx = kindContext(ctx, changedIds, options);
-  // Files written together leave several temporary files when the process dies; a
-  // file found in sync is not written again, so after an apply that did not converge
-  // the checks sweep them.
-  kctx.sweepPartialWrites = last !== null && last.outcome !== "converged";
+  // After an apply that did not converge, each kind tidies what a change cut short may
+  // have left (kind.ts `tidy`) before its check.
+  const tidy = last !== null && last.outcome !== "converged";
+  // Why a change takes effect only when the host is next started, by resource id.
+  const later = new Map<string, string>();
   const held = store.heldIndex();
   // A file still as the last read back found it is not read again (its identity, held
   // with it), except in every Nth apply (host.json fullReadBackEvery), which reads every
@@ -125,7 +133,7 @@ export async function applyDeclaration(
   const flushWindow = async (): Promise<boolean> => {
     const items = window.splice(0);
     if (items.length === 0) return true;
-    const outcomes = await changeTogether(ctx, kctx, items, options.signal);
+    const outcomes = await changeTogether(ctx, kctx, items, later, options.signal);
     // One transaction for the window's records.
     let ok = true;
     store.batch(() => ok = recordWindow(items, outcomes));
@@ -163,7 +171,8 @@ export async function applyDeclaration(
     return true;
   };
 
-  let packageInstalled = false;
+  // A change made in this apply may have brought adapters (kind.ts `bringsProviders`).
+  let providersMayHaveChanged = false;
   if (options.networkFirst) {
     error = await releaseUndeclared(ctx, kctx, declaration, applyId, record, mayCutLink);
     if (error !== undefined) skipRest(0);
@@ -186,7 +195,16 @@ export async function applyDeclaration(
     try {
       if (kind.concurrentApply) {
         window.push(
-          await checkOne(kctx, resource, position, base, held.get(key), unchangedSince, known),
+          await checkOne(
+            kctx,
+            resource,
+            position,
+            base,
+            held.get(key),
+            unchangedSince,
+            known,
+            tidy,
+          ),
         );
         if (window.length >= BATCH && !await flushWindow()) {
           skipRest(step + 1);
@@ -198,9 +216,8 @@ export async function applyDeclaration(
         skipRest(step);
         break;
       }
-      if (packageInstalled && ctx.redetect && !providerFor(kctx.providers, resource.type)) {
-        // A package installed in this apply may have brought the adapter (podman, nft …).
-        packageInstalled = false;
+      if (providersMayHaveChanged && ctx.redetect && !providerFor(kctx.providers, resource.type)) {
+        providersMayHaveChanged = false;
         ctx.providers = kctx.providers = await ctx.redetect();
       }
       const checked = await checkOne(
@@ -211,13 +228,14 @@ export async function applyDeclaration(
         held.get(key),
         unchangedSince,
         known,
+        tidy,
       );
-      const [outcome] = await changeTogether(ctx, kctx, [checked]);
+      const [outcome] = await changeTogether(ctx, kctx, [checked], later);
       if ("error" in outcome) throw outcome.error;
       const result: ResourceResult = { ...base, ...outcome.result };
       // Later resources' restartOn is answered from this set (KindContext.changedIds).
       if (result.outcome === "changed") changedIds.add(resource.id);
-      if (result.outcome === "changed" && resource.type === "package") packageInstalled = true;
+      if (result.outcome === "changed" && kind.bringsProviders) providersMayHaveChanged = true;
       record(result, (seq) => outcome.save(applyId, seq, result));
     } catch (cause) {
       if (!await flushWindow()) {
@@ -275,7 +293,7 @@ export async function applyDeclaration(
     results,
     ...(error === undefined ? {} : { error }),
     ...(rescue && outcome !== "interrupted" ? { rescue } : {}),
-    ...restartOf(kctx),
+    ...restartOf(later),
   };
 }
 
@@ -306,8 +324,8 @@ export function acceptCurrent(
 }
 
 /** What of this apply takes effect only when the host is next started, as one sentence. */
-function restartOf(kctx: KindContext): { restart?: string } {
-  const why = [...kctx.takesEffectOnRestart.entries()].map(([id, text]) => `"${id}": ${text}`);
+function restartOf(later: ReadonlyMap<string, string>): { restart?: string } {
+  const why = [...later.entries()].map(([id, text]) => `"${id}": ${text}`);
   return why.length === 0 ? {} : { restart: why.join("; ") };
 }
 
@@ -372,13 +390,16 @@ async function checkOne(
   held: HeldSummary | undefined,
   unchangedSince: boolean,
   known: Map<object, FileIdentity>,
+  tidy: boolean,
 ): Promise<Checked> {
+  const kind = kindOf(resource);
+  if (tidy) await kind.tidy?.(kctx, resource);
   const digest = held?.digest !== undefined && unchangedSince
     ? held.digest
     : await digestOf(resource);
   if (held?.identity !== undefined && held.digest === digest) known.set(resource, held.identity);
   try {
-    const found = await kindOf(resource).check(kctx, resource);
+    const found = await kind.check(kctx, resource);
     return { resource, position, base, held, digest, found };
   } finally {
     known.delete(resource);
@@ -405,6 +426,7 @@ async function changeTogether(
   ctx: EngineContext,
   kctx: KindContext,
   items: Checked[],
+  later: Map<string, string>,
   signal?: AbortSignal,
 ): Promise<Outcome[]> {
   const { store } = ctx;
@@ -443,6 +465,8 @@ async function changeTogether(
         try {
           await kind.apply(own, item.resource, item.found);
           ok = true;
+          const why = kind.takesEffectOnRestart?.(kctx, item.resource);
+          if (why !== undefined) later.set(item.resource.id, why);
         } catch (error) {
           // Nothing was created: the intent must not later make a person's file look like ours.
           if (
@@ -519,12 +543,12 @@ async function changeTogether(
       break;
     }
     const entry = holdAs(item);
-    const later = kctx.takesEffectOnRestart.get(item.resource.id);
+    const why = later.get(item.resource.id);
     outcomes.push({
       result: {
         outcome: "changed",
         changes: describe(item.found),
-        ...(later === undefined ? {} : { detail: later }),
+        ...(why === undefined ? {} : { detail: why }),
       },
       save: (applyId, seq, result) => store.recordHeld(applyId, seq, entry, result, after.identity),
     });
@@ -640,8 +664,7 @@ async function pruneContent(ctx: EngineContext): Promise<void> {
   // What a confirm window may go back to stays too: going back never needs the link.
   const keep = new Set<string>(restoreContent(ctx.store));
   for (const held of ctx.store.held()) {
-    const sha256 = (held.spec as { contentSha256?: unknown }).contentSha256;
-    if (typeof sha256 === "string") keep.add(sha256);
+    for (const sha256 of referencesOf(held.spec)) keep.add(sha256);
   }
   await cache.prune(keep);
 }

@@ -110,6 +110,20 @@ export function placeOf(resource: { type: string }): Place | undefined {
 }
 
 /**
+ * The content digests a resource (or a held record of one) declares by reference, from its
+ * kind's `references`: only strings, and nothing for a record whose fields are not what its
+ * kind reads (a store edited by hand).
+ */
+export function referencesOf(resource: { type: string }): string[] {
+  try {
+    const found = KINDS.get(resource.type)?.references?.(resource as Resource) ?? [];
+    return Array.isArray(found) ? found.filter((d): d is string => typeof d === "string") : [];
+  } catch {
+    return [];
+  }
+}
+
+/**
  * Values kept by path, found again along a path from / down in time linear in its length
  * (a map of every directory above each path would cost the square of the path's length,
  * and paths may be 4095 bytes deep in "/a"s).
