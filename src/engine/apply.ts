@@ -35,13 +35,14 @@ import {
   contentResolver,
   type ContentSource,
 } from "../store/content.ts";
-import type {
-  ApplyOptions,
-  ApplyReport,
-  Counts,
-  EngineContext,
-  HeldSummary,
-  ResourceResult,
+import {
+  type ApplyOptions,
+  type ApplyReport,
+  type Counts,
+  type EngineContext,
+  FROM_DISK,
+  type HeldSummary,
+  type ResourceResult,
 } from "./types.ts";
 
 /**
@@ -649,7 +650,7 @@ export function kindContext(
  */
 function contentSources(options: ApplyOptions): ContentSource[] {
   const sources = [...options.contentSources ?? []];
-  if ((options.source === "file" || options.source === "bundle") && options.origin !== "stdin") {
+  if (FROM_DISK.has(options.source) && options.origin !== "stdin") {
     const dir = posix.join(posix.dirname(options.origin), "blobs");
     sources.unshift(blobDirectory(dir, `blobs/ beside ${options.origin}`));
   }
