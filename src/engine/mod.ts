@@ -20,7 +20,7 @@ import { HeldError, readHold } from "./hold.ts";
 import type { Providers } from "../providers.ts";
 import { KINDS } from "../resources/mod.ts";
 import { Store } from "../store/store.ts";
-import { acceptCurrent, applyDeclaration } from "./apply.ts";
+import { applyDeclaration, makeCurrent } from "./apply.ts";
 import { planDeclaration } from "./plan.ts";
 import type { ApplyOptions, ApplyReport, EngineContext, PlanEntry } from "./types.ts";
 
@@ -141,7 +141,7 @@ export function storeDeclaration(
   declaration: Declaration,
   options: Pick<ApplyOptions, "source" | "origin">,
 ): void {
-  acceptCurrent(engine.store, declaration, options);
+  makeCurrent(engine.store, declaration, options);
 }
 
 /** Plan an admitted declaration: what applying it would do; changes nothing. */
