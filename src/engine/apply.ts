@@ -289,7 +289,7 @@ export function makeCurrent(
     current?.digest !== digest || current.source !== options.source ||
     current.origin !== options.origin || current.serial !== declaration.serial
   ) {
-    store.accept({
+    store.makeCurrent({
       source: options.source,
       origin: options.origin,
       node: declaration.node,

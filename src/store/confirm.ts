@@ -131,7 +131,7 @@ export function recordLapse(
   restore: RestorePoint | undefined,
 ): void {
   store.batchDurably(() => {
-    if (restore) store.accept(restore);
+    if (restore) store.makeCurrent(restore);
     store.setMeta(META.confirmRefused, JSON.stringify(refused));
     store.setMeta(META.confirmPending, undefined);
   });
