@@ -272,3 +272,28 @@ Deno.test("the rule above catches what it should (a kind's type and a kind's mod
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("one public apply: outside src/engine/, src/ reaches the apply only through engine/mod.ts", async () => {
+  const inner = ["src/engine/apply.ts", "src/engine/commit_window.ts", "src/engine/recorder.ts"];
+  const found: string[] = [];
+  for (const file of await sources("src")) {
+    if (file.startsWith("src/engine/")) continue;
+    for (const target of await importsOf(file)) {
+      if (inner.includes(target)) found.push(`${file} -> ${target}`);
+    }
+  }
+  assert.deepEqual(found, []);
+});
+
+Deno.test("src/run/ reads no meta key of the engine's or the store's (it asks the engine)", async () => {
+  // The run loop's own records (its status, the inventory it sent) and the node's name.
+  const own = new Set(["runStatus", "inventoryDigest", "inventorySentAt", "node"]);
+  const found: string[] = [];
+  for (const file of await sources("src/run")) {
+    const text = await Deno.readTextFile(join(root, file));
+    for (const [, key] of text.matchAll(/\bMETA\.(\w+)/g)) {
+      if (!own.has(key)) found.push(`${file}: META.${key}`);
+    }
+  }
+  assert.deepEqual(found, []);
+});
