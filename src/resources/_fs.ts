@@ -60,7 +60,7 @@ export async function checkFixedPath(
   words: FixedPathWords,
 ): Promise<void> {
   const fs = ctx.providers.fs;
-  const root = ctx.managedRoots.find((r) => isWithin(source, r));
+  const root = ctx.host.managedRoots.find((r) => isWithin(source, r));
   const steps = [...ancestors(source), source].filter((p) =>
     root === undefined || isWithin(p, root)
   );

@@ -124,24 +124,33 @@ export interface RuleScope {
   claim(what: string, at: string): string | undefined;
 }
 
-/** What kinds get from the engine. */
-export interface KindContext {
-  providers: Providers;
-  /** Directories whose entries this apply changed; the engine syncs them at the end. */
-  touchedDirectories: Set<string>;
+/** What a kind may need to know about this host (the same for every pass). */
+export interface HostFacts {
   /**
    * The managed roots. A container's mount sources are held to who can write the
    * directories from their root down: what lies above a root is the machine's own
    * layout, configured by whoever chose the root (and not readable under the
    * host's permission set).
    */
-  managedRoots: readonly string[];
+  readonly managedRoots: readonly string[];
   /** Versions of the host itself that the launcher rolled back from on this machine. */
-  rolledBackFrom: ReadonlySet<string>;
+  readonly rolledBackFrom: ReadonlySet<string>;
+  /** The host's state directory (the overlay's private key lives there), when known. */
+  readonly stateDir?: string;
+}
+
+/**
+ * What kinds get from the engine: what every kind shares (the adapters, this host's facts,
+ * notes, what this pass changed, each kind's own pass state) and the engine's side of a few
+ * mechanisms (directories to sync, the commit turn, content by reference, trusted identities).
+ */
+export interface KindContext {
+  providers: Providers;
+  readonly host: HostFacts;
+  /** Directories whose entries this apply changed; the engine syncs them at the end. */
+  touchedDirectories: Set<string>;
   /** What kinds remember between applies (kept in the store by the engine). */
   notes: KindNotes;
-  /** The host's state directory (the overlay's private key lives there), when known. */
-  stateDir?: string;
   /**
    * Set by the engine for a kind with `concurrentApply`: its apply awaits this right
    * before the one step that makes the change visible (a rename); it resolves in
@@ -229,10 +238,8 @@ export function newKindContext(
     changedIds,
     pass: new PassStates(),
     touchedDirectories: new Set(),
-    managedRoots,
-    rolledBackFrom,
+    host: { managedRoots, rolledBackFrom, ...(stateDir === undefined ? {} : { stateDir }) },
     notes,
-    ...(stateDir === undefined ? {} : { stateDir }),
   };
 }
 

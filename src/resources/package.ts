@@ -76,7 +76,7 @@ function refuseRolledBack(
   resource: PackageResource,
 ): void {
   if (resource.name !== PROGRAM || resource.version === undefined) return;
-  if (!ctx.rolledBackFrom.has(manager.upstreamVersion(resource.version))) return;
+  if (!ctx.host.rolledBackFrom.has(manager.upstreamVersion(resource.version))) return;
   throw new ResourceError(
     "resource.rolled-back",
     `${PROGRAM} ${resource.version} failed to start on this machine and the launcher rolled it ` +
