@@ -23,7 +23,7 @@ import type { FileIdentity, Providers } from "../providers.ts";
 import { META } from "../store/meta.ts";
 import { releaseUndeclared } from "./release.ts";
 import { answerRescue, pendingRescue, type Rescue } from "./hold.ts";
-import { restoreContent } from "../store/confirm.ts";
+import { restoreResources } from "../store/confirm.ts";
 import { posix } from "../posix_path.ts";
 import {
   blobDirectory,
@@ -377,7 +377,7 @@ async function pruneContent(ctx: EngineContext): Promise<void> {
   const cache = new ContentCache(ctx.stateDir);
   if ((await cache.digests()).length === 0) return;
   // What a confirm window may go back to stays too: going back never needs the link.
-  const keep = new Set<string>(restoreContent(ctx.store));
+  const keep = new Set<string>(restoreResources(ctx.store).flatMap(referencesOf));
   for (const held of ctx.store.held()) {
     for (const sha256 of referencesOf(held.spec)) keep.add(sha256);
   }
