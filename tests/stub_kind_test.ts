@@ -53,8 +53,14 @@ Deno.test("stub kind: each kind is its own module, and only the list imports it"
     assert.ok((await Deno.stat(join(root, module))).isFile, `${module} holds its kind`);
   }
   const list = await Deno.readTextFile(join(root, "src/resources/mod.ts"));
-  const all = list.slice(list.indexOf("const ALL"), list.indexOf("] as unknown"));
+  const all = list.slice(list.indexOf("const ALL"), list.indexOf("] as const"));
   assert.equal(all.match(/^\s+\w+Kind,$/gm)?.length, KINDS.size, "one line per kind in ALL");
+  // Besides its line in ALL, the list names a kind only in its import (`Resource` follows).
+  for (const name of all.match(/^\s+\w+Kind,$/gm)!.map((line) => line.trim().slice(0, -1))) {
+    const lines = list.split("\n").filter((line) => new RegExp(`\\b${name}\\b`).test(line));
+    assert.equal(lines.length, 2, `${name} is named on ${lines.length} lines of the list`);
+    assert.match(lines[0], new RegExp(`^import \\{ ${name} \\} from "\\./[a-z]+\\.ts";$`));
+  }
   const importers = await importersOfKinds();
   const outsideTheList = importers.filter((i) => !i.startsWith("src/resources/mod.ts -> "));
   // Known, and not needed by a new kind: host.json's `permit` names the kernel settings
