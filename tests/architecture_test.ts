@@ -203,3 +203,97 @@ Deno.test("what is written from the descriptors is what is committed (`deno task
   const config = await Deno.readTextFile(join(root, "deno.json"));
   assert.equal(rewriteDenoJson(config), config, "deno.json's host task: run `deno task providers`");
 });
+
+/** The string literals of TypeScript `text`, comments left out (template literals whole). */
+function stringLiterals(text: string): string[] {
+  const found: string[] = [];
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (c === "/" && text[i + 1] === "/") {
+      i = text.indexOf("\n", i) < 0 ? text.length : text.indexOf("\n", i);
+    } else if (c === "/" && text[i + 1] === "*") i = text.indexOf("*/", i + 2) + 1 || text.length;
+    else if (c === '"' || c === "'" || c === "`") {
+      let value = "";
+      let j = i + 1;
+      for (; j < text.length && text[j] !== c; j++) {
+        if (text[j] === "\\") j++;
+        value += text[j];
+      }
+      if (c !== "`") found.push(value);
+      i = j;
+    }
+  }
+  return found;
+}
+
+/**
+ * Where src/engine/ names a kind: a string literal equal to a kind's type, or an import of
+ * a kind's own module (the engine imports only src/resources/mod.ts and kind.ts). The one
+ * word allowed is a declaration's source `"file"` where `Source` is defined (engine/types.ts:
+ * a file on disk, not the kind).
+ */
+async function kindsNamedIn(files: string[], types: readonly string[]): Promise<string[]> {
+  const found: string[] = [];
+  for (const file of files) {
+    const text = await Deno.readTextFile(join(root, file));
+    for (const literal of stringLiterals(text)) {
+      const source = file === "src/engine/types.ts" && literal === "file";
+      if (types.includes(literal) && !source) found.push(`${file}: "${literal}"`);
+    }
+    for (const target of await importsOf(file)) {
+      const kindModule = /^src\/resources\/[a-z]/.test(target) &&
+        !["src/resources/mod.ts", "src/resources/kind.ts"].includes(target);
+      if (kindModule) found.push(`${file} -> ${target}`);
+    }
+  }
+  return found;
+}
+
+Deno.test("src/engine/ never names a kind: it asks kinds through their hooks (kind.ts)", async () => {
+  const { KINDS } = await import("../src/resources/mod.ts");
+  assert.deepEqual(await kindsNamedIn(await sources("src/engine"), [...KINDS.keys()]), []);
+});
+
+Deno.test("the rule above catches what it should (a kind's type and a kind's module are found)", async () => {
+  const dir = await Deno.makeTempDir({ dir: join(root, "src/engine"), prefix: "_arch_probe" });
+  try {
+    await Deno.writeTextFile(
+      join(dir, "probe.ts"),
+      'import { serviceBaseName } from "../../resources/service.ts";\n' +
+        '// a comment may say "package"\n' +
+        'export const x = (r: { type: string }) => r.type === "package" ? serviceBaseName("a") : "";\n',
+    );
+    const probe = relative(root, join(dir, "probe.ts"));
+    assert.deepEqual(await kindsNamedIn([probe], ["package", "service"]), [
+      `${probe}: "package"`,
+      `${probe} -> src/resources/service.ts`,
+    ]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("one public apply: outside src/engine/, src/ reaches the apply only through engine/mod.ts", async () => {
+  const inner = ["src/engine/apply.ts", "src/engine/commit_window.ts", "src/engine/recorder.ts"];
+  const found: string[] = [];
+  for (const file of await sources("src")) {
+    if (file.startsWith("src/engine/")) continue;
+    for (const target of await importsOf(file)) {
+      if (inner.includes(target)) found.push(`${file} -> ${target}`);
+    }
+  }
+  assert.deepEqual(found, []);
+});
+
+Deno.test("src/run/ reads no meta key of the engine's or the store's (it asks the engine)", async () => {
+  // The run loop's own records (its status, the inventory it sent) and the node's name.
+  const own = new Set(["runStatus", "inventoryDigest", "inventorySentAt", "node"]);
+  const found: string[] = [];
+  for (const file of await sources("src/run")) {
+    const text = await Deno.readTextFile(join(root, file));
+    for (const [, key] of text.matchAll(/\bMETA\.(\w+)/g)) {
+      if (!own.has(key)) found.push(`${file}: META.${key}`);
+    }
+  }
+  assert.deepEqual(found, []);
+});

@@ -9,6 +9,7 @@ import { posix } from "node:path";
 import { applyText } from "../src/engine/mod.ts";
 import { sha256Hex } from "../src/declaration/canonical.ts";
 import { DeclarationRefused } from "../src/declaration/envelope.ts";
+import { writePending } from "../src/store/confirm.ts";
 import { exists, file, hostOn, runHost, type Scratch, scratch } from "./_helpers.ts";
 
 const BYTES = new Uint8Array(300_000).map((_, i) => (i * 31 + 7) & 0xff);
@@ -151,6 +152,39 @@ Deno.test("cached content nothing held names any more is pruned after a converge
   const inline = await s.declaration([file("a", `${s.root}/a.bin`, "inline now\n")]);
   assert.equal((await applyFile(s, inline)).outcome, "converged");
   assert.equal(await exists(`${s.stateDir}/content/${sha}`), false);
+});
+
+Deno.test("content the declaration an open confirm window goes back to names is kept by the prune", async () => {
+  await using s = await scratch();
+  const sha = await sha256Hex(BYTES);
+  const resources = [byRef("a", `${s.root}/a.bin`, sha, BYTES.length)];
+  const path = await withBlobs(s, resources, { [sha]: BYTES });
+  assert.equal((await applyFile(s, path)).outcome, "converged");
+  {
+    // A window pushed over the link would go back to the declaration by reference.
+    using host = await hostOn(s);
+    const body = JSON.stringify({ version: 1, resources });
+    writePending(host.store, {
+      serial: 2,
+      digest: "sha256:pushed",
+      origin: "mesh.decl.n",
+      openedAt: new Date().toISOString(),
+      deadline: null,
+      restore: { source: "file", origin: path, digest: "sha256:before", body },
+      changed: [],
+      network: [],
+    });
+  }
+  const inline = await s.declaration([file("a", `${s.root}/a.bin`, "inline now\n")]);
+  assert.equal((await applyFile(s, inline)).outcome, "converged");
+  assert.equal(await exists(`${s.stateDir}/content/${sha}`), true, "kept for going back");
+  {
+    using host = await hostOn(s);
+    writePending(host.store, undefined);
+  }
+  const other = await s.declaration([file("a", `${s.root}/a.bin`, "inline again\n")]);
+  assert.equal((await applyFile(s, other)).outcome, "converged");
+  assert.equal(await exists(`${s.stateDir}/content/${sha}`), false, "the window closed: pruned");
 });
 
 Deno.test("a reference is contentSha256 (lowercase hex) with size, instead of inline content", async () => {

@@ -9,7 +9,8 @@
 import assert from "node:assert/strict";
 import { posix } from "node:path";
 import { Store } from "../src/store/store.ts";
-import type { FileResource, Resource } from "../src/resources/mod.ts";
+import type { Resource } from "../src/resources/mod.ts";
+import type { FileResource } from "../src/resources/file.ts";
 import { type FileIdentity, sameIdentity } from "../src/providers.ts";
 import { hostPermissionFlags, scratch } from "./_helpers.ts";
 

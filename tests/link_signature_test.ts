@@ -27,7 +27,7 @@ import { Store } from "../src/store/store.ts";
 import { TokenError } from "../src/link/errors.ts";
 import { decodeToken } from "../src/link/token.ts";
 import { type Identity, writeIdentity } from "../src/link/identity.ts";
-import { accept, type Admission, admitFromLink } from "../src/engine/admit.ts";
+import { type Admission, admitFromLink, recordAdmitted } from "../src/engine/admit.ts";
 import type { Engine } from "../src/engine/mod.ts";
 import { hostOn, scratch } from "./_helpers.ts";
 
@@ -238,7 +238,7 @@ async function admitSigned(host: Engine, d: ReturnType<typeof signed>): Promise<
 async function acceptSigned(host: Engine, d: ReturnType<typeof signed>): Promise<Admission> {
   const admission = await admitSigned(host, d);
   assert.ok(admission.verdict === "apply" || admission.verdict === "held", admission.verdict);
-  accept(host, admission);
+  recordAdmitted(host, admission);
   return admission;
 }
 
@@ -397,7 +397,7 @@ Deno.test("expiry is judged for a declaration to take: the one held stays held a
   });
   const taken = await admitFromLink(host, data, "mesh.decl.node-a", { signature });
   assert.ok(taken.verdict === "apply");
-  accept(host, taken);
+  recordAdmitted(host, taken);
   const later = Date.now() + 2 * 3600e3;
   const again = await admitFromLink(host, data, "mesh.decl.node-a", { signature }, later);
   assert.equal(again.verdict, "held", "the catch-up of the declaration held, after its not-after");

@@ -65,7 +65,7 @@ Deno.test("held resources, the declaration and history survive a reopen", async 
   };
   {
     using store = Store.open(dir);
-    store.accept({ source: "file", origin: "x.json", digest: "sha256:1", body: "{}" });
+    store.makeCurrent({ source: "file", origin: "x.json", digest: "sha256:1", body: "{}" });
     const id = store.beginApply("file", "x.json", undefined, "sha256:1");
     const result = {
       id: "f",

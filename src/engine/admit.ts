@@ -117,7 +117,7 @@ export interface SignatureHeaders {
 
 /**
  * Decide about `data` received on `subject` with its signature headers;
- * changes nothing (see `accept`). `now` is the node's clock, for `not-after`.
+ * changes nothing (see `recordAdmitted`). `now` is the node's clock, for `not-after`.
  */
 export async function admitFromLink(
   engine: Engine,
@@ -218,13 +218,17 @@ export async function admitFromLink(
 }
 
 /**
- * Record an admitted declaration as the last accepted one for its signing key and
- * node (before it is applied, synced to disk); a declaration signed by a key the
- * pinned key rotated to makes that key the pinned one, in the same commit.
+ * Record an admitted declaration as the last admitted one for its signing key and node
+ * (the replay guard: before it is applied, synced to disk); a declaration signed by a key
+ * the pinned key rotated to makes that key the pinned one, in the same commit. With `seq`,
+ * the link stream's sequence it was stored at is recorded after it (see
+ * {@link admittedAfter}). Making it the store's current declaration is another step: the
+ * apply's (engine/mod.ts `apply`, or `makeCurrent` while the host is held).
  */
-export function accept(
+export function recordAdmitted(
   engine: Pick<Engine, "store">,
   admission: { serial: number; digest: string } & Signed,
+  seq?: number,
 ): void {
   const { signer, node, serial, digest, rotatedFrom } = admission;
   engine.store.recordLinkSerial(
@@ -233,6 +237,42 @@ export function accept(
       [META.signerRotated]: JSON.stringify({ from: rotatedFrom, at: new Date().toISOString() }),
     },
   );
+  if (seq !== undefined) {
+    engine.store.setMeta(META.declarationSeq, JSON.stringify({ node, seq }));
+  }
+}
+
+/**
+ * Whether stream sequence `seq` comes before that of the declaration last admitted for
+ * `node` (then an older serial is a replica behind the others, not a replay).
+ */
+export function admittedAfter(
+  engine: Pick<Engine, "store">,
+  node: string | undefined,
+  seq: number | undefined,
+): boolean {
+  let at: { node?: unknown; seq?: unknown } | undefined;
+  try {
+    at = JSON.parse(engine.store.meta(META.declarationSeq) ?? "null") ?? undefined;
+  } catch { /* unreadable: unknown */ }
+  return seq !== undefined && at?.node === node && typeof at?.seq === "number" && seq < at.seq;
+}
+
+/** Whether the declaration with `digest` is the last one admitted from the link. */
+export function isLastAdmitted(engine: Pick<Engine, "store">, digest: string): boolean {
+  return engine.store.lastLinkSerial()?.digest === digest;
+}
+
+/**
+ * Whether the declaration with `digest` is the last admitted from the link and the store
+ * does not hold it yet as current (no declaration, or an older one from the link): its
+ * apply never started (the lock was busy, or the process ended in between).
+ */
+export function admittedNotCurrent(engine: Pick<Engine, "store">, digest: string): boolean {
+  const last = engine.store.lastLinkSerial()?.digest;
+  const current = engine.store.currentHead();
+  if (last === undefined || last !== digest) return false;
+  return !(current && (current.source !== "link" || current.digest === last));
 }
 
 function rawSerial(data: Uint8Array): number | undefined {

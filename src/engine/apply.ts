@@ -2,25 +2,28 @@
  * Apply (R3): check each resource in declared order, change what differs, read
  * every change back, record only what read back, stop at the first failure,
  * then release what is held and no longer declared (release.ts).
+ *
+ * The parts, each read on its own: `beginPass` (what an apply knows before its first
+ * step), `applyInOrder` (the steps), the commit window (commit_window.ts: changing,
+ * syncing, reading back, recording), the recorder (recorder.ts: results, counts, how
+ * the apply stands), `finishPass` (release, sync, the apply's record and report).
  */
 import { canonicalJson, digestOf } from "../declaration/canonical.ts";
 import type { Declaration } from "../declaration/envelope.ts";
+import { type KindContext, type KindNotes, newKindContext } from "../resources/kind.ts";
 import {
-  type Change,
-  describe,
-  type Diff,
-  type KindContext,
-  type KindNotes,
-  newKindContext,
-  ResourceError,
-} from "../resources/kind.ts";
-import { kindOf, KINDS, mayCutLink, type Resource, resourceKey } from "../resources/mod.ts";
-import { type FileIdentity, type Providers, sameIdentity } from "../providers.ts";
+  kindOf,
+  KINDS,
+  mayCutLink,
+  referencesOf,
+  type Resource,
+  resourceKey,
+} from "../resources/mod.ts";
+import type { FileIdentity, Providers } from "../providers.ts";
 import { META } from "../store/meta.ts";
-import { describeError } from "../errors.ts";
 import { releaseUndeclared } from "./release.ts";
-import { answerRescue, pendingRescue } from "./hold.ts";
-import { restoreContent } from "../store/confirm.ts";
+import { answerRescue, pendingRescue, type Rescue } from "./hold.ts";
+import { restoreResources } from "../store/confirm.ts";
 import { posix } from "../posix_path.ts";
 import {
   blobDirectory,
@@ -28,29 +31,85 @@ import {
   contentResolver,
   type ContentSource,
 } from "../store/content.ts";
-import type {
-  ApplyOptions,
-  ApplyReport,
-  Counts,
-  EngineContext,
-  HeldSummary,
-  ResourceResult,
+import {
+  type ApplyParts,
+  changeTogether,
+  type Checked,
+  CommitWindow,
+  recordChanged,
+  syncDirectories,
+} from "./commit_window.ts";
+import { Recorder } from "./recorder.ts";
+import {
+  type ApplyOptions,
+  type ApplyReport,
+  type EngineContext,
+  FROM_DISK,
+  type HeldSummary,
 } from "./types.ts";
+
+/** One apply as it goes: what it knew when it began, and what it has done so far. */
+interface Pass extends ApplyParts {
+  declaration: Declaration;
+  options: ApplyOptions;
+  started: number;
+  startedAt: string;
+  /** The same declaration as the last apply, which converged (digests are reused). */
+  unchangedSince: boolean;
+  /** A rescue this apply answers, whatever it finds. */
+  rescue: Rescue | null;
+  /** What was held when the apply began, by key. */
+  held: Map<string, HeldSummary>;
+  /** Identities the checks may trust (KindContext.knownIdentity), while one is checked. */
+  known: Map<object, FileIdentity>;
+  /** The last apply did not converge: each kind tidies before its check (kind.ts `tidy`). */
+  tidy: boolean;
+  /** This apply's number among read-back passes, and whether it reads every file back. */
+  passes: number;
+  fullReadBack: boolean;
+  /** A change made in this apply may have brought adapters (kind.ts `bringsProviders`). */
+  providersMayHaveChanged: boolean;
+}
 
 /**
  * Make the machine match `declaration`, recording every step in the store.
- * The caller holds the apply lock.
+ * The caller holds the apply lock (engine/mod.ts `apply`, the one public apply).
  */
 export async function applyDeclaration(
   ctx: EngineContext,
   declaration: Declaration,
   options: ApplyOptions,
 ): Promise<ApplyReport> {
+  const pass = beginPass(ctx, declaration, options);
+  const resources = declaration.resources;
+  // The order of the steps: as declared, or (going back after a confirm window) what can
+  // cut the node off first. A resource keeps its declared position either way.
+  const order = resources.map((_, position) => position);
+  if (options.networkFirst) {
+    const late = (position: number) => mayCutLink(resources[position].type) ? 0 : 1;
+    order.sort((a, b) => late(a) - late(b) || a - b);
+    const { kctx, applyId, recorder } = pass;
+    recorder.error = await releaseUndeclared(
+      ctx,
+      kctx,
+      declaration,
+      applyId,
+      recorder.record,
+      mayCutLink,
+    );
+    if (recorder.error !== undefined) recorder.skip(order.map((position) => resources[position]));
+  }
+  await applyInOrder(pass, order);
+  return await finishPass(pass);
+}
+
+/** What an apply knows before its first step; the apply is begun in the store. */
+function beginPass(ctx: EngineContext, declaration: Declaration, options: ApplyOptions): Pass {
   const { store } = ctx;
   const started = performance.now();
   const startedAt = new Date().toISOString();
   const { digest } = declaration;
-  acceptCurrent(store, declaration, options);
+  makeCurrent(store, declaration, options);
   // The same declaration as the last apply, which converged: every held resource
   // was recorded from it, so its digest is known without hashing it again.
   const last = store.lastApply();
@@ -60,10 +119,7 @@ export async function applyDeclaration(
   const applyId = store.beginApply(options.source, options.origin, declaration.serial, digest);
   const changedIds = new Set<string>();
   const kctx = kindContext(ctx, changedIds, options);
-  // Files written together leave several temporary files when the process dies; a
-  // file found in sync is not written again, so after an apply that did not converge
-  // the checks sweep them.
-  kctx.sweepPartialWrites = last !== null && last.outcome !== "converged";
+  const tidy = last !== null && last.outcome !== "converged";
   const held = store.heldIndex();
   // A file still as the last read back found it is not read again (its identity, held
   // with it), except in every Nth apply (host.json fullReadBackEvery), which reads every
@@ -72,210 +128,149 @@ export async function applyDeclaration(
   const fullReadBack = !(passes < (ctx.config.fullReadBackEvery ?? FULL_READ_BACK_EVERY));
   const known = new Map<object, FileIdentity>();
   if (!fullReadBack) kctx.knownIdentity = (resource) => known.get(resource);
-  const results: ResourceResult[] = [];
-  const counts: Counts = { changed: 0, unchanged: 0, removed: 0, forgotten: 0, failed: 0 };
-  let error: string | undefined;
-  let interrupted = false;
+  const recorder = new Recorder(store, applyId, options.onResult);
+  return {
+    ctx,
+    kctx,
+    applyId,
+    recorder,
+    changedIds,
+    later: new Map(),
+    declaration,
+    options,
+    started,
+    startedAt,
+    unchangedSince,
+    rescue,
+    held,
+    known,
+    tidy,
+    passes,
+    fullReadBack,
+    providersMayHaveChanged: false,
+  };
+}
 
-  // Results that change nothing on the machine are written together, in one
-  // transaction, before the next change or at the end; a change is recorded at once.
-  const deferred: (() => void)[] = [];
-  const flush = () => {
-    if (deferred.length) store.batch(() => deferred.splice(0).forEach((save) => save()));
-  };
-  const record = (result: ResourceResult, save: (seq: number) => void) => {
-    const seq = results.length;
-    if (result.outcome === "unchanged") deferred.push(() => save(seq));
-    else {
-      flush();
-      save(seq);
-    }
-    results.push(result);
-    if (result.outcome === "changed") counts.changed++;
-    else if (result.outcome === "unchanged") counts.unchanged++;
-    else if (result.outcome === "removed") counts.removed++;
-    else if (result.outcome === "forgotten") counts.forgotten++;
-    else if (result.outcome === "failed") counts.failed++;
-    options.onResult?.(result);
-  };
-  const resources = declaration.resources;
-  // The order of the steps: as declared, or (going back after a confirm window) what can
-  // cut the node off first. A resource keeps its declared position either way.
-  const order = resources.map((_, position) => position);
-  if (options.networkFirst) {
-    const late = (position: number) => mayCutLink(resources[position].type) ? 0 : 1;
-    order.sort((a, b) => late(a) - late(b) || a - b);
-  }
-  const skipRest = (from: number) => {
-    for (const resource of order.slice(from).map((position) => resources[position])) {
-      const result = skipped(
-        resource,
-        interrupted ? "not attempted: interrupted" : "not attempted: an earlier step failed",
-      );
-      record(result, (seq) => store.recordResult(applyId, seq, result));
-    }
-  };
-
-  // Consecutive resources of a kind whose applies may run together (files) are
-  // checked one by one into a batch, then changed together in waves (their fsyncs
-  // overlap), committed in declared order, their directories synced once, read back and
-  // recorded.
-  const window: Checked[] = [];
-  /** Apply and record the window; false when one of it failed (the rest then skipped). */
-  const flushWindow = async (): Promise<boolean> => {
-    const items = window.splice(0);
-    if (items.length === 0) return true;
-    const outcomes = await changeTogether(ctx, kctx, items, options.signal);
-    // One transaction for the window's records.
-    let ok = true;
-    store.batch(() => ok = recordWindow(items, outcomes));
-    return ok;
-  };
-  const recordWindow = (items: Checked[], outcomes: Outcome[]): boolean => {
-    for (let i = 0; i < items.length; i++) {
-      const item = items[i];
-      const outcome = outcomes[i];
-      if ("error" in outcome && outcome.error instanceof Interrupted) {
-        interrupted = true;
-        for (const later of items.slice(i)) {
-          const result = skipped(later.resource, "not attempted: interrupted");
-          record(result, (seq) => store.recordResult(applyId, seq, result));
-        }
-        return false;
-      }
-      if ("error" in outcome) {
-        error = `${item.resource.type} "${item.resource.id}" failed: ${
-          describeError(outcome.error)
-        }`;
-        const result = failed(item.base, outcome.error);
-        record(result, (seq) => store.recordResult(applyId, seq, result));
-        for (const later of items.slice(i + 1)) {
-          const result = skipped(later.resource, "not attempted: an earlier step failed");
-          record(result, (seq) => store.recordResult(applyId, seq, result));
-        }
-        return false;
-      }
-      const result: ResourceResult = { ...item.base, ...outcome.result };
-      // Later resources' restartOn is answered from this set (KindContext.changedIds).
-      if (result.outcome === "changed") changedIds.add(item.resource.id);
-      record(result, (seq) => outcome.save(applyId, seq, result));
-    }
-    return true;
-  };
-
-  let packageInstalled = false;
-  if (options.networkFirst) {
-    error = await releaseUndeclared(ctx, kctx, declaration, applyId, record, mayCutLink);
-    if (error !== undefined) skipRest(0);
-  }
-  for (let step = 0; error === undefined && step < order.length; step++) {
+/**
+ * The steps, in `order`, up to the first failure or the abort: a resource of a kind that
+ * applies together joins the commit window; any other first flushes the window, then is
+ * checked, changed, read back and recorded alone. What is not attempted is recorded so.
+ */
+async function applyInOrder(pass: Pass, order: readonly number[]): Promise<void> {
+  const { recorder } = pass;
+  const resources = pass.declaration.resources;
+  const window = new CommitWindow(pass, pass.options.signal);
+  const skipFrom = (step: number) => recorder.skip(order.slice(step).map((p) => resources[p]));
+  for (let step = 0; recorder.error === undefined && step < order.length; step++) {
     const position = order[step];
     const resource = resources[position];
-    if (options.signal?.aborted) {
-      if (!await flushWindow()) {
-        skipRest(step);
-        break;
-      }
-      interrupted = true;
-      skipRest(step);
-      break;
+    if (pass.options.signal?.aborted) {
+      if (await window.flush()) recorder.interrupted = true;
+      return skipFrom(step);
     }
-    const key = resourceKey(resource);
-    const base = { id: resource.id, type: resource.type, key };
-    const kind = kindOf(resource);
+    const base = { id: resource.id, type: resource.type, key: resourceKey(resource) };
     try {
-      if (kind.concurrentApply) {
-        window.push(
-          await checkOne(kctx, resource, position, base, held.get(key), unchangedSince, known),
-        );
-        if (window.length >= BATCH && !await flushWindow()) {
-          skipRest(step + 1);
-          break;
-        }
+      if (kindOf(resource).concurrentApply) {
+        const full = window.add(await checkOne(pass, resource, position, base));
+        if (full && !await window.flush()) return skipFrom(step + 1);
         continue;
       }
-      if (!await flushWindow()) {
-        skipRest(step);
-        break;
-      }
-      if (packageInstalled && ctx.redetect && !providerFor(kctx.providers, resource.type)) {
-        // A package installed in this apply may have brought the adapter (podman, nft …).
-        packageInstalled = false;
-        ctx.providers = kctx.providers = await ctx.redetect();
-      }
-      const checked = await checkOne(
-        kctx,
-        resource,
-        position,
-        base,
-        held.get(key),
-        unchangedSince,
-        known,
-      );
-      const [outcome] = await changeTogether(ctx, kctx, [checked]);
-      if ("error" in outcome) throw outcome.error;
-      const result: ResourceResult = { ...base, ...outcome.result };
-      // Later resources' restartOn is answered from this set (KindContext.changedIds).
-      if (result.outcome === "changed") changedIds.add(resource.id);
-      if (result.outcome === "changed" && resource.type === "package") packageInstalled = true;
-      record(result, (seq) => outcome.save(applyId, seq, result));
+      if (!await window.flush()) return skipFrom(step);
+      await applyAlone(pass, resource, position, base);
     } catch (cause) {
-      if (!await flushWindow()) {
-        skipRest(step);
-        break;
-      }
-      error = `${resource.type} "${resource.id}" failed: ${describeError(cause)}`;
-      const result = failed(base, cause);
-      record(result, (seq) => store.recordResult(applyId, seq, result));
-      skipRest(step + 1);
-      break;
+      if (!await window.flush()) return skipFrom(step);
+      recorder.fail(base, cause);
+      return skipFrom(step + 1);
     }
   }
-  if (error === undefined && !interrupted) await flushWindow();
+  if (recorder.error === undefined && !recorder.interrupted) await window.flush();
+}
 
-  if (error === undefined && !interrupted) {
+/** Check, change, read back and record one resource (first detecting adapters again if due). */
+async function applyAlone(
+  pass: Pass,
+  resource: Resource,
+  position: number,
+  base: Checked["base"],
+): Promise<void> {
+  const { ctx, kctx } = pass;
+  if (pass.providersMayHaveChanged && ctx.redetect && !providerFor(kctx.providers, resource.type)) {
+    pass.providersMayHaveChanged = false;
+    ctx.providers = kctx.providers = await ctx.redetect();
+  }
+  const checked = await checkOne(pass, resource, position, base);
+  const [outcome] = await changeTogether(pass, [checked]);
+  if ("error" in outcome) throw outcome.error;
+  const result = recordChanged(pass, checked, outcome);
+  if (result.outcome === "changed" && kindOf(resource).bringsProviders) {
+    pass.providersMayHaveChanged = true;
+  }
+}
+
+/**
+ * After the steps: release what is no longer declared, make renames and creations durable
+ * (once per directory rather than once per file), then finish the apply's record.
+ */
+async function finishPass(pass: Pass): Promise<ApplyReport> {
+  const { ctx, kctx, recorder, options } = pass;
+  if (recorder.error === undefined && !recorder.interrupted) {
     // What was held when the apply began: what it recorded since is declared, and the
     // release looks only at what is not.
     // (After a release of the network first, the store's: that release removed some.)
-    error = await releaseUndeclared(
+    recorder.error = await releaseUndeclared(
       ctx,
       kctx,
-      declaration,
-      applyId,
-      record,
+      pass.declaration,
+      pass.applyId,
+      recorder.record,
       undefined,
-      options.networkFirst ? undefined : held.keys(),
+      options.networkFirst ? undefined : pass.held.keys(),
     );
   }
-  // Renames and creations become durable here, once per directory rather than once per file.
   const unsynced = await syncDirectories(ctx, kctx);
-  error ??= unsynced;
-
-  flush();
-  const outcome = interrupted ? "interrupted" : error === undefined ? "converged" : "failed";
+  recorder.error ??= unsynced;
+  recorder.flush();
+  const { counts } = recorder;
+  const outcome = recorder.interrupted
+    ? "interrupted"
+    : recorder.error === undefined
+    ? "converged"
+    : "failed";
   // What is held changes only with another declaration or a change on the machine.
-  if (outcome === "converged" && (!unchangedSince || counts.changed + counts.removed > 0)) {
+  if (outcome === "converged" && (!pass.unchangedSince || counts.changed + counts.removed > 0)) {
     await pruneContent(ctx);
   }
-  if (interrupted) error = "interrupted before the apply finished";
+  if (recorder.interrupted) recorder.error = "interrupted before the apply finished";
   // A full read-back counts once it ran to its end; until then the next apply is one too.
-  store.setMeta(META.readBackPasses, String(fullReadBack && outcome === "converged" ? 0 : passes));
-  store.finishApply(applyId, outcome, counts, error);
-  if (rescue && outcome !== "interrupted") answerRescue(store, rescue);
+  const passes = pass.fullReadBack && outcome === "converged" ? 0 : pass.passes;
+  ctx.store.setMeta(META.readBackPasses, String(passes));
+  ctx.store.finishApply(pass.applyId, outcome, counts, recorder.error);
+  const rescue = outcome === "interrupted" ? null : pass.rescue;
+  if (rescue) answerRescue(ctx.store, rescue);
+  return reportOf(pass, outcome, rescue);
+}
+
+/** The report of a finished apply. */
+function reportOf(
+  pass: Pass,
+  outcome: ApplyReport["outcome"],
+  rescue: Rescue | null,
+): ApplyReport {
+  const { declaration, options, recorder } = pass;
   return {
-    applyId,
+    applyId: pass.applyId,
     outcome,
     source: options.source,
     origin: options.origin,
     ...(declaration.serial === undefined ? {} : { serial: declaration.serial }),
-    digest,
-    startedAt,
-    durationMs: Math.round(performance.now() - started),
-    counts,
-    results,
-    ...(error === undefined ? {} : { error }),
-    ...(rescue && outcome !== "interrupted" ? { rescue } : {}),
-    ...restartOf(kctx),
+    digest: declaration.digest,
+    startedAt: pass.startedAt,
+    durationMs: Math.round(performance.now() - pass.started),
+    counts: recorder.counts,
+    results: recorder.results,
+    ...(recorder.error === undefined ? {} : { error: recorder.error }),
+    ...(rescue ? { rescue } : {}),
+    ...restartOf(pass.later),
   };
 }
 
@@ -283,7 +278,7 @@ export async function applyDeclaration(
  * Make `declaration` the store's current one (the one the host holds the machine to),
  * unless it already is: before an apply, or, while the host is held, instead of one.
  */
-export function acceptCurrent(
+export function makeCurrent(
   store: EngineContext["store"],
   declaration: Declaration,
   options: Pick<ApplyOptions, "source" | "origin">,
@@ -294,7 +289,7 @@ export function acceptCurrent(
     current?.digest !== digest || current.source !== options.source ||
     current.origin !== options.origin || current.serial !== declaration.serial
   ) {
-    store.accept({
+    store.makeCurrent({
       source: options.source,
       origin: options.origin,
       node: declaration.node,
@@ -306,58 +301,13 @@ export function acceptCurrent(
 }
 
 /** What of this apply takes effect only when the host is next started, as one sentence. */
-function restartOf(kctx: KindContext): { restart?: string } {
-  const why = [...kctx.takesEffectOnRestart.entries()].map(([id, text]) => `"${id}": ${text}`);
+function restartOf(later: ReadonlyMap<string, string>): { restart?: string } {
+  const why = [...later.entries()].map(([id, text]) => `"${id}": ${text}`);
   return why.length === 0 ? {} : { restart: why.join("; ") };
 }
 
-/**
- * Sync every directory whose entries changed, together (the journal merges them);
- * the first failure, as a sentence. A directory removed later in the apply is skipped.
- */
-async function syncDirectories(ctx: EngineContext, kctx: KindContext): Promise<string | undefined> {
-  const dirs = [...kctx.touchedDirectories];
-  kctx.touchedDirectories.clear();
-  const synced = await Promise.allSettled(dirs.map((dir) => ctx.providers.fs.syncDirectory(dir)));
-  for (let i = 0; i < dirs.length; i++) {
-    const outcome = synced[i];
-    if (outcome.status === "fulfilled" || outcome.reason instanceof Deno.errors.NotFound) continue;
-    return `syncing ${dirs[i]} to disk failed: ${describeError(outcome.reason)}`;
-  }
-  return undefined;
-}
-
-/** An apply of a window abandoned at its commit because the apply was aborted. */
-class Interrupted extends Error {}
-
 /** By default every 6th apply reads every file back in full (host.json fullReadBackEvery). */
 export const FULL_READ_BACK_EVERY = 6;
-
-/**
- * Consecutive resources of a kind that applies together are checked into batches of up to
- * this many; their directories are synced once per batch, before any of it is recorded.
- */
-const BATCH = 512;
-
-/** At most this many writes run together (each holds a temporary file open meanwhile). */
-const WAVE = 64;
-
-/** One resource checked: what it is, what differs, and how it would be held. */
-interface Checked {
-  resource: Resource;
-  position: number;
-  base: Pick<ResourceResult, "id" | "type" | "key">;
-  held: HeldSummary | undefined;
-  digest: string;
-  found: Diff<Change>;
-}
-
-type Outcome =
-  | {
-    result: Pick<ResourceResult, "outcome" | "changes" | "detail">;
-    save: (applyId: number, seq: number, result: ResourceResult) => void;
-  }
-  | { error: unknown };
 
 /**
  * Check one resource against the machine (its digest reused when nothing changed since).
@@ -365,236 +315,25 @@ type Outcome =
  * KindContext.knownIdentity reads) only when it was recorded for this very resource.
  */
 async function checkOne(
-  kctx: KindContext,
+  pass: Pass,
   resource: Resource,
   position: number,
   base: Checked["base"],
-  held: HeldSummary | undefined,
-  unchangedSince: boolean,
-  known: Map<object, FileIdentity>,
 ): Promise<Checked> {
-  const digest = held?.digest !== undefined && unchangedSince
+  const { kctx, known } = pass;
+  const held = pass.held.get(base.key);
+  const kind = kindOf(resource);
+  if (pass.tidy) await kind.tidy?.(kctx, resource);
+  const digest = held?.digest !== undefined && pass.unchangedSince
     ? held.digest
     : await digestOf(resource);
   if (held?.identity !== undefined && held.digest === digest) known.set(resource, held.identity);
   try {
-    const found = await kindOf(resource).check(kctx, resource);
+    const found = await kind.check(kctx, resource);
     return { resource, position, base, held, digest, found };
   } finally {
     known.delete(resource);
   }
-}
-
-/** What to store about an identity: a new one, null to forget the held one, or nothing. */
-function identityUpdate(
-  held: FileIdentity | undefined,
-  found: FileIdentity | undefined,
-): FileIdentity | null | undefined {
-  if (found === undefined) return held === undefined ? undefined : null;
-  return held !== undefined && sameIdentity(held, found) ? undefined : found;
-}
-
-/**
- * Change what differs among `items` (checked in declared order), together: the applies
- * start in waves of WAVE at once, commit in declared order (an apply after a failed one
- * abandons its change, and no later wave starts), then the directories they touched are
- * synced, once each, so what is recorded has its data and its name on disk; then each
- * change is read back. One outcome per item, up to the first that failed.
- */
-async function changeTogether(
-  ctx: EngineContext,
-  kctx: KindContext,
-  items: Checked[],
-  signal?: AbortSignal,
-): Promise<Outcome[]> {
-  const { store } = ctx;
-  const holdAs = (item: Checked) => ({
-    key: item.base.key,
-    id: item.resource.id,
-    type: item.resource.type,
-    position: item.position,
-    digest: item.digest,
-    spec: item.resource,
-    // Created by the host: held as such, made just now, or made by a create whose
-    // record a crash cut short (its intent is still there).
-    created: item.held?.created || !item.found.exists ||
-      (item.held === undefined && store.hasIntent(item.base.key)),
-  });
-  const changing = items.filter((item) => item.found.changes.length > 0);
-  // The changes run in waves of WAVE (a file's write holds its temporary file open until
-  // its rename), each wave's commits in declared order; after a wave in which one failed
-  // nothing more is attempted (and no intent is left for what was not). The directories
-  // are synced once, after every wave.
-  const applied: PromiseSettledResult<void>[] = [];
-  for (let start = 0; start < changing.length; start += WAVE) {
-    const wave = changing.slice(start, start + WAVE);
-    const creating = wave.filter((item) => !item.found.exists);
-    if (creating.length > 0) {
-      store.batch(() =>
-        creating.forEach((item) => store.recordIntent(item.base.key, item.resource))
-      );
-    }
-    const turns = commitTurns(wave.length, signal);
-    applied.push(
-      ...await Promise.allSettled(wave.map(async (item, i) => {
-        const kind = kindOf(item.resource);
-        const own: KindContext = turns.length > 1 ? { ...kctx, beforeCommit: turns[i].wait } : kctx;
-        let ok = false;
-        try {
-          await kind.apply(own, item.resource, item.found);
-          ok = true;
-        } catch (error) {
-          // Nothing was created: the intent must not later make a person's file look like ours.
-          if (
-            !item.found.exists &&
-            !(await kind.check(kctx, item.resource).then((c) => c.exists, () => true))
-          ) {
-            store.dropIntent(item.base.key);
-          }
-          throw error;
-        } finally {
-          turns[i]?.done(ok);
-        }
-      })),
-    );
-    if (applied.some((settled) => settled.status === "rejected")) break;
-  }
-  // Renames and creations of a batch become durable before any of it is recorded.
-  let synced: unknown;
-  if (changing.some((item) => kindOf(item.resource).concurrentApply)) {
-    const failure = await syncDirectories(ctx, kctx);
-    if (failure !== undefined) {
-      synced = new ResourceError("resource.sync", failure, {
-        hint: "the file system refused to make the change durable; see the kernel's log",
-      });
-    }
-  }
-  const outcomes: Outcome[] = [];
-  let change = 0;
-  for (const item of items) {
-    if (item.found.changes.length === 0) {
-      const { held, position } = item;
-      const unchanged = held !== undefined && held.digest === item.digest &&
-        held.id === item.resource.id;
-      outcomes.push({
-        result: { outcome: "unchanged", changes: [] },
-        save: unchanged
-          ? (applyId, seq, result) =>
-            store.recordUnchanged(
-              applyId,
-              seq,
-              result,
-              held.position === position ? undefined : position,
-              identityUpdate(held.identity, item.found.identity),
-            )
-          : (applyId, seq, result) =>
-            store.recordHeld(applyId, seq, holdAs(item), result, item.found.identity),
-      });
-      continue;
-    }
-    const settled = applied[change++];
-    if (settled.status === "rejected") {
-      outcomes.push({ error: settled.reason });
-      break;
-    }
-    if (synced !== undefined) {
-      outcomes.push({ error: synced });
-      break;
-    }
-    let after: Diff<Change>;
-    try {
-      after = await kindOf(item.resource).check(kctx, item.resource);
-    } catch (error) {
-      outcomes.push({ error });
-      break;
-    }
-    if (after.changes.length > 0) {
-      outcomes.push({
-        error: new ResourceError(
-          "resource.read-back",
-          `read-back after applying still differs: ${describe(after).join(", ")}`,
-          { hint: "something on the machine undid or refused the change; see the service's log" },
-        ),
-      });
-      break;
-    }
-    const entry = holdAs(item);
-    const later = kctx.takesEffectOnRestart.get(item.resource.id);
-    outcomes.push({
-      result: {
-        outcome: "changed",
-        changes: describe(item.found),
-        ...(later === undefined ? {} : { detail: later }),
-      },
-      save: (applyId, seq, result) => store.recordHeld(applyId, seq, entry, result, after.identity),
-    });
-  }
-  return outcomes;
-}
-
-/**
- * The commit order of `count` concurrent applies: turn i waits until every apply
- * has reached its commit (or ended), then for apply i - 1 to end; it throws when
- * an earlier apply failed, so nothing after a failure is committed.
- */
-function commitTurns(
-  count: number,
-  signal?: AbortSignal,
-): { wait: () => Promise<void>; done: (ok: boolean) => void }[] {
-  if (count <= 1) return [];
-  let arrived = 0;
-  let failedAt = Infinity;
-  const all = Promise.withResolvers<void>();
-  const arrive = () => {
-    if (++arrived === count) all.resolve();
-  };
-  const ended = Array.from({ length: count }, () => Promise.withResolvers<void>());
-  return ended.map((own, i) => {
-    let reached = false;
-    return {
-      wait: async () => {
-        if (!reached) {
-          reached = true;
-          arrive();
-        }
-        await all.promise;
-        if (i > 0) await ended[i - 1].promise;
-        if (failedAt < i) {
-          throw new ResourceError(
-            "resource.not-attempted",
-            "not committed: an earlier resource of the same step failed",
-          );
-        }
-        if (signal?.aborted) throw new Interrupted();
-      },
-      done: (ok) => {
-        if (!ok) failedAt = Math.min(failedAt, i);
-        if (!reached) {
-          reached = true; // ended before its commit: it no longer holds the others up
-          arrive();
-        }
-        own.resolve();
-      },
-    };
-  });
-}
-
-export function failed(
-  base: Pick<ResourceResult, "id" | "type" | "key">,
-  cause: unknown,
-): ResourceResult {
-  return { ...base, outcome: "failed", changes: [], detail: describeError(cause) };
-}
-
-function skipped(resource: Resource, detail: string): ResourceResult {
-  return {
-    id: resource.id,
-    type: resource.type,
-    key: resourceKey(resource),
-    outcome: "skipped",
-    changes: [],
-    detail,
-  };
 }
 
 /**
@@ -625,7 +364,7 @@ export function kindContext(
  */
 function contentSources(options: ApplyOptions): ContentSource[] {
   const sources = [...options.contentSources ?? []];
-  if ((options.source === "file" || options.source === "bundle") && options.origin !== "stdin") {
+  if (FROM_DISK.has(options.source) && options.origin !== "stdin") {
     const dir = posix.join(posix.dirname(options.origin), "blobs");
     sources.unshift(blobDirectory(dir, `blobs/ beside ${options.origin}`));
   }
@@ -638,10 +377,9 @@ async function pruneContent(ctx: EngineContext): Promise<void> {
   const cache = new ContentCache(ctx.stateDir);
   if ((await cache.digests()).length === 0) return;
   // What a confirm window may go back to stays too: going back never needs the link.
-  const keep = new Set<string>(restoreContent(ctx.store));
+  const keep = new Set<string>(restoreResources(ctx.store).flatMap(referencesOf));
   for (const held of ctx.store.held()) {
-    const sha256 = (held.spec as { contentSha256?: unknown }).contentSha256;
-    if (typeof sha256 === "string") keep.add(sha256);
+    for (const sha256 of referencesOf(held.spec)) keep.add(sha256);
   }
   await cache.prune(keep);
 }

@@ -20,18 +20,21 @@ import { HeldError, readHold } from "./hold.ts";
 import type { Providers } from "../providers.ts";
 import { KINDS } from "../resources/mod.ts";
 import { Store } from "../store/store.ts";
-import { acceptCurrent, applyDeclaration } from "./apply.ts";
+import { applyDeclaration, makeCurrent as makeCurrentIn } from "./apply.ts";
 import { planDeclaration } from "./plan.ts";
 import type { ApplyOptions, ApplyReport, EngineContext, PlanEntry } from "./types.ts";
 
 export type * from "./types.ts";
 import { admit, type AdmitOptions } from "./admit.ts";
 export {
-  accept,
   type Admission,
   admit,
   admitFromLink,
   type AdmitOptions,
+  admittedAfter,
+  admittedNotCurrent,
+  isLastAdmitted,
+  recordAdmitted,
   type SignatureHeaders,
   type Signed,
 } from "./admit.ts";
@@ -132,16 +135,16 @@ export async function apply(
 }
 
 /**
- * Store an admitted declaration as the one the host holds the machine to, without
- * applying it: what a held host does with a declaration pushed to it (the hold's
- * end applies it).
+ * Make an admitted declaration the store's current one (the one the host holds the
+ * machine to) without applying it: what a held host does with a declaration pushed to it
+ * (the hold's end applies it). Applies nothing; `apply` makes current, then applies.
  */
-export function storeDeclaration(
+export function makeCurrent(
   engine: Engine,
   declaration: Declaration,
   options: Pick<ApplyOptions, "source" | "origin">,
 ): void {
-  acceptCurrent(engine.store, declaration, options);
+  makeCurrentIn(engine.store, declaration, options);
 }
 
 /** Plan an admitted declaration: what applying it would do; changes nothing. */

@@ -26,7 +26,6 @@ import { parseStrictJson } from "../declaration/json.ts";
 import { compileOwnPaths } from "../declaration/paths.ts";
 import type { RuleScope } from "../resources/kind.ts";
 import { kindOf, KINDS, PathTree, placeOf, type Resource } from "../resources/mod.ts";
-import { serviceBaseName } from "../resources/service.ts";
 
 /**
  * Parse a declaration from the link or from a person's file. Refuses `action`.
@@ -175,7 +174,7 @@ function checkTogether(
     limits,
     roots: options.managedRoots,
     own: compileOwnPaths(options.own.paths),
-    ownServices: new Set(options.own.services.map(serviceBaseName)),
+    ownServices: options.own.services,
     trusted,
     permit: {
       sysctls: new Set(options.permit?.sysctls ?? []),

@@ -9,7 +9,7 @@ import { DeclarationRefused } from "../declaration/envelope.ts";
 import { describeError } from "../errors.ts";
 import type { KindContext, Release } from "../resources/kind.ts";
 import { kindOf, PathTree, placeOf, type Resource, resourceKey } from "../resources/mod.ts";
-import { failed } from "./apply.ts";
+import { failed } from "./recorder.ts";
 import { parseTrustedDeclaration } from "./parse.ts";
 import type { EngineContext, HeldResource, PlanEntry, ResourceResult } from "./types.ts";
 

@@ -13,6 +13,9 @@ import type { Rescue } from "./hold.ts";
 /** Where a declaration came from. */
 export type Source = "link" | "file" | "bundle";
 
+/** The sources that read a declaration from disk (a file, the bundle the host carries). */
+export const FROM_DISK: ReadonlySet<Source> = new Set(["file", "bundle"]);
+
 /** What happened to one resource in one apply. */
 export type ResultOutcome =
   | "changed"

@@ -7,6 +7,7 @@ import {
   change,
   formatMode,
   type KindContext,
+  passState,
   resolveGroup,
   resolveUser,
   ResourceError,
@@ -59,7 +60,7 @@ export async function checkFixedPath(
   words: FixedPathWords,
 ): Promise<void> {
   const fs = ctx.providers.fs;
-  const root = ctx.managedRoots.find((r) => isWithin(source, r));
+  const root = ctx.host.managedRoots.find((r) => isWithin(source, r));
   const steps = [...ancestors(source), source].filter((p) =>
     root === undefined || isWithin(p, root)
   );
@@ -153,6 +154,9 @@ export function declaredMode(
     (spec.sticky ? 0o1000 : 0);
 }
 
+/** mode/owner/group strings already resolved to numbers in this pass. */
+const attributes = passState(() => new Map<string, { mode: number; uid: number; gid: number }>());
+
 /** The declared mode/owner/group, resolved to numbers on this machine. */
 export async function declaredAttributes(
   ctx: KindContext,
@@ -160,14 +164,14 @@ export async function declaredAttributes(
 ): Promise<{ mode: number; uid: number; gid: number }> {
   const mode = declaredMode(spec);
   const key = `${mode}:${spec.owner}:${spec.group}`;
-  let resolved = ctx.attributes.get(key);
+  let resolved = attributes(ctx).get(key);
   if (!resolved) {
     resolved = {
       mode,
       uid: await resolveUser(ctx, spec.owner),
       gid: await resolveGroup(ctx, spec.group),
     };
-    ctx.attributes.set(key, resolved);
+    attributes(ctx).set(key, resolved);
   }
   return resolved;
 }

@@ -37,7 +37,7 @@ import {
   type RuleScope,
   wants,
 } from "./kind.ts";
-import { NoProviderError, ResourceError } from "./kind.ts";
+import { NoProviderError, passState, ResourceError, type Restarted } from "./kind.ts";
 import { checkManagedPath } from "./_rules.ts";
 import { checkMountSource } from "./_fs.ts";
 
@@ -171,6 +171,13 @@ async function checkMountSources(ctx: KindContext, resource: ContainerResource):
   for (const { source } of resource.mounts) await checkMountSource(ctx, source);
 }
 
+/**
+ * What this pass started, restarted or reloaded, by resource id, with the process before
+ * (the read-back compares against it, so a restart that left the same process running
+ * reads back as not done): the kind's own state for the pass.
+ */
+const restarted = passState(() => new Map<string, Restarted>());
+
 /** The container kind. */
 export const containerKind: ResourceKind<ContainerResource, ContainerChange> = {
   type: "container",
@@ -201,7 +208,7 @@ export const containerKind: ResourceKind<ContainerResource, ContainerChange> = {
     if (!info.running) {
       return { exists: true, changes: [change("start", `start (it is ${info.status})`)] };
     }
-    const done = ctx.restarted.get(resource.id);
+    const done = restarted(ctx).get(resource.id);
     if (done !== undefined) {
       // The read-back of this pass's restart: a new run has a new start time.
       if (done.how === "restart" && done.before === info.startedAt) {
@@ -239,7 +246,7 @@ export const containerKind: ResourceKind<ContainerResource, ContainerChange> = {
     await checkMountSources(ctx, resource);
     const info = await runtime.inspect(resource.name);
     // A new run already: the read-back must not restart it for its restartOn.
-    ctx.restarted.set(resource.id, { how: "start", before: null });
+    restarted(ctx).set(resource.id, { how: "start", before: null });
     if (info === null) {
       await runtime.create(await containerSpec(resource));
       return;
@@ -253,7 +260,7 @@ export const containerKind: ResourceKind<ContainerResource, ContainerChange> = {
     } else if (wants(diff, "restart")) {
       const before = diff.changes.find((c) => c.what === "restart")?.before ?? info.startedAt;
       // Replaces the "start" mark above: this run must be proven new by its start time.
-      ctx.restarted.set(resource.id, { how: "restart", before });
+      restarted(ctx).set(resource.id, { how: "restart", before });
       await runtime.restart(resource.name);
     }
   },

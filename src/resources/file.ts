@@ -117,6 +117,7 @@ export const fileKind: ResourceKind<FileResource, FileChange> = {
   type: "file",
   schema: FileSchema,
   needs: "fs",
+  references: (resource) => resource.contentSha256 === undefined ? [] : [resource.contentSha256],
   concurrentApply: true,
 
   key: (resource) => `path:${resource.path}`,
@@ -158,9 +159,12 @@ export const fileKind: ResourceKind<FileResource, FileChange> = {
     }
   },
 
+  // Files written together leave several temporaries when the process dies; one found
+  // in sync is not written again, so after an apply that did not converge they go here.
+  tidy: (ctx, resource) => ctx.providers.fs.discardPartialWrite(resource.path),
+
   async check(ctx: KindContext, resource: FileResource): Promise<Diff<FileChange>> {
     const fs = ctx.providers.fs;
-    if (ctx.sweepPartialWrites) await fs.discardPartialWrite(resource.path);
     // Read nothing when the file is still what it was when last read back in sync.
     const known = ctx.knownIdentity?.(resource);
     if (known !== undefined) {

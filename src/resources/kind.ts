@@ -7,6 +7,11 @@
  * declared). The engine calls `check` again as the read-back, so plan, apply
  * and read-back can never disagree about what "in sync" means. Adding a kind
  * touches its module, its adapter and the list in mod.ts; nothing else.
+ *
+ * A kind keeps what it learns in one pass (an apply or a plan) in its own
+ * {@link passState}, never in the context the engine hands to every kind; the
+ * engine asks a kind what it needs to know through hooks (`place`, `references`,
+ * `bringsProviders`, `tidy`, `takesEffectOnRestart`), never by its name.
  */
 import type * as v from "valibot";
 import type { Limits, ProblemSink } from "../declaration/envelope.ts";
@@ -102,8 +107,8 @@ export interface RuleScope {
   roots: readonly string[];
   /** The host's own paths (DESIGN.md §18), compiled. */
   own: OwnPattern[];
-  /** The host's own service names (every unit of these names is refused). */
-  ownServices: ReadonlySet<string>;
+  /** The host's own service names, as configured (every unit of these names is refused). */
+  ownServices: readonly string[];
   /**
    * The trusted parse (the bundle the host carries): what may only be done from there
    * (run a program, stop the node, turn a kernel protection off) is accepted.
@@ -119,26 +124,33 @@ export interface RuleScope {
   claim(what: string, at: string): string | undefined;
 }
 
-/** What kinds get from the engine. */
-export interface KindContext {
-  providers: Providers;
-  /** Directories whose entries this apply changed; the engine syncs them at the end. */
-  touchedDirectories: Set<string>;
+/** What a kind may need to know about this host (the same for every pass). */
+export interface HostFacts {
   /**
    * The managed roots. A container's mount sources are held to who can write the
    * directories from their root down: what lies above a root is the machine's own
    * layout, configured by whoever chose the root (and not readable under the
    * host's permission set).
    */
-  managedRoots: readonly string[];
-  /** mode/owner/group strings already resolved to numbers in this pass. */
-  attributes: Map<string, { mode: number; uid: number; gid: number }>;
+  readonly managedRoots: readonly string[];
   /** Versions of the host itself that the launcher rolled back from on this machine. */
-  rolledBackFrom: ReadonlySet<string>;
+  readonly rolledBackFrom: ReadonlySet<string>;
+  /** The host's state directory (the overlay's private key lives there), when known. */
+  readonly stateDir?: string;
+}
+
+/**
+ * What kinds get from the engine: what every kind shares (the adapters, this host's facts,
+ * notes, what this pass changed, each kind's own pass state) and the engine's side of a few
+ * mechanisms (directories to sync, the commit turn, content by reference, trusted identities).
+ */
+export interface KindContext {
+  providers: Providers;
+  readonly host: HostFacts;
+  /** Directories whose entries this apply changed; the engine syncs them at the end. */
+  touchedDirectories: Set<string>;
   /** What kinds remember between applies (kept in the store by the engine). */
   notes: KindNotes;
-  /** The host's state directory (the overlay's private key lives there), when known. */
-  stateDir?: string;
   /**
    * Set by the engine for a kind with `concurrentApply`: its apply awaits this right
    * before the one step that makes the change visible (a rename); it resolves in
@@ -153,12 +165,6 @@ export interface KindContext {
    */
   content?: (sha256: string, size: number, forPath: string) => Promise<Uint8Array>;
   /**
-   * Set by the engine when the last apply did not converge (a crash among them): a
-   * file's check also removes what a write cut short may have left beside it. Never
-   * set for a plan, which changes nothing.
-   */
-  sweepPartialWrites?: boolean;
-  /**
    * What the last check that found `resource` in sync recognised it by (its
    * {@link Diff.identity}), when the engine lets this check trust it: the resource is
    * declared exactly as then, and this pass is not one of the full read-backs. Unset in a
@@ -171,19 +177,30 @@ export interface KindContext {
    * `restartOn` is answered from it (only ids declared before it can be here).
    */
   changedIds: ReadonlySet<string>;
-  /**
-   * Processes this pass restarted or reloaded, by resource id: the identity the
-   * process had before (systemd InvocationID, OpenRC pid, a container's start
-   * time). The kind's read-back compares against it, so a restart that left the
-   * same process running reads back as not done.
-   */
-  restarted: Map<string, Restarted>;
-  /**
-   * Changes this pass made that take effect only when the host is next started (the
-   * host's own package staged for its launcher), by resource id: why. The engine puts it
-   * in the result and the report; the run loop then exits 0 for the launcher.
-   */
-  takesEffectOnRestart: Map<string, string>;
+  /** Each kind's own state for this pass (see {@link passState}); made fresh for each pass. */
+  readonly pass: PassStates;
+}
+
+/** The states kinds keep for one pass, each under its owner's key (see {@link passState}). */
+export class PassStates {
+  readonly #states = new Map<symbol, unknown>();
+
+  /** The state kept under `owner`, made by `make` the first time it is asked for. */
+  of<S>(owner: symbol, make: () => S): S {
+    if (!this.#states.has(owner)) this.#states.set(owner, make());
+    return this.#states.get(owner) as S;
+  }
+}
+
+/**
+ * A kind's own state for one pass: what its apply leaves for its read-back (a restart and
+ * the process before it), what it resolved once (owners' ids). `make` makes it fresh for
+ * each pass, the first time the returned function is asked for it with that pass's context;
+ * no other kind and not the engine can see it.
+ */
+export function passState<S>(make: () => S): (ctx: KindContext) => S {
+  const owner = Symbol("pass state");
+  return (ctx) => ctx.pass.of(owner, make);
 }
 
 /**
@@ -219,14 +236,10 @@ export function newKindContext(
   return {
     providers,
     changedIds,
-    restarted: new Map(),
-    takesEffectOnRestart: new Map(),
+    pass: new PassStates(),
     touchedDirectories: new Set(),
-    managedRoots,
-    attributes: new Map(),
-    rolledBackFrom,
+    host: { managedRoots, rolledBackFrom, ...(stateDir === undefined ? {} : { stateDir }) },
     notes,
-    ...(stateDir === undefined ? {} : { stateDir }),
   };
 }
 
@@ -278,6 +291,29 @@ export interface ResourceKind<
   /** Where it lies among paths (kinds that manage a path); see {@link Place}. */
   place?(resource: R): Place;
   /**
+   * A change to one of its resources may bring adapters this machine did not have (a
+   * package installs podman, nft …): the engine detects them again before a later
+   * resource that needs one not yet found.
+   */
+  readonly bringsProviders?: boolean;
+  /**
+   * The content digests (SHA-256, hex) this resource declares by reference: the content
+   * cache keeps them while it is held. Asked of held records too (the engine guards it).
+   */
+  references?(resource: R): readonly string[];
+  /**
+   * Before its check, in an apply after one that did not converge (a crash among them):
+   * remove what a change cut short may have left (a file's temporary beside it). Never
+   * called in a plan, which changes nothing; `check` itself changes nothing.
+   */
+  tidy?(ctx: KindContext, resource: R): Promise<void>;
+  /**
+   * After its apply read back: why the change takes effect only when the host is next
+   * started (the host's own package staged for its launcher), or `undefined`. The engine
+   * puts it in the result and the report; the run loop then exits 0 for the launcher.
+   */
+  takesEffectOnRestart?(ctx: KindContext, resource: R): string | undefined;
+  /**
    * The ids whose change in this apply restarts (or reloads) this resource's process
    * (its `restartOn`). The parse refuses an id that names no resource declared
    * before this one: the order is stated, never derived.
@@ -302,7 +338,10 @@ export interface ResourceKind<
   touches?(resource: R): readonly string[];
   /** Rules against this host (managed roots, own paths, limits); problems go to `scope`. */
   rules?(resource: R, at: string, scope: RuleScope): void;
-  /** Is the machine already like this? Changes nothing. */
+  /**
+   * Is the machine already like this? Changes nothing (it may read what this kind's own
+   * {@link passState} holds: the read-back of a restart compares with the process before).
+   */
   check(ctx: KindContext, resource: R): Promise<Diff<C>>;
   /** Make the changes `diff` lists. Throws with the reason when it cannot. */
   apply(ctx: KindContext, resource: R, diff: Diff<C>): Promise<void>;

@@ -1,57 +1,24 @@
 /**
- * The list of resource kinds: the only place that names them all. Adding a
- * kind is its module, its adapter, and one line here.
+ * The list of resource kinds: the only place that names them all. Adding a kind is its
+ * module, its adapter, and its line in ALL (with its import); `Resource` follows from it.
  */
-import { actionKind, type ActionResource } from "./action.ts";
-import { containerKind, type ContainerResource } from "./container.ts";
-import { directoryKind, type DirectoryResource } from "./directory.ts";
-import { fileKind, type FileResource } from "./file.ts";
-import { firewallKind, type FirewallResource } from "./firewall.ts";
-import { overlayKind, type OverlayResource } from "./overlay.ts";
-import { sysctlKind, type SysctlResource } from "./sysctl.ts";
-import { mountKind, type MountResource } from "./mount.ts";
+import { actionKind } from "./action.ts";
+import { containerKind } from "./container.ts";
+import { directoryKind } from "./directory.ts";
+import { fileKind } from "./file.ts";
+import { firewallKind } from "./firewall.ts";
+import { overlayKind } from "./overlay.ts";
+import { sysctlKind } from "./sysctl.ts";
+import { mountKind } from "./mount.ts";
 import type { Place, ResourceKind } from "./kind.ts";
 import { MAX_PATH_BYTES } from "../declaration/paths.ts";
-import { packageKind, type PackageResource } from "./package.ts";
-import { serviceKind, type ServiceResource } from "./service.ts";
-import { groupKind, type GroupResource } from "./group.ts";
-import { userKind, type UserResource } from "./user.ts";
-
-export type {
-  ActionResource,
-  ContainerResource,
-  DirectoryResource,
-  FileResource,
-  FirewallResource,
-  GroupResource,
-  MountResource,
-  OverlayResource,
-  PackageResource,
-  ServiceResource,
-  SysctlResource,
-  UserResource,
-};
-
-/** Any resource. */
-export type Resource =
-  | DirectoryResource
-  | FileResource
-  | PackageResource
-  | ServiceResource
-  | ContainerResource
-  | ActionResource
-  | OverlayResource
-  | FirewallResource
-  | SysctlResource
-  | GroupResource
-  | UserResource
-  | MountResource;
-
-/** The name of a resource type. */
-export type ResourceType = Resource["type"];
+import { packageKind } from "./package.ts";
+import { serviceKind } from "./service.ts";
+import { groupKind } from "./group.ts";
+import { userKind } from "./user.ts";
 
 /** Every kind, in the order messages list them. */
-const ALL: readonly ResourceKind<Resource>[] = [
+const ALL = [
   directoryKind,
   fileKind,
   packageKind,
@@ -64,11 +31,20 @@ const ALL: readonly ResourceKind<Resource>[] = [
   groupKind,
   userKind,
   mountKind,
-] as unknown as ResourceKind<Resource>[];
+] as const;
+
+/** The resource a kind manages. */
+type ResourceOf<K> = K extends ResourceKind<infer R, infer _C> ? R : never;
+
+/** Any resource. */
+export type Resource = ResourceOf<typeof ALL[number]>;
+
+/** The name of a resource type. */
+export type ResourceType = Resource["type"];
 
 /** The kinds by type (a Map: no type name reaches Object.prototype). */
 export const KINDS: ReadonlyMap<string, ResourceKind<Resource>> = new Map(
-  ALL.map((kind) => [kind.type, kind]),
+  ALL.map((kind) => [kind.type, kind as unknown as ResourceKind<Resource>]),
 );
 
 /** The kind for one resource (or a held record of one). */
@@ -106,6 +82,20 @@ export function placeOf(resource: { type: string }): Place | undefined {
     return place;
   } catch {
     return undefined; // a record whose fields are not what its kind reads
+  }
+}
+
+/**
+ * The content digests a resource (or a held record of one) declares by reference, from its
+ * kind's `references`: only strings, and nothing for a record whose fields are not what its
+ * kind reads (a store edited by hand).
+ */
+export function referencesOf(resource: { type: string }): string[] {
+  try {
+    const found = KINDS.get(resource.type)?.references?.(resource as Resource) ?? [];
+    return Array.isArray(found) ? found.filter((d): d is string => typeof d === "string") : [];
+  } catch {
+    return [];
   }
 }
 

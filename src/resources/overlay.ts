@@ -466,7 +466,7 @@ async function differences(
   device: OverlayDevice,
 ): Promise<OverlayChange[]> {
   const diff: OverlayChange[] = [];
-  const key = ctx.stateDir ? await readOverlayKey(ctx.stateDir) : undefined;
+  const key = ctx.host.stateDir ? await readOverlayKey(ctx.host.stateDir) : undefined;
   if (!key || key.publicKey !== device.publicKey) diff.push({ change: "key" });
   if (resource.listenPort !== undefined && resource.listenPort !== device.listenPort) {
     diff.push({ change: "port", from: device.listenPort, to: resource.listenPort });
@@ -544,13 +544,13 @@ export const overlayKind: ResourceKind<OverlayResource, OverlayDiffChange> = {
   async apply(ctx: KindContext, resource: OverlayResource): Promise<void> {
     const overlay = network(ctx);
     const name = resource.interface;
-    if (!ctx.stateDir) {
+    if (!ctx.host.stateDir) {
       throw new ResourceError(
         "resource.overlay-no-key",
         "this host has no state directory to keep its WireGuard key in",
       );
     }
-    const key = await ensureOverlayKey(ctx.stateDir);
+    const key = await ensureOverlayKey(ctx.host.stateDir);
     // Look again right before acting: never touch a link that is not ours.
     let link = await overlay.link(name);
     if (link !== null && link.alias !== OVERLAY_MARK) throw notOurs(name, link);

@@ -17,7 +17,7 @@ import {
   type ResourceKind,
   type RuleScope,
 } from "./kind.ts";
-import { NoProviderError, ResourceError } from "./kind.ts";
+import { NoProviderError, passState, ResourceError } from "./kind.ts";
 import { PROGRAM } from "../version.ts";
 
 /** Resource: a package that must be installed (at an exact version when given). */
@@ -76,7 +76,7 @@ function refuseRolledBack(
   resource: PackageResource,
 ): void {
   if (resource.name !== PROGRAM || resource.version === undefined) return;
-  if (!ctx.rolledBackFrom.has(manager.upstreamVersion(resource.version))) return;
+  if (!ctx.host.rolledBackFrom.has(manager.upstreamVersion(resource.version))) return;
   throw new ResourceError(
     "resource.rolled-back",
     `${PROGRAM} ${resource.version} failed to start on this machine and the launcher rolled it ` +
@@ -114,10 +114,20 @@ function packages(ctx: KindContext): PackageManager {
 }
 
 /** The package kind. */
+/**
+ * Packages this pass installed that take effect only when the host is next started, by
+ * resource id: why (the kind's own state for the pass, asked by `takesEffectOnRestart`).
+ */
+const staged = passState(() => new Map<string, string>());
+
 export const packageKind: ResourceKind<PackageResource, PackageChange> = {
   type: "package",
   schema: PackageSchema,
   needs: "packages",
+  // A package may install the tool another kind's adapter drives (podman, nft …).
+  bringsProviders: true,
+  references: (resource) => resource.contentSha256 === undefined ? [] : [resource.contentSha256],
+  takesEffectOnRestart: (ctx, resource) => staged(ctx).get(resource.id),
 
   key: (resource) => `package:${resource.name}`,
 
@@ -177,7 +187,7 @@ export const packageKind: ResourceKind<PackageResource, PackageChange> = {
     // Installed, but in effect only once the host is started again (the tarball's own
     // package, staged for the launcher): said in the result, and the run loop exits 0.
     const now = await manager.installed(resource.name);
-    if (now?.pending !== undefined) ctx.takesEffectOnRestart.set(resource.id, now.pending);
+    if (now?.pending !== undefined) staged(ctx).set(resource.id, now.pending);
   },
 
   release(): Promise<Release> {

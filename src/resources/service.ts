@@ -27,7 +27,7 @@ import {
   type RuleScope,
   wants,
 } from "./kind.ts";
-import { NoProviderError, ResourceError } from "./kind.ts";
+import { NoProviderError, passState, ResourceError, type Restarted } from "./kind.ts";
 import { describeError } from "../errors.ts";
 
 /** systemd's unit types: a name ending in one of them names a unit of that type. */
@@ -148,6 +148,13 @@ function services(ctx: KindContext): ServiceManager {
   return manager;
 }
 
+/**
+ * What this pass started, restarted or reloaded, by resource id, with the process before
+ * (the read-back compares against it, so a restart that left the same process running
+ * reads back as not done): the kind's own state for the pass.
+ */
+const restarted = passState(() => new Map<string, Restarted>());
+
 /** The service kind. */
 export const serviceKind: ResourceKind<ServiceResource, ServiceChange> = {
   type: "service",
@@ -162,7 +169,7 @@ export const serviceKind: ResourceKind<ServiceResource, ServiceChange> = {
     // Every unit of the host's name: its .service, .socket, .timer, .path, instances (@), and
     // OpenRC's multiplexed names (name.x), all start or stop the host.
     const base = resource.name.split(/[.@]/, 1)[0];
-    if (scope.ownServices.has(base)) {
+    if (scope.ownServices.some((own) => serviceBaseName(own) === base)) {
       scope.problems.push({
         path: `${at}.name`,
         message: `"${resource.name}" is a unit of the host's own service ${base}; the ` +
@@ -222,14 +229,14 @@ export const serviceKind: ResourceKind<ServiceResource, ServiceChange> = {
     if (wants(diff, "enable")) await manager.enable(name);
     if (wants(diff, "disable")) await manager.disable(name);
     if (wants(diff, "start")) {
-      ctx.restarted.set(resource.id, { how: "start", before: null });
+      restarted(ctx).set(resource.id, { how: "start", before: null });
       await manager.start(name);
     }
     if (wants(diff, "stop")) await manager.stop(name);
     for (const c of diff.changes) {
       if (c.what !== "restart" && c.what !== "reload-service") continue;
       const how = c.what === "restart" ? "restart" : "reload";
-      ctx.restarted.set(resource.id, { how, before: c.before ?? null });
+      restarted(ctx).set(resource.id, { how, before: c.before ?? null });
       try {
         await (how === "restart" ? manager.restart(name) : manager.reloadService(name));
       } catch (cause) {
@@ -261,7 +268,7 @@ function restartChange(
   process: string | null,
 ): ServiceChange | undefined {
   if (!resource.running) return undefined;
-  const done = ctx.restarted.get(resource.id);
+  const done = restarted(ctx).get(resource.id);
   if (done !== undefined) {
     // The read-back of a restart made in this pass: a new process, or it was not done.
     // (With no identity before, as an OpenRC daemon without a pidfile, the init's word is all.)

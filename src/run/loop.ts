@@ -18,14 +18,17 @@
 import { BusyError, describeError } from "../errors.ts";
 import { type Declaration, DeclarationRefused } from "../declaration/envelope.ts";
 import {
-  accept,
   admit,
   admitFromLink,
+  admittedAfter,
+  admittedNotCurrent,
   apply,
   type Engine,
   HeldError,
+  isLastAdmitted,
+  makeCurrent,
   plan,
-  storeDeclaration,
+  recordAdmitted,
   SupersededError,
 } from "../engine/mod.ts";
 import { type Hold, pendingRescue } from "../engine/hold.ts";
@@ -37,7 +40,6 @@ import { type Identity, readIdentity, readSeed } from "../link/identity.ts";
 import { Link, type LinkOptions } from "../link/link.ts";
 import { subjectsOf } from "../link/subjects.ts";
 import { expiry, notAfterOf } from "../link/signature.ts";
-import { META } from "../store/meta.ts";
 import {
   applyMessage,
   heldMessage,
@@ -101,7 +103,7 @@ const RESTART_FOR: Partial<Record<RunResult["reason"], string>> = {
   rescue: "rescue",
 };
 
-/** A declaration admitted from the link (its serial accepted) and not applied yet. */
+/** A declaration admitted from the link (its serial recorded: `recordAdmitted`) and not applied yet. */
 interface Pending {
   declaration: Declaration;
   digest: string;
@@ -379,7 +381,7 @@ class RunLoop {
     }
     if (admission.verdict === "held") {
       // Signed again by a key the pinned key rotated to: that key is pinned now.
-      if (admission.rotatedFrom !== undefined) this.#accept(admission);
+      if (admission.rotatedFrom !== undefined) this.#recordAdmitted(admission);
       const pending = this.#unapplied(admission.declaration, subject);
       // Accepted, but its apply never started (the lock was busy, or the process ended
       // in between): the link will not deliver it again, so it is applied now.
@@ -400,8 +402,8 @@ class RunLoop {
         if (this.#expiredSaid === work.signature) return await this.#afterRefusal(work.trigger);
         this.#expiredSaid = work.signature;
       }
-      if (reason === "replay" && this.#storedBefore(work.seq)) {
-        // Older than what this node accepted, and stored before it: not a replay, but a
+      if (reason === "replay" && admittedAfter(this.#host, this.#identity?.node, work.seq)) {
+        // Older than what this node admitted, and stored before it: not a replay, but a
         // replica behind the others (any one answers the catch-up's direct get).
         this.#log(
           `link: serial ${serial} (stream sequence ${work.seq}) is older than the accepted ` +
@@ -413,25 +415,11 @@ class RunLoop {
       this.#refuse(serial, reason, message, problems);
       return await this.#afterRefusal(work.trigger);
     }
-    this.#accept(admission);
-    if (work.seq !== undefined) {
-      const at = { node: admission.node, seq: work.seq };
-      this.#host.store.setMeta(META.declarationSeq, JSON.stringify(at));
-    }
+    this.#recordAdmitted(admission, work.seq);
     const { declaration, digest } = admission;
     const pending = { declaration, digest, origin: subject };
     this.#pending = pending;
     await this.#apply(declaration, "link", subject, work.trigger, pending);
-  }
-
-  /** Whether stream sequence `seq` comes before that of the declaration this node accepted. */
-  #storedBefore(seq: number | undefined): boolean {
-    let at: { node?: unknown; seq?: unknown } | undefined;
-    try {
-      at = JSON.parse(this.#host.store.meta(META.declarationSeq) ?? "null") ?? undefined;
-    } catch { /* unreadable: unknown */ }
-    return seq !== undefined && at?.node === this.#identity?.node && typeof at?.seq === "number" &&
-      seq < at.seq;
   }
 
   /** The declaration refused as expired, handed on again once this node's clock allows it. */
@@ -443,9 +431,12 @@ class RunLoop {
     this.#enqueue(expired);
   }
 
-  /** Record an admitted declaration as accepted (and a rotation followed to its key). */
-  #accept(admission: Parameters<typeof accept>[1]): void {
-    accept(this.#host, admission);
+  /**
+   * Record an admitted declaration (the replay guard; with `seq`, its stream sequence), and
+   * a rotation followed to its key.
+   */
+  #recordAdmitted(admission: Parameters<typeof recordAdmitted>[1], seq?: number): void {
+    recordAdmitted(this.#host, admission, seq);
     if (admission.rotatedFrom !== undefined) {
       this.#log(
         `link: the control plane's signing key moved from ${admission.rotatedFrom} to ` +
@@ -458,15 +449,13 @@ class RunLoop {
   }
 
   /**
-   * The admitted `declaration` when it is the last accepted one and the store
+   * The admitted `declaration` when it is the last admitted one and the store
    * does not hold it yet (no declaration, or an older one from the link).
    */
   #unapplied(declaration: Declaration, origin: string): Pending | undefined {
     if (this.#pending?.digest === declaration.digest) return this.#pending;
-    const digest = this.#host.store.lastLinkSerial()?.digest;
-    const current = this.#host.store.currentHead();
-    if (digest === undefined || digest !== declaration.digest) return undefined;
-    if (current && (current.source !== "link" || current.digest === digest)) return undefined;
+    const { digest } = declaration;
+    if (!admittedNotCurrent(this.#host, digest)) return undefined;
     return this.#pending = { declaration, digest, origin };
   }
 
@@ -494,11 +483,11 @@ class RunLoop {
     }
     const trigger: Trigger = lifted ? "unhold" : asked;
     // A declaration admitted from the link whose apply could not start yet (the
-    // lock was busy) comes first: its serial is already accepted, so the link will
+    // lock was busy) comes first: its serial is already recorded as admitted, so the link will
     // not deliver it again, and the store still holds the older declaration.
     const pending = this.#pending;
     if (pending) {
-      if (this.#host.store.lastLinkSerial()?.digest === pending.digest) {
+      if (isLastAdmitted(this.#host, pending.digest)) {
         return await this.#apply(pending.declaration, "link", pending.origin, trigger, pending);
       }
       this.#pending = undefined; // superseded by a newer admitted declaration
@@ -663,7 +652,7 @@ class RunLoop {
     this.#holdWatch.withheld(hold);
     const held = `held by ${hold.by} since ${hold.since} (${hold.reason})`;
     if (source === "link" && pending) {
-      storeDeclaration(this.#host, declaration, { source, origin });
+      makeCurrent(this.#host, declaration, { source, origin });
       if (this.#pending === pending) this.#pending = undefined;
       this.#log(
         `apply (${trigger}, link serial ${declaration.serial}): ${held}: stored, not applied; ` +

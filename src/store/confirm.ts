@@ -131,25 +131,26 @@ export function recordLapse(
   restore: RestorePoint | undefined,
 ): void {
   store.batchDurably(() => {
-    if (restore) store.accept(restore);
+    if (restore) store.makeCurrent(restore);
     store.setMeta(META.confirmRefused, JSON.stringify(refused));
     store.setMeta(META.confirmPending, undefined);
   });
 }
 
 /**
- * The digests of content declared by reference in the declaration an open window
- * would go back to: the content cache keeps them while the window is open, so going
- * back never needs the link the change may have cut.
+ * The resources of the declaration an open window would go back to (as stored: records,
+ * not parsed): the content cache keeps what they declare by reference while the window is
+ * open, so going back never needs the link the change may have cut.
  */
-export function restoreContent(store: Store): string[] {
+export function restoreResources(store: Store): { type: string }[] {
   const body = readPending(store).record?.restore?.body;
   if (body === undefined) return [];
   try {
     const resources = (JSON.parse(body) as { resources?: unknown }).resources;
     if (!Array.isArray(resources)) return [];
-    return resources.map((r) => (r as { contentSha256?: unknown } | null)?.contentSha256)
-      .filter((d): d is string => typeof d === "string");
+    return resources.filter((r): r is { type: string } =>
+      typeof r === "object" && r !== null && typeof r.type === "string"
+    );
   } catch {
     return [];
   }

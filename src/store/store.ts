@@ -84,7 +84,7 @@ export class Store {
       ),
       current: s(`SELECT * FROM declaration WHERE slot = 1`),
       currentHead: s(`SELECT source, origin, serial, digest FROM declaration WHERE slot = 1`),
-      accept: s(
+      makeCurrent: s(
         `INSERT INTO declaration (slot, source, origin, node, serial, digest, body, accepted_at)
          VALUES (1, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (slot) DO UPDATE SET source = excluded.source, origin = excluded.origin,
@@ -297,10 +297,13 @@ export class Store {
     };
   }
 
-  /** Make a parsed declaration the current one (before applying it). */
-  accept(declaration: Omit<StoredDeclaration, "acceptedAt">): void {
+  /**
+   * Make a parsed declaration the current one (before applying it). Not the link's replay
+   * guard: that is `recordLinkSerial` (engine/admit.ts `recordAdmitted`).
+   */
+  makeCurrent(declaration: Omit<StoredDeclaration, "acceptedAt">): void {
     const d = declaration;
-    this.#stmt.accept.run(
+    this.#stmt.makeCurrent.run(
       d.source,
       d.origin,
       d.node ?? null,

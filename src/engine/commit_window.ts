@@ -1,0 +1,360 @@
+/**
+ * The commit window: resources checked one by one, then changed together. Consecutive
+ * resources of a kind whose applies may run together (files: kind.ts `concurrentApply`)
+ * gather in a window; the window's changes start in waves (their fsyncs overlap), commit
+ * in declared order (an apply after a failed one abandons its change), the directories
+ * they touched are synced once, then each change is read back and recorded, in one
+ * transaction. A resource applied alone goes through the same steps as a window of one.
+ *
+ * Durability: a create's intent is recorded (synced) before its apply starts; what a
+ * window recorded has its data and its name on disk before the record.
+ */
+import type { Change, Diff, KindContext } from "../resources/kind.ts";
+import { describe, ResourceError } from "../resources/kind.ts";
+import { kindOf, type Resource } from "../resources/mod.ts";
+import { type FileIdentity, sameIdentity } from "../providers.ts";
+import { describeError } from "../errors.ts";
+import type { Recorder } from "./recorder.ts";
+import type { EngineContext, HeldSummary, ResourceResult } from "./types.ts";
+
+/**
+ * Consecutive resources of a kind that applies together are checked into batches of up to
+ * this many; their directories are synced once per batch, before any of it is recorded.
+ */
+const BATCH = 512;
+
+/** At most this many writes run together (each holds a temporary file open meanwhile). */
+const WAVE = 64;
+
+/** What changing and recording resources needs of the apply they are part of. */
+export interface ApplyParts {
+  ctx: EngineContext;
+  kctx: KindContext;
+  applyId: number;
+  recorder: Recorder;
+  /** Ids this apply changed, in declared order (KindContext.changedIds). */
+  changedIds: Set<string>;
+  /** Why a change takes effect only when the host is next started, by resource id. */
+  later: Map<string, string>;
+}
+
+/** One resource checked: what it is, what differs, and how it would be held. */
+export interface Checked {
+  resource: Resource;
+  position: number;
+  base: Pick<ResourceResult, "id" | "type" | "key">;
+  held: HeldSummary | undefined;
+  digest: string;
+  found: Diff<Change>;
+}
+
+/** What became of one checked resource: a result and how to keep it, or why it failed. */
+export type Outcome =
+  | {
+    result: Pick<ResourceResult, "outcome" | "changes" | "detail">;
+    save: (applyId: number, seq: number, result: ResourceResult) => void;
+  }
+  | { error: unknown };
+
+/** An apply of a window abandoned at its commit because the apply was aborted. */
+class Interrupted extends Error {}
+
+/** Resources checked and waiting to be changed together. */
+export class CommitWindow {
+  readonly #items: Checked[] = [];
+
+  constructor(private readonly parts: ApplyParts, private readonly signal?: AbortSignal) {}
+
+  /** Add a checked resource; true when the window is full (flush it). */
+  add(item: Checked): boolean {
+    this.#items.push(item);
+    return this.#items.length >= BATCH;
+  }
+
+  /** Change and record the window; false when one of it failed (the rest is then skipped). */
+  async flush(): Promise<boolean> {
+    const items = this.#items.splice(0);
+    if (items.length === 0) return true;
+    const outcomes = await changeTogether(this.parts, items, this.signal);
+    // One transaction for the window's records.
+    let ok = true;
+    this.parts.ctx.store.batch(() => ok = this.#record(items, outcomes));
+    return ok;
+  }
+
+  #record(items: Checked[], outcomes: Outcome[]): boolean {
+    const { recorder } = this.parts;
+    for (let i = 0; i < items.length; i++) {
+      const outcome = outcomes[i];
+      if ("error" in outcome && outcome.error instanceof Interrupted) {
+        recorder.interrupted = true;
+        recorder.skip(items.slice(i).map((later) => later.resource), "not attempted: interrupted");
+        return false;
+      }
+      if ("error" in outcome) {
+        recorder.fail(items[i].base, outcome.error);
+        const rest = items.slice(i + 1).map((later) => later.resource);
+        recorder.skip(rest, "not attempted: an earlier step failed");
+        return false;
+      }
+      recordChanged(this.parts, items[i], outcome);
+    }
+    return true;
+  }
+}
+
+/** Record what became of one resource; a change joins the ids later `restartOn` sees. */
+export function recordChanged(
+  { applyId, changedIds, recorder }: ApplyParts,
+  item: Checked,
+  outcome: Exclude<Outcome, { error: unknown }>,
+): ResourceResult {
+  const result: ResourceResult = { ...item.base, ...outcome.result };
+  // Later resources' restartOn is answered from this set (KindContext.changedIds).
+  if (result.outcome === "changed") changedIds.add(item.resource.id);
+  recorder.record(result, (seq) => outcome.save(applyId, seq, result));
+  return result;
+}
+
+/**
+ * Change what differs among `items` (checked in declared order), together: the applies
+ * start in waves of WAVE at once, commit in declared order (an apply after a failed one
+ * abandons its change, and no later wave starts), then the directories they touched are
+ * synced, once each, so what is recorded has its data and its name on disk; then each
+ * change is read back. One outcome per item, up to the first that failed.
+ */
+export async function changeTogether(
+  parts: ApplyParts,
+  items: Checked[],
+  signal?: AbortSignal,
+): Promise<Outcome[]> {
+  const changing = items.filter((item) => item.found.changes.length > 0);
+  const applied = await applyInWaves(parts, changing, signal);
+  // Renames and creations of a batch become durable before any of it is recorded.
+  let synced: unknown;
+  if (changing.some((item) => kindOf(item.resource).concurrentApply)) {
+    const failure = await syncDirectories(parts.ctx, parts.kctx);
+    if (failure !== undefined) {
+      synced = new ResourceError("resource.sync", failure, {
+        hint: "the file system refused to make the change durable; see the kernel's log",
+      });
+    }
+  }
+  const outcomes: Outcome[] = [];
+  let change = 0;
+  for (const item of items) {
+    if (item.found.changes.length === 0) {
+      outcomes.push(unchanged(parts, item));
+      continue;
+    }
+    const settled = applied[change++];
+    const outcome = settled.status === "rejected"
+      ? { error: settled.reason }
+      : synced !== undefined
+      ? { error: synced }
+      : await readBack(parts, item);
+    outcomes.push(outcome);
+    if ("error" in outcome) break;
+  }
+  return outcomes;
+}
+
+/**
+ * The changes, in waves of WAVE (a file's write holds its temporary file open until its
+ * rename), each wave's commits in declared order; after a wave in which one failed nothing
+ * more is attempted (and no intent is left for what was not). A create's intent is
+ * recorded before its apply starts.
+ */
+async function applyInWaves(
+  parts: ApplyParts,
+  changing: Checked[],
+  signal?: AbortSignal,
+): Promise<PromiseSettledResult<void>[]> {
+  const { store } = parts.ctx;
+  const applied: PromiseSettledResult<void>[] = [];
+  for (let start = 0; start < changing.length; start += WAVE) {
+    const wave = changing.slice(start, start + WAVE);
+    const creating = wave.filter((item) => !item.found.exists);
+    if (creating.length > 0) {
+      store.batch(() =>
+        creating.forEach((item) => store.recordIntent(item.base.key, item.resource))
+      );
+    }
+    const turns = commitTurns(wave.length, signal);
+    applied.push(
+      ...await Promise.allSettled(wave.map((item, i) => applyOne(parts, item, turns[i]))),
+    );
+    if (applied.some((settled) => settled.status === "rejected")) break;
+  }
+  return applied;
+}
+
+/** Apply one change, at its turn to commit (in a wave of more than one). */
+async function applyOne(parts: ApplyParts, item: Checked, turn: Turn | undefined): Promise<void> {
+  const { ctx: { store }, kctx, later } = parts;
+  const kind = kindOf(item.resource);
+  const own: KindContext = turn ? { ...kctx, beforeCommit: turn.wait } : kctx;
+  let ok = false;
+  try {
+    await kind.apply(own, item.resource, item.found);
+    ok = true;
+    const why = kind.takesEffectOnRestart?.(kctx, item.resource);
+    if (why !== undefined) later.set(item.resource.id, why);
+  } catch (error) {
+    // Nothing was created: the intent must not later make a person's file look like ours.
+    if (
+      !item.found.exists &&
+      !(await kind.check(kctx, item.resource).then((c) => c.exists, () => true))
+    ) {
+      store.dropIntent(item.base.key);
+    }
+    throw error;
+  } finally {
+    turn?.done(ok);
+  }
+}
+
+/** How a resource is held, once changed or found in sync. */
+function holdAs(parts: ApplyParts, item: Checked) {
+  return {
+    key: item.base.key,
+    id: item.resource.id,
+    type: item.resource.type,
+    position: item.position,
+    digest: item.digest,
+    spec: item.resource,
+    // Created by the host: held as such, made just now, or made by a create whose
+    // record a crash cut short (its intent is still there).
+    created: item.held?.created || !item.found.exists ||
+      (item.held === undefined && parts.ctx.store.hasIntent(item.base.key)),
+  };
+}
+
+/** A resource found in sync: recorded as unchanged, or held anew (another id, a new digest). */
+function unchanged(parts: ApplyParts, item: Checked): Outcome {
+  const { store } = parts.ctx;
+  const { held, position } = item;
+  const same = held !== undefined && held.digest === item.digest && held.id === item.resource.id;
+  return {
+    result: { outcome: "unchanged", changes: [] },
+    save: same
+      ? (applyId, seq, result) =>
+        store.recordUnchanged(
+          applyId,
+          seq,
+          result,
+          held.position === position ? undefined : position,
+          identityUpdate(held.identity, item.found.identity),
+        )
+      : (applyId, seq, result) =>
+        store.recordHeld(applyId, seq, holdAs(parts, item), result, item.found.identity),
+  };
+}
+
+/** Read a change back: in sync now, or why not. */
+async function readBack(parts: ApplyParts, item: Checked): Promise<Outcome> {
+  let after: Diff<Change>;
+  try {
+    after = await kindOf(item.resource).check(parts.kctx, item.resource);
+  } catch (error) {
+    return { error };
+  }
+  if (after.changes.length > 0) {
+    return {
+      error: new ResourceError(
+        "resource.read-back",
+        `read-back after applying still differs: ${describe(after).join(", ")}`,
+        { hint: "something on the machine undid or refused the change; see the service's log" },
+      ),
+    };
+  }
+  const entry = holdAs(parts, item);
+  const why = parts.later.get(item.resource.id);
+  const { store } = parts.ctx;
+  return {
+    result: {
+      outcome: "changed",
+      changes: describe(item.found),
+      ...(why === undefined ? {} : { detail: why }),
+    },
+    save: (applyId, seq, result) => store.recordHeld(applyId, seq, entry, result, after.identity),
+  };
+}
+
+/** What to store about an identity: a new one, null to forget the held one, or nothing. */
+function identityUpdate(
+  held: FileIdentity | undefined,
+  found: FileIdentity | undefined,
+): FileIdentity | null | undefined {
+  if (found === undefined) return held === undefined ? undefined : null;
+  return held !== undefined && sameIdentity(held, found) ? undefined : found;
+}
+
+/**
+ * Sync every directory whose entries changed, together (the journal merges them);
+ * the first failure, as a sentence. A directory removed later in the apply is skipped.
+ */
+export async function syncDirectories(
+  ctx: EngineContext,
+  kctx: KindContext,
+): Promise<string | undefined> {
+  const dirs = [...kctx.touchedDirectories];
+  kctx.touchedDirectories.clear();
+  const synced = await Promise.allSettled(dirs.map((dir) => ctx.providers.fs.syncDirectory(dir)));
+  for (let i = 0; i < dirs.length; i++) {
+    const outcome = synced[i];
+    if (outcome.status === "fulfilled" || outcome.reason instanceof Deno.errors.NotFound) continue;
+    return `syncing ${dirs[i]} to disk failed: ${describeError(outcome.reason)}`;
+  }
+  return undefined;
+}
+
+/** One apply's turn to commit, in a wave of concurrent applies. */
+interface Turn {
+  wait: () => Promise<void>;
+  done: (ok: boolean) => void;
+}
+
+/**
+ * The commit order of `count` concurrent applies: turn i waits until every apply
+ * has reached its commit (or ended), then for apply i - 1 to end; it throws when
+ * an earlier apply failed, so nothing after a failure is committed.
+ */
+function commitTurns(count: number, signal?: AbortSignal): Turn[] {
+  if (count <= 1) return [];
+  let arrived = 0;
+  let failedAt = Infinity;
+  const all = Promise.withResolvers<void>();
+  const arrive = () => {
+    if (++arrived === count) all.resolve();
+  };
+  const ended = Array.from({ length: count }, () => Promise.withResolvers<void>());
+  return ended.map((own, i) => {
+    let reached = false;
+    return {
+      wait: async () => {
+        if (!reached) {
+          reached = true;
+          arrive();
+        }
+        await all.promise;
+        if (i > 0) await ended[i - 1].promise;
+        if (failedAt < i) {
+          throw new ResourceError(
+            "resource.not-attempted",
+            "not committed: an earlier resource of the same step failed",
+          );
+        }
+        if (signal?.aborted) throw new Interrupted();
+      },
+      done: (ok) => {
+        if (!ok) failedAt = Math.min(failedAt, i);
+        if (!reached) {
+          reached = true; // ended before its commit: it no longer holds the others up
+          arrive();
+        }
+        own.resolve();
+      },
+    };
+  });
+}
