@@ -17,7 +17,7 @@ import { type RuntimeArch, runtimePins } from "./tarball/runtime.ts";
 import { TARGET_OSES, type TargetOs } from "./permissions.ts";
 import { SHELLS } from "../src/cli/completions.ts";
 import { IMAGE_FILE } from "./image.ts";
-import { tarballConfd, tarballInitd, tarballUnit } from "./tarball/init.ts";
+import { tarballConfd, tarballInitd, tarballUnit } from "./tarball/init_files.ts";
 
 const repo = (p: string): string => new URL(`../${p}`, import.meta.url).pathname;
 

@@ -14,7 +14,7 @@ import { CgroupSet } from "./cgroup.ts";
 import { LabError } from "./errors.ts";
 import type { LabSwitch, Port } from "./net.ts";
 import { SUBNET_PREFIX } from "./net.ts";
-import { run, type RunOptions, type RunResult, sleep, tail, until } from "./_run.ts";
+import { run, type RunOptions, type RunResult, sleep, tail, until } from "./_process.ts";
 
 /** Client port of every server. */
 export const NATS_PORT = 4222;

@@ -71,7 +71,7 @@ const limits = (l: Record<string, number>) =>
  * existed before it (reload.go: addAllServiceImportSubs for carried-over accounts), so
  * an account that came with its admission reached no service until a later reload;
  * and a node whose account a reload removed and then added again got no link working
- * after readmission (seen in tests/run_test.ts).
+ * after readmission (seen in tests/run_service_test.ts).
  */
 export function namedNodes(state: MeshState): string[] {
   const named = new Set([

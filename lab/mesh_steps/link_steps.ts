@@ -10,10 +10,10 @@ import { bundle, CHECKOUT } from "../lib/bundle.ts";
 import { HOST_INSTALLS, HOST_PATH, hostCommand, hostInstall } from "../lib/host.ts";
 import { MACHINE_DENO } from "../lib/machine.ts";
 import { fail, type Step, type StepContext } from "../lib/scenario.ts";
-import { includeAuth, initClusterState, initState } from "../mesh/broker.ts";
+import { includeAuth, initClusterState, initState } from "../mesh/local_broker.ts";
 import { JS_DOMAIN } from "../lib/cluster.ts";
 import { newRouteCredentials } from "../lib/routes.ts";
-import { run } from "../lib/_run.ts";
+import { run } from "../lib/_process.ts";
 import { fingerprintOf } from "../lib/certs.ts";
 
 /**

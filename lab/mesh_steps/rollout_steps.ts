@@ -4,7 +4,7 @@
  * control plane's `rollout-host` over light nodes, and what the nodes then run.
  */
 import { join } from "node:path";
-import { run } from "../lib/_run.ts";
+import { run } from "../lib/_process.ts";
 import { CHECKOUT } from "../lib/bundle.ts";
 import { HOST_VERSIONS, type HostBuild, hostTarball } from "../lib/host_builds.ts";
 import { fail, type Step } from "../lib/scenario.ts";

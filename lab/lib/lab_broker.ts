@@ -4,7 +4,7 @@ import { CgroupSet } from "./cgroup.ts";
 import { LabError } from "./errors.ts";
 import { BROKER_ADDRESS } from "./net.ts";
 import type { LabSwitch } from "./net.ts";
-import { run, type RunOptions, type RunResult, sleep, tail, until } from "./_run.ts";
+import { run, type RunOptions, type RunResult, sleep, tail, until } from "./_process.ts";
 
 /** Options of the lab broker. */
 export interface BrokerOptions {
