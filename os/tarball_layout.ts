@@ -3,8 +3,8 @@
  * paths it carries. packaging/package.ts lays the tarball out by it, os/tarball-self
  * (its reader, _ustar.ts, and its VERSION file) accepts only what lies inside it, and the
  * launcher (launcher/nox-mesh-host-launch, POSIX sh: packing the installation, checking a
- * staged tarball, switching to it, reading VERSION) spells the same paths, which
- * tests/tarball_layout_test.ts reads out of it and compares with these.
+ * staged tarball, switching to it, reading VERSION) and install-init (its init files) spell
+ * the same paths, which tests/tarball_layout_test.ts reads out of them and compares with these.
  */
 
 /** Where the tarball unpacks (`tar -xz -C TARBALL_PREFIX`); its entries are relative to it. */

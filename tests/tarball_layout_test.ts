@@ -2,8 +2,9 @@
  * One tarball layout (os/tarball_layout.ts): the tarball packaging lays out holds only
  * paths inside it, and the launcher (POSIX sh, which cannot import it) spells the same
  * paths in each place it knows them: packing the installation, checking a staged
- * tarball's listing, switching to it, and reading the VERSION file. The launcher's paths
- * are read out of its text; a launcher that drops or adds one is caught.
+ * tarball's listing, switching to it, and reading the VERSION file (and install-init,
+ * where it finds the init files). The scripts' paths are read out of their text; a
+ * launcher that drops or adds one is caught.
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
@@ -75,6 +76,16 @@ function expected() {
 
 Deno.test("the launcher's paths are the tarball layout's (packing, checking a stage, switching, VERSION)", async () => {
   assert.deepEqual(launcherLayout(await Deno.readTextFile(LAUNCHER)), expected());
+});
+
+Deno.test("install-init looks for the init files where the layout puts them (beside bin/, in its initDir)", async () => {
+  const script = await Deno.readTextFile(
+    new URL("../packaging/tarball/nox-mesh-host-install-init", import.meta.url),
+  );
+  const dirs = [...script.matchAll(/"\$\(dirname -- "\$0"\)\/\.\.\/([^"]+)"/g)].map((m) =>
+    expand(m[1])
+  );
+  assert.deepEqual(dirs, [TARBALL_LAYOUT.initDir], "the directory it changes to");
 });
 
 Deno.test("the comparison above catches a launcher that drops or adds a path", async () => {
