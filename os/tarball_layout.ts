@@ -17,7 +17,10 @@ const NAME = "nox-mesh-host";
 export const TARBALL_LAYOUT = {
   /** The files at the top of bin/: the program, its launcher, its init installer. */
   binFiles: [NAME, `${NAME}-launch`, `${NAME}-install-init`],
-  /** The directories it fills, each replaced whole: the runtime, bundle and init files; the substrate and licence. */
+  /**
+   * The directories it fills, each replaced whole: the runtime, bundle and init files; the
+   * substrate and licence.
+   */
   dirs: [`lib/${NAME}`, `share/${NAME}`],
   /** The program's own directory (the first of `dirs`). */
   libDir: `lib/${NAME}`,

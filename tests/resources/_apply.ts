@@ -1,4 +1,4 @@
-/** What the engine's tests of files and directories share (tests/apply_test.ts, tests/resources/). */
+/** What the tests of files and directories share (tests/apply_test.ts, tests/resources/). */
 import { applyText } from "../../src/engine/mod.ts";
 import type { hostOn } from "../_helpers.ts";
 
