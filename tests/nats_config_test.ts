@@ -3,7 +3,9 @@
  * lab and the stand-in write (a single broker, a cluster member, a member that is a leaf
  * hub, a site's leaf server with its remote) is loaded by nats-server itself
  * (`nats-server -t`), with real certificates and the accounts they include; a value is
- * one value however it is spelled; a size nats-server would misread is refused.
+ * one value however it is spelled; a size nats-server would misread is refused. The
+ * accounts (users, permissions, imports, exports, limits, mappings) are rendered the same
+ * way and loaded by nats-server too.
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
@@ -11,7 +13,8 @@ import { makeCertificates } from "../lab/lib/certs.ts";
 import { leafConfig, memberConfig, type ServerFacts } from "../lab/lib/cluster.ts";
 import { LabError } from "../lab/lib/errors.ts";
 import { labBrokerConfig } from "../lab/lib/lab_broker.ts";
-import { type NatsSize, renderNatsConfig } from "../lab/lib/nats_config.ts";
+import { createUser } from "@nats-io/nkeys";
+import { type NatsSize, renderNatsAccounts, renderNatsConfig } from "../lab/lib/nats_config.ts";
 import { newRouteCredentials } from "../lab/lib/routes.ts";
 import {
   brokerConfig,
@@ -206,4 +209,86 @@ Deno.test("a size nats-server would misread is refused before anything is writte
       JSON.stringify(bad),
     );
   }
+});
+
+Deno.test("nats-server loads accounts as the builder writes them: users, permissions, imports, exports, limits, mappings", async () => {
+  await withDir(async (dir) => {
+    const certs = await makeCertificates(dir);
+    const nkey = createUser().getPublicKey();
+    const text = renderNatsAccounts("accounts of a test\nsecond line", [
+      {
+        name: "CONTROL",
+        jetstream: true,
+        users: [{ nkey: createUser().getPublicKey(), connectionTypes: ["STANDARD"] }],
+        exports: [
+          { kind: "service", subject: "svc.a", accounts: ["NODE_a"] },
+          { kind: "stream", subject: "push.a", accounts: ["NODE_a"] },
+        ],
+      },
+      {
+        name: "NODE_a",
+        note: "one node",
+        users: [{
+          nkey,
+          connectionTypes: ["STANDARD"],
+          permissions: { publish: ["svc.a"], subscribe: ["push.local.a", "_INBOX.a.>"] },
+        }],
+        imports: [
+          { kind: "service", account: "CONTROL", subject: "svc.a" },
+          { kind: "stream", account: "CONTROL", subject: "push.a", to: "push.local.a" },
+        ],
+        limits: { max_payload: 1048576, max_connections: 16 },
+        mappings: { "_R_.>": "_R_.>" },
+      },
+      {
+        name: "SITE_s",
+        users: [{ user: "site-s", password: 'p"w\n}', connectionTypes: ["LEAFNODE"] }],
+        imports: [],
+      },
+    ]);
+    assert.match(text, /^# accounts of a test\n# second line\naccounts \{\n/);
+    assert.match(
+      text,
+      /\n {6}\{ stream: \{ account: "CONTROL", subject: "push\.a" \}, to: "push\.local\.a" \}\n/,
+    );
+    await Deno.writeTextFile(join(dir, "accounts.conf"), text);
+    await assertLoads(
+      join(dir, "server.conf"),
+      renderNatsConfig({
+        header: "t",
+        serverName: "s",
+        listen: "127.0.0.1:4222",
+        jetstream: { storeDir: join(dir, "js"), maxMemoryStore: "64MB", maxFileStore: "1GB" },
+        tls: certs,
+        include: ["accounts.conf"],
+      }),
+    );
+    // The check sees the accounts: an import from an account that is not there is refused.
+    await Deno.writeTextFile(
+      join(dir, "accounts.conf"),
+      renderNatsAccounts("t", [{
+        name: "NODE_a",
+        imports: [{ kind: "service", account: "NOWHERE", subject: "svc.a" }],
+      }]),
+    );
+    const refused = await natsTest(
+      join(dir, "server2.conf"),
+      `listen: "127.0.0.1:4222"\ninclude "accounts.conf"\n`,
+    );
+    assert.equal(refused.ok, false);
+    assert.match(refused.said, /"NOWHERE" account not defined/);
+  });
+});
+
+Deno.test("two accounts of one name, or a limit nats-server has no word for, are refused", () => {
+  const refused = (e: unknown) => e instanceof LabError && e.code === "usage";
+  assert.throws(() => renderNatsAccounts("t", [{ name: "A" }, { name: "A" }]), refused);
+  assert.throws(
+    () => renderNatsAccounts("t", [{ name: "A", limits: { "max payload": 1 } }]),
+    refused,
+  );
+  assert.throws(
+    () => renderNatsAccounts("t", [{ name: "A", limits: { max_payload: -1 } }]),
+    refused,
+  );
 });

@@ -2,13 +2,12 @@
  * The one writer of nats-server configuration files, for the lab's broker and cluster
  * (lab/lib/lab_broker.ts, cluster.ts) and the stand-in's loopback broker, cluster and
  * leaf servers (lab/mesh/local_broker.ts): each describes its server (`NatsConfig`) and
- * `renderNatsConfig` writes the text. Every string is written quoted and escaped, so a
- * path or a password is one value and never more configuration.
- *
- * The accounts (users, permissions, imports and exports) are not described here: the
- * control plane renders them into files of their own (lab/mesh/auth.ts), which change
- * with every admission and are checked by `nats-server -t` before a reload; a server
- * loads them with `include`, or takes a block as it is in `extra`.
+ * `renderNatsConfig` writes the text. The control plane's accounts (users, permissions,
+ * imports, exports, limits, mappings) are described the same way (`NatsAccount`) by
+ * lab/mesh/auth.ts and written by `renderNatsAccounts` into files of their own, which
+ * change with every admission, are checked by `nats-server -t` before a reload, and which
+ * a server loads with `include`. Every string is written quoted and escaped, so a path, a
+ * password or a subject is one value and never more configuration.
  */
 import { LabError } from "./errors.ts";
 import type { RouteCredentials } from "./routes.ts";
@@ -213,6 +212,123 @@ export function renderNatsConfig(c: NatsConfig): string {
     ...(c.leafnodes ? block("leafnodes {", leafLines(c.leafnodes), "") : []),
     ...(c.include ?? []).map((file) => `include ${q(file)}`),
     ...(c.extra ? [c.extra.replace(/\n+$/, "")] : []),
+  ];
+  return `${lines.join("\n")}\n`;
+}
+
+/** The connections a user may make: a client's, or a leaf server's. */
+export type NatsConnectionType = "STANDARD" | "LEAFNODE";
+
+/** Subjects a user may publish to and subscribe to (nothing else). */
+export interface NatsPermissions {
+  publish: readonly string[];
+  subscribe: readonly string[];
+}
+
+/** A user of an account: an nkey (and its permissions), or a user and a password. */
+export type NatsUser =
+  | {
+    nkey: string;
+    connectionTypes: readonly NatsConnectionType[];
+    permissions?: NatsPermissions;
+  }
+  | { user: string; password: string; connectionTypes: readonly NatsConnectionType[] };
+
+/** What an account takes from another: a service (requests) or a stream (messages). */
+export interface NatsImport {
+  kind: "service" | "stream";
+  account: string;
+  subject: string;
+  /** The subject it arrives as here (the same when absent). */
+  to?: string;
+}
+
+/** What an account offers the accounts it names. */
+export interface NatsExport {
+  kind: "service" | "stream";
+  subject: string;
+  accounts: readonly string[];
+}
+
+/** One account of a server, described. */
+export interface NatsAccount {
+  name: string;
+  /** A comment inside its block (what a reader of the file should know). */
+  note?: string;
+  jetstream?: boolean;
+  users?: readonly NatsUser[];
+  exports?: readonly NatsExport[];
+  imports?: readonly NatsImport[];
+  /** Account limits (`max_payload`, `max_connections`, …). */
+  limits?: Readonly<Record<string, number>>;
+  /** Subject mappings (source → destination). */
+  mappings?: Readonly<Record<string, string>>;
+}
+
+/** A list of values, one per line (`[]` when empty). */
+function valueList(values: readonly string[], indent: string): string {
+  return values.length === 0
+    ? "[]"
+    : `[\n${values.map((v) => `${indent}  ${v}`).join("\n")}\n${indent}]`;
+}
+
+const strings = (xs: readonly string[]) => `[${xs.map(q).join(", ")}]`;
+
+function userValue(u: NatsUser): string {
+  const types = `allowed_connection_types: ${strings(u.connectionTypes)}`;
+  if ("user" in u) return `{ user: ${q(u.user)}, password: ${q(u.password)}, ${types} }`;
+  const p = u.permissions;
+  const permissions = p
+    ? `, permissions: { publish: { allow: ${strings(p.publish)} }, ` +
+      `subscribe: { allow: ${strings(p.subscribe)} } }`
+    : "";
+  return `{ nkey: ${q(u.nkey)}, ${types}${permissions} }`;
+}
+
+function importValue(i: NatsImport): string {
+  const to = i.to !== undefined && i.to !== i.subject ? `, to: ${q(i.to)}` : "";
+  return `{ ${i.kind}: { account: ${q(i.account)}, subject: ${q(i.subject)} }${to} }`;
+}
+
+function exportValue(e: NatsExport): string {
+  return `{ ${e.kind}: ${q(e.subject)}, accounts: ${strings(e.accounts)} }`;
+}
+
+function accountLines(a: NatsAccount): string[] {
+  const indent = "    ";
+  const limits = Object.entries(a.limits ?? {}).map(([k, v]) => {
+    if (!/^[a-z_]+$/.test(k)) refuse(`an account limit named ${q(k)}`);
+    return `${k}: ${count(v, k)}`;
+  });
+  const mappings = Object.entries(a.mappings ?? {}).map(([from, to]) => `${q(from)}: ${q(to)}`);
+  return [
+    ...(a.note ?? "").split("\n").filter((l) => l !== "").map((l) => `# ${l}`),
+    ...(a.jetstream ? ["jetstream: enabled"] : []),
+    ...(a.users ? [`users: ${valueList(a.users.map(userValue), indent)}`] : []),
+    ...(a.exports ? [`exports: ${valueList(a.exports.map(exportValue), indent)}`] : []),
+    ...(a.imports ? [`imports: ${valueList(a.imports.map(importValue), indent)}`] : []),
+    ...(a.limits ? [`limits: { ${limits.join(", ")} }`] : []),
+    ...(a.mappings ? [`mappings: { ${mappings.join(", ")} }`] : []),
+  ];
+}
+
+/**
+ * The text of a file holding an `accounts` block (a server includes it): the control
+ * plane's accounts, rendered after every change and checked by `nats-server -t`.
+ */
+export function renderNatsAccounts(header: string, accounts: readonly NatsAccount[]): string {
+  const names = new Set<string>();
+  for (const a of accounts) {
+    if (names.has(a.name)) refuse(`two accounts named ${q(a.name)}`);
+    names.add(a.name);
+  }
+  const lines = [
+    ...header.split("\n").map((l) => `# ${l}`.trimEnd()),
+    ...block(
+      "accounts {",
+      accounts.flatMap((a) => block(`${q(a.name)} {`, accountLines(a), "")),
+      "",
+    ),
   ];
   return `${lines.join("\n")}\n`;
 }
