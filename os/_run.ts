@@ -116,7 +116,7 @@ export async function runProgram(
     // has read all of its input never blocks on a full pipe), and read here, not by
     // ChildProcess.output(): in Deno 2.9.6 that grows the resident set by 110-150 KiB
     // per program run, outside the JavaScript heap and without bound (issue 28: `run`
-    // grew by 0.5 MiB per push from the inventory's detection; tests/os/run_test.ts).
+    // grew by 0.5 MiB per push from the inventory's detection; tests/os/run_program_test.ts).
     const [status, stdout, stderr] = await Promise.all([
       child.status,
       readText(child.stdout),

@@ -17,7 +17,8 @@ import { type RuntimeArch, runtimePins } from "./tarball/runtime.ts";
 import { TARGET_OSES, type TargetOs } from "./permissions.ts";
 import { SHELLS } from "../src/cli/completions.ts";
 import { IMAGE_FILE } from "./image.ts";
-import { tarballConfd, tarballInitd, tarballUnit } from "./tarball/init.ts";
+import { tarballConfd, tarballInitd, tarballUnit } from "./tarball/init_files.ts";
+import { TARBALL_LAYOUT } from "../os/tarball_layout.ts";
 
 const repo = (p: string): string => new URL(`../${p}`, import.meta.url).pathname;
 
@@ -255,13 +256,10 @@ export async function packageArch(
   return join(dest, file);
 }
 
-/** Where the tarball unpacks (`tar -xz -C TARBALL_PREFIX`); its entries are relative to it. */
-export const TARBALL_PREFIX = "/usr/local";
-
 /**
- * What the tarball holds: its entry (relative to /usr/local) → [source, mode]. Files only,
- * no directory entries, so unpacking never changes /usr/local/bin or any other directory
- * it lands in (tar creates a missing one).
+ * What the tarball holds: its entry (relative to TARBALL_PREFIX, os/tarball_layout.ts) →
+ * [source, mode]. Files only, no directory entries, so unpacking never changes
+ * /usr/local/bin or any other directory it lands in (tar creates a missing one).
  */
 export async function tarballEntries(b: BuildResult): Promise<Record<string, [string, number]>> {
   const init = (file: string) => Deno.readTextFile(repo(file));
@@ -277,20 +275,22 @@ export async function tarballEntries(b: BuildResult): Promise<Record<string, [st
   }
   // What the installed version is, for the host's own package adapter (os/tarball-self).
   await Deno.writeTextFile(join(dir, "VERSION"), `${b.version}\n`);
-  const lib = "lib/nox-mesh-host";
+  // Each path lies in the layout os/tarball-self accepts (os/tarball_layout.ts).
+  const { binFiles: [program, launcher, installInit], libDir: lib, shareDir: share } =
+    TARBALL_LAYOUT;
   const entries: Record<string, [string, number]> = {
-    "bin/nox-mesh-host": [join(b.dir, "nox-mesh-host"), 0o755],
-    "bin/nox-mesh-host-launch": [repo("launcher/nox-mesh-host-launch"), 0o755],
-    "bin/nox-mesh-host-install-init": [
-      repo("packaging/tarball/nox-mesh-host-install-init"),
-      0o755,
+    [`bin/${program}`]: [join(b.dir, "nox-mesh-host"), 0o755],
+    [`bin/${launcher}`]: [repo("launcher/nox-mesh-host-launch"), 0o755],
+    [`bin/${installInit}`]: [repo("packaging/tarball/nox-mesh-host-install-init"), 0o755],
+    [TARBALL_LAYOUT.versionFile]: [join(dir, "VERSION"), 0o644],
+    [`${TARBALL_LAYOUT.initDir}/nox-mesh-host.service`]: [
+      join(dir, "nox-mesh-host.service"),
+      0o644,
     ],
-    [`${lib}/VERSION`]: [join(dir, "VERSION"), 0o644],
-    [`${lib}/init/nox-mesh-host.service`]: [join(dir, "nox-mesh-host.service"), 0o644],
-    [`${lib}/init/nox-mesh-host.initd`]: [join(dir, "nox-mesh-host.initd"), 0o755],
-    [`${lib}/init/nox-mesh-host.confd`]: [join(dir, "nox-mesh-host.confd"), 0o644],
-    "share/nox-mesh-host/substrate.lock": [join(b.dir, "substrate.lock"), 0o644],
-    "share/nox-mesh-host/LICENSE": [repo("LICENSE"), 0o644],
+    [`${TARBALL_LAYOUT.initDir}/nox-mesh-host.initd`]: [join(dir, "nox-mesh-host.initd"), 0o755],
+    [`${TARBALL_LAYOUT.initDir}/nox-mesh-host.confd`]: [join(dir, "nox-mesh-host.confd"), 0o644],
+    [`${share}/substrate.lock`]: [join(b.dir, "substrate.lock"), 0o644],
+    [`${share}/LICENSE`]: [repo("LICENSE"), 0o644],
   };
   if (b.form === "bundled") {
     if (!b.runtime) {

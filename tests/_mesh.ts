@@ -9,7 +9,7 @@ import {
   type LocalCluster,
   startLocalBroker,
   startLocalCluster,
-} from "../lab/mesh/broker.ts";
+} from "../lab/mesh/local_broker.ts";
 import { ControlPlane } from "../lab/mesh/control.ts";
 import { hostPermissionFlags } from "./_helpers.ts";
 
@@ -44,7 +44,7 @@ export async function startClusterMesh(
   { enrolments = false, sites = false, leafAdvertise }: {
     enrolments?: boolean;
     sites?: boolean;
-    /** The leaf address each member tells leaf servers of (lab/mesh/broker.ts). */
+    /** The leaf address each member tells leaf servers of (lab/mesh/local_broker.ts). */
     leafAdvertise?: string[];
   } = {},
 ): Promise<ClusterMesh> {

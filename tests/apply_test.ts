@@ -4,17 +4,7 @@ import { admit, applyText, openEngine, planText } from "../src/engine/mod.ts";
 import { posixFileSystem } from "../os/posix-fs/mod.ts";
 import type { FileSystem } from "../src/providers.ts";
 import { directory, exists, file, hostOn, modeOf, scratch } from "./_helpers.ts";
-
-const apply = (
-  host: Awaited<ReturnType<typeof hostOn>>,
-  resources: unknown[],
-  onResult?: () => void,
-) =>
-  applyText(host, JSON.stringify({ version: 1, resources }), {
-    source: "file",
-    origin: "test",
-    onResult,
-  });
+import { apply } from "./resources/_apply.ts";
 
 Deno.test("a first apply creates, a second changes nothing and says so", async () => {
   await using s = await scratch();
@@ -101,43 +91,6 @@ Deno.test("drift is restored: content, mode, owner, a deleted file and a deleted
   assert.equal(await modeOf(`${s.root}/d`), "0755");
 });
 
-Deno.test("no longer declared: created things are removed last-first, others forgotten", async () => {
-  await using s = await scratch();
-  using host = await hostOn(s);
-  await Deno.writeTextFile(`${s.root}/preexisting.conf`, "a person's file\n");
-  await apply(host, [
-    directory("d", `${s.root}/d`),
-    directory("e", `${s.root}/e`),
-    file("in-d", `${s.root}/d/x`, "x"),
-    file("pre", `${s.root}/preexisting.conf`, "managed now\n"),
-  ]);
-  // A person puts a file of their own into a directory the host created.
-  await Deno.writeTextFile(`${s.root}/e/persons-notes`, "mine\n");
-
-  const report = await apply(host, []);
-  assert.equal(report.outcome, "converged");
-  const outcomes = report.results.map((r) => [r.id, r.outcome, r.detail ?? ""]);
-  assert.deepEqual(outcomes, [
-    ["pre", "forgotten", "not created by the host, left in place"],
-    ["in-d", "removed", ""],
-    ["e", "forgotten", "not empty, kept"],
-    ["d", "removed", ""],
-  ]);
-  assert.equal(await exists(`${s.root}/d`), false);
-  assert.equal(
-    await Deno.readTextFile(`${s.root}/e/persons-notes`),
-    "mine\n",
-    "never removes what it did not create",
-  );
-  assert.equal(await Deno.readTextFile(`${s.root}/preexisting.conf`), "managed now\n");
-  assert.equal(host.store.heldCount(), 0);
-
-  // Forgotten means forgotten: a later apply does not touch e/ again.
-  const again = await apply(host, []);
-  assert.deepEqual(again.results, []);
-  assert.equal(await exists(`${s.root}/e`), true);
-});
-
 Deno.test("a path moved to another resource id keeps the fact that the host created it", async () => {
   await using s = await scratch();
   using host = await hostOn(s);
@@ -146,29 +99,6 @@ Deno.test("a path moved to another resource id keeps the fact that the host crea
   assert.deepEqual(renamed.results.map((r) => [r.id, r.outcome]), [["new-id", "unchanged"]]);
   const dropped = await apply(host, []);
   assert.deepEqual(dropped.results.map((r) => [r.id, r.outcome]), [["new-id", "removed"]]);
-});
-
-Deno.test("the host never writes through a symlink at the path", async () => {
-  await using s = await scratch();
-  using host = await hostOn(s);
-  await Deno.writeTextFile(`${s.dir}/outside`, "secret\n");
-  await Deno.symlink(`${s.dir}/outside`, `${s.root}/link`);
-  const report = await apply(host, [file("f", `${s.root}/link`, "pwned\n")]);
-  assert.equal(report.outcome, "failed");
-  assert.match(report.error!, /file "f" failed: .*\/link is a symlink/);
-  assert.equal(await Deno.readTextFile(`${s.dir}/outside`), "secret\n");
-  assert.equal(host.store.heldCount(), 0);
-});
-
-Deno.test("the host never writes below a symlinked directory", async () => {
-  await using s = await scratch();
-  using host = await hostOn(s);
-  await Deno.mkdir(`${s.dir}/elsewhere`);
-  await Deno.symlink(`${s.dir}/elsewhere`, `${s.root}/etc`);
-  const report = await apply(host, [file("f", `${s.root}/etc/conf`, "x")]);
-  assert.equal(report.outcome, "failed");
-  assert.match(report.error!, /\/etc \(above .*\/etc\/conf\) is a symlink/);
-  assert.equal(await exists(`${s.dir}/elsewhere/conf`), false);
 });
 
 Deno.test("a parent swapped for a symlink between two resources is refused", async () => {
@@ -219,37 +149,6 @@ Deno.test("a parent swapped for a symlink between two resources is refused", asy
   );
 });
 
-Deno.test("a parent swapped for a symlink just before the rename is refused at the rename", async () => {
-  await using s = await scratch();
-  const real = posixFileSystem();
-  await Deno.mkdir(`${s.dir}/attacker`);
-  await Deno.mkdir(`${s.root}/d`);
-  // The real adapter, with the swap injected at the last moment before its rename.
-  const racing: FileSystem = {
-    ...real,
-    writeFileAtomic: (path, data, attributes, beforeRename) =>
-      real.writeFileAtomic(path, data, attributes, async () => {
-        await Deno.rename(`${s.root}/d`, `${s.root}/d-moved`);
-        await Deno.symlink(`${s.dir}/attacker`, `${s.root}/d`);
-        await beforeRename?.();
-      }),
-  };
-  using host = await openEngine({
-    stateDir: s.stateDir,
-    configPath: s.configPath,
-    providers: () => Promise.resolve({ fs: racing }),
-  });
-  const report = await apply(host, [file("f", `${s.root}/d/f`, "x")]);
-  assert.equal(report.outcome, "failed");
-  assert.match(report.error!, /\/d \(above .*\/d\/f\) is a symlink/);
-  assert.deepEqual(
-    [...Deno.readDirSync(`${s.dir}/attacker`)],
-    [],
-    "nothing was renamed through the symlink",
-  );
-  assert.equal(await exists(`${s.root}/d-moved/f`), false);
-});
-
 Deno.test("the first failure stops the apply; the report names the resource and the reason", async () => {
   await using s = await scratch();
   using host = await hostOn(s);
@@ -292,30 +191,6 @@ Deno.test("kinds whose providers have not landed fail with 'no provider on this 
   const report = await apply(host, [{ type: "package", id: "wg", name: "wireguard-tools" }]);
   assert.equal(report.outcome, "failed");
   assert.match(report.error!, /no provider on this machine for package resources/);
-});
-
-Deno.test("an unknown owner fails with a reason a person can act on", async () => {
-  await using s = await scratch();
-  using host = await hostOn(s);
-  const report = await apply(host, [{
-    ...file("f", `${s.root}/f`, "x"),
-    owner: "no-such-user-here",
-  }]);
-  assert.equal(report.outcome, "failed");
-  assert.match(report.error!, /user "no-such-user-here" does not exist on this machine/);
-  assert.equal(await exists(`${s.root}/f`), false);
-});
-
-Deno.test("a file in the way of a directory (and the reverse) is refused, not replaced", async () => {
-  await using s = await scratch();
-  using host = await hostOn(s);
-  await Deno.writeTextFile(`${s.root}/x`, "a file");
-  await Deno.mkdir(`${s.root}/y`);
-  const a = await apply(host, [directory("x", `${s.root}/x`)]);
-  assert.match(a.error!, /is a file, not a directory/);
-  const b = await apply(host, [file("y", `${s.root}/y`, "x")]);
-  assert.match(b.error!, /is a directory, not a file/);
-  assert.equal(await Deno.readTextFile(`${s.root}/x`), "a file");
 });
 
 Deno.test("an aborted apply stops between steps and is recorded as interrupted", async () => {
@@ -467,37 +342,6 @@ Deno.test("a first apply of many files syncs each directory once, writing them i
   assert.equal(failed.results.filter((r) => r.outcome === "skipped").length, 200);
 });
 
-Deno.test("a check pass looks at each ancestor directory once, not once per file below it", async () => {
-  await using s = await scratch();
-  const real = posixFileSystem();
-  const looks = new Map<string, number>();
-  const counting: FileSystem = {
-    ...real,
-    lstat: (path) => {
-      looks.set(path, (looks.get(path) ?? 0) + 1);
-      return real.lstat(path);
-    },
-  };
-  using host = await openEngine({
-    stateDir: s.stateDir,
-    configPath: s.configPath,
-    providers: () => Promise.resolve({ fs: counting }),
-  });
-  const resources = [
-    directory("d", `${s.root}/d`),
-    ...Array.from({ length: 20 }, (_, i) => file(`f${i}`, `${s.root}/d/f${i}`, `${i}`)),
-  ];
-  assert.equal((await apply(host, resources)).outcome, "converged");
-  looks.clear();
-  const again = await apply(host, resources);
-  assert.equal(again.counts.unchanged, 21);
-  // The directory's own check, and once as the files' ancestor.
-  assert.ok(
-    (looks.get(`${s.root}/d`) ?? 0) <= 2,
-    `d was looked at ${looks.get(`${s.root}/d`)} times`,
-  );
-});
-
 Deno.test("the same text from the same place is parsed once per engine (the drift timer's re-admission)", async () => {
   await using s = await scratch();
   using host = await hostOn(s);
@@ -517,57 +361,4 @@ Deno.test("the same text from the same place is parsed once per engine (the drif
   const bad = JSON.stringify({ version: 1, resources: [file("x", "/outside/x", "1")] });
   await assert.rejects(admit(host, bad, from));
   await assert.rejects(admit(host, bad, from));
-});
-
-Deno.test("after an apply cut short, the next one removes temporary files left beside files in sync", async () => {
-  await using s = await scratch();
-  using host = await hostOn(s);
-  const resources = [file("a", `${s.root}/a`, "1"), file("b", `${s.root}/b`, "2")];
-  assert.equal((await apply(host, resources)).outcome, "converged");
-  // What a process killed while its window of writes synced leaves: temporary files of
-  // files that are (still) as declared, and an apply recorded as running.
-  await Deno.writeTextFile(`${s.root}/.a.nox-new`, "half");
-  await Deno.writeTextFile(`${s.root}/.b.nox-new`, "");
-  host.store.beginApply("file", "test", undefined, "sha256:cut-short");
-  const report = await apply(host, resources);
-  assert.equal(report.outcome, "converged");
-  assert.equal(report.counts.unchanged, 2);
-  assert.deepEqual([...Deno.readDirSync(s.root)].map((e) => e.name).sort(), ["a", "b"]);
-});
-
-Deno.test("no temporary files are left behind by writes", async () => {
-  await using s = await scratch();
-  using host = await hostOn(s);
-  await apply(host, [file("a", `${s.root}/a`, "1"), file("b", `${s.root}/b`, "2")]);
-  await apply(host, [file("a", `${s.root}/a`, "1b"), file("b", `${s.root}/b`, "2b")]);
-  assert.deepEqual([...Deno.readDirSync(s.root)].map((e) => e.name).sort(), ["a", "b"]);
-});
-
-Deno.test("removals cut short by a crash: what is inside a directory is released before it", async () => {
-  await using s = await scratch();
-  using host = await hostOn(s);
-  await apply(host, [
-    directory("d", `${s.root}/d`),
-    directory("d-sub", `${s.root}/d/sub`),
-    file("f", `${s.root}/d/sub/f`, "1"),
-    file("g", `${s.root}/d/g`, "2"),
-  ]);
-  // What a process killed in the middle of releasing them leaves: each removal
-  // begun (its intent recorded, held no more), nothing removed yet, and the
-  // temporary file of a write cut short before that. Intents have no position;
-  // the store lists them by key, the directory first.
-  for (const held of host.store.held().reverse()) host.store.beginRelease(held);
-  await Deno.writeTextFile(`${s.root}/d/sub/.f.nox-new`, "half");
-  assert.equal(host.store.heldCount(), 0);
-
-  const report = await apply(host, []);
-  assert.equal(report.outcome, "converged");
-  assert.deepEqual(report.results.map((r) => [r.id, r.outcome]), [
-    ["g", "removed"],
-    ["f", "removed"],
-    ["d-sub", "removed"],
-    ["d", "removed"],
-  ]);
-  assert.deepEqual([...Deno.readDirSync(s.root)], [], "nothing the host made is left behind");
-  assert.deepEqual(host.store.intents(), []);
 });

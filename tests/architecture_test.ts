@@ -297,3 +297,87 @@ Deno.test("src/run/ reads no meta key of the engine's or the store's (it asks th
   }
   assert.deepEqual(found, []);
 });
+
+// One meaning per name (issue 25): no two files under src/, os/, lab/ and packaging/ share a
+// base name, except names that mean the same part of each folder they are in.
+
+/** Names every folder may have, each meaning the same part of its folder. */
+const CONVENTIONAL_NAMES = new Set([
+  "README.md", // the folder's guide
+  "mod.ts", // the folder's entry point
+  "main.ts", // a program's entry point (src/cli/, lab/)
+  "errors.ts", // an area's error classes
+  "provider.ts", // an os/ provider's descriptor
+  "detect.ts", // an os/ provider's probe
+  "needs.ts", // what providers need of the machine (os/, os/detect/)
+  "own_paths.ts", // a package's own paths (packaging/<os>/)
+  "permissions", // a package's permission set (packaging/<os>/)
+  "substrate.lock", // a package's pinned substrate (packaging/<os>/)
+]);
+
+/**
+ * Names still shared, each to be renamed where its importers are not being changed by
+ * other work at the same time (no new name may join this list).
+ */
+const SHARED_FOR_NOW = new Set([
+  "_accounts.ts", // src/resources/ (the user and group kinds) and os/ (the account adapters)
+  "confirm.ts", // src/run/ (the confirm window) and src/store/ (its records)
+  "package.ts", // src/resources/ (the kind) and packaging/ (`deno task package`)
+  "providers.ts", // src/ (the verbs), os/ (the descriptors' list), packaging/ (the generator)
+]);
+
+/**
+ * Base names held by more than one of `files` (repository paths), with their paths. A lab
+ * scenario's file bears its scenario's name (`deno task lab NAME`), often the feature it
+ * exercises: lab/scenarios/ is a namespace of its own.
+ */
+function sharedNames(files: readonly string[]): Map<string, string[]> {
+  const byName = new Map<string, string[]>();
+  for (const file of files) {
+    if (file.startsWith("lab/scenarios/") || /(^|\/)_arch_probe/.test(file)) continue;
+    const name = file.slice(file.lastIndexOf("/") + 1);
+    byName.set(name, [...(byName.get(name) ?? []), file]);
+  }
+  return new Map(
+    [...byName].filter(([name, paths]) =>
+      paths.length > 1 && !CONVENTIONAL_NAMES.has(name) && !SHARED_FOR_NOW.has(name)
+    ),
+  );
+}
+
+/** Every file under `dir` (relative to the repository). */
+async function allFiles(dir: string): Promise<string[]> {
+  const out: string[] = [];
+  const walk = async (at: string) => {
+    for await (const entry of Deno.readDir(at)) {
+      const path = join(at, entry.name);
+      if (entry.isDirectory) await walk(path);
+      else out.push(relative(root, path));
+    }
+  };
+  await walk(join(root, dir));
+  return out.sort();
+}
+
+Deno.test("no two files under src/, os/, lab/ and packaging/ share a base name (one meaning per name)", async () => {
+  const files = (await Promise.all(["src", "os", "lab", "packaging"].map(allFiles))).flat();
+  assert.deepEqual(
+    Object.fromEntries(sharedNames(files)),
+    {},
+    "rename so each name says what it is",
+  );
+});
+
+Deno.test("the rule above catches what it should (two content.ts, not two mod.ts or scenarios)", () => {
+  const shared = sharedNames([
+    "src/link/content.ts",
+    "src/store/content.ts",
+    "os/a/mod.ts",
+    "os/b/mod.ts",
+    "lab/scenarios/outbox.ts",
+    "src/store/outbox.ts",
+  ]);
+  assert.deepEqual(Object.fromEntries(shared), {
+    "content.ts": ["src/link/content.ts", "src/store/content.ts"],
+  });
+});

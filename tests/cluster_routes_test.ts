@@ -11,7 +11,7 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { type ClusterMember, clusterMemberConfig } from "../lab/mesh/broker.ts";
+import { type ClusterMember, clusterMemberConfig } from "../lab/mesh/local_broker.ts";
 import { readState } from "../lab/mesh/state.ts";
 import { makeCertificates } from "../lab/lib/certs.ts";
 import { HTTP_PORT, leafConfig, memberConfig, type ServerFacts } from "../lab/lib/cluster.ts";

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { posix } from "node:path";
 import { connect, type NatsConnection, nkeyAuthenticator } from "@nats-io/transport-node";
 import { pinnedTls } from "../src/link/connection.ts";
-import { objectStoreSource } from "../src/link/content.ts";
+import { objectStoreSource } from "../src/link/object_source.ts";
 import { CONTENT_STREAM, CONTENT_SUBJECTS, subjectsOf } from "../src/link/subjects.ts";
 import { ContentCache, contentResolver, type ContentSource } from "../src/store/content.ts";
 import { sha256Hex } from "../src/declaration/canonical.ts";

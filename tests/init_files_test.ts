@@ -112,9 +112,11 @@ Deno.test("init files: the OpenRC script needs net, runs the launcher, and conf.
   }
 });
 
-/** The tarball's init files, derived from the packages' (packaging/tarball/init.ts). */
+/** The tarball's init files, derived from the packages' (packaging/tarball/init_files.ts). */
 async function tarballInitFiles(dir: string) {
-  const { tarballConfd, tarballInitd, tarballUnit } = await import("../packaging/tarball/init.ts");
+  const { tarballConfd, tarballInitd, tarballUnit } = await import(
+    "../packaging/tarball/init_files.ts"
+  );
   const files = {
     unit: join(dir, "nox-mesh-host.service"),
     initd: join(dir, "nox-mesh-host.initd"),
@@ -184,7 +186,7 @@ Deno.test("init files (tarball): derived from the packages' for /usr/local/bin a
 });
 
 Deno.test("init files (tarball): a package init file without the text the derivation replaces fails the build", async () => {
-  const { tarballUnit, InitDerivationError } = await import("../packaging/tarball/init.ts");
+  const { tarballUnit, InitDerivationError } = await import("../packaging/tarball/init_files.ts");
   const unit = (await Deno.readTextFile(UNIT)).replace("NOX_MESH_HOST_PKG=pacman", "X=1");
   assert.throws(() => tarballUnit(unit), InitDerivationError);
 });

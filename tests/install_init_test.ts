@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { tarballConfd, tarballInitd, tarballUnit } from "../packaging/tarball/init.ts";
+import { tarballConfd, tarballInitd, tarballUnit } from "../packaging/tarball/init_files.ts";
 const REPO = new URL("..", import.meta.url).pathname;
 
 const NOBODY = 65534;

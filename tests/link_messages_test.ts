@@ -16,7 +16,7 @@ import {
 } from "../src/link/messages.ts";
 import { NODE_LIMITS } from "../src/link/subjects.ts";
 import { outgoing } from "../src/run/outbox.ts";
-import type { OutboxEntry } from "../src/store/outbox.ts";
+import type { OutboxEntry } from "../src/store/outbox_table.ts";
 import { hostOn, scratch } from "./_helpers.ts";
 
 function result(i: number, outcome: ResourceResult["outcome"]): ResourceResult {

@@ -384,7 +384,7 @@ Deno.test("the program file is the bundle or source in those forms and the execu
 });
 
 Deno.test("the stand-in control plane runs with the same explicit flags from the task and the lab (never -A)", async () => {
-  const { MESH_FLAGS } = await import("../lab/mesh/steps.ts");
+  const { MESH_FLAGS } = await import("../lab/mesh_steps/link_steps.ts");
   const config = JSON.parse(await Deno.readTextFile(new URL("../deno.json", import.meta.url)));
   const task = (config.tasks.mesh as string).split(/\s+/).filter((w) => w.startsWith("--"));
   assert.deepEqual(task, MESH_FLAGS);

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { LabError } from "./errors.ts";
-import { exists, run, tail } from "./_run.ts";
+import { exists, run, tail } from "./_process.ts";
 import { labKeys } from "./keys.ts";
 
 /** The three kinds of lab machine. */

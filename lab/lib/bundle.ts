@@ -1,7 +1,7 @@
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { LabError } from "./errors.ts";
-import { run, tail } from "./_run.ts";
+import { run, tail } from "./_process.ts";
 
 /** The checkout this lab library belongs to. */
 export const CHECKOUT: string = join(dirname(fileURLToPath(import.meta.url)), "..", "..");

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { LabError } from "./errors.ts";
-import { exists, sleep } from "./_run.ts";
+import { exists, sleep } from "./_process.ts";
 
 /** Hierarchies a lab machine gets its own directory in (cgroup v1 hybrid, as on this host). */
 const HIERARCHIES = [

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { run, sleep } from "./_run.ts";
+import { run, sleep } from "./_process.ts";
 
 const CGROUP_ROOTS = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd", "/sys/fs/cgroup/memory"];
 

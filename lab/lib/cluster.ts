@@ -9,12 +9,13 @@
  */
 import { join } from "node:path";
 import { makeCertificates } from "./certs.ts";
-import { clusterBlock, newRouteCredentials, type RouteCredentials } from "./routes.ts";
+import { type NatsConfig, renderNatsConfig } from "./nats_config.ts";
+import { newRouteCredentials, type RouteCredentials } from "./routes.ts";
 import { CgroupSet } from "./cgroup.ts";
 import { LabError } from "./errors.ts";
 import type { LabSwitch, Port } from "./net.ts";
 import { SUBNET_PREFIX } from "./net.ts";
-import { run, type RunOptions, type RunResult, sleep, tail, until } from "./_run.ts";
+import { run, type RunOptions, type RunResult, sleep, tail, until } from "./_process.ts";
 
 /** Client port of every server. */
 export const NATS_PORT = 4222;
@@ -347,30 +348,19 @@ export class BrokerCluster {
   }
 }
 
-function common(f: ServerFacts, certDir: string, extra: string, jetstream = true): string {
-  // A leaf runs no JetStream: the cluster's answers every $JS.API request of CONTROL.
-  const js = jetstream
-    ? `jetstream {
-  domain: ${JS_DOMAIN}
-  store_dir: "${join(f.dir, "jetstream")}"
-  max_memory_store: 64MB
-  max_file_store: 2GB
-}`
-    : "";
-  return `server_name: ${f.name}
-listen: "${f.address}:${NATS_PORT}"
-# The control plane publishes up to this; each node account is held to less (lab/mesh/auth.ts).
-max_payload: 8MB
-http: "${f.address}:${HTTP_PORT}"
-pid_file: "${f.pidFile}"
-${js}
-tls {
-  cert_file: "${join(certDir, `${f.name}.pem`)}"
-  key_file: "${join(certDir, `${f.name}.key`)}"
-  timeout: 5
-}
-${extra}
-`;
+/** What every server of the lab's (members and leaves) has: its ports, certificate, `extra`. */
+function common(f: ServerFacts, certDir: string, extra: string) {
+  return {
+    serverName: f.name,
+    listen: `${f.address}:${NATS_PORT}`,
+    // The control plane publishes up to this; each node account is held to less
+    // (lab/mesh/auth.ts).
+    maxPayload: "8MB",
+    http: `${f.address}:${HTTP_PORT}`,
+    pidFile: f.pidFile,
+    tls: { certFile: join(certDir, `${f.name}.pem`), keyFile: join(certDir, `${f.name}.key`) },
+    extra,
+  } satisfies Partial<NatsConfig>;
 }
 
 /** What a site's leaf server needs from the control plane before it starts. */
@@ -396,34 +386,30 @@ export function memberConfig(
     certFile: join(certDir, `${f.name}.pem`),
     keyFile: join(certDir, `${f.name}.key`),
     caFile: join(certDir, "ca.pem"),
+    verify: true,
   };
-  return `# nox-mesh-host lab: one server of the cluster (generated)
-${common(f, certDir, extra)}
-${
-    clusterBlock({
+  return renderNatsConfig({
+    header: "nox-mesh-host lab: one server of the cluster (generated)",
+    ...common(f, certDir, extra),
+    jetstream: {
+      domain: JS_DOMAIN,
+      storeDir: join(f.dir, "jetstream"),
+      maxMemoryStore: "64MB",
+      maxFileStore: "2GB",
+    },
+    cluster: {
       name: CLUSTER_NAME,
       listen: `${f.address}:${ROUTE_PORT}`,
       routes: others.map((a) => `${a}:${ROUTE_PORT}`),
-      ...tls,
+      tls,
       credentials: routes,
-    })
-  }
-leafnodes {
-  listen: "${f.address}:${LEAF_PORT}"
-  # A leaf server shows a certificate of the lab CA (as every site's leaf has one)
-  # and then logs in as its site.
-  tls {
-    cert_file: "${tls.certFile}"
-    key_file: "${tls.keyFile}"
-    ca_file: "${tls.caFile}"
-    verify: true
-    timeout: 5
-  }
-  # A leaf logs in as a user of the control plane's accounts: each site's leaf as its
-  # site's own user, into its site's account, which carries only what that site's
-  # nodes use (every other user there is for client connections only).
-}
-`;
+    },
+    // A leaf server shows a certificate of the lab CA (as every site's leaf has one) and
+    // then logs in as a user of the control plane's accounts: each site's leaf as its
+    // site's own user, into its site's account, which carries only what that site's
+    // nodes use (every other user there is for client connections only).
+    leafnodes: { listen: `${f.address}:${LEAF_PORT}`, tls },
+  });
 }
 
 /** The configuration of a site's leaf server (exported for its test). */
@@ -433,27 +419,24 @@ export function leafConfig(
   hub: string[],
   setup: LeafSetup,
 ): string {
-  // nats-server 2.9 takes no nkey for a remote: the user and password go in the URL.
-  const who = `${encodeURIComponent(setup.user)}:${encodeURIComponent(setup.password)}`;
-  const urls = hub.map((a) => `"nats-leaf://${who}@${a}:${LEAF_PORT}"`);
-  return `# nox-mesh-host lab: a site's leaf-node server (generated)
-${common(f, certDir, setup.extra, false)}
-# A cut uplink is noticed within seconds (the default pings every 2 minutes).
-ping_interval: "2s"
-ping_max: 2
-leafnodes {
-  reconnect: 1
-  remotes: [
-    {
-      urls: [${urls.join(", ")}]
-      account: "${setup.account}"
-      tls: {
-        ca_file: "${join(certDir, "ca.pem")}"
-        cert_file: "${join(certDir, `${f.name}.pem`)}"
-        key_file: "${join(certDir, `${f.name}.key`)}"
-      }
-    }
-  ]
-}
-`;
+  return renderNatsConfig({
+    header: "nox-mesh-host lab: a site's leaf-node server (generated)",
+    // No JetStream: the cluster's answers every $JS.API request of CONTROL.
+    ...common(f, certDir, setup.extra),
+    // A cut uplink is noticed within seconds (the default pings every 2 minutes).
+    ping: { interval: "2s", max: 2 },
+    leafnodes: {
+      reconnect: 1,
+      remotes: [{
+        hubs: hub.map((a) => `${a}:${LEAF_PORT}`),
+        login: { user: setup.user, password: setup.password },
+        account: setup.account,
+        tls: {
+          caFile: join(certDir, "ca.pem"),
+          certFile: join(certDir, `${f.name}.pem`),
+          keyFile: join(certDir, `${f.name}.key`),
+        },
+      }],
+    },
+  });
 }

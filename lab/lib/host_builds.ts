@@ -20,7 +20,7 @@ import { packageArch, packageTarball } from "../../packaging/package.ts";
 import { VERSION } from "../../src/version.ts";
 import { CACHE_DIR } from "./base.ts";
 import { CHECKOUT } from "./bundle.ts";
-import { exists } from "./_run.ts";
+import { exists } from "./_process.ts";
 import { labKeys, labMinisign, withLabGpg } from "./keys.ts";
 import { LabError } from "./errors.ts";
 

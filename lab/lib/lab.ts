@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { ensureBase, type Flavour } from "./base.ts";
-import { Broker, type BrokerOptions } from "./broker.ts";
+import { Broker, type BrokerOptions } from "./lab_broker.ts";
 import { BrokerCluster, type ClusterOptions } from "./cluster.ts";
 import { LabError } from "./errors.ts";
 import { DENO_BINARY, Machine, MACHINE_DENO, type PlacedFile } from "./machine.ts";

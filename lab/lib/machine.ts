@@ -3,7 +3,7 @@ import { CgroupSet } from "./cgroup.ts";
 import { LabError } from "./errors.ts";
 import type { Flavour } from "./base.ts";
 import { cutPort, type Port, restorePort } from "./net.ts";
-import { exists, run, type RunResult, sleep, tail, until } from "./_run.ts";
+import { exists, run, type RunResult, sleep, tail, until } from "./_process.ts";
 import { ENTER_ROOT, LAUNCH, OPENRC_INIT, PLAIN_INIT, WRITE_FILE } from "./_scripts.ts";
 
 /** A file placed on a machine before it boots: text, text with a mode, or a symlink. */

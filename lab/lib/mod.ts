@@ -2,7 +2,7 @@
 // drive them from tests or scenarios. See lab/README.md.
 export { Lab, type LabOptions, type MachineSpec, type ProbeResult } from "./lab.ts";
 export { type ExecOptions, Machine, MACHINE_DENO, type PlacedFile } from "./machine.ts";
-export { Broker, BROKER_NAME, BROKER_PORT, type BrokerOptions } from "./broker.ts";
+export { Broker, BROKER_NAME, BROKER_PORT, type BrokerOptions } from "./lab_broker.ts";
 export { ensureBase, type Flavour, RECIPES } from "./base.ts";
 export { LabError, type LabErrorCode } from "./errors.ts";
 export {
@@ -19,7 +19,7 @@ export { HOST_VERSIONS, type HostBuild, pacmanVersion } from "./host_builds.ts";
 export { TEST_PACKAGE } from "./repo.ts";
 export { cleanStale, isClean, type Leftovers, leftovers } from "./clean.ts";
 export { bundle, CHECKOUT } from "./bundle.ts";
-export type { RunResult } from "./_run.ts";
+export type { RunResult } from "./_process.ts";
 
 import type { Lab } from "./lab.ts";
 import type { Machine } from "./machine.ts";

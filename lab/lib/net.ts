@@ -1,5 +1,5 @@
 import { LabError } from "./errors.ts";
-import { run } from "./_run.ts";
+import { run } from "./_process.ts";
 
 /** The lab subnet. It exists only inside the lab's own network namespaces. */
 export const SUBNET_PREFIX = "10.250.0";

@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { CACHE_DIR } from "./base.ts";
 import { LabError } from "./errors.ts";
-import { exists, run, tail } from "./_run.ts";
+import { exists, run, tail } from "./_process.ts";
 import { makepkgAsNobody, repoAdd, signFile } from "../../packaging/package.ts";
 import { labKeys, withLabGpg } from "./keys.ts";
 

@@ -1,7 +1,12 @@
 /**
  * The routes between the servers of a NATS cluster (the lab's in namespaces, the
  * stand-in's on loopback): TLS under the mesh's CA both ways, and route
- * authorisation with a password that is random per mesh.
+ * authorisation with a password that is random per mesh. The `cluster` block itself is
+ * written by lab/lib/nats_config.ts (`NatsCluster`): a certificate alone is not enough to
+ * join, since a site's leaf server holds one from the same CA. (nats-server 2.9 can also
+ * map a certificate to the route user, `verify_and_map`, one name for the whole cluster:
+ * that would need a route-only name in every member's certificate; the password leaves
+ * the certificates as they are.)
  */
 
 /** The user the servers of a cluster log in as on each other's route port. */
@@ -23,48 +28,4 @@ export function newRouteCredentials(): RouteCredentials {
     user: ROUTE_USER,
     password: Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join(""),
   };
-}
-
-/**
- * The `cluster` block of one server: routes over TLS under the mesh's CA, both ways
- * (the server presents its certificate and requires and verifies its peer's), and
- * route authorisation (a peer logs in with the cluster's route user and password,
- * which the server puts in the URLs of the routes it opens). A certificate alone is
- * not enough to join: a site's leaf server holds one from the same CA. (nats-server
- * 2.9 can also map a certificate to the route user, `verify_and_map`, one name for
- * the whole cluster: that would need a route-only name in every member's
- * certificate; the password leaves the certificates as they are.)
- */
-export function clusterBlock(o: {
-  name: string;
-  listen: string;
-  /** The other servers' route addresses (`host:port`). */
-  routes: readonly string[];
-  certFile: string;
-  keyFile: string;
-  caFile: string;
-  credentials: RouteCredentials;
-}): string {
-  const who = `${encodeURIComponent(o.credentials.user)}:${
-    encodeURIComponent(o.credentials.password)
-  }`;
-  return `cluster {
-  name: ${o.name}
-  listen: "${o.listen}"
-  tls {
-    cert_file: "${o.certFile}"
-    key_file: "${o.keyFile}"
-    ca_file: "${o.caFile}"
-    verify: true
-    timeout: 5
-  }
-  authorization {
-    user: "${o.credentials.user}"
-    password: "${o.credentials.password}"
-    timeout: 5
-  }
-  routes: [
-${o.routes.map((r) => `    "nats-route://${who}@${r}"`).join("\n")}
-  ]
-}`;
 }

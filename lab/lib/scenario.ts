@@ -2,7 +2,7 @@ import type { Flavour } from "./base.ts";
 import type { PlacedFile } from "./machine.ts";
 import { LabError } from "./errors.ts";
 import { fail, shown, type Step } from "./_step.ts";
-import { sleep } from "./_run.ts";
+import { sleep } from "./_process.ts";
 
 /** A machine a scenario raises. */
 export interface ScenarioMachine {

@@ -31,6 +31,13 @@ import {
   subjectsOf,
 } from "../../src/link/subjects.ts";
 import { checkNodeName, type MeshState, type NodeRecord } from "./state.ts";
+import {
+  type NatsAccount,
+  type NatsExport,
+  type NatsImport,
+  type NatsUser,
+  renderNatsAccounts,
+} from "../lib/nats_config.ts";
 
 /** The broker account of the control plane: it alone holds the JetStream streams. */
 export const CONTROL_ACCOUNT = "CONTROL";
@@ -58,12 +65,6 @@ const NODE_ACCOUNT_LIMITS = {
 /** What the join account may send: enrolment requests, a few hundred bytes each. */
 const JOIN_ACCOUNT_LIMITS = { max_payload: 4096 };
 
-const q = (x: string) => JSON.stringify(x);
-const list = (xs: string[], indent: string) =>
-  xs.length === 0 ? "[]" : `[\n${xs.map((x) => `${indent}  ${x}`).join("\n")}\n${indent}]`;
-const limits = (l: Record<string, number>) =>
-  `{ ${Object.entries(l).map(([k, v]) => `${k}: ${v}`).join(", ")} }`;
-
 /**
  * Every node with an account: admitted ones and those a token was minted for. A
  * node's account exists from its first token on, and is never removed: nats-server
@@ -71,7 +72,7 @@ const limits = (l: Record<string, number>) =>
  * existed before it (reload.go: addAllServiceImportSubs for carried-over accounts), so
  * an account that came with its admission reached no service until a later reload;
  * and a node whose account a reload removed and then added again got no link working
- * after readmission (seen in tests/run_test.ts).
+ * after readmission (seen in tests/run_service_test.ts).
  */
 export function namedNodes(state: MeshState): string[] {
   const named = new Set([
@@ -116,10 +117,8 @@ export function pushSubjectOf(state: MeshState, node: string): string {
 }
 
 /** The import of stream `subject` from `from`, arriving as `local`. */
-function streamImport(from: string, subject: string, local = subject): string {
-  return local === subject
-    ? `{ stream: { account: ${from}, subject: ${q(subject)} } }`
-    : `{ stream: { account: ${from}, subject: ${q(subject)} }, to: ${q(local)} }`;
+function streamImport(from: string, subject: string, local = subject): NatsImport {
+  return { kind: "stream", account: from, subject, to: local };
 }
 
 /** The objects `node` may read: those its last declaration names. */
@@ -128,15 +127,13 @@ function grantsOf(state: MeshState, node: string): string[] {
 }
 
 /** A user entry: an nkey with its permissions, client connections only. */
-function user(nkey: string, p: Permissions): string {
-  const l = (xs: string[]) => `[${xs.map(q).join(", ")}]`;
-  return `{ nkey: ${nkey}, allowed_connection_types: ["STANDARD"], permissions: { ` +
-    `publish: { allow: ${l(p.publish)} }, subscribe: { allow: ${l(p.subscribe)} } } }`;
+function user(nkey: string, permissions: Permissions): NatsUser {
+  return { nkey, connectionTypes: ["STANDARD"], permissions };
 }
 
 /** The live join keys of tokens through `via` (undefined: through the cluster). */
-function joinUsers(state: MeshState, now: Date, via: string | undefined): string[] {
-  const users: string[] = [];
+function joinUsers(state: MeshState, now: Date, via: string | undefined): NatsUser[] {
+  const users: NatsUser[] = [];
   for (const [key, token] of Object.entries(state.tokens)) {
     if (token.via !== via || token.retired || Date.parse(token.expires) <= now.getTime()) continue;
     users.push(user(key, joinPermissions(token.node, key)));
@@ -145,7 +142,7 @@ function joinUsers(state: MeshState, now: Date, via: string | undefined): string
 }
 
 /** The user of an admitted, unrevoked node, with the permissions of its grants. */
-function nodeUsers(state: MeshState, node: string): string[] {
+function nodeUsers(state: MeshState, node: string): NatsUser[] {
   const record = state.nodes[node] as NodeRecord | undefined;
   return record && !record.revoked
     ? [user(record.publicKey, nodePermissions(node, grantsOf(state, node)))]
@@ -156,10 +153,8 @@ function nodeUsers(state: MeshState, node: string): string[] {
  * The import of `subject` from `from` as a service, arriving in the importer as
  * `local` (on a leaf: a JetStream API subject crosses as the cluster domain's).
  */
-function serviceImport(from: string, subject: string, local = subject): string {
-  return local === subject
-    ? `{ service: { account: ${from}, subject: ${q(subject)} } }`
-    : `{ service: { account: ${from}, subject: ${q(subject)} }, to: ${q(local)} }`;
+function serviceImport(from: string, subject: string, local = subject): NatsImport {
+  return { kind: "service", account: from, subject, to: local };
 }
 
 /**
@@ -172,7 +167,7 @@ function nodeAccountBlock(
   from: string,
   push: string,
   remote: (subject: string) => string = (s) => s,
-): string {
+): NatsAccount {
   const s = subjectsOf(node);
   const imports = [
     serviceImport(from, remote(s.directGet), s.directGet),
@@ -187,11 +182,12 @@ function nodeAccountBlock(
       return serviceImport(from, remote(grant), grant);
     }),
   ];
-  return `  ${q(nodeAccount(node))} {
-    users: ${list(nodeUsers(state, node), "    ")}
-    imports: ${list(imports, "    ")}
-    limits: ${limits(NODE_ACCOUNT_LIMITS)}
-  }`;
+  return {
+    name: nodeAccount(node),
+    users: nodeUsers(state, node),
+    imports,
+    limits: NODE_ACCOUNT_LIMITS,
+  };
 }
 
 /**
@@ -199,17 +195,22 @@ function nodeAccountBlock(
  * where its consumer delivers (`push`) to its own account only (a site imports all of its
  * nodes' at once: SITE_PUSH).
  */
-function nodeExports(node: string, accounts: string[], directGet: string, push: string): string[] {
+function nodeExports(
+  node: string,
+  accounts: string[],
+  directGet: string,
+  push: string,
+): NatsExport[] {
   const s = subjectsOf(node);
-  const to = `[${accounts.map(q).join(", ")}]`;
+  const service = (subject: string): NatsExport => ({ kind: "service", subject, accounts });
   return [
-    `{ service: ${q(directGet)}, accounts: ${to} }`,
-    `{ stream: ${q(push)}, accounts: [${q(nodeAccount(node))}] }`,
-    `{ service: ${q(s.ack)}, accounts: ${to} }`,
-    `{ service: ${q(s.flowControl)}, accounts: ${to} }`,
-    `{ service: ${q(s.report)}, accounts: ${to} }`,
-    `{ service: ${q(s.inventory)}, accounts: ${to} }`,
-    `{ service: ${q(s.heartbeat)}, accounts: ${to} }`,
+    service(directGet),
+    { kind: "stream", subject: push, accounts: [nodeAccount(node)] },
+    service(s.ack),
+    service(s.flowControl),
+    service(s.report),
+    service(s.inventory),
+    service(s.heartbeat),
   ];
 }
 
@@ -219,7 +220,7 @@ function grantExports(
   nodes: string[],
   who: (node: string) => string[],
   subject: (grant: string) => string = (s) => s,
-): string[] {
+): NatsExport[] {
   const readers = new Map<string, Set<string>>();
   for (const node of nodes) {
     for (const sha of grantsOf(state, node)) {
@@ -228,11 +229,11 @@ function grantExports(
       readers.set(sha, set);
     }
   }
-  return [...readers.entries()].sort().map(([sha, accounts]) =>
-    `{ service: ${q(subject(CONTENT_SUBJECTS.grant(sha)))}, accounts: [${
-      [...accounts].sort().map(q).join(", ")
-    }] }`
-  );
+  return [...readers.entries()].sort().map(([sha, accounts]) => ({
+    kind: "service",
+    subject: subject(CONTENT_SUBJECTS.grant(sha)),
+    accounts: [...accounts].sort(),
+  }));
 }
 
 /**
@@ -244,14 +245,16 @@ function grantExports(
 export function renderAuth(state: MeshState, now: Date = new Date()): string {
   const nodes = namedNodes(state);
   const siteNames = Object.keys(state.leaves ?? {}).sort();
-  const exports = [`{ service: ${q(ENROL_SUBJECTS)}, accounts: [${JOIN_ACCOUNT}] }`];
-  const accounts: string[] = [];
+  const exports: NatsExport[] = [
+    { kind: "service", subject: ENROL_SUBJECTS, accounts: [JOIN_ACCOUNT] },
+  ];
+  const accounts: NatsAccount[] = [];
   const readersOf = (node: string) => [
     nodeAccount(node),
     ...sitesOf(state, node).map(siteAccount),
   ];
   for (const site of siteNames) {
-    exports.push(`{ stream: ${q(SITE_PUSH.all(site))}, accounts: [${q(siteAccount(site))}] }`);
+    exports.push({ kind: "stream", subject: SITE_PUSH.all(site), accounts: [siteAccount(site)] });
   }
   for (const node of nodes) {
     exports.push(
@@ -259,29 +262,27 @@ export function renderAuth(state: MeshState, now: Date = new Date()): string {
     );
     const sites = sitesOf(state, node).map(siteAccount);
     if (sites.length > 0) {
-      exports.push(
-        `{ service: ${q(`mesh.enrol.${node}.*`)}, accounts: [${sites.map(q).join(", ")}] }`,
-      );
+      exports.push({ kind: "service", subject: `mesh.enrol.${node}.*`, accounts: sites });
     }
     accounts.push(nodeAccountBlock(state, node, CONTROL_ACCOUNT, pushSubjectOf(state, node)));
   }
   exports.push(...grantExports(state, nodes, readersOf));
   for (const site of siteNames) accounts.push(siteAccountBlock(state, site, nodes));
-  return `# generated by lab/mesh (the stand-in control plane); do not edit
-accounts {
-  ${CONTROL_ACCOUNT} {
-    jetstream: enabled
-    users: [ { nkey: ${state.control.publicKey}, allowed_connection_types: ["STANDARD"] } ]
-    exports: ${list(exports, "    ")}
-  }
-  ${JOIN_ACCOUNT} {
-    users: ${list(joinUsers(state, now, undefined), "    ")}
-    imports: [ ${serviceImport(CONTROL_ACCOUNT, ENROL_SUBJECTS)} ]
-    limits: ${limits(JOIN_ACCOUNT_LIMITS)}
-  }
-${accounts.join("\n")}
-}
-`;
+  return renderNatsAccounts("generated by lab/mesh (the stand-in control plane); do not edit", [
+    {
+      name: CONTROL_ACCOUNT,
+      jetstream: true,
+      users: [{ nkey: state.control.publicKey, connectionTypes: ["STANDARD"] }],
+      exports,
+    },
+    {
+      name: JOIN_ACCOUNT,
+      users: joinUsers(state, now, undefined),
+      imports: [serviceImport(CONTROL_ACCOUNT, ENROL_SUBJECTS)],
+      limits: JOIN_ACCOUNT_LIMITS,
+    },
+    ...accounts,
+  ]);
 }
 
 /**
@@ -290,10 +291,10 @@ ${accounts.join("\n")}
  * cluster domain's form (`$JS.<domain>.API.…`), which the cluster maps to `$JS.API.…`
  * in the leaf's account before the imports are matched.
  */
-function siteAccountBlock(state: MeshState, site: string, nodes: string[]): string {
+function siteAccountBlock(state: MeshState, site: string, nodes: string[]): NatsAccount {
   const leaf = state.leaves![site];
   // Every node's deliveries, present from the site's first render on (SITE_PUSH).
-  const imports: string[] = [streamImport(CONTROL_ACCOUNT, SITE_PUSH.all(site))];
+  const imports: NatsImport[] = [streamImport(CONTROL_ACCOUNT, SITE_PUSH.all(site))];
   for (const node of nodes.filter((n) => sitesOf(state, n).includes(site))) {
     const s = subjectsOf(node);
     imports.push(
@@ -309,16 +310,17 @@ function siteAccountBlock(state: MeshState, site: string, nodes: string[]): stri
       ),
     );
   }
-  const users = leaf.password === undefined ? [] : [
-    `{ user: ${q(leaf.user ?? `site-${site}`)}, password: ${
-      q(leaf.password)
-    }, allowed_connection_types: ["LEAFNODE"] }`,
+  const users: NatsUser[] = leaf.password === undefined ? [] : [
+    { user: leaf.user ?? `site-${site}`, password: leaf.password, connectionTypes: ["LEAFNODE"] },
   ];
-  return `  ${q(siteAccount(site))} {
-    users: ${list(users, "    ")}
-    imports: ${list([...new Set(imports)], "    ")}
-    limits: ${limits({ max_payload: NODE_LIMITS.maxPayload })}
-  }`;
+  // An object granted to two of the site's nodes is imported once.
+  const once = new Map(imports.map((i) => [`${i.kind} ${i.subject} ${i.to}`, i]));
+  return {
+    name: siteAccount(site),
+    users,
+    imports: [...once.values()],
+    limits: { max_payload: NODE_LIMITS.maxPayload },
+  };
 }
 
 /**
@@ -334,40 +336,41 @@ export function renderLeafAuth(state: MeshState, site: string, now: Date = new D
   const nodes = namedNodes(state).filter((n) => sitesOf(state, n).includes(site));
   const viaDomain = (subject: string) =>
     state.domain ? subject.replace(/^\$JS\.API\./, `$JS.${state.domain}.API.`) : subject;
-  const exports: string[] = [];
-  const joinImports: string[] = [];
-  const accounts: string[] = [];
+  const exports: NatsExport[] = [];
+  const joinImports: NatsImport[] = [];
+  const accounts: NatsAccount[] = [];
   for (const node of nodes) {
     const push = SITE_PUSH.node(site, node);
     exports.push(
       ...nodeExports(node, [nodeAccount(node)], viaDomain(subjectsOf(node).directGet), push),
     );
-    exports.push(`{ service: ${q(`mesh.enrol.${node}.*`)}, accounts: [${JOIN_ACCOUNT}] }`);
+    exports.push({ kind: "service", subject: `mesh.enrol.${node}.*`, accounts: [JOIN_ACCOUNT] });
     joinImports.push(serviceImport(UPLINK_ACCOUNT, `mesh.enrol.${node}.*`));
     accounts.push(nodeAccountBlock(state, node, UPLINK_ACCOUNT, push, viaDomain));
   }
   exports.push(...grantExports(state, nodes, (n) => [nodeAccount(n)], viaDomain));
-  return `# generated by lab/mesh (the stand-in control plane) for site ${site}; do not edit
-accounts {
-  ${UPLINK_ACCOUNT} {
-    # no users, no JetStream: bound to ${siteAccount(site)} on the cluster
-    exports: ${list(exports, "    ")}
-    # The answers to what the site's nodes ask come back to reply subjects of this
-    # account (_R_.<prefix>.…, a new prefix after each reload). nats-server 2.9.10 tells
-    # the cluster of a new prefix only while the leaf is on its first connection (its
-    # account's internal client keeps the account object of that time): after the leaf
-    # reconnected, a reload cut every answer off until it reconnected again. A mapping's
-    # source is sent as interest on every connection: the cluster forwards them all.
-    mappings: { "_R_.>": "_R_.>" }
-  }
-  ${JOIN_ACCOUNT} {
-    users: ${list(joinUsers(state, now, site), "    ")}
-    imports: ${list(joinImports, "    ")}
-    limits: ${limits(JOIN_ACCOUNT_LIMITS)}
-  }
-${accounts.join("\n")}
-}
-`;
+  const header = `generated by lab/mesh (the stand-in control plane) for site ${site}; do not edit`;
+  return renderNatsAccounts(header, [
+    {
+      name: UPLINK_ACCOUNT,
+      note: `no users, no JetStream: bound to ${siteAccount(site)} on the cluster`,
+      exports,
+      // The answers to what the site's nodes ask come back to reply subjects of this
+      // account (_R_.<prefix>.…, a new prefix after each reload). nats-server 2.9.10 tells
+      // the cluster of a new prefix only while the leaf is on its first connection (its
+      // account's internal client keeps the account object of that time): after the leaf
+      // reconnected, a reload cut every answer off until it reconnected again. A mapping's
+      // source is sent as interest on every connection: the cluster forwards them all.
+      mappings: { "_R_.>": "_R_.>" },
+    },
+    {
+      name: JOIN_ACCOUNT,
+      users: joinUsers(state, now, site),
+      imports: joinImports,
+      limits: JOIN_ACCOUNT_LIMITS,
+    },
+    ...accounts,
+  ]);
 }
 
 /**

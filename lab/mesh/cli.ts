@@ -45,7 +45,7 @@
  * D defaults to $NOX_MESH_DIR.
  */
 import { parseArgs } from "node:util";
-import { initState, startLocalBroker } from "./broker.ts";
+import { initState, startLocalBroker } from "./local_broker.ts";
 import { fingerprintOf } from "../lib/certs.ts";
 import { ControlPlane } from "./control.ts";
 import { readState } from "./state.ts";

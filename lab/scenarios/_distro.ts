@@ -3,7 +3,7 @@
 import { join } from "node:path";
 import { repoAdd } from "../../packaging/package.ts";
 import { REPO_NAME, TEST_PACKAGE } from "../lib/repo.ts";
-import { run as runHere } from "../lib/_run.ts";
+import { run as runHere } from "../lib/_process.ts";
 import { fail, type Step } from "../lib/scenario.ts";
 
 /**

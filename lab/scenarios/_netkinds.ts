@@ -1,7 +1,7 @@
 // Shared bits of the overlay, firewall and conntrack scenarios.
 import { hostCommand } from "../lib/host.ts";
 import { fail, shown, type Step, type StepContext } from "../lib/_step.ts";
-import { hostUnit } from "../mesh/steps.ts";
+import { hostUnit } from "../mesh_steps/link_steps.ts";
 
 /** The link scenarios' unit, with a short drift interval so a reconcile comes soon. */
 export function driftUnitFiles(driftSeconds = 10): Record<string, string> {

@@ -19,7 +19,7 @@ import {
   enrol,
   mark,
   meshUp,
-} from "../mesh/steps.ts";
+} from "../mesh_steps/link_steps.ts";
 import {
   assertFileSays,
   assertServiceSaid,

@@ -1,5 +1,5 @@
 import { type Scenario, type ScenarioMachine, waitFor } from "../lib/scenario.ts";
-import { meshUpCluster } from "../mesh/steps.ts";
+import { meshUpCluster } from "../mesh_steps/link_steps.ts";
 import {
   assertFleetFiles,
   assertReplicasCurrent,
@@ -11,7 +11,7 @@ import {
   restartVictim,
   rolloutFleet,
   startFleet,
-} from "../mesh/fleet_steps.ts";
+} from "../mesh_steps/fleet_steps.ts";
 
 /** Light nodes in the default lab run (`deno task bench:fleet` runs the fleet with 50). */
 export const FAILOVER_NODES = Number(Deno.env.get("NOXLAB_FAILOVER_NODES") ?? 6);

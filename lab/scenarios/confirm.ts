@@ -2,7 +2,14 @@ import { fail, json, run, type Scenario, type Step, waitFor, writeFile } from ".
 import { BROKER_ADDRESS } from "../lib/net.ts";
 import { ARCH_LIKE_CONFIG } from "../lib/host.ts";
 import { VERSION } from "../../src/version.ts";
-import { assertJournal, declare, enrol, mesh, meshUp, startHost } from "../mesh/steps.ts";
+import {
+  assertJournal,
+  declare,
+  enrol,
+  mesh,
+  meshUp,
+  startHost,
+} from "../mesh_steps/link_steps.ts";
 import { assertConnect, assertOutput, driftUnitFiles, listen } from "./_netkinds.ts";
 
 /** Short, so the scenario runs in about a minute; the default is 120 s. */

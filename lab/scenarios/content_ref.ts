@@ -8,7 +8,7 @@ import {
   meshUp,
   putContent,
   startHost,
-} from "../mesh/steps.ts";
+} from "../mesh_steps/link_steps.ts";
 
 /** 5 MiB and a bit, not one repeated block. */
 const BIG = new Uint8Array(5 * 1024 * 1024 + 17).map((_, i) => (i * 131 + (i >> 11)) & 0xff);

@@ -16,7 +16,7 @@ import {
   mark,
   meshUp,
   startHost,
-} from "../mesh/steps.ts";
+} from "../mesh_steps/link_steps.ts";
 import { files, srvFile } from "./_link.ts";
 
 const stable = srvFile("stable", "/srv/stable.conf", "kept as declared\n");

@@ -1,5 +1,5 @@
 import { run, type Scenario, waitFor } from "../lib/scenario.ts";
-import { assertLastApply, declare, enrol, meshUp, startHost } from "../mesh/steps.ts";
+import { assertLastApply, declare, enrol, meshUp, startHost } from "../mesh_steps/link_steps.ts";
 import { assertConnect, assertOutput, driftUnitFiles, listen } from "./_netkinds.ts";
 
 const RULES = `chain input {

@@ -11,8 +11,15 @@ import { assertPackage, assertUnit, fail, run, type Scenario, type Step } from "
 import { waitFor } from "../lib/scenario.ts";
 import { ARCH_LIKE_CONFIG } from "../lib/host.ts";
 import { PODMAN_STAND_IN } from "../lib/repo.ts";
-import { assertApplies, enrol, HOST_UNIT_FILES, mesh, meshUp, startHost } from "../mesh/steps.ts";
-import { declare } from "../mesh/steps.ts";
+import {
+  assertApplies,
+  enrol,
+  HOST_UNIT_FILES,
+  mesh,
+  meshUp,
+  startHost,
+} from "../mesh_steps/link_steps.ts";
+import { declare } from "../mesh_steps/link_steps.ts";
 import { assertServiceSaid, unmaskPodman } from "./_ship.ts";
 
 const SHIPPED = JSON.parse(

@@ -1,5 +1,5 @@
 import type { Scenario, ScenarioMachine } from "../lib/scenario.ts";
-import { meshUpCluster } from "../mesh/steps.ts";
+import { meshUpCluster } from "../mesh_steps/link_steps.ts";
 import {
   assertFleetFiles,
   assertReportsOnce,
@@ -9,7 +9,7 @@ import {
   killHostOnce,
   rolloutFleet,
   startFleet,
-} from "../mesh/fleet_steps.ts";
+} from "../mesh_steps/fleet_steps.ts";
 
 /**
  * Light nodes of the fleet scenario: 6 in the default lab run, so that `deno task lab`

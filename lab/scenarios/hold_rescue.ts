@@ -14,7 +14,7 @@ import {
   waitFor,
   writeFile,
 } from "../lib/scenario.ts";
-import { declare, enrol, mesh, meshUp } from "../mesh/steps.ts";
+import { declare, enrol, mesh, meshUp } from "../mesh_steps/link_steps.ts";
 import { files, srvFile } from "./_link.ts";
 import { assertServiceSaid } from "./_ship.ts";
 

@@ -6,7 +6,7 @@ import {
   enrol,
   HOST_UNIT_FILES,
   meshUp,
-} from "../mesh/steps.ts";
+} from "../mesh_steps/link_steps.ts";
 import { files, srvFile } from "./_link.ts";
 
 /** The broker, not the host's code, confines each node to its own subjects. */

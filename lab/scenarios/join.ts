@@ -7,7 +7,7 @@ import {
   meshUp,
   mintToken,
   startHost,
-} from "../mesh/steps.ts";
+} from "../mesh_steps/link_steps.ts";
 import { files, srvFile } from "./_link.ts";
 
 let token = "";

@@ -9,7 +9,7 @@ import {
   hostUnit,
   meshUp,
   startHost,
-} from "../mesh/steps.ts";
+} from "../mesh_steps/link_steps.ts";
 import { files, srvFile } from "./_link.ts";
 
 const DECLARED = "as declared\n";

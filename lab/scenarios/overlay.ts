@@ -1,7 +1,14 @@
 import { type Scenario, waitFor } from "../lib/scenario.ts";
 import { fail, shown, type Step } from "../lib/_step.ts";
 import { hostCommand } from "../lib/host.ts";
-import { assertLastApply, declare, enrol, mesh, meshUp, startHost } from "../mesh/steps.ts";
+import {
+  assertLastApply,
+  declare,
+  enrol,
+  mesh,
+  meshUp,
+  startHost,
+} from "../mesh_steps/link_steps.ts";
 import { addressOf, assertNotOutput, assertOutput, driftUnitFiles } from "./_netkinds.ts";
 
 /** The three nodes, and each one's address on the overlay (which exists only inside them). */

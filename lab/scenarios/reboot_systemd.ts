@@ -1,5 +1,5 @@
 import { assertFile, run, type Scenario, type Step, waitFor, writeFile } from "../lib/scenario.ts";
-import { assertHostExited } from "../mesh/steps.ts";
+import { assertHostExited } from "../mesh_steps/link_steps.ts";
 import { srvFile } from "./_link.ts";
 import {
   assertFileSays,

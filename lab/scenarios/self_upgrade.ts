@@ -9,7 +9,7 @@ import {
   meshUp,
   replaceHostProgram,
   startHost,
-} from "../mesh/steps.ts";
+} from "../mesh_steps/link_steps.ts";
 import { files, srvFile } from "./_link.ts";
 
 /** The host's file is replaced during a run: it finishes the apply, reports it, exits 0. */

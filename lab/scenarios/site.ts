@@ -1,5 +1,5 @@
 import { type Scenario, type ScenarioMachine, waitFor } from "../lib/scenario.ts";
-import { meshUpCluster } from "../mesh/steps.ts";
+import { meshUpCluster } from "../mesh_steps/link_steps.ts";
 import {
   assertFleetFiles,
   assertReportsOnce,
@@ -9,7 +9,7 @@ import {
   publishFleet,
   rolloutFleet,
   startFleet,
-} from "../mesh/fleet_steps.ts";
+} from "../mesh_steps/fleet_steps.ts";
 import {
   assertLeafConnected,
   assertOnlyThroughLeaf,
@@ -17,7 +17,7 @@ import {
   restoreLeafUplink,
   rolloutContent,
   siteLeafUp,
-} from "../mesh/site_steps.ts";
+} from "../mesh_steps/site_steps.ts";
 
 const nodes = fleetNames("site", 2);
 

@@ -1,20 +1,20 @@
 import { type Scenario, type ScenarioMachine, waitFor } from "../lib/scenario.ts";
 import { HOST_VERSIONS } from "../lib/host_builds.ts";
-import { assertRunningVersion, meshUp } from "../mesh/steps.ts";
+import { assertRunningVersion, meshUp } from "../mesh_steps/link_steps.ts";
 import {
   assertFleetFiles,
   enrolFleet,
   fleetNames,
   rolloutFleet,
   startFleet,
-} from "../mesh/fleet_steps.ts";
+} from "../mesh_steps/fleet_steps.ts";
 import {
   assertBatches,
   assertHostLogSays,
   assertStoppedBy,
   putHostTarball,
   rolloutHostBuild,
-} from "../mesh/rollout_steps.ts";
+} from "../mesh_steps/rollout_steps.ts";
 
 const nodes = fleetNames("sr", 4);
 const NEXT = HOST_VERSIONS.next;

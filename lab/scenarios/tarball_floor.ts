@@ -1,7 +1,7 @@
 import { assertFile, assertUnit, run, type Scenario, type Step, waitFor } from "../lib/scenario.ts";
 import { CHECKOUT } from "../lib/bundle.ts";
 import { TARBALL_INSTALL } from "../lib/host.ts";
-import { assertApplies, declare, enrol, meshUp } from "../mesh/steps.ts";
+import { assertApplies, declare, enrol, meshUp } from "../mesh_steps/link_steps.ts";
 import { files, srvFile } from "./_link.ts";
 import { assertLaunched, CURRENT, STATE } from "./_ship.ts";
 import { runtimePins } from "../../packaging/tarball/runtime.ts";

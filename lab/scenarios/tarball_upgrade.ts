@@ -1,6 +1,13 @@
 import { assertFile, fail, run, type Scenario, type Step, waitFor } from "../lib/scenario.ts";
 import { type HostBuild, hostTarball } from "../lib/host_builds.ts";
-import { assertRunningVersion, declare, enrol, mark, meshUp, putContent } from "../mesh/steps.ts";
+import {
+  assertRunningVersion,
+  declare,
+  enrol,
+  mark,
+  meshUp,
+  putContent,
+} from "../mesh_steps/link_steps.ts";
 import { installFromReadme } from "./tarball_floor.ts";
 import {
   assertFileSays,

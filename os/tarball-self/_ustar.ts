@@ -7,6 +7,7 @@
  * entries, a bad header checksum, and more bytes than `maxBytes` once unpacked.
  */
 import { HostError } from "../../src/errors.ts";
+import { TARBALL_LAYOUT } from "../tarball_layout.ts";
 
 /** One entry of the tarball: a regular file (with its bytes) or a directory. */
 export interface TarEntry {
@@ -28,10 +29,7 @@ export class TarballRefused extends HostError {
 }
 
 /** The files a tarball may hold at the top of bin/, and the directories it may fill. */
-export const LAYOUT = {
-  binFiles: ["nox-mesh-host", "nox-mesh-host-launch", "nox-mesh-host-install-init"],
-  dirs: ["lib/nox-mesh-host", "share/nox-mesh-host"],
-} as const;
+const LAYOUT = TARBALL_LAYOUT;
 
 const BLOCK = 512;
 const TYPES: Record<string, string> = {

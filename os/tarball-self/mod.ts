@@ -23,6 +23,7 @@ import { readRolledBackFrom, ROLLED_BACK_FROM_FILE } from "../../src/launcher_fi
 import { notOwn } from "../_own_package.ts";
 import { readTarball, TarballRefused } from "./_ustar.ts";
 import { dropStage, readRecord, REFUSED_RECORD, stage, STAGE_DIR, stagedIn } from "./_stage.ts";
+import { TARBALL_LAYOUT, TARBALL_PREFIX } from "../tarball_layout.ts";
 
 export { REFUSED_RECORD, STAGE_DIR, STAGE_RECORD, STAGE_TARBALL } from "./_stage.ts";
 
@@ -40,7 +41,7 @@ export interface TarballSelfOptions {
 }
 
 /** The version file the tarball ships, relative to its prefix. */
-export const VERSION_FILE = "lib/nox-mesh-host/VERSION";
+export const VERSION_FILE: string = TARBALL_LAYOUT.versionFile;
 
 const VERSION_TEXT = /^[A-Za-z0-9][A-Za-z0-9._:+~-]{0,63}$/;
 
@@ -54,7 +55,7 @@ const VERSION_TEXT = /^[A-Za-z0-9][A-Za-z0-9._:+~-]{0,63}$/;
  * ```
  */
 export function tarballSelf(
-  { prefix = "/usr/local", runningVersion = VERSION, stateDir = "/var/lib/mesh-host" }:
+  { prefix = TARBALL_PREFIX, runningVersion = VERSION, stateDir = "/var/lib/mesh-host" }:
     TarballSelfOptions = {},
 ): PackageManager {
   /** What the installation's files say (the launcher has not applied a stage yet). */

@@ -2,9 +2,7 @@
 import type { ProviderDescriptor } from "../provider.ts";
 import { withOwnPackage } from "../_own_package.ts";
 import { tarballSelf } from "./mod.ts";
-
-/** Where the tarball is unpacked (packaging/package.ts TARBALL_PREFIX; the permission set names it). */
-const TARBALL_PREFIX = "/usr/local";
+import { TARBALL_PREFIX } from "../tarball_layout.ts";
 
 /**
  * The tarball's own package manager for the host itself: with no repository for the host,

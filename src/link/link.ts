@@ -29,7 +29,7 @@ import type { Identity } from "./identity.ts";
 import type { LogLevel } from "../log.ts";
 import { ROTATION_HEADER, SIGNATURE_HEADER } from "./signature.ts";
 import { DECLARATION_PUSH, MESSAGE_ID_HEADER, NODE_LIMITS, subjectsOf } from "./subjects.ts";
-import { objectStoreSource } from "./content.ts";
+import { objectStoreSource } from "./object_source.ts";
 import { type Delivery, PushSubscription } from "./push.ts";
 import type { ContentSource } from "../store/content.ts";
 

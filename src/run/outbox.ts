@@ -1,6 +1,6 @@
 /**
  * Delivering the outbox (DESIGN.md §19): reports wait in the store
- * (src/store/outbox.ts) and go out one at a time, oldest first, while the link
+ * (src/store/outbox_table.ts) and go out one at a time, oldest first, while the link
  * is up. Each carries a message id (`<node>.<seq>.<random>`, also in the body as
  * `id`) so the broker's stream keeps it once however often it is sent, and is
  * removed only after the broker acknowledged it. A report the bounds dropped is
@@ -10,7 +10,7 @@ import { describeError } from "../errors.ts";
 import { REPORT_BUDGET, shrinkReport } from "../link/messages.ts";
 import type { Link } from "../link/link.ts";
 import type { Log } from "../log.ts";
-import type { OutboxBounds, OutboxEntry } from "../store/outbox.ts";
+import type { OutboxBounds, OutboxEntry } from "../store/outbox_table.ts";
 import type { Store } from "../store/store.ts";
 
 /**

@@ -21,7 +21,7 @@ import type {
 } from "../engine/types.ts";
 import { META } from "./meta.ts";
 import { MIGRATIONS } from "./migrations.ts";
-import { OutboxTable } from "./outbox.ts";
+import { OutboxTable } from "./outbox_table.ts";
 
 /** The declaration the host holds the machine to. */
 export interface StoredDeclaration {
@@ -62,7 +62,7 @@ export class Store {
   readonly path: string;
   #db: DatabaseSync;
   #stmt: Record<string, StatementSync>;
-  /** Reports waiting for the broker's acknowledgement (src/store/outbox.ts). */
+  /** Reports waiting for the broker's acknowledgement (src/store/outbox_table.ts). */
   readonly outbox: OutboxTable;
 
   private constructor(path: string, db: DatabaseSync) {

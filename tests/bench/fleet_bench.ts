@@ -35,10 +35,10 @@ if (!Number.isSafeInteger(N) || N < 1 || N > 200) {
 Deno.env.set("NOXLAB_FLEET_NODES", String(N));
 const { scenario } = await import("../../lab/scenarios/fleet.ts");
 const { runScenario } = await import("../../lab/lib/runner.ts");
-const { figures, histogram } = await import("../../lab/mesh/fleet_steps.ts");
+const { figures, histogram } = await import("../../lab/mesh_steps/fleet_steps.ts");
 const { CHECKOUT } = await import("../../lab/lib/bundle.ts");
 const { fail } = await import("../../lab/lib/scenario.ts");
-const { mesh, meshArgs } = await import("../../lab/mesh/steps.ts");
+const { mesh, meshArgs } = await import("../../lab/mesh_steps/link_steps.ts");
 const { hostCommand } = await import("../../lab/lib/host.ts");
 const { benchContext } = await import("./_context.ts");
 type Step = import("../../lab/lib/scenario.ts").Step;

@@ -4,13 +4,13 @@
  * control plane's `rollout-host` over light nodes, and what the nodes then run.
  */
 import { join } from "node:path";
-import { run } from "../lib/_run.ts";
+import { run } from "../lib/_process.ts";
 import { CHECKOUT } from "../lib/bundle.ts";
 import { HOST_VERSIONS, type HostBuild, hostTarball } from "../lib/host_builds.ts";
 import { fail, type Step } from "../lib/scenario.ts";
-import { meshArgs, putContent } from "./steps.ts";
+import { meshArgs, putContent } from "./link_steps.ts";
 import { PLAIN_HOST_LOG } from "./fleet_steps.ts";
-import type { HostRolloutResult } from "./rollout.ts";
+import type { HostRolloutResult } from "../mesh/rollout.ts";
 
 /** The tarballs put into the object store: digest and size, by build. */
 const tarballs: Partial<Record<HostBuild, { sha256: string; size: number }>> = {};

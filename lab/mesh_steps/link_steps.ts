@@ -10,10 +10,10 @@ import { bundle, CHECKOUT } from "../lib/bundle.ts";
 import { HOST_INSTALLS, HOST_PATH, hostCommand, hostInstall } from "../lib/host.ts";
 import { MACHINE_DENO } from "../lib/machine.ts";
 import { fail, type Step, type StepContext } from "../lib/scenario.ts";
-import { includeAuth, initClusterState, initState } from "./broker.ts";
+import { includeAuth, initClusterState, initState } from "../mesh/local_broker.ts";
 import { JS_DOMAIN } from "../lib/cluster.ts";
 import { newRouteCredentials } from "../lib/routes.ts";
-import { run } from "../lib/_run.ts";
+import { run } from "../lib/_process.ts";
 import { fingerprintOf } from "../lib/certs.ts";
 
 /**
@@ -405,7 +405,7 @@ export function assertConfined(machine: string, own: string, other: string): Ste
       const last = async () => JSON.parse(await mesh(ctx, ["last", other]));
       const before = await last();
       const probe = join(ctx.lab.shareDir, "isolation-probe.js");
-      await bundle("lab/mesh/clients/isolation_probe.ts", probe);
+      await bundle("lab/mesh_steps/clients/isolation_probe.ts", probe);
       const broker = ctx.lab.runningBroker!;
       const r = await ctx.machine(machine).exec([
         MACHINE_DENO,

@@ -11,11 +11,11 @@ import type { Lab } from "../lib/lab.ts";
 import { HOST_PATH, hostCommand } from "../lib/host.ts";
 import type { Machine } from "../lib/machine.ts";
 import { fail, type Step, type StepContext } from "../lib/scenario.ts";
-import { mesh, meshArgs } from "./steps.ts";
+import { mesh, meshArgs } from "./link_steps.ts";
 import { CHECKOUT } from "../lib/bundle.ts";
-import type { RolloutRow, StreamPlacement } from "./fleet.ts";
+import type { RolloutRow, StreamPlacement } from "../mesh/fleet.ts";
 import type { BrokerCluster, NatsServer } from "../lib/cluster.ts";
-import { until } from "../lib/_run.ts";
+import { until } from "../lib/_process.ts";
 
 /** Where a light node's host writes its output. */
 export const PLAIN_HOST_LOG = "/var/log/nox-mesh-host.log";

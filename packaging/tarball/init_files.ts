@@ -13,7 +13,7 @@ export class InitDerivationError extends HostError {
   constructor(what: string, where: string) {
     super("packaging.tarball-init", what, {
       where,
-      hint: "update packaging/tarball/init.ts to the changed file",
+      hint: "update packaging/tarball/init_files.ts to the changed file",
     });
   }
 }
@@ -41,7 +41,7 @@ export function tarballUnit(archUnit: string, source = "packaging/arch/nox-mesh-
   return derive(archUnit, source, [
     [
       /^# Starts the launcher at boot\./m,
-      "# nox-mesh-host from the tarball (packaging/tarball/init.ts made this from\n" +
+      "# nox-mesh-host from the tarball (packaging/tarball/init_files.ts made this from\n" +
       "# packaging/arch/nox-mesh-host.service). Starts the launcher at boot.",
     ],
     ["Environment=NOX_MESH_HOST_PKG=pacman", "Environment=NOX_MESH_HOST_PKG=tarball"],
@@ -54,7 +54,7 @@ export function tarballInitd(alpineInitd: string, source = "packaging/alpine/nox
   return derive(alpineInitd, source, [
     [
       /^# Starts nox-mesh-host-launch at boot\./m,
-      "# nox-mesh-host from the tarball (packaging/tarball/init.ts made this from\n" +
+      "# nox-mesh-host from the tarball (packaging/tarball/init_files.ts made this from\n" +
       "# packaging/alpine/nox-mesh-host.initd). Starts nox-mesh-host-launch at boot.",
     ],
     [': "${package_kind:=apk}"', ': "${package_kind:=tarball}"'],

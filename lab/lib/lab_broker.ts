@@ -2,9 +2,10 @@ import { join } from "node:path";
 import { makeCertificates } from "./certs.ts";
 import { CgroupSet } from "./cgroup.ts";
 import { LabError } from "./errors.ts";
+import { renderNatsConfig } from "./nats_config.ts";
 import { BROKER_ADDRESS } from "./net.ts";
 import type { LabSwitch } from "./net.ts";
-import { run, type RunOptions, type RunResult, sleep, tail, until } from "./_run.ts";
+import { run, type RunOptions, type RunResult, sleep, tail, until } from "./_process.ts";
 
 /** Options of the lab broker. */
 export interface BrokerOptions {
@@ -73,7 +74,10 @@ export class Broker {
       ips: [BROKER_ADDRESS],
       caName: "nox-mesh-host lab CA",
     });
-    await Deno.writeTextFile(join(dir, "nats.conf"), config(dir, options.extraConfig ?? ""));
+    await Deno.writeTextFile(
+      join(dir, "nats.conf"),
+      labBrokerConfig(dir, options.extraConfig ?? ""),
+    );
     await host.net.attach(netns, BROKER_ADDRESS);
     const cgroups = await CgroupSet.create(netns);
     const child = new Deno.Command("/bin/sh", {
@@ -111,7 +115,7 @@ export class Broker {
   async reload(extraConfig: string): Promise<void> {
     this.extraConfig = extraConfig;
     const before = await this.logText();
-    await Deno.writeTextFile(join(this.dir, "nats.conf"), config(this.dir, extraConfig));
+    await Deno.writeTextFile(join(this.dir, "nats.conf"), labBrokerConfig(this.dir, extraConfig));
     Deno.kill(this.child.pid, "SIGHUP");
     await until("nats-server reloads its configuration", 10_000, async () => {
       const text = (await this.logText()).slice(before.length);
@@ -161,23 +165,18 @@ export class Broker {
   }
 }
 
-function config(dir: string, extra: string): string {
-  return `# nox-mesh-host lab broker (generated)
-server_name: noxlab_broker
-listen: "${BROKER_ADDRESS}:${BROKER_PORT}"
-# The control plane publishes up to this; each node account is held to less (lab/mesh/auth.ts).
-max_payload: 8MB
-http: "${BROKER_ADDRESS}:8222"
-jetstream {
-  store_dir: "${join(dir, "jetstream")}"
-  max_memory_store: 64MB
-  max_file_store: 2GB
-}
-tls {
-  cert_file: "${join(dir, "server.pem")}"
-  key_file: "${join(dir, "server.key")}"
-  timeout: 5
-}
-${extra}
-`;
+/** The lab broker's configuration (exported for its test): `extra` appended as it is. */
+export function labBrokerConfig(dir: string, extra: string): string {
+  return renderNatsConfig({
+    header: "nox-mesh-host lab broker (generated)",
+    serverName: "noxlab_broker",
+    listen: `${BROKER_ADDRESS}:${BROKER_PORT}`,
+    // The control plane publishes up to this; each node account is held to less
+    // (lab/mesh/auth.ts).
+    maxPayload: "8MB",
+    http: `${BROKER_ADDRESS}:8222`,
+    jetstream: { storeDir: join(dir, "jetstream"), maxMemoryStore: "64MB", maxFileStore: "2GB" },
+    tls: { certFile: join(dir, "server.pem"), keyFile: join(dir, "server.key") },
+    extra,
+  });
 }

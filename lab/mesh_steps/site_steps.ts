@@ -8,14 +8,14 @@ import { join } from "node:path";
 import type { Lab } from "../lib/lab.ts";
 import type { NatsServer } from "../lib/cluster.ts";
 import { SITE_PREFIX } from "../lib/net.ts";
-import { run, until } from "../lib/_run.ts";
+import { run, until } from "../lib/_process.ts";
 import { fail, type Step } from "../lib/scenario.ts";
-import { includeAuth } from "./broker.ts";
+import { includeAuth } from "../mesh/local_broker.ts";
 import { clusterOf, fleetDeclaration } from "./fleet_steps.ts";
-import { mesh } from "./steps.ts";
-import type { RolloutRow } from "./fleet.ts";
-import { newLeafCredentials, withState } from "./state.ts";
-import { UPLINK_ACCOUNT } from "./auth.ts";
+import { mesh } from "./link_steps.ts";
+import type { RolloutRow } from "../mesh/fleet.ts";
+import { newLeafCredentials, withState } from "../mesh/state.ts";
+import { UPLINK_ACCOUNT } from "../mesh/auth.ts";
 
 /**
  * A site's leaf server comes up: its own namespace with an uplink on the lab switch

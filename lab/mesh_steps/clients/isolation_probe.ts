@@ -1,4 +1,4 @@
-// Runs INSIDE a lab machine (bundled by lab/mesh/steps.ts), never in the host's own
+// Runs INSIDE a lab machine (bundled by lab/mesh_steps/link_steps.ts), never in the host's own
 // namespace. Usage: isolation_probe.js URL CA_FILE PIN SEED_FILE OWN_NODE OTHER_NODE
 // Connects as OWN_NODE with its own key and tries what the broker must refuse: the
 // other node's last declaration (direct get, both forms), its live declarations (where
