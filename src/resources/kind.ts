@@ -16,7 +16,7 @@
 import type * as v from "valibot";
 import type { Limits, ProblemSink } from "../declaration/envelope.ts";
 import type { OwnPattern } from "../declaration/paths.ts";
-import { HostError } from "../errors.ts";
+import { HostError, type HostErrorOptions } from "../errors.ts";
 import type { FileIdentity, Providers } from "../providers.ts";
 
 /** One difference between the machine and the declaration: what to do, and how to say it. */
@@ -353,8 +353,60 @@ export interface ResourceKind<
   release(ctx: KindContext, spec: R, options: ReleaseOptions): Promise<Release>;
 }
 
+/**
+ * Why a resource failed: each code a caller (a report, a test, the control plane) may
+ * branch on. A new failure adds its code here.
+ */
+export type ResourceErrorCode =
+  | "resource.action-failed"
+  | "resource.container-not-ours"
+  | "resource.content-unavailable"
+  | "resource.firewall-not-ours"
+  | "resource.firewall-read-back"
+  | "resource.firewall-syntax"
+  | "resource.foreign-boot-record"
+  | "resource.group-id"
+  | "resource.group-remove"
+  | "resource.group-reserved"
+  | "resource.mount-elsewhere"
+  | "resource.mount-lifts-flags"
+  | "resource.mount-loose-flags"
+  | "resource.mount-missing"
+  | "resource.mount-occupied"
+  | "resource.no-bind-source"
+  | "resource.no-device"
+  | "resource.no-mount-target"
+  | "resource.no-parent"
+  | "resource.no-provider"
+  | "resource.no-such-service"
+  | "resource.not-a-directory"
+  | "resource.not-attempted"
+  | "resource.overlay-create"
+  | "resource.overlay-no-key"
+  | "resource.overlay-not-ours"
+  | "resource.read-back"
+  | "resource.restart-failed"
+  | "resource.rolled-back"
+  | "resource.symlink"
+  | "resource.sync"
+  | "resource.sysctl-restore"
+  | "resource.sysctl-unknown"
+  | "resource.unknown-group"
+  | "resource.unknown-user"
+  | "resource.unmount"
+  | "resource.unsafe-mount-source"
+  | "resource.user-id"
+  | "resource.user-remove"
+  | "resource.user-reserved"
+  | "resource.wrong-kind";
+
 /** A resource failed to apply, check or release; the message is the reason. */
-export class ResourceError extends HostError {}
+export class ResourceError extends HostError {
+  declare readonly code: ResourceErrorCode;
+  constructor(code: ResourceErrorCode, what: string, options: HostErrorOptions = {}) {
+    super(code, what, options);
+  }
+}
 
 /** There is no adapter on this machine for what a resource needs. */
 export class NoProviderError extends ResourceError {
