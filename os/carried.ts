@@ -6,7 +6,7 @@
  * code and an Alpine build no pacman or systemd code (DESIGN.md §1).
  */
 import type { ProviderDescriptor } from "./provider.ts";
-import { PROVIDERS } from "./providers.ts";
+import { PROVIDERS } from "./provider_list.ts";
 
 /** The checkout's providers: the development and test default. */
 export const CARRIED: readonly ProviderDescriptor[] = PROVIDERS.filter((p) =>

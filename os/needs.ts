@@ -1,7 +1,7 @@
 /**
  * What each build needs from its permission set, derived from the providers it carries
- * (their descriptors: os/<folder>/provider.ts, listed in os/providers.ts) and the profile's
- * own detection (os/detect/needs.ts). packaging/providers.ts writes the permission sets'
+ * (their descriptors: os/<folder>/provider.ts, listed in os/provider_list.ts) and the profile's
+ * own detection (os/detect/needs.ts). packaging/derive_providers.ts writes the permission sets'
  * allow-run and allow-read lines and the `host` task from it; tests hold the rest of
  * packaging/<os>/permissions to it.
  */
@@ -15,7 +15,7 @@ import type {
   ProviderDescriptor,
 } from "./provider.ts";
 import { DISTRIBUTIONS } from "./provider.ts";
-import { PROVIDERS } from "./providers.ts";
+import { PROVIDERS } from "./provider_list.ts";
 
 /** Where a program is found on one distribution (one allow-run line). */
 export interface Spelling {

@@ -3,9 +3,9 @@
  * port it fills, the programs it runs and the paths it reads (each with the reason), how
  * the profile confines it, its factory, and which builds carry it (Puppet's providers:
  * `commands`, `confine`, `defaultfor`). Everything else is derived from the list of
- * descriptors (os/providers.ts): the choice of providers (os/mod.ts), the needs per build
+ * descriptors (os/provider_list.ts): the choice of providers (os/mod.ts), the needs per build
  * (os/needs.ts), the permission sets' allow-run and allow-read lines and the `host` task
- * (packaging/providers.ts, `deno task providers`), and the providers each per-OS build
+ * (packaging/derive_providers.ts, `deno task providers`), and the providers each per-OS build
  * carries (packaging/build.ts).
  */
 import type { CapabilityName } from "../src/profile.ts";

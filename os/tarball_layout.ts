@@ -1,6 +1,6 @@
 /**
  * The tarball's layout, the one place it is written down: where it unpacks and which
- * paths it carries. packaging/package.ts lays the tarball out by it, os/tarball-self
+ * paths it carries. packaging/make_package.ts lays the tarball out by it, os/tarball-self
  * (its reader, _ustar.ts, and its VERSION file) accepts only what lies inside it, and the
  * launcher (launcher/nox-mesh-host-launch, POSIX sh: packing the installation, checking a
  * staged tarball, switching to it, reading VERSION) and install-init (its init files) spell

@@ -10,7 +10,7 @@ import { pathToFileURL } from "node:url";
 import { HostError } from "../src/errors.ts";
 import { VERSION } from "../src/version.ts";
 import { OWN_PATHS_BY_OS } from "./own_paths_by_os.ts";
-import { carriedModule } from "./providers.ts";
+import { carriedModule } from "./derive_providers.ts";
 import { completion, SHELLS } from "../src/cli/completions.ts";
 import { IMAGE_FILE, IMAGE_NAME, pauseImage } from "./image.ts";
 import { ensureRuntime, type RuntimeArch, runtimePins } from "./tarball/runtime.ts";
@@ -217,7 +217,7 @@ interface Stamp {
 /**
  * Writes the build's import map into `dir` and returns its path: deno.json's own
  * imports, os/carried.ts replaced by a module importing the providers this OS carries
- * (packaging/providers.ts carriedModule), packaging/program_own_paths.ts replaced by the
+ * (packaging/derive_providers.ts carriedModule), packaging/program_own_paths.ts replaced by the
  * OS's own paths, and src/version.ts replaced by a copy stating the stamp's version, form and commit.
  */
 async function writeImportMap(os: TargetOs, stamp: Stamp, dir: string): Promise<string> {

@@ -2,7 +2,7 @@
 // as `nobody`, and an isolated pacman root with a local repository. Private to tests/.
 import { join } from "node:path";
 import { writeStandIn } from "./_launcher_world.ts";
-import { makepkgAsNobody } from "../packaging/package.ts";
+import { makepkgAsNobody } from "../packaging/make_package.ts";
 
 /** Runs a program; throws with its output when it fails. Returns stdout. */
 export async function run(

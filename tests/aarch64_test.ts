@@ -14,7 +14,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { build, type BuildResult } from "../packaging/build.ts";
-import { packageArch, packageTarball } from "../packaging/package.ts";
+import { packageArch, packageTarball } from "../packaging/make_package.ts";
 import { EMULATORS, runtimePins } from "../packaging/tarball/runtime.ts";
 import { VERSION } from "../src/version.ts";
 import { IMAGE_FILE, IMAGE_NAME, pauseImage } from "../packaging/image.ts";

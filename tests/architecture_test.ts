@@ -6,9 +6,9 @@
 import assert from "node:assert/strict";
 import { join, relative } from "node:path";
 import { build } from "../packaging/build.ts";
-import { rewriteDenoJson, rewritePermissionFile } from "../packaging/providers.ts";
+import { rewriteDenoJson, rewritePermissionFile } from "../packaging/derive_providers.ts";
 import { TARGET_OSES } from "../packaging/permissions.ts";
-import { PROVIDERS } from "../os/providers.ts";
+import { PROVIDERS } from "../os/provider_list.ts";
 
 const root = new URL("../", import.meta.url).pathname;
 
@@ -140,12 +140,12 @@ async function providerFolders(): Promise<string[]> {
   return folders.sort();
 }
 
-Deno.test("each provider folder of os/ has its descriptor, and os/providers.ts lists each once", async () => {
+Deno.test("each provider folder of os/ has its descriptor, and os/provider_list.ts lists each once", async () => {
   const folders = await providerFolders();
   for (const folder of folders) {
     const { PROVIDER } = await import(`../os/${folder}/provider.ts`);
     assert.equal(PROVIDER?.folder, folder, `os/${folder}/provider.ts describes os/${folder}`);
-    assert.ok(PROVIDERS.includes(PROVIDER), `os/providers.ts lists os/${folder}`);
+    assert.ok(PROVIDERS.includes(PROVIDER), `os/provider_list.ts lists os/${folder}`);
   }
   assert.deepEqual(PROVIDERS.map((p) => p.folder).sort(), folders, "the list names each once");
 });
@@ -160,7 +160,7 @@ async function namedOutside(files: string[], folders: string[]): Promise<string[
     for (const target of await importsOf(file)) {
       const folder = folders.find((f) => target.startsWith(`os/${f}/`));
       if (!folder || file.startsWith(`os/${folder}/`)) continue;
-      const listed = file === "os/providers.ts" && target === `os/${folder}/provider.ts`;
+      const listed = file === "os/provider_list.ts" && target === `os/${folder}/provider.ts`;
       const detected = file === "os/detect/mod.ts" && target === `os/${folder}/detect.ts`;
       if (!listed && !detected) found.push(`${file} -> ${target}`);
     }
@@ -174,7 +174,7 @@ async function programSources(): Promise<string[]> {
   return ["mod.ts", ...(await Promise.all(dirs.map(sources))).flat()];
 }
 
-Deno.test("outside its folder, a provider is named only in os/providers.ts (adding one: its folder and its line there)", async () => {
+Deno.test("outside its folder, a provider is named only in os/provider_list.ts (adding one: its folder and its line there)", async () => {
   assert.deepEqual(await namedOutside(await programSources(), await providerFolders()), []);
 });
 
@@ -316,17 +316,6 @@ const CONVENTIONAL_NAMES = new Set([
 ]);
 
 /**
- * Names still shared, each to be renamed where its importers are not being changed by
- * other work at the same time (no new name may join this list).
- */
-const SHARED_FOR_NOW = new Set([
-  "_accounts.ts", // src/resources/ (the user and group kinds) and os/ (the account adapters)
-  "confirm.ts", // src/run/ (the confirm window) and src/store/ (its records)
-  "package.ts", // src/resources/ (the kind) and packaging/ (`deno task package`)
-  "providers.ts", // src/ (the verbs), os/ (the descriptors' list), packaging/ (the generator)
-]);
-
-/**
  * Base names held by more than one of `files` (repository paths), with their paths. A lab
  * scenario's file bears its scenario's name (`deno task lab NAME`), often the feature it
  * exercises: lab/scenarios/ is a namespace of its own.
@@ -339,9 +328,7 @@ function sharedNames(files: readonly string[]): Map<string, string[]> {
     byName.set(name, [...(byName.get(name) ?? []), file]);
   }
   return new Map(
-    [...byName].filter(([name, paths]) =>
-      paths.length > 1 && !CONVENTIONAL_NAMES.has(name) && !SHARED_FOR_NOW.has(name)
-    ),
+    [...byName].filter(([name, paths]) => paths.length > 1 && !CONVENTIONAL_NAMES.has(name)),
   );
 }
 

@@ -9,7 +9,7 @@ import { posix } from "node:path";
 import { applyText } from "../src/engine/mod.ts";
 import { sha256Hex } from "../src/declaration/canonical.ts";
 import { DeclarationRefused } from "../src/declaration/envelope.ts";
-import { writePending } from "../src/store/confirm.ts";
+import { writePending } from "../src/store/confirm_records.ts";
 import { exists, file, hostOn, runHost, type Scratch, scratch } from "./_helpers.ts";
 
 const BYTES = new Uint8Array(300_000).map((_, i) => (i * 31 + 7) & 0xff);

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { build } from "../packaging/build.ts";
-import { packageArch, packageTarball, stageAlpine } from "../packaging/package.ts";
+import { packageArch, packageTarball, stageAlpine } from "../packaging/make_package.ts";
 import { VERSION } from "../src/version.ts";
 import { runtimePins } from "../packaging/tarball/runtime.ts";
 import { makeSandbox, place, removeSandbox, runInSandbox } from "./_sandbox.ts";

@@ -155,7 +155,7 @@ for (const os of TARGET_OSES) {
     const set = await loadPermissionSet(os);
     const flags = permissionFlags(set);
     assert.ok(!flags.some((f) => f === "-A" || f.startsWith("--allow-all")), "never -A");
-    // In the order of the providers' descriptors (packaging/providers.ts writes them).
+    // In the order of the providers' descriptors (packaging/derive_providers.ts writes them).
     assert.deepEqual(
       [...set.allowRun].sort(),
       [...PROGRAMS[os]].sort(),

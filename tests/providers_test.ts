@@ -1,19 +1,19 @@
 // The providers' descriptors (os/provider.ts) and what is derived from them: adding a
-// provider is its descriptor and its line in the list (os/providers.ts); the choice of
+// provider is its descriptor and its line in the list (os/provider_list.ts); the choice of
 // providers, the needs, the permission sets' lines, the `host` task and the per-OS builds'
 // lists follow from the list alone.
 import assert from "node:assert/strict";
 import { providersFor } from "../os/mod.ts";
 import { carriedBy, needsOf } from "../os/needs.ts";
 import type { ProviderDescriptor } from "../os/provider.ts";
-import { PROVIDERS } from "../os/providers.ts";
+import { PROVIDERS } from "../os/provider_list.ts";
 import { CARRIED } from "../os/carried.ts";
 import {
   carriedModule,
   hostAllowRun,
   permissionBlock,
   rewritePermissionFile,
-} from "../packaging/providers.ts";
+} from "../packaging/derive_providers.ts";
 import { loadPermissionSet, parsePermissionFile } from "../packaging/permissions.ts";
 import type { Firewall } from "../src/providers.ts";
 import type { Capability, Profile } from "../src/profile.ts";

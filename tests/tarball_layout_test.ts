@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { TARBALL_LAYOUT, TARBALL_PREFIX } from "../os/tarball_layout.ts";
-import { tarballEntries } from "../packaging/package.ts";
+import { tarballEntries } from "../packaging/make_package.ts";
 import type { BuildResult } from "../packaging/build.ts";
 import { readTarball } from "../os/tarball-self/_ustar.ts";
 

@@ -59,7 +59,7 @@ async function lay(dir: string, files: Record<string, [string, number]>): Promis
   }
 }
 
-/** A tarball made as packaging/package.ts makes one: GNU tar, files only, 0:0, gzip -n. */
+/** A tarball made as packaging/make_package.ts makes one: GNU tar, files only, 0:0, gzip -n. */
 async function gnuTarball(dir: string, files: Record<string, [string, number]>, extra = "") {
   const tree = await Deno.makeTempDir({ dir });
   await lay(tree, files);

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { build, type BuildResult, RUNTIME_FLAGS } from "../packaging/build.ts";
-import { packageTarball, tarballEntries } from "../packaging/package.ts";
+import { packageTarball, tarballEntries } from "../packaging/make_package.ts";
 import { loadPermissionSet } from "../packaging/permissions.ts";
 import { runtimePins } from "../packaging/tarball/runtime.ts";
 import { VERSION } from "../src/version.ts";

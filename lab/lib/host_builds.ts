@@ -16,7 +16,7 @@
 import { createHash } from "node:crypto";
 import { join, relative } from "node:path";
 import { build } from "../../packaging/build.ts";
-import { packageArch, packageTarball } from "../../packaging/package.ts";
+import { packageArch, packageTarball } from "../../packaging/make_package.ts";
 import { VERSION } from "../../src/version.ts";
 import { CACHE_DIR } from "./base.ts";
 import { CHECKOUT } from "./bundle.ts";

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { CACHE_DIR } from "./base.ts";
 import { LabError } from "./errors.ts";
 import { exists, run } from "./_process.ts";
-import type { GpgSigner, MinisignSigner } from "../../packaging/package.ts";
+import type { GpgSigner, MinisignSigner } from "../../packaging/make_package.ts";
 
 /** The lab's keys, as files in the cache. */
 export interface LabKeys {

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { CACHE_DIR } from "./base.ts";
 import { LabError } from "./errors.ts";
 import { exists, run, tail } from "./_process.ts";
-import { makepkgAsNobody, repoAdd, signFile } from "../../packaging/package.ts";
+import { makepkgAsNobody, repoAdd, signFile } from "../../packaging/make_package.ts";
 import { labKeys, withLabGpg } from "./keys.ts";
 
 /**

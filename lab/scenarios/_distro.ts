@@ -1,7 +1,7 @@
 // Steps of the install scenarios about what a distribution checks and ships: signatures
 // (pacman's keyring and SigLevel, minisign on the tarball), man pages, completions.
 import { join } from "node:path";
-import { repoAdd } from "../../packaging/package.ts";
+import { repoAdd } from "../../packaging/make_package.ts";
 import { REPO_NAME, TEST_PACKAGE } from "../lib/repo.ts";
 import { run as runHere } from "../lib/_process.ts";
 import { fail, type Step } from "../lib/scenario.ts";

@@ -17,7 +17,7 @@ import {
   checkId,
   checkName,
   removeKeepingGroup,
-} from "../_accounts.ts";
+} from "../_account_files.ts";
 
 /** Options of {@link busyboxAccounts}. */
 export interface BusyboxAccountsOptions extends RunVia {

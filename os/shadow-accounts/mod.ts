@@ -8,7 +8,7 @@
  */
 import type { AccountTools } from "../../src/providers.ts";
 import { mustRun, type RunVia } from "../_run.ts";
-import { accountFiles, checkId, checkName, removeKeepingGroup } from "../_accounts.ts";
+import { accountFiles, checkId, checkName, removeKeepingGroup } from "../_account_files.ts";
 
 /** Options of {@link shadowAccounts}. */
 export interface ShadowAccountsOptions extends RunVia {

@@ -1,6 +1,6 @@
 /**
  * A strict reader of the host's own tarball (gzip, GNU or ustar format), made by our
- * packaging (packaging/package.ts): it accepts only what that build writes, regular files
+ * packaging (packaging/make_package.ts): it accepts only what that build writes, regular files
  * (and directories) under the tarball's layout, and refuses everything else by name before
  * anything is written: absolute paths, `.` and `..` components, links, devices, FIFOs,
  * long-name and pax records, setuid/setgid/sticky or group/other-writable modes, duplicate

@@ -2,7 +2,7 @@
 import { tally } from "../engine/types.ts";
 import { lastRescue, pendingRescue, readHold, type Rescue } from "../engine/hold.ts";
 import { META } from "../store/meta.ts";
-import { readPending, readRefused } from "../store/confirm.ts";
+import { readPending, readRefused } from "../store/confirm_records.ts";
 import type { Command } from "./command.ts";
 import { EXIT } from "./io.ts";
 

@@ -23,7 +23,7 @@ import type { FileIdentity, Providers } from "../providers.ts";
 import { META } from "../store/meta.ts";
 import { releaseUndeclared } from "./release.ts";
 import { answerRescue, pendingRescue, type Rescue } from "./hold.ts";
-import { restoreResources } from "../store/confirm.ts";
+import { restoreResources } from "../store/confirm_records.ts";
 import { posix } from "../posix_path.ts";
 import {
   blobDirectory,

@@ -7,7 +7,7 @@
  * - Before a pushed declaration is applied, the window opens when it would change such
  *   a resource (its digest differs from the one held, or a held one leaves): the
  *   declaration held now is recorded as the place to go back to, on disk before the
- *   apply starts (src/store/confirm.ts).
+ *   apply starts (src/store/confirm_records.ts).
  * - After the apply, when none of those resources changed, the window closes (they are
  *   all as held) or waits (an earlier resource failed before them, or the apply did not
  *   happen: it runs from the apply of that declaration that reaches them, a drift pass
@@ -42,7 +42,7 @@ import {
   type RestorePoint,
   type WindowChange,
   writePending,
-} from "../store/confirm.ts";
+} from "../store/confirm_records.ts";
 import type { Store } from "../store/store.ts";
 
 /** How the window is kept. */

@@ -47,11 +47,11 @@ export const META = {
   /** When that inventory was acknowledged (ISO). */
   inventorySentAt: "inventory_sent_at",
   /**
-   * A network change pushed over the link and not confirmed yet: JSON (src/store/confirm.ts),
+   * A network change pushed over the link and not confirmed yet: JSON (src/store/confirm_records.ts),
    * with the declaration to go back to when the confirm window lapses (src/run/confirm.ts).
    */
   confirmPending: "confirm_pending",
-  /** The last serial refused because its window lapsed unconfirmed: JSON (src/store/confirm.ts). */
+  /** The last serial refused because its window lapsed unconfirmed: JSON (src/store/confirm_records.ts). */
   confirmRefused: "confirm_refused",
   /**
    * Applies since the last one that read every file back in full (host.json

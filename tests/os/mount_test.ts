@@ -11,7 +11,7 @@ import { readRecord } from "../../os/_boot_record.ts";
 import { posixFileSystem } from "../../os/posix-fs/mod.ts";
 import type { MountRequest } from "../../src/providers.ts";
 import { providersFor } from "../../os/mod.ts";
-import { PROVIDERS } from "../../os/providers.ts";
+import { PROVIDERS } from "../../os/provider_list.ts";
 import type { Capability, Profile } from "../../src/profile.ts";
 
 const IS_ROOT = Deno.uid() === 0;

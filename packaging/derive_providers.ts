@@ -1,6 +1,6 @@
 /**
  * `deno task providers`: rewrites what is derived from the providers' descriptors
- * (os/providers.ts, os/needs.ts): the allow-run and allow-read blocks of each
+ * (os/provider_list.ts, os/needs.ts): the allow-run and allow-read blocks of each
  * packaging/<os>/permissions, and the `host` task's --allow-run in deno.json.
  * tests/architecture_test.ts regenerates them and compares with what is committed. The
  * module each per-OS build puts in place of os/carried.ts is written at build time
@@ -10,7 +10,7 @@ import { HostError } from "../src/errors.ts";
 import { DEFAULTS } from "../src/config.ts";
 import { carriedBy, needsOf, type Spelling } from "../os/needs.ts";
 import type { PackagedBuild, ProviderDescriptor } from "../os/provider.ts";
-import { PROVIDERS } from "../os/providers.ts";
+import { PROVIDERS } from "../os/provider_list.ts";
 
 /** The block kinds written into a permission file. */
 const BLOCKS = ["allow-run", "allow-read"] as const;
@@ -117,7 +117,7 @@ export function carriedModule(
 ): string {
   const carried = carriedBy(os, list);
   return [
-    `// The providers the ${os} build carries: the descriptors of os/providers.ts whose`,
+    `// The providers the ${os} build carries: the descriptors of os/provider_list.ts whose`,
     "// builds name it. Written by packaging/build.ts; do not edit.",
     `import type { ProviderDescriptor } from "${root}os/provider.ts";`,
     ...carried.map((p, i) =>
