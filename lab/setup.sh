@@ -13,9 +13,12 @@ set -eu
 #   wireguard-go wireguard-tools nftables   the overlay and firewall kinds' tools
 #   faketime                            a node whose clock is wrong (tests/link_rotation_test.ts)
 #   prometheus-node-exporter            tests/metrics_test.ts: node_exporter reads the metrics file
+#   qemu-user-static arch-test          the arm64 machine (scenario arm64-tarball): QEMU runs its
+#                                       programs through binfmt_misc; mmdebstrap --arch=arm64
+#                                       needs arch-test
 PACKAGES="mmdebstrap debian-archive-keyring systemd-container util-linux iproute2 nats-server
 openssl pacman-package-manager makepkg libarchive-tools gpg minisign scdoc wireguard-go
-wireguard-tools nftables faketime prometheus-node-exporter"
+wireguard-tools nftables faketime prometheus-node-exporter qemu-user-static arch-test"
 
 say() { printf 'lab setup: %s\n' "$*" >&2; }
 
@@ -62,5 +65,18 @@ fi
 if [ -n "$need_deno" ]; then
   say "installing Deno 2.9.6 from the npm registry"
   npm install -g --allow-scripts=deno deno@2.9.6 >/dev/null
+fi
+
+# QEMU's aarch64 entry in binfmt_misc (Debian's line, flags OPF: F opens the interpreter now,
+# so it runs inside the machines' roots too), unless it is there or this host is aarch64.
+# qemu-user-static's own scripts register it only where systemd-binfmt runs.
+BINFMT=/proc/sys/fs/binfmt_misc
+BINFMT_CONF=/usr/lib/binfmt.d/qemu-aarch64.conf
+if [ "$(uname -m)" != aarch64 ] && [ -f "$BINFMT_CONF" ] && [ ! -e "$BINFMT/qemu-aarch64" ]; then
+  if [ ! -e "$BINFMT/register" ]; then
+    mount -t binfmt_misc binfmt_misc "$BINFMT"
+  fi
+  say "registering QEMU's aarch64 interpreter with binfmt_misc ($BINFMT_CONF)"
+  grep -v '^#' "$BINFMT_CONF" | grep . | head -n 1 | tr -d '\n' > "$BINFMT/register"
 fi
 say "the lab has everything it needs"

@@ -16,7 +16,15 @@ export interface BaseRecipe {
   include: readonly string[];
   /** Shell commands run by mmdebstrap after the install; "$1" is the root directory. */
   customize: readonly string[];
+  /**
+   * Debian's name of a foreign architecture (mmdebstrap --architectures), whose programs run
+   * here under QEMU's user-mode emulation (binfmt_misc); absent for this host's own.
+   */
+  arch?: "arm64";
 }
+
+/** The architecture of a machine: this host's own, or aarch64 under QEMU (see {@link BINFMT_AARCH64}). */
+export type MachineArch = "native" | "aarch64";
 
 const MIRROR = "http://deb.debian.org/debian";
 
@@ -128,6 +136,59 @@ export const RECIPES: Readonly<Record<Flavour, BaseRecipe>> = {
   },
 };
 
+/** systemd units that only cost boot time in a lab machine (no ttys, no remote clock, no apt). */
+const IDLE_UNITS = "console-getty.service getty@tty1.service systemd-timesyncd.service " +
+  "apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer e2scrub_all.timer " +
+  "fstrim.timer systemd-networkd-wait-online.service";
+
+/**
+ * Recipes of arm64 machines (scenario arm64-tarball): Debian for arm64, its programs run by
+ * QEMU through binfmt_misc, also inside the machine (the entry's F flag: the interpreter was
+ * opened when it was registered). Only what the tarball floor needs (curl for the README's
+ * line): every package's maintainer scripts run emulated, so the image is kept small.
+ */
+export const ARM64_RECIPES: Readonly<Partial<Record<Flavour, BaseRecipe>>> = {
+  systemd: {
+    flavour: "systemd",
+    arch: "arm64",
+    suite: "bookworm",
+    mirror: MIRROR,
+    variant: "minbase",
+    include: ["systemd", "systemd-sysv", "dbus", "iproute2", "procps", "ca-certificates", "curl"],
+    customize: [
+      ...COMMON,
+      'mkdir -p "$1/lab"',
+      `for u in ${IDLE_UNITS}; do ln -sf /dev/null "$1/etc/systemd/system/$u"; done`,
+    ],
+  },
+};
+
+/** Where binfmt_misc registers QEMU's aarch64 interpreter (Debian's qemu-user-static). */
+export const BINFMT_AARCH64 = "/proc/sys/fs/binfmt_misc/qemu-aarch64";
+
+/**
+ * Why aarch64 machines cannot run on this host, or undefined when they can: this host is
+ * not aarch64 itself and binfmt_misc has no enabled qemu-aarch64 entry with the F flag
+ * (lab/setup.sh registers Debian's when qemu-user-static is installed).
+ */
+export async function aarch64Missing(): Promise<string | undefined> {
+  if (Deno.build.arch === "aarch64") return undefined;
+  return binfmtProblem(await Deno.readTextFile(BINFMT_AARCH64).catch(() => undefined));
+}
+
+/** What is wrong with binfmt_misc's qemu-aarch64 entry (its text; undefined: none), if anything. */
+export function binfmtProblem(entry: string | undefined): string | undefined {
+  if (entry === undefined) {
+    return `binfmt_misc has no qemu-aarch64 entry (${BINFMT_AARCH64}); install qemu-user-static ` +
+      "and run sh lab/setup.sh, which registers it";
+  }
+  if (!/^enabled$/m.test(entry)) return `${BINFMT_AARCH64} is disabled (echo 1 > it)`;
+  if (!/^flags: \S*F/m.test(entry)) {
+    return `${BINFMT_AARCH64} lacks the F flag: its interpreter cannot be found inside a machine`;
+  }
+  return undefined;
+}
+
 /**
  * The systemd recipe plus the pacman keyring that trusts the lab packager key, made with
  * pacman-key (--init, --add, --lsign-key) and copied to the image's /etc/pacman.d/gnupg.
@@ -159,7 +220,7 @@ export const CACHE_DIR: string = Deno.env.get("NOXLAB_CACHE_DIR") ??
 /** The cache key of a recipe: flavour plus a hash of everything that shapes the image. */
 export function recipeKey(recipe: BaseRecipe): string {
   const hash = createHash("sha256").update(JSON.stringify(recipe)).digest("hex");
-  return `${recipe.flavour}-${hash.slice(0, 16)}`;
+  return `${recipe.arch ? `${recipe.arch}-` : ""}${recipe.flavour}-${hash.slice(0, 16)}`;
 }
 
 /** A ready base image. */
@@ -178,8 +239,18 @@ export interface BaseImage {
 export async function ensureBase(
   flavour: Flavour,
   log: (line: string) => void = () => {},
+  arch: MachineArch = "native",
 ): Promise<BaseImage> {
-  const recipe = flavour === "systemd" ? await withKeyring(RECIPES.systemd, log) : RECIPES[flavour];
+  const recipe = arch === "native"
+    ? flavour === "systemd" ? await withKeyring(RECIPES.systemd, log) : RECIPES[flavour]
+    : ARM64_RECIPES[flavour];
+  if (!recipe) {
+    throw new LabError("usage", `no ${arch} recipe for ${flavour} machines (lab/lib/base.ts)`);
+  }
+  if (arch === "aarch64") {
+    const missing = await aarch64Missing();
+    if (missing) throw new LabError("missing-tool", `cannot raise an aarch64 machine: ${missing}`);
+  }
   const key = recipeKey(recipe);
   const dir = join(CACHE_DIR, key);
   const rootfs = join(dir, "rootfs");
@@ -209,6 +280,7 @@ async function build(recipe: BaseRecipe, dir: string): Promise<void> {
     "--format=directory",
     `--variant=${recipe.variant}`,
     "--skip=output/mknod",
+    ...(recipe.arch ? [`--architectures=${recipe.arch}`] : []),
     `--include=${recipe.include.join(",")}`,
     ...recipe.customize.map((hook) => `--customize-hook=${hook}`),
     recipe.suite,
@@ -220,7 +292,9 @@ async function build(recipe: BaseRecipe, dir: string): Promise<void> {
     await Deno.remove(temp, { recursive: true }).catch(() => {});
     throw new LabError(
       "base-build-failed",
-      `building the ${recipe.flavour} base image failed (mmdebstrap exit ${result.code}); ` +
+      `building the ${
+        recipe.arch ? `${recipe.arch} ` : ""
+      }${recipe.flavour} base image failed (mmdebstrap exit ${result.code}); ` +
         `check that ${recipe.mirror} is reachable and mmdebstrap is installed (sh lab/setup.sh):\n` +
         tail(result.stderr),
     );

@@ -18,7 +18,7 @@ import { join, relative } from "node:path";
 import { build } from "../../packaging/build.ts";
 import { packageArch, packageTarball } from "../../packaging/make_package.ts";
 import { VERSION } from "../../src/version.ts";
-import { CACHE_DIR } from "./base.ts";
+import { CACHE_DIR, type MachineArch } from "./base.ts";
 import { CHECKOUT } from "./bundle.ts";
 import { exists } from "./_process.ts";
 import { labKeys, labMinisign, withLabGpg } from "./keys.ts";
@@ -172,17 +172,21 @@ export async function carriedRuntimeDigest(
 }
 
 /**
- * The tarball of a build (the current one by default); SHA256SUMS, its minisign signature
- * SHA256SUMS.minisig (the lab release key) and that key's minisign.pub lie beside it.
+ * The tarball of a build (the current one by default; for this machine's architecture, or
+ * aarch64 with the arm64 runtime); SHA256SUMS, its minisign signature SHA256SUMS.minisig
+ * (the lab release key) and that key's minisign.pub lie beside it.
  */
 export function hostTarball(
   log: (line: string) => void,
   which: HostBuild = "current",
+  arch: MachineArch = "native",
 ): Promise<string> {
-  return cached(`tarball-${which}`, async (dir) => {
+  const name = arch === "aarch64" ? `tarball-${which}-aarch64` : `tarball-${which}`;
+  return cached(name, async (dir) => {
     const b = await build({
       os: "tarball",
       form: "bundled",
+      ...(arch === "aarch64" ? { arch: "aarch64" as const } : {}),
       out: join(dir, "build"),
       version: HOST_VERSIONS[which],
       runtimeCache: join(CACHE_DIR, "runtime"),

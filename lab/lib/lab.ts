@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { ensureBase, type Flavour } from "./base.ts";
+import { ensureBase, type Flavour, type MachineArch } from "./base.ts";
 import { Broker, type BrokerOptions } from "./lab_broker.ts";
 import { BrokerCluster, type ClusterOptions } from "./cluster.ts";
 import { LabError } from "./errors.ts";
@@ -42,7 +42,16 @@ export interface MachineSpec {
    * default true). false: the machine has no deno anywhere (the tarball floor).
    */
   deno?: boolean;
+  /**
+   * "aarch64": an arm64 Debian machine whose programs run under QEMU's user-mode emulation
+   * (binfmt_misc; lib/base.ts ARM64_RECIPES); it gets the aarch64 tarball at
+   * /lab/tarball-aarch64 and never the lab repository (default "native").
+   */
+  arch?: MachineArch;
 }
+
+/** Seconds an emulated machine may take to boot (its systemd runs under QEMU). */
+const EMULATED_BOOT_TIMEOUT_S = 300;
 
 /** Verdict of {@link Lab.probeBroker}. */
 export interface ProbeResult {
@@ -84,6 +93,24 @@ start() {
   ["/etc/runlevels/boot/lab-net", { symlink: "/etc/init.d/lab-net" }],
 ];
 
+/**
+ * Emulated systemd machines: systemd's credentials (LoadCredential=, set up in a mount of
+ * their own before the unit's program runs) fail under QEMU's user-mode emulation with
+ * "Failed to set up credentials: Invalid argument" (status 243/CREDENTIALS), so the early
+ * units that ask for optional credentials are told to ask for none; the lab passes none.
+ */
+const EMULATED_SYSTEMD: ReadonlyArray<readonly [string, PlacedFile]> = [
+  "systemd-sysctl",
+  "systemd-sysusers",
+  "systemd-tmpfiles-setup",
+  "systemd-tmpfiles-setup-dev",
+  "systemd-tmpfiles-clean",
+  "procps",
+].map((unit) => [
+  `/etc/systemd/system/${unit}.service.d/lab-no-credentials.conf`,
+  "[Service]\nLoadCredential=\n",
+]);
+
 const live = new Set<Lab>();
 let handlers: Array<[Deno.Signal, () => void]> = [];
 let interrupted: Promise<void> | undefined;
@@ -108,6 +135,7 @@ export class Lab implements AsyncDisposable {
   private probeBundled: Promise<void> | undefined;
   private repoCopied: Promise<void> | undefined;
   private tarballCopied: Promise<void> | undefined;
+  private aarch64Copied: Promise<void> | undefined;
   private readonly published = new Map<HostBuild, Promise<void>>();
   private repoChange: Promise<unknown> = Promise.resolve();
   private readonly pending = new Set<Promise<Machine>>();
@@ -170,14 +198,20 @@ export class Lab implements AsyncDisposable {
     if (this.machines.has(spec.name)) {
       throw new LabError("usage", `machine ${spec.name} already exists in lab ${this.id}`);
     }
-    const base = await ensureBase(spec.flavour, this.log);
+    const arch = spec.arch ?? "native";
+    const base = await ensureBase(spec.flavour, this.log, arch);
     if (base.built) this.log(`base ${base.key} built in ${(base.buildMs / 1000).toFixed(1)} s`);
-    const hostFrom = spec.hostFrom ?? (spec.flavour === "systemd" ? "package" : "tarball");
-    if (spec.flavour === "systemd") {
+    const hostFrom = arch === "aarch64"
+      ? "tarball"
+      : spec.hostFrom ?? (spec.flavour === "systemd" ? "package" : "tarball");
+    if (spec.flavour === "systemd" && arch === "native") {
       this.repoCopied ??= this.copyRepo();
       await this.repoCopied;
     }
-    if (hostFrom === "tarball") {
+    if (arch === "aarch64") {
+      this.aarch64Copied ??= this.copyTarball("current", "aarch64");
+      await this.aarch64Copied;
+    } else if (hostFrom === "tarball") {
       await this.publishTarball("current");
     }
     const netns = `${this.id}-${spec.name}`;
@@ -213,10 +247,13 @@ export class Lab implements AsyncDisposable {
           ["/etc/hostname", `${spec.name}\n`],
           ["/etc/hosts", hosts],
           ...(spec.flavour === "openrc" ? OPENRC_NET : []),
+          ...(spec.flavour === "systemd" && arch === "aarch64" ? EMULATED_SYSTEMD : []),
           ...Object.entries(spec.files ?? {}),
         ],
-        bootTimeoutMs: (spec.bootTimeoutS ?? 90) * 1000,
+        bootTimeoutMs: (spec.bootTimeoutS ?? (arch === "aarch64" ? EMULATED_BOOT_TIMEOUT_S : 90)) *
+          1000,
         unifiedCgroup: spec.containers === true && spec.flavour === "systemd",
+        emulated: arch === "aarch64" && Deno.build.arch !== "aarch64",
       });
       this.machines.set(spec.name, machine);
       return machine;
@@ -447,10 +484,17 @@ export class Lab implements AsyncDisposable {
     return `/lab/tarball-${which}`;
   }
 
-  /** A build's tarball, SHA256SUMS, its minisign signature and public key, into the share. */
-  private async copyTarball(which: HostBuild = "current"): Promise<void> {
-    const tarball = await hostTarball(this.log, which);
-    const dir = join(this.shareDir, which === "current" ? "tarball" : `tarball-${which}`);
+  /**
+   * A build's tarball, SHA256SUMS, its minisign signature and public key, into the share
+   * (the aarch64 build's at /lab/tarball-aarch64).
+   */
+  private async copyTarball(
+    which: HostBuild = "current",
+    arch: MachineArch = "native",
+  ): Promise<void> {
+    const tarball = await hostTarball(this.log, which, arch);
+    const name = which === "current" ? "tarball" : `tarball-${which}`;
+    const dir = join(this.shareDir, arch === "aarch64" ? `${name}-aarch64` : name);
     await Deno.mkdir(dir, { recursive: true });
     const from = tarball.slice(0, tarball.lastIndexOf("/"));
     const names = [tarball.split("/").pop()!, "SHA256SUMS", "SHA256SUMS.minisig", "minisign.pub"];

@@ -40,6 +40,8 @@ export interface MachinePlan {
   unifiedCgroup?: boolean;
   /** How the host comes onto it (see MachineSpec.hostFrom). */
   hostFrom: "package" | "tarball";
+  /** Its programs run under QEMU's user-mode emulation (binfmt_misc; MachineSpec.arch). */
+  emulated?: boolean;
 }
 
 /** Where the deno binary of this host lives; bound read-only into every machine. */
@@ -142,7 +144,7 @@ export class Machine {
     }
     const started = Date.now();
     await this.killExecs();
-    this.signalShutdown();
+    await this.askShutdown();
     const done = await Promise.race([
       this.exited.then(() => true),
       sleep(graceMs).then(() => false),
@@ -225,6 +227,38 @@ export class Machine {
       await cgroups.destroy();
       throw new LabError("missing-tool", `cannot start unshare: ${error} (sh lab/setup.sh)`);
     }
+  }
+
+  /**
+   * Asks the machine's init to stop everything. An emulated systemd is asked with
+   * `systemctl poweroff`: the signal nspawn sends for a poweroff (SIGRTMIN+4) reaches it
+   * through QEMU's signal mapping as another one, and it went to emergency mode instead
+   * ("maintenance"). Otherwise, or when that fails, {@link signalShutdown}.
+   */
+  private async askShutdown(): Promise<void> {
+    if (this.plan.emulated && this.flavour === "systemd" && this.leader) {
+      const r = await run(
+        [
+          "/usr/bin/nsenter",
+          "-t",
+          String(this.leader),
+          "-a",
+          "--",
+          "systemctl",
+          "poweroff",
+          "--no-block",
+        ],
+        {
+          check: false,
+          clearEnv: true,
+          env: { ...MACHINE_ENV, PATH: EXEC_PATH.systemd },
+          timeoutMs: 30_000,
+          what: `systemctl poweroff on ${this.name}`,
+        },
+      ).catch(() => undefined);
+      if (r?.code === 0) return;
+    }
+    this.signalShutdown();
   }
 
   /** Asks the machine's init to stop everything (nspawn: poweroff; the sh inits trap TERM). */
@@ -384,7 +418,7 @@ export class Machine {
     if (this.stopped) return;
     this.stopped = true;
     await this.killExecs();
-    this.signalShutdown();
+    await this.askShutdown();
     const done = await Promise.race([
       this.exited.then(() => true),
       sleep(graceMs).then(() => false),

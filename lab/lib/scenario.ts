@@ -1,4 +1,4 @@
-import type { Flavour } from "./base.ts";
+import type { Flavour, MachineArch } from "./base.ts";
 import type { PlacedFile } from "./machine.ts";
 import { LabError } from "./errors.ts";
 import { fail, shown, type Step } from "./_step.ts";
@@ -19,6 +19,8 @@ export interface ScenarioMachine {
   deno?: boolean;
   /** On the site's network, behind its leaf server (see MachineSpec.site). */
   site?: boolean;
+  /** "aarch64": an arm64 machine under QEMU's user-mode emulation (see MachineSpec.arch). */
+  arch?: MachineArch;
 }
 
 /** A scenario: machines, what is placed on them, then named steps. */
@@ -28,6 +30,12 @@ export interface Scenario {
   machines: Record<string, ScenarioMachine>;
   /** Start the lab broker before the first step. */
   broker?: boolean;
+  /**
+   * Why this scenario cannot run on this host (a missing facility, said with what to do),
+   * or undefined when it can; asked before anything is raised. A skipped scenario is
+   * listed as skipped with its reason, and does not fail the run.
+   */
+  skip?: () => Promise<string | undefined>;
   steps: Step[];
 }
 

@@ -58,13 +58,19 @@ async function processes(m: Machine): Promise<Process[]> {
   return r.stdout.split("\n").filter(Boolean).map((line) => {
     const [stat, cmdline = ""] = line.split("\x1e");
     const after = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const argv = (cmdline.endsWith("\x1f") ? cmdline.slice(0, -1) : cmdline).split("\x1f");
     return {
       pid: Number(stat.split(" ")[0]),
       ppid: Number(after[1]),
-      argv: (cmdline.endsWith("\x1f") ? cmdline.slice(0, -1) : cmdline).split("\x1f"),
+      // On an emulated machine (binfmt_misc, flag P) the kernel shows QEMU's interpreter,
+      // the program's path, then the program's own argv: the machine's view is the latter.
+      argv: EMULATOR.test(argv[0]) && argv.length > 2 ? argv.slice(2) : argv,
     };
   });
 }
+
+/** QEMU's user-mode interpreters as binfmt_misc names them (Debian's qemu-user-static). */
+const EMULATOR = /^\/usr\/libexec\/qemu-binfmt\/[a-z0-9_]+-binfmt-P$/;
 
 const shown = (p: Process) => `${p.pid}: ${p.argv.join(" ").slice(0, 160)}`;
 

@@ -14,16 +14,13 @@ export function readmeInstallLines(readme: string): string[] {
   return block[1].trim().split("\n");
 }
 
-/** The README's lines with the release's address put where the lab serves the tarball. */
-const INSTALL = readmeInstallLines(Deno.readTextFileSync(`${CHECKOUT}/README.md`))
-  .map((line) =>
-    line.replaceAll("https://<release>", "file:///lab/tarball").replaceAll("<version>", CURRENT)
-  );
+/** The README's lines, exactly as written. */
+const README_LINES = readmeInstallLines(Deno.readTextFileSync(`${CHECKOUT}/README.md`));
 
 const DENO = (await runtimePins()).version;
 
 /** No deno anywhere on the machine: none on PATH, no file named deno outside the host's own. */
-function assertNoDeno(machine: string, when: string): Step {
+export function assertNoDeno(machine: string, when: string): Step {
   const own = TARBALL_INSTALL.deno;
   return run(machine, [
     "sh",
@@ -35,9 +32,14 @@ function assertNoDeno(machine: string, when: string): Step {
   ]);
 }
 
-/** The README's install lines, run on a machine as written (release = the lab share). */
-export function installFromReadme(m: string): Step[] {
-  return INSTALL.map((line) => run(m, ["sh", "-c", `set -eu\n${line}`]));
+/**
+ * The README's install lines, run on a machine as written, the release's address put where
+ * the lab serves the tarball (default /lab/tarball, this host's architecture's build).
+ */
+export function installFromReadme(m: string, release = "file:///lab/tarball"): Step[] {
+  return README_LINES.map((line) =>
+    line.replaceAll("https://<release>", release).replaceAll("<version>", CURRENT)
+  ).map((line) => run(m, ["sh", "-c", `set -eu\n${line}`]));
 }
 
 /** Steps on one machine: the README's lines, then the host as its init starts it. */
