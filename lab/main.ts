@@ -6,12 +6,18 @@ import { cleanStale, leftovers } from "./lib/clean.ts";
 import { formatSummary, runScenario, type ScenarioResult } from "./lib/runner.ts";
 import { SCENARIOS } from "./scenarios/index.ts";
 
-const USAGE = `usage: deno task lab [NAME…] [--list] [--keep] [--clean]
-  NAME     run only these scenarios (default: all)
+const USAGE = `usage: deno task lab [NAME…] [--all] [--list] [--keep] [--clean]
+  NAME     run only these scenarios (default: all but the opt-in ones)
+  --all    every scenario, the opt-in ones too
   --list   list the scenarios and exit
   --keep   leave machines and broker up after the run, for inspection
   --clean  remove what earlier --keep or killed runs left behind, and exit
   --prefix P  name prefix of namespaces/cgroups/veths (default noxlab; tests use their own)`;
+
+/** Why an opt-in scenario did not run, and how to run it. */
+function optedOut(s: { name: string; optIn?: string }): string {
+  return `opt-in (${s.optIn}): deno task lab ${s.name}, or --all`;
+}
 
 async function main(): Promise<number> {
   let parsed;
@@ -20,6 +26,7 @@ async function main(): Promise<number> {
       args: Deno.args,
       allowPositionals: true,
       options: {
+        all: { type: "boolean" },
         list: { type: "boolean" },
         keep: { type: "boolean" },
         clean: { type: "boolean" },
@@ -52,9 +59,12 @@ async function main(): Promise<number> {
     console.error(`lab: no scenario named ${unknown.join(", ")} (deno task lab --list)`);
     return 64;
   }
+  // Without names, an opt-in scenario is listed as skipped with its reason (never silently).
   const chosen = positionals.length
     ? SCENARIOS.filter((s) => positionals.includes(s.name))
-    : SCENARIOS;
+    : values.all
+    ? SCENARIOS
+    : SCENARIOS.map((s) => s.optIn ? { ...s, skip: () => Promise.resolve(optedOut(s)) } : s);
   const stale = (await leftovers(PREFIX)).dirs;
   if (stale.length) {
     console.log(`note: earlier labs still present (${stale.join(", ")}); deno task lab --clean\n`);

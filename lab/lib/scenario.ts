@@ -36,6 +36,11 @@ export interface Scenario {
    * listed as skipped with its reason, and does not fail the run.
    */
   skip?: () => Promise<string | undefined>;
+  /**
+   * Why this scenario runs only when named (or with --all): what it costs. A run of every
+   * scenario lists it as skipped with this reason and the command that runs it.
+   */
+  optIn?: string;
   steps: Step[];
 }
 
