@@ -256,10 +256,18 @@ try {
       throw new Error(`deno bundle failed: ${new TextDecoder().decode(made.stderr)}`);
     }
   }
-  const floors = {
-    empty: await floor("empty", []),
-    node: await floor("node", ["node:fs", "node:sqlite"]),
+  const floors: Record<string, Awaited<ReturnType<typeof floor>>> = {
+    "F (empty script)": await floor("empty", []),
+    "F + node:fs + node:sqlite": await floor("node", ["node:fs", "node:sqlite"]),
   };
+  if (PACKAGED) {
+    // What `run` loads before it does anything (the engine's and the link's parts: the NATS
+    // client, node:crypto, node:tls), loaded and not run, with node:fs (the file adapter's).
+    const parts = [...Deno.readDirSync(posix.dirname(program))]
+      .filter((e) => /^_(engine|link)-.*\.js$/.test(e.name))
+      .map((e) => posix.join(posix.dirname(program), e.name));
+    floors["F + run's parts, loaded, not run"] = await floor("parts", ["node:fs", ...parts]);
+  }
   const tokenFile = posix.join(dir, "token");
   await Deno.writeTextFile(tokenFile, await control.mintToken(NODE), { mode: 0o600 });
   const enrol = host(["enrol", "--token-file", tokenFile]);
@@ -415,12 +423,7 @@ try {
     `${beforeDrift.toFixed(1)} / ${driftPeak.toFixed(1)} / ${afterDrift.toFixed(1)}`,
     "MiB; peak ≤ 48 (issue 28)" + (driftEarly ? " (the pass came before the idle figures)" : ""),
   );
-  for (
-    const [label, f] of [["F (empty script)", floors.empty], [
-      "F + node:fs + node:sqlite",
-      floors.node,
-    ]] as const
-  ) {
+  for (const [label, f] of Object.entries(floors)) {
     row(
       `${label}: RSS, peak`,
       `${f.rss.toFixed(1)}, ${f.peak.toFixed(1)}`,
