@@ -328,6 +328,7 @@ try {
   const stored: number[] = [];
   /** RSS (KiB) after each push. */
   const rssAfter: number[] = [];
+  const ticksBefore = (await usage(run.child.pid)).ticks;
   for (let i = 0; i < PUSHES; i++) {
     serial++;
     const s = serial;
@@ -349,6 +350,8 @@ try {
     fromDeclare.push(reported.get(s)! - t0);
     rssAfter.push((await usage(run.child.pid)).rssKiB);
   }
+  /** The host's CPU (all its threads) per push, ms: what the load moves far less than the times. */
+  const cpuPerPush = ((await usage(run.child.pid)).ticks - ticksBefore) / CLK_TCK * 1000 / PUSHES;
   for (const xs of [fromBroker, fromDeclare, stored]) xs.sort((a, b) => a - b);
   const onDisk = await Deno.readTextFile(`${root}/pushed.conf`);
   if (onDisk !== `push ${serial}\n`) {
@@ -402,6 +405,7 @@ try {
   row(`declare() to applied, p50`, ms(percentile(fromDeclare, 50)), "-");
   row(`declare() to applied, p99`, ms(percentile(fromDeclare, 99)), "-");
   row(`declare() to stored (it returned), p50`, ms(percentile(stored, 50)), "-");
+  row("run's CPU per push (all threads)", ms(cpuPerPush), "-");
   row(`idle CPU of run over ${seconds.toFixed(0)} s`, `${cpu.toFixed(3)} %`, "< 0.5 % of one core");
   if (PUSHES >= 4) {
     const at = [1, 2, 3, 4].map((q) => Math.floor(PUSHES * q / 4));
