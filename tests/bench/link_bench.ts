@@ -22,7 +22,12 @@
  * --packaged (the tarball's bundled build run as its shim runs it, under /var/lib, instead of
  * `deno bundle` under the development flags), --resources N (1: the pushed declaration holds
  * N resources: the pushed file, then directories and files that never change, as a store of
- * N resources; issue 28 measures 550). The full run is never part of the
+ * N resources; issue 28 measures 550). With the table: the floor F of the same run (an
+ * empty script under the host's deno flags, idle; then the same importing node:fs and
+ * node:sqlite), and the peak RSS of one drift pass after the idle figures (the drift interval
+ * is set so the timer fires just after them; the peak is reset first, /proc/PID/clear_refs).
+ * --env K=V (repeatable) adds to the host's environment (to try MALLOC_ARENA_MAX and the
+ * like). The full run is never part of the
  * tests; tests/bench/bench_smoke_test.ts runs a smoke form (2 pushes, 1 start, 1 s idle).
  */
 import { posix } from "node:path";
@@ -45,6 +50,8 @@ const { values } = parseArgs({
     "deno-flag": { type: "string", multiple: true },
     packaged: { type: "boolean" },
     resources: { type: "string" },
+    /** An extra environment variable for the host, K=V (repeatable). */
+    env: { type: "string", multiple: true },
   },
 });
 const PUSHES = Number(values.pushes ?? 200);
@@ -54,6 +61,8 @@ const PACKAGED = values.packaged ?? false;
 const RESOURCES = Math.max(1, Number(values.resources ?? 1));
 /** How long `run` is left alone after the pushes before the idle figures are taken. */
 const SETTLE_MS = Math.min(3000, IDLE_S * 500);
+/** The drift timer fires this long after the last push's apply: after the idle figures. */
+const DRIFT_S = Math.max(10, Math.ceil(SETTLE_MS / 1000 + IDLE_S) + 8);
 const NODE = "bench-node";
 
 function percentile(sorted: number[], p: number): number {
@@ -90,12 +99,21 @@ const stateDir = posix.join(dir, "state");
 await Deno.mkdir(root);
 await Deno.writeTextFile(
   posix.join(dir, "host.json"),
-  JSON.stringify({ managedRoots: [root], bundle: posix.join(dir, "pkg", "substrate.lock") }),
+  JSON.stringify({
+    managedRoots: [root],
+    bundle: posix.join(dir, "pkg", "substrate.lock"),
+    driftIntervalSeconds: DRIFT_S,
+  }),
 );
-const env = {
+const env: Record<string, string> = {
   NOX_MESH_HOST_STATE_DIR: stateDir,
   NOX_MESH_HOST_CONFIG: posix.join(dir, "host.json"),
 };
+for (const kv of values.env ?? []) {
+  const at = kv.indexOf("=");
+  if (at < 1) throw new Error(`--env wants K=V, not ${kv}`);
+  env[kv.slice(0, at)] = kv.slice(at + 1);
+}
 let program = posix.join(dir, "nox-mesh-host.js");
 let flags = [...await hostPermissionFlags(), ...(values["deno-flag"] ?? [])];
 const lines: string[] = [];
@@ -108,9 +126,9 @@ interface Host {
   exited: () => number | undefined;
 }
 
-function host(args: string[]): Host {
+function host(args: string[], script = program): Host {
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "--quiet", ...flags, program, ...args],
+    args: ["run", "--quiet", ...flags, script, ...args],
     env,
     stdin: "null",
     stdout: "null",
@@ -192,6 +210,37 @@ async function rssKinds(pid: number): Promise<{ file: number; anon: number; brk:
   return { file: kib("RssFile") / 1024, anon: kib("RssAnon") / 1024, brk: brk / 1024 };
 }
 
+/** Peak RSS (MiB) since start or since the last reset. */
+async function peakMiB(pid: number): Promise<number> {
+  const status = await Deno.readTextFile(`/proc/${pid}/status`);
+  return Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? NaN) / 1024;
+}
+
+/**
+ * The floor: a script that imports `imports` and waits, run under the host's deno flags and
+ * environment; its RSS (and kinds) once it has settled, and its peak.
+ */
+async function floor(
+  name: string,
+  imports: string[],
+): Promise<{ rss: number; peak: number; file: number; anon: number; brk: number }> {
+  const script = posix.join(dir, `floor-${name}.js`);
+  await Deno.writeTextFile(
+    script,
+    imports.map((m) => `import ${JSON.stringify(m)};\n`).join("") +
+      "console.error('ready');\nsetInterval(() => {}, 1 << 30);\n",
+  );
+  const child = host([], script);
+  await waitFor(`the floor script (${name})`, () => child.log().includes("ready"), child);
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  const rss = (await usage(child.child.pid)).rssKiB / 1024;
+  const peak = await peakMiB(child.child.pid);
+  const kinds = await rssKinds(child.child.pid);
+  child.child.kill("SIGKILL");
+  await child.child.status;
+  return { rss, peak, ...kinds };
+}
+
 try {
   if (PACKAGED) {
     // As the tarball's shim runs it: `deno run --no-config` + its V8 and permission flags.
@@ -206,6 +255,18 @@ try {
     if (!made.success) {
       throw new Error(`deno bundle failed: ${new TextDecoder().decode(made.stderr)}`);
     }
+  }
+  const floors: Record<string, Awaited<ReturnType<typeof floor>>> = {
+    "F (empty script)": await floor("empty", []),
+    "F + node:fs + node:sqlite": await floor("node", ["node:fs", "node:sqlite"]),
+  };
+  if (PACKAGED) {
+    // What `run` loads before it does anything (the engine's and the link's parts: the NATS
+    // client, node:crypto, node:tls), loaded and not run, with node:fs (the file adapter's).
+    const parts = [...Deno.readDirSync(posix.dirname(program))]
+      .filter((e) => /^_(engine|link)-.*\.js$/.test(e.name))
+      .map((e) => posix.join(posix.dirname(program), e.name));
+    floors["F + run's parts, loaded, not run"] = await floor("parts", ["node:fs", ...parts]);
   }
   const tokenFile = posix.join(dir, "token");
   await Deno.writeTextFile(tokenFile, await control.mintToken(NODE), { mode: 0o600 });
@@ -267,6 +328,7 @@ try {
   const stored: number[] = [];
   /** RSS (KiB) after each push. */
   const rssAfter: number[] = [];
+  const ticksBefore = (await usage(run.child.pid)).ticks;
   for (let i = 0; i < PUSHES; i++) {
     serial++;
     const s = serial;
@@ -288,6 +350,8 @@ try {
     fromDeclare.push(reported.get(s)! - t0);
     rssAfter.push((await usage(run.child.pid)).rssKiB);
   }
+  /** The host's CPU (all its threads) per push, ms: what the load moves far less than the times. */
+  const cpuPerPush = ((await usage(run.child.pid)).ticks - ticksBefore) / CLK_TCK * 1000 / PUSHES;
   for (const xs of [fromBroker, fromDeclare, stored]) xs.sort((a, b) => a - b);
   const onDisk = await Deno.readTextFile(`${root}/pushed.conf`);
   if (onDisk !== `push ${serial}\n`) {
@@ -303,6 +367,16 @@ try {
   const kinds = await rssKinds(run.child.pid);
   const seconds = (performance.now() - t0) / 1000;
   const cpu = ((after.ticks - before.ticks) / CLK_TCK) / seconds * 100;
+  const idlePeak = await peakMiB(run.child.pid);
+  // One drift pass (the timer, DRIFT_S after the last push): its peak, from a reset.
+  const driftLine = /apply \(drift, [^)]*\): converged/;
+  const driftEarly = driftLine.test(run.log());
+  await Deno.writeTextFile(`/proc/${run.child.pid}/clear_refs`, "5");
+  const beforeDrift = (await usage(run.child.pid)).rssKiB / 1024;
+  await waitFor("the drift pass", () => driftLine.test(run.log()), run, (DRIFT_S + 30) * 1000);
+  const driftPeak = await peakMiB(run.child.pid);
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  const afterDrift = (await usage(run.child.pid)).rssKiB / 1024;
   run.child.kill("SIGTERM");
   const code = (await run.child.status).code;
 
@@ -331,6 +405,7 @@ try {
   row(`declare() to applied, p50`, ms(percentile(fromDeclare, 50)), "-");
   row(`declare() to applied, p99`, ms(percentile(fromDeclare, 99)), "-");
   row(`declare() to stored (it returned), p50`, ms(percentile(stored, 50)), "-");
+  row("run's CPU per push (all threads)", ms(cpuPerPush), "-");
   row(`idle CPU of run over ${seconds.toFixed(0)} s`, `${cpu.toFixed(3)} %`, "< 0.5 % of one core");
   if (PUSHES >= 4) {
     const at = [1, 2, 3, 4].map((q) => Math.floor(PUSHES * q / 4));
@@ -340,12 +415,25 @@ try {
     const slope = (rssAfter[PUSHES - 1] - rssAfter[half - 1]) / 1024 / (PUSHES - half) * 100;
     row(`RSS growth per 100 pushes (${half + 1}-${PUSHES})`, `${slope.toFixed(1)} MiB`, "~0");
   }
-  row("idle RSS", `${(after.rssKiB / 1024).toFixed(1)} MiB`, "< 80 MB");
+  row("idle RSS", `${(after.rssKiB / 1024).toFixed(1)} MiB`, "< 80 MB; ≤ 40 MiB (issue 28)");
   row(
     "idle RSS: file pages / anon (malloc heap)",
     `${kinds.file.toFixed(1)} / ${kinds.anon.toFixed(1)} (${kinds.brk.toFixed(1)})`,
     "MiB",
   );
+  row("peak RSS before the drift pass (since start)", `${idlePeak.toFixed(1)} MiB`, "-");
+  row(
+    "drift pass: RSS before / peak / 1 s after",
+    `${beforeDrift.toFixed(1)} / ${driftPeak.toFixed(1)} / ${afterDrift.toFixed(1)}`,
+    "MiB; peak ≤ 48 (issue 28)" + (driftEarly ? " (the pass came before the idle figures)" : ""),
+  );
+  for (const [label, f] of Object.entries(floors)) {
+    row(
+      `${label}: RSS, peak`,
+      `${f.rss.toFixed(1)}, ${f.peak.toFixed(1)}`,
+      `MiB (file ${f.file.toFixed(1)} / anon ${f.anon.toFixed(1)} (malloc ${f.brk.toFixed(1)}))`,
+    );
+  }
   row("exit on SIGTERM", String(code), "0");
   const table = lines.join("\n") + "\n";
   console.log(table);
