@@ -195,12 +195,7 @@ async function programArchive(b: BuildResult): Promise<string> {
     "--create",
     "--file",
     archive,
-    "--format=gnu",
-    "--no-recursion",
-    "--owner=0",
-    "--group=0",
-    "--numeric-owner",
-    `--mtime=@${await tarballTime()}`,
+    ...await reproducibleTar(),
     "-C",
     b.dir,
     "--",
@@ -350,12 +345,7 @@ export async function packageTarball(
     "--create",
     "--file",
     tar,
-    "--format=gnu",
-    "--no-recursion",
-    "--owner=0",
-    "--group=0",
-    "--numeric-owner",
-    `--mtime=@${await tarballTime()}`,
+    ...await reproducibleTar(),
     "-C",
     dir,
     "--",
@@ -494,4 +484,16 @@ if (import.meta.main) {
     console.error(e.message);
     Deno.exit(1);
   }
+}
+
+/** GNU tar's flags for an archive the same for the same files: owners, order, times. */
+async function reproducibleTar(): Promise<string[]> {
+  return [
+    "--format=gnu",
+    "--no-recursion",
+    "--owner=0",
+    "--group=0",
+    "--numeric-owner",
+    `--mtime=@${await tarballTime()}`,
+  ];
 }

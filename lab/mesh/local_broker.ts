@@ -150,12 +150,7 @@ export async function startLocalBroker(
   const configFile = join(dir, "nats.conf");
   const http = `${host}:${freePort(host)}`;
   await Deno.writeTextFile(configFile, brokerConfig(dir, `${host}:${chosen}`, certs, http));
-  const child = new Deno.Command("nats-server", {
-    args: ["-c", configFile, "-l", logFile],
-    stdin: "null",
-    stdout: "null",
-    stderr: "null",
-  }).spawn();
+  const child = spawnServer(configFile, logFile);
   let stopped = false;
   const stop = async () => {
     if (stopped) return;
@@ -461,12 +456,7 @@ async function startLocalLeaf(
     ),
     { mode: 0o600 },
   );
-  const child = new Deno.Command("nats-server", {
-    args: ["-c", configFile, "-l", logFile],
-    stdin: "null",
-    stdout: "null",
-    stderr: "null",
-  }).spawn();
+  const child = spawnServer(configFile, logFile);
   const stop = async () => {
     try {
       child.kill("SIGKILL");
@@ -591,4 +581,14 @@ function clusterMember(
       await waitForLog(logFile, "Server is ready", 30_000, child, before);
     },
   };
+}
+
+/** nats-server on a configuration file, logging to `logFile` (its own output is its log). */
+function spawnServer(configFile: string, logFile: string): Deno.ChildProcess {
+  return new Deno.Command("nats-server", {
+    args: ["-c", configFile, "-l", logFile],
+    stdin: "null",
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
 }

@@ -15,6 +15,13 @@ import type { HostRolloutResult } from "../mesh/rollout.ts";
 /** The tarballs put into the object store: digest and size, by build. */
 const tarballs: Partial<Record<HostBuild, { sha256: string; size: number }>> = {};
 
+/** The digest and size of a build's tarball put by putHostTarball (a step fails without it). */
+export function putTarball(which: HostBuild): { sha256: string; size: number } {
+  const tarball = tarballs[which];
+  if (!tarball) fail(`the ${which} tarball put first`, "none");
+  return tarball;
+}
+
 /** The last rollout's result, for the steps that look at it. */
 let last: HostRolloutResult | undefined;
 
@@ -56,8 +63,7 @@ export function rolloutHostBuild(
     }`,
     timeoutS: 900,
     async run(ctx) {
-      const tarball = tarballs[which];
-      if (!tarball) fail(`the ${which} tarball put first`, "none");
+      const tarball = putTarball(which);
       const args = [
         "rollout-host",
         "--version",

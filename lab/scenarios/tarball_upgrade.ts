@@ -1,14 +1,8 @@
-import { assertFile, fail, run, type Scenario, type Step, waitFor } from "../lib/scenario.ts";
-import { type HostBuild, hostTarball } from "../lib/host_builds.ts";
-import {
-  assertRunningVersion,
-  declare,
-  enrol,
-  mark,
-  meshUp,
-  putContent,
-} from "../mesh_steps/link_steps.ts";
+import { assertFile, run, type Scenario, type Step, waitFor } from "../lib/scenario.ts";
+import type { HostBuild } from "../lib/host_builds.ts";
+import { assertRunningVersion, declare, enrol, mark, meshUp } from "../mesh_steps/link_steps.ts";
 import { installFromReadme } from "./tarball_floor.ts";
+import { putHostTarball, putTarball } from "../mesh_steps/rollout_steps.ts";
 import {
   assertFileSays,
   assertLaunched,
@@ -20,24 +14,7 @@ import {
 } from "./_ship.ts";
 import { HOST_VERSIONS } from "../lib/host_builds.ts";
 
-/** The tarballs the control plane put into the object store: digest and size, by build. */
-const put: Partial<Record<HostBuild, { sha256: string; size: number }>> = {};
 let declaredAt = 0;
-
-/** The control plane puts a build's tarball into the mesh's object store (`mesh put`). */
-function putTarball(which: HostBuild): Step {
-  return {
-    title: `the control plane puts the tarball of ${HOST_VERSIONS[which]} (${which} build) ` +
-      "into the mesh's object store",
-    timeoutS: 600,
-    async run(ctx) {
-      const bytes = await Deno.readFile(await hostTarball(ctx.lab.log, which));
-      await putContent(`the ${which} tarball`, () => bytes, (sha256) => {
-        put[which] = { sha256, size: bytes.length };
-      }).run(ctx);
-    },
-  };
-}
 
 /** The control plane declares the host's own package at a build's version, by its tarball's digest. */
 function declareHost(node: string, which: HostBuild): Step {
@@ -45,8 +22,7 @@ function declareHost(node: string, which: HostBuild): Step {
     title: `the control plane declares nox-mesh-host ${HOST_VERSIONS[which]} to ${node} by ` +
       "its tarball's digest",
     async run(ctx) {
-      const tarball = put[which];
-      if (!tarball) fail(`the ${which} tarball put first`, "none");
+      const tarball = putTarball(which);
       await declare(node, {
         version: 1,
         resources: [{
@@ -93,7 +69,7 @@ export const scenario: Scenario = {
     meshUp(),
     enrol("rc", "rc"),
     waitFor(assertRunningVersion("rc", CURRENT), 60),
-    putTarball("next"),
+    putHostTarball("next"),
     mark((ms) => declaredAt = ms, "note when the upgrade is declared"),
     declareHost("rc", "next"),
     waitFor(assertRunningVersion("rc", NEXT, () => declaredAt), 180),
@@ -121,7 +97,7 @@ export const scenario: Scenario = {
       60,
     ),
     // A broken build, declared the same way: installed, crashes, rolled back once.
-    putTarball("broken"),
+    putHostTarball("broken"),
     declareHost("rc", "broken"),
     waitFor(
       assertServiceSaid("rc", `rolling back to known-good ${NEXT} from ${STATE}/rollback/`, 1),
