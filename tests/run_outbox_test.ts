@@ -71,7 +71,12 @@ Deno.test("reports made while the broker is away are kept and delivered in order
         count(host.log(), /apply \(drift, file\): converged: 1 changed/) > before
           ? true
           : undefined,
-    );
+    ).catch((error) => {
+      // What the host said instead: the failure is otherwise silent about why.
+      throw new Error(
+        `edit ${i}: ${error.message}; the host's log ends:\n${host.log().slice(-4000)}`,
+      );
+    });
   }
   await Deno.remove(f);
   await Deno.mkdir(f); // a directory where the file should be: the apply fails
