@@ -61,6 +61,9 @@ Deno.test("reports made while the broker is away are kept and delivered in order
   const f = `${s.root}/f`;
   await using host = await awayWithDrift(mesh, s, f);
   await host.waitLog(/link: cannot connect \(attempt 1\)/);
+  // The start's own reconcile first: an edit before it is repaired by it, not by a drift pass
+  // (the link now says its first attempt before that reconcile ends).
+  await host.waitLog(/apply \(start, file\): converged/);
   // Five drift repairs and one failing apply while away.
   for (let i = 1; i <= 5; i++) {
     const before = count(host.log(), /apply \(drift, file\): converged: 1 changed/);
@@ -72,7 +75,7 @@ Deno.test("reports made while the broker is away are kept and delivered in order
           ? true
           : undefined,
     ).catch((error) => {
-      // What the host said instead: the failure is otherwise silent about why.
+      // What the host said instead.
       throw new Error(
         `edit ${i}: ${error.message}; the host's log ends:\n${host.log().slice(-4000)}`,
       );
