@@ -27,7 +27,8 @@ export const MOUNT_PROGRAMS: Readonly<Record<"mount" | "umount" | "findfs" | "ca
     at: { arch: ["/usr/bin/findfs"], alpine: ["/sbin/findfs", "/usr/sbin/findfs"] },
   },
   cat: {
-    why: "mount resources: read /proc/self/mountinfo (Deno grants /proc to --allow-all only)",
+    why:
+      "mount resources: read /proc/self/mountinfo (Deno opens /proc only with every permission granted)",
     at: { arch: ["/usr/bin/cat"], alpine: ["/bin/cat", "/usr/bin/cat"] },
   },
 };
