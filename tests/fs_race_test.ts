@@ -12,13 +12,12 @@
  * are tested with a real podman.
  */
 import assert from "node:assert/strict";
+import { flipping, NOBODY } from "./_flipper.ts";
 import { applyText, openEngine, planText } from "../src/engine/mod.ts";
 import { type FsAct, posixFileSystem, type PosixFileSystemOptions } from "../os/posix-fs/mod.ts";
 import type { FileSystem } from "../src/providers.ts";
 import { exists, modeOf, runHost, type Scratch, scratch } from "./_helpers.ts";
 import { privatePodman, SERVE } from "./os/_podman.ts";
-
-const NOBODY = 65534;
 
 /** Run a shell snippet as nobody:nogroup, synchronously (hooks are synchronous). */
 function asNobody(script: string, ...args: string[]): void {
@@ -344,74 +343,6 @@ Deno.test("owner and mode set on a descriptor stay under the permission set: a r
 // ---------------------------------------------------------------------------------------------
 // Real races: a process of nobody's swaps two names as fast as it can while the host applies
 // again and again. No hook: whatever the host does by name, it does while the names move.
-
-const FLIPPER = new URL("./fixtures/flip_names.ts", import.meta.url).pathname;
-
-/** A running flipper: nobody swapping `a` and `b` (renameat2 RENAME_EXCHANGE). */
-interface Flipper extends AsyncDisposable {
-  /** How many swaps it has made so far. */
-  flips(): number;
-}
-
-/** Start nobody's flipper over `a` and `b` (both in a directory nobody owns), for at most `seconds`. */
-async function flipping(work: string, a: string, b: string, seconds: number): Promise<Flipper> {
-  const report = `${work}/flips`;
-  const denoDir = `${work}/deno-dir`;
-  // A copy nobody can read wherever the checkout lies (a home directory may be 0700).
-  const script = `${work}/flip_names.ts`;
-  await Deno.copyFile(FLIPPER, script);
-  await Deno.chmod(script, 0o644);
-  await Deno.mkdir(denoDir, { recursive: true });
-  await Deno.chown(denoDir, NOBODY, NOBODY);
-  await Deno.writeTextFile(report, "");
-  await Deno.chown(report, NOBODY, NOBODY);
-  const child = new Deno.Command("setpriv", {
-    args: [
-      `--reuid=${NOBODY}`,
-      `--regid=${NOBODY}`,
-      "--clear-groups",
-      Deno.execPath(),
-      "run",
-      "--quiet",
-      "--no-config",
-      "--allow-ffi",
-      `--allow-write=${report}`,
-      script,
-      a,
-      b,
-      String(seconds),
-      report,
-    ],
-    env: { DENO_DIR: denoDir, HOME: work, NO_COLOR: "1" },
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
-  let exited = false;
-  const status = child.status.finally(() => exited = true);
-  const stop = async () => {
-    try {
-      child.kill("SIGKILL");
-    } catch { /* already exited */ }
-    await status;
-  };
-  const flips = () => Number((Deno.readTextFileSync(report).split(" ")[0]) || 0);
-  // Wait until it runs (it writes its first count), so no apply happens before the swaps.
-  for (let i = 0; Deno.readTextFileSync(report) === ""; i++) {
-    if (exited || i > 600) {
-      await stop();
-      const why = new TextDecoder().decode(await new Response(child.stderr).bytes());
-      throw new Error(`the flipper did not start: ${why || "nothing said in 60 s"}`);
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return {
-    flips,
-    async [Symbol.asyncDispose]() {
-      await stop();
-      await child.stderr.cancel();
-    },
-  };
-}
 
 /** Apply `resources` again and again for `seconds` (at most `max` times), or until `changed()`. */
 async function applyWhileFlipping(

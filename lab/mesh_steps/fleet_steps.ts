@@ -26,7 +26,7 @@ export function fleetNames(prefix: string, n: number): string[] {
 }
 
 /** Runs `work` on every item, at most `limit` at a time. */
-async function eachLimited<T>(
+export async function eachLimited<T>(
   items: readonly T[],
   limit: number,
   work: (item: T) => Promise<void>,
@@ -70,52 +70,74 @@ export function enrolFleet(nodes: string[], via?: string): Step {
         string,
         string
       >;
-      const serve = new Deno.Command("nsenter", {
-        args: meshArgs(ctx, [
-          "serve",
-          "--count",
-          String(nodes.length),
-          "--timeout",
-          String(60 + nodes.length * 10),
-        ]),
-        cwd: CHECKOUT,
-        stdin: "null",
-        stdout: "piped",
-        stderr: "piped",
-      }).spawn();
-      const reader = serve.stdout.pipeThrough(new TextDecoderStream()).getReader();
-      const stderr = new Response(serve.stderr).text();
-      try {
-        let seen = "";
-        while (!seen.includes("answering enrolments")) {
-          const { value, done } = await reader.read();
-          if (done) fail("the enrolment service to start", seen + (await stderr));
-          seen += value;
-        }
-        // Eight at a time, as an operator with a batch of tokens would: the service shares
-        // its reloads, and a node whose handshake a reload closed tries again (enrol.ts).
-        await eachLimited(nodes, ENROL_AT_ONCE, async (node) => {
-          const m = ctx.machine(node);
-          const r = await m.exec([hostCommand(m), "enrol", "--token", "-"], {
-            input: tokens[node],
-          });
-          if (r.code !== 0) fail(`${node} enrolled`, `exit ${r.code}: ${r.stderr.trim()}`);
+      await using service = await serveEnrolments(ctx, nodes.length, 60 + nodes.length * 10);
+      // Eight at a time, as an operator with a batch of tokens would: the service shares
+      // its reloads, and a node whose handshake a reload closed tries again (enrol.ts).
+      await eachLimited(nodes, ENROL_AT_ONCE, async (node) => {
+        const m = ctx.machine(node);
+        const r = await m.exec([hostCommand(m), "enrol", "--token", "-"], {
+          input: tokens[node],
         });
-        for (;;) {
-          const { done } = await reader.read();
-          if (done) break;
-        }
-        const status = await serve.status;
-        if (!status.success) {
-          fail("the enrolment service to answer every node", await stderr);
-        }
-      } finally {
-        try {
-          serve.kill("SIGTERM");
-        } catch { /* finished */ }
-        await serve.status;
+        if (r.code !== 0) fail(`${node} enrolled`, `exit ${r.code}: ${r.stderr.trim()}`);
+      });
+      await service.finished();
+    },
+  };
+}
+
+/** The control plane's enrolment service, answering (see serveEnrolments). */
+export interface EnrolmentService extends AsyncDisposable {
+  /** Wait until it has answered its count and ended; a failure fails the step. */
+  finished(): Promise<void>;
+}
+
+/**
+ * Starts the control plane's enrolment service (`mesh serve`) for `count` enrolments
+ * within `timeoutS`, and returns once it says it answers. Disposing of it stops it.
+ */
+export async function serveEnrolments(
+  ctx: StepContext,
+  count: number,
+  timeoutS: number,
+): Promise<EnrolmentService> {
+  const serve = new Deno.Command("nsenter", {
+    args: meshArgs(ctx, ["serve", "--count", String(count), "--timeout", String(timeoutS)]),
+    cwd: CHECKOUT,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const stop = async () => {
+    try {
+      serve.kill("SIGTERM");
+    } catch { /* finished */ }
+    await serve.status;
+  };
+  const reader = serve.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  const stderr = new Response(serve.stderr).text();
+  try {
+    let seen = "";
+    while (!seen.includes("answering enrolments")) {
+      const { value, done } = await reader.read();
+      if (done) fail("the enrolment service to start", seen + (await stderr));
+      seen += value;
+    }
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  // What it says from now on is drained, so that it never blocks on a full pipe.
+  const drained = (async () => {
+    while (!(await reader.read()).done) { /* drained */ }
+  })();
+  return {
+    async finished() {
+      await drained;
+      if (!(await serve.status).success) {
+        fail("the enrolment service to answer every node", await stderr);
       }
     },
+    [Symbol.asyncDispose]: stop,
   };
 }
 

@@ -222,3 +222,45 @@ export function unmaskPodman(machine: string): Step {
     },
   };
 }
+
+/** What each container was when first seen (id and start time), by machine and name. */
+const firstSeen = new Map<string, string>();
+
+/**
+ * The container `name` on `machine` runs from `image`, labelled as the host's; "record"
+ * notes its id and start time, "same" asserts they are still those (nothing re-made or
+ * restarted it).
+ */
+export function assertHostContainer(
+  name: string,
+  image: string,
+  machine: string,
+  same: "record" | "same",
+): Step {
+  return {
+    title: `assert container ${name} on ${machine} runs ${image.slice(0, 48)}…, ` +
+      `labelled as the host's${
+        same === "same" ? ", the same container started at the same time" : ""
+      }`,
+    async run(ctx) {
+      const r = await ctx.machine(machine).exec([
+        "podman",
+        "container",
+        "inspect",
+        "--format",
+        '{{.State.Running}} {{index .Config.Labels "nox-mesh-host.owner"}} {{.ImageName}} ' +
+        "{{.Id}} {{.State.StartedAt}}",
+        name,
+      ]);
+      const [running, owner, found, ...identity] = r.stdout.trim().split(" ");
+      if (running !== "true" || owner !== "nox-mesh-host" || found !== image) {
+        fail(`running, owner nox-mesh-host, image ${image}`, `${r.stdout}${r.stderr}`);
+      }
+      const key = `${machine}/${name}`;
+      if (same === "record") firstSeen.set(key, identity.join(" "));
+      else if (identity.join(" ") !== firstSeen.get(key)) {
+        fail(firstSeen.get(key) ?? "(not recorded)", identity.join(" "));
+      }
+    },
+  };
+}

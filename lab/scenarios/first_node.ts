@@ -20,7 +20,7 @@ import {
   startHost,
 } from "../mesh_steps/link_steps.ts";
 import { declare } from "../mesh_steps/link_steps.ts";
-import { assertServiceSaid, unmaskPodman } from "./_ship.ts";
+import { assertHostContainer, assertServiceSaid, unmaskPodman } from "./_ship.ts";
 
 const SHIPPED = JSON.parse(
   await Deno.readTextFile(new URL("../../packaging/arch/substrate.lock", import.meta.url)),
@@ -36,34 +36,6 @@ const HANDOVER = {
 };
 /** A later declaration: the substrate is no longer the mesh's business here. */
 const DROPPED = { version: 1, resources: [] };
-
-/** The container's id and start time when first seen. */
-let firstSeen = "";
-
-/** The bundle's container runs from the carried image, labelled as the host's. */
-function assertContainer(machine: string, same: "record" | "same"): Step {
-  return {
-    title: `assert container ${NAME} on ${machine} runs, labelled as the host's` +
-      (same === "same" ? ": the same container (id), started at the same time" : ""),
-    async run(ctx) {
-      const r = await ctx.machine(machine).exec([
-        "podman",
-        "container",
-        "inspect",
-        "--format",
-        '{{.State.Running}} {{index .Config.Labels "nox-mesh-host.owner"}} {{.ImageName}} ' +
-        "{{.Id}} {{.State.StartedAt}}",
-        NAME,
-      ]);
-      const [running, owner, image, ...identity] = r.stdout.trim().split(" ");
-      if (running !== "true" || owner !== "nox-mesh-host" || image !== IMAGE) {
-        fail(`running, owner nox-mesh-host, image ${IMAGE}`, `${r.stdout}${r.stderr}`);
-      }
-      if (same === "record") firstSeen = identity.join(" ");
-      else if (identity.join(" ") !== firstSeen) fail(firstSeen, identity.join(" "));
-    },
-  };
-}
 
 /** The node's last apply report for `serial`: these counts, and these outcomes by id. */
 function assertReport(
@@ -119,7 +91,7 @@ export const scenario: Scenario = {
     run("first", ["nox-mesh-host", "status"], { stdoutIncludes: "not enrolled" }),
     assertPackage("first", "podman", { version: PODMAN_STAND_IN.version }),
     assertUnit("first", "podman.socket", { enabled: true, running: true }),
-    assertContainer("first", "record"),
+    assertHostContainer(NAME, IMAGE, "first", "record"),
     meshUp(),
     enrol("first", "first"),
     declare("first", HANDOVER),
@@ -135,7 +107,7 @@ export const scenario: Scenario = {
         "pause-image": "forgotten",
       },
     ),
-    assertContainer("first", "same"),
+    assertHostContainer(NAME, IMAGE, "first", "same"),
     run("first", ["nox-mesh-host", "status"], { stdoutIncludes: "link         up since" }),
     // From now on the substrate is the mesh's: a declaration that drops it releases it.
     declare("first", DROPPED),

@@ -16,7 +16,14 @@ import {
 import { ARCH_LIKE_CONFIG } from "../lib/host.ts";
 import { PODMAN_STAND_IN } from "../lib/repo.ts";
 import { IMAGE_DIR, IMAGE_FILE, IMAGE_NAME, pauseImage } from "../../packaging/image.ts";
-import { assertLaunched, assertServiceSaid, CURRENT, STATE, unmaskPodman } from "./_ship.ts";
+import {
+  assertHostContainer,
+  assertLaunched,
+  assertServiceSaid,
+  CURRENT,
+  STATE,
+  unmaskPodman,
+} from "./_ship.ts";
 
 const IMAGE = `${IMAGE_NAME}@${(await pauseImage()).digest}`;
 const CONTAINER = "nox-mesh-pause";
@@ -24,36 +31,6 @@ const SHIPPED = new URL("../../packaging/arch/substrate.lock", import.meta.url);
 /** A digest no image has: the broken bundle's verify can never pass. */
 const NOWHERE = `${IMAGE_NAME}@sha256:${"0".repeat(64)}`;
 const BROKEN_FILE = "/srv/broken-substrate.lock";
-
-/** What the container was when first seen (id and start time), to show nothing re-made it. */
-let firstSeen = "";
-
-/** The bundle's container runs, from the carried image, with the host's marker. */
-function assertContainer(machine: string, same: "record" | "same"): Step {
-  return {
-    title: `assert container ${CONTAINER} on ${machine} runs ${IMAGE.slice(0, 48)}…, ` +
-      `labelled as the host's${
-        same === "same" ? ", the same container started at the same time" : ""
-      }`,
-    async run(ctx) {
-      const r = await ctx.machine(machine).exec([
-        "podman",
-        "container",
-        "inspect",
-        "--format",
-        '{{.State.Running}} {{index .Config.Labels "nox-mesh-host.owner"}} {{.ImageName}} ' +
-        "{{.Id}} {{.State.StartedAt}}",
-        CONTAINER,
-      ]);
-      const [running, owner, image, ...identity] = r.stdout.trim().split(" ");
-      if (running !== "true" || owner !== "nox-mesh-host" || image !== IMAGE) {
-        fail(`running, owner nox-mesh-host, image ${IMAGE}`, `${r.stdout}${r.stderr}`);
-      }
-      if (same === "record") firstSeen = identity.join(" ");
-      else if (identity.join(" ") !== firstSeen) fail(firstSeen, identity.join(" "));
-    },
-  };
-}
 
 /** A copy of the shipped bundle whose action's verify names an image that never exists. */
 function writeBrokenBundle(machine: string): Step {
@@ -105,7 +82,7 @@ export const scenario: Scenario = {
     assertFile("fresh", PODMAN_STAND_IN.marker, { type: "file" }),
     assertUnit("fresh", "podman.socket", { enabled: true, running: true }),
     run("fresh", ["podman", "image", "exists", IMAGE]),
-    assertContainer("fresh", "record"),
+    assertHostContainer(CONTAINER, IMAGE, "fresh", "record"),
     // The second start: the same bundle against the machine it made changes nothing.
     run("fresh", ["systemctl", "restart", "nox-mesh-host"]),
     waitFor(
@@ -113,7 +90,7 @@ export const scenario: Scenario = {
       90,
     ),
     assertServiceSaid("fresh", "converged: 4 changed", 1),
-    assertContainer("fresh", "same"),
+    assertHostContainer(CONTAINER, IMAGE, "fresh", "same"),
     // A verify that still fails after its run fails the apply, naming the action and why.
     writeBrokenBundle("fresh"),
     apply("fresh", BROKEN_FILE, {

@@ -35,10 +35,12 @@ if (!Number.isSafeInteger(N) || N < 1 || N > 200) {
 Deno.env.set("NOXLAB_FLEET_NODES", String(N));
 const { scenario } = await import("../../lab/scenarios/fleet.ts");
 const { runScenario } = await import("../../lab/lib/runner.ts");
-const { figures, histogram } = await import("../../lab/mesh_steps/fleet_steps.ts");
+const { ENROL_AT_ONCE, eachLimited, figures, histogram, serveEnrolments } = await import(
+  "../../lab/mesh_steps/fleet_steps.ts"
+);
 const { CHECKOUT } = await import("../../lab/lib/bundle.ts");
 const { fail } = await import("../../lab/lib/scenario.ts");
-const { mesh, meshArgs } = await import("../../lab/mesh_steps/link_steps.ts");
+const { mesh } = await import("../../lab/mesh_steps/link_steps.ts");
 const { hostCommand } = await import("../../lab/lib/host.ts");
 const { benchContext } = await import("./_context.ts");
 type Step = import("../../lab/lib/scenario.ts").Step;
@@ -105,57 +107,29 @@ const enrolWithRetries: Step = {
     const attempts = [...nodes];
     const tries = new Map<string, number>();
     const failures: string[] = [];
-    const serve = new Deno.Command("nsenter", {
-      args: meshArgs(ctx, ["serve", "--count", String(3 * N), "--timeout", String(120 + 15 * N)]),
-      cwd: CHECKOUT,
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    const reader = serve.stdout.pipeThrough(new TextDecoderStream()).getReader();
-    const drained = new Response(serve.stderr).text();
-    try {
-      let seen = "";
-      while (!seen.includes("answering enrolments")) {
-        const { value, done } = await reader.read();
-        if (done) fail("the enrolment service to start", seen + (await drained));
-        seen += value;
-      }
-      (async () => {
-        for (;;) if ((await reader.read()).done) return;
-      })();
-      while (attempts.length) {
-        const round = attempts.splice(0);
-        const tokens = JSON.parse(await mesh(ctx, ["tokens", ...round], 300_000)) as Record<
-          string,
-          string
-        >;
-        let next = 0;
-        await Promise.all(Array.from({ length: 8 }, async () => {
-          while (next < round.length) {
-            const node = round[next++];
-            const m = ctx.machine(node);
-            const again = tries.has(node) ? ["--replace"] : [];
-            const r = await m.exec([hostCommand(m), "enrol", "--token", "-", ...again], {
-              input: tokens[node],
-            });
-            if (r.code === 0) continue;
-            const n = (tries.get(node) ?? 0) + 1;
-            tries.set(node, n);
-            failures.push(`${node} (try ${n}): ${r.stderr.trim().split("\n").at(-1)}`);
-            if (n > 2) fail(`${node} enrolled within three tries`, failures.join("; "));
-            attempts.push(node);
-          }
-        }));
-      }
-      enrolRetries.push(...failures);
-      if (failures.length) ctx.lab.log(`enrolments tried again: ${failures.length}`);
-    } finally {
-      try {
-        serve.kill("SIGTERM");
-      } catch { /* finished */ }
-      await serve.status;
+    await using _service = await serveEnrolments(ctx, 3 * N, 120 + 15 * N);
+    while (attempts.length) {
+      const round = attempts.splice(0);
+      const tokens = JSON.parse(await mesh(ctx, ["tokens", ...round], 300_000)) as Record<
+        string,
+        string
+      >;
+      await eachLimited(round, ENROL_AT_ONCE, async (node) => {
+        const m = ctx.machine(node);
+        const again = tries.has(node) ? ["--replace"] : [];
+        const r = await m.exec([hostCommand(m), "enrol", "--token", "-", ...again], {
+          input: tokens[node],
+        });
+        if (r.code === 0) return;
+        const n = (tries.get(node) ?? 0) + 1;
+        tries.set(node, n);
+        failures.push(`${node} (try ${n}): ${r.stderr.trim().split("\n").at(-1)}`);
+        if (n > 2) fail(`${node} enrolled within three tries`, failures.join("; "));
+        attempts.push(node);
+      });
     }
+    enrolRetries.push(...failures);
+    if (failures.length) ctx.lab.log(`enrolments tried again: ${failures.length}`);
   },
 };
 /** The failed enrolments that were tried again, for the table. */

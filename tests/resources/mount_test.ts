@@ -9,6 +9,7 @@
  * mount is ever made in the machine's own namespace (and every mount ends with it).
  */
 import assert from "node:assert/strict";
+import { flipping, NOBODY } from "../_flipper.ts";
 import { parseMountInfo } from "../../os/_mount.ts";
 import { posixFileSystem } from "../../os/posix-fs/mod.ts";
 import { mountUnitName, systemdMounts } from "../../os/systemd-mount/mod.ts";
@@ -17,7 +18,6 @@ import { outcomes, testEngine } from "../_engine.ts";
 
 const INSIDE = Deno.env.get("NOX_TEST_MOUNT_NAMESPACE") === "1";
 const IS_ROOT = Deno.uid() === 0;
-const NOBODY = 65534;
 
 if (!INSIDE) {
   Deno.test({
@@ -324,7 +324,7 @@ if (INSIDE) {
     await Deno.symlink(victim, `${theirs}/evil`);
     await new Deno.Command("chown", { args: ["-h", `${NOBODY}:${NOBODY}`, `${theirs}/evil`] })
       .output();
-    await using flipper = await flipping(b.dir, `${theirs}/t`, `${theirs}/evil`);
+    await using flipper = await flipping(b.dir, `${theirs}/t`, `${theirs}/evil`, 120);
     for (let i = 0; flipper.flips() === 0; i++) {
       assert.ok(i < 600, `the names are swapped: ${flipper.report()}`);
       await new Promise((r) => setTimeout(r, 100));
@@ -515,51 +515,4 @@ if (INSIDE) {
     assert.equal(r.outcome, "failed");
     assert.match(r.error!, /no device on this machine carries UUID=.*blkid lists/);
   });
-}
-
-/** nobody swapping `a` and `b` with renameat2(RENAME_EXCHANGE) (tests/fixtures/flip_names.ts). */
-async function flipping(work: string, a: string, b: string) {
-  const report = `${work}/flips`;
-  const script = `${work}/flip_names.ts`;
-  await Deno.copyFile(new URL("../fixtures/flip_names.ts", import.meta.url).pathname, script);
-  await Deno.chmod(script, 0o644);
-  await Deno.mkdir(`${work}/deno-dir`);
-  await Deno.chown(`${work}/deno-dir`, NOBODY, NOBODY);
-  await Deno.writeTextFile(report, "");
-  await Deno.chown(report, NOBODY, NOBODY);
-  const child = new Deno.Command("setpriv", {
-    args: [
-      `--reuid=${NOBODY}`,
-      `--regid=${NOBODY}`,
-      "--clear-groups",
-      Deno.execPath(),
-      "run",
-      "--quiet",
-      "--no-config",
-      "--allow-ffi",
-      `--allow-write=${report}`,
-      script,
-      a,
-      b,
-      "120",
-      report,
-    ],
-    env: { DENO_DIR: `${work}/deno-dir`, HOME: work, NO_COLOR: "1" },
-    stdout: "null",
-    stderr: "null",
-  }).spawn();
-  for (let i = 0; Deno.readTextFileSync(report) === ""; i++) {
-    if (i > 600) throw new Error("the flipper did not start in 60 s");
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return {
-    flips: () => Number(Deno.readTextFileSync(report).split(" ")[0] || 0),
-    report: () => Deno.readTextFileSync(report),
-    async [Symbol.asyncDispose]() {
-      try {
-        child.kill("SIGKILL");
-      } catch { /* already ended */ }
-      await child.status;
-    },
-  };
 }

@@ -1,0 +1,84 @@
+/**
+ * A real race for the tests: a process of nobody's (setpriv) swapping two names with
+ * renameat2(RENAME_EXCHANGE) as fast as it can (tests/fixtures/flip_names.ts), while the
+ * host works on a path through them.
+ */
+
+const FLIPPER = new URL("./fixtures/flip_names.ts", import.meta.url).pathname;
+
+/** The user the flipper runs as. */
+export const NOBODY = 65534;
+
+/** A running flipper: nobody swapping `a` and `b` (renameat2 RENAME_EXCHANGE). */
+export interface Flipper extends AsyncDisposable {
+  /** How many swaps it has made so far. */
+  flips(): number;
+  /** What it reported (its count, or why it stopped). */
+  report(): string;
+}
+
+/** Start nobody's flipper over `a` and `b` (both in a directory nobody owns), for at most `seconds`. */
+export async function flipping(
+  work: string,
+  a: string,
+  b: string,
+  seconds: number,
+): Promise<Flipper> {
+  const report = `${work}/flips`;
+  const denoDir = `${work}/deno-dir`;
+  // A copy nobody can read wherever the checkout lies (a home directory may be 0700).
+  const script = `${work}/flip_names.ts`;
+  await Deno.copyFile(FLIPPER, script);
+  await Deno.chmod(script, 0o644);
+  await Deno.mkdir(denoDir, { recursive: true });
+  await Deno.chown(denoDir, NOBODY, NOBODY);
+  await Deno.writeTextFile(report, "");
+  await Deno.chown(report, NOBODY, NOBODY);
+  const child = new Deno.Command("setpriv", {
+    args: [
+      `--reuid=${NOBODY}`,
+      `--regid=${NOBODY}`,
+      "--clear-groups",
+      Deno.execPath(),
+      "run",
+      "--quiet",
+      "--no-config",
+      "--allow-ffi",
+      `--allow-write=${report}`,
+      script,
+      a,
+      b,
+      String(seconds),
+      report,
+    ],
+    env: { DENO_DIR: denoDir, HOME: work, NO_COLOR: "1" },
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+  let exited = false;
+  const status = child.status.finally(() => exited = true);
+  const stop = async () => {
+    try {
+      child.kill("SIGKILL");
+    } catch { /* already exited */ }
+    await status;
+  };
+  const flips = () => Number((Deno.readTextFileSync(report).split(" ")[0]) || 0);
+  // Wait until it runs (it writes its first count), so no apply happens before the swaps.
+  for (let i = 0; Deno.readTextFileSync(report) === ""; i++) {
+    if (exited || i > 600) {
+      await stop();
+      const why = new TextDecoder().decode(await new Response(child.stderr).bytes());
+      throw new Error(`the flipper did not start: ${why || "nothing said in 60 s"}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    flips,
+    report: () => Deno.readTextFileSync(report),
+    async [Symbol.asyncDispose]() {
+      await stop();
+      await child.stderr.cancel();
+    },
+  };
+}
