@@ -32,8 +32,9 @@ export function processIo(): CliIo {
     stdin: () => new Response(Deno.stdin.readable).bytes(),
     providers: async (scope, config) => {
       if (scope === "files") {
-        const { posixFileSystem } = await import("./os/posix-fs/mod.ts");
-        return { fs: posixFileSystem({ home: config.stateDir }) };
+        // The file system's descriptor alone: os/mod.ts would load every provider's code.
+        const { PROVIDER } = await import("./os/posix-fs/provider.ts");
+        return { fs: PROVIDER.open({ name: PROVIDER.names[0], stateDir: config.stateDir }) };
       }
       const { detectProviders } = await import("./os/mod.ts");
       return await detectProviders({

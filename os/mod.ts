@@ -62,14 +62,6 @@ export function providersFor(profile: Profile, options: ProviderOptions = {}): P
   return chosen as Providers;
 }
 
-/** The file system alone (the `files` commands, which need no profile). */
-export function fileProviders(options: ProviderOptions = {}): Pick<Providers, "fs"> {
-  const fs = narrowed(options).find((p) => p.port === "fs");
-  if (!fs) throw new Error("this build carries no file system provider");
-  const context = { env: options.env, ...(options.stateDir ? { stateDir: options.stateDir } : {}) };
-  return { fs: open(fs, { ...context, name: fs.names[0] }, undefined) as Providers["fs"] };
-}
-
 /** A descriptor's factory (and its wrapping of what its port already has). */
 function open(p: ProviderDescriptor, context: OpenContext, before: unknown): unknown {
   const own = p.open(context);
