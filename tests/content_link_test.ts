@@ -136,6 +136,68 @@ Deno.test("an object a replica does not hold yet at the first ask (404) is asked
   }
 });
 
+/** SIGSTOP `pid` and wait until every thread of it is stopped (state T in /proc). */
+async function stopped(pid: number): Promise<void> {
+  Deno.kill(pid, "SIGSTOP");
+  for (;;) {
+    const states: string[] = [];
+    for await (const task of Deno.readDir(`/proc/${pid}/task`)) {
+      const stat = await Deno.readTextFile(`/proc/${pid}/task/${task.name}/stat`).catch(() => "");
+      states.push(stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3));
+    }
+    if (states.every((state) => state === "T")) return;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
+Deno.test("an answer that does not come in time is asked for again; answers lost every time fail with what to check", async () => {
+  await using mesh = await startMesh();
+  await using s = await scratch();
+  await enrol(mesh, "node-d", s);
+  const bytes = BYTES.subarray(0, 400_000);
+  const sha = await mesh.control.putContent(bytes);
+  await declareObjects(mesh, "node-d", [[sha, bytes.length]]);
+  const nc = await connectAs(mesh, "node-d", s);
+  try {
+    // The broker stops answering (SIGSTOP) while chunk 1 is asked for, as an answer
+    // lost while it reloads its permissions is never heard; the client times out for real.
+    const losing = (lose: (subject: string) => boolean) => {
+      const asked: string[] = [];
+      const source = objectStoreSource(async (subject, body) => {
+        asked.push(subject);
+        if (!lose(subject)) return await nc.request(subject, body, { timeout: 10_000 });
+        await stopped(mesh.broker.pid);
+        try {
+          return await nc.request(subject, body, { timeout: 300 });
+        } finally {
+          Deno.kill(mesh.broker.pid, "SIGCONT");
+        }
+      });
+      return { source, asked };
+    };
+    const chunk1 = CONTENT_SUBJECTS.get(CONTENT_SUBJECTS.chunk(sha, 1));
+    let lost = 0;
+    const once = losing((subject) => subject === chunk1 && lost++ < 2);
+    const got = await once.source.get(sha, bytes.length);
+    assert.ok(got instanceof Uint8Array);
+    assert.equal(await sha256Hex(got), sha);
+    assert.equal(once.asked.filter((x) => x === chunk1).length, 3, "chunk 1 asked three times");
+
+    const never = losing((subject) => subject === chunk1);
+    await assert.rejects(
+      never.source.get(sha, bytes.length),
+      new RegExp(
+        `the object store did not answer the read of ${
+          chunk1.replaceAll(".", "\\.").replaceAll("$", "\\$")
+        } \\(asked 3 times; timeout\\): check that the broker is up`,
+      ),
+    );
+    assert.equal(never.asked.filter((x) => x === chunk1).length, 3);
+  } finally {
+    await nc.close();
+  }
+});
+
 Deno.test("a tampered object (other bytes under the declared digest) is refused and not cached", async () => {
   await using mesh = await startMesh();
   await using s = await scratch();

@@ -395,6 +395,12 @@ export class Machine {
       () => {},
     );
     await Deno.writeTextFile(join(dir, "exec.log"), this.transcript.join("\n"));
+    // The host's own log where it writes one (the tarball's launcher, OpenRC), read
+    // from the machine's upper layer: it is there whether the machine still runs or not.
+    await Deno.copyFile(
+      join(this.plan.dir, "upper/var/log/nox-mesh-host.log"),
+      join(dir, "nox-mesh-host.log"),
+    ).catch(() => {});
     if (!this.leader || this.stopped) return;
     const probe = this.flavour === "systemd"
       ? ["journalctl", "-b", "--no-pager", "-o", "short-monotonic"]

@@ -249,7 +249,11 @@ export async function rolloutHost(
           stoppers.push({
             node,
             why: "failed",
-            detail: `its apply of serial ${beat!.last!.serial} failed; it runs ${beat!.version}`,
+            detail: `its apply of serial ${beat!.last!.serial} failed${await whyFailed(
+              control,
+              node,
+              beat!.last!.serial,
+            )}; it runs ${beat!.version}`,
           });
           continue;
         }
@@ -292,4 +296,29 @@ export async function rolloutHost(
     log(`${name}: every node runs ${running}`);
   }
   return result;
+}
+
+/**
+ * What `node`'s report of its apply of `serial` says failed (": file f: why; …"), or
+ * "" when no such report can be read: the verdict stands on the heartbeat alone.
+ */
+async function whyFailed(
+  control: ControlPlane,
+  node: string,
+  serial: number | null,
+): Promise<string> {
+  const reports = await control.reports(node).catch(() => []);
+  const report = reports.findLast((r) => r.kind === "apply" && r.serial === serial);
+  if (!report) return "";
+  const results = (report.results ?? []) as {
+    type: string;
+    id: string;
+    outcome: string;
+    detail?: string;
+  }[];
+  const failed = results.filter((r) => r.outcome === "failed")
+    .map((r) => `${r.type} ${r.id}: ${r.detail ?? "no detail"}`);
+  // The report's error repeats its failed resources; it is all there is without them.
+  if (failed.length === 0 && typeof report.error === "string") failed.push(report.error);
+  return failed.length ? `: ${failed.join("; ")}` : "";
 }

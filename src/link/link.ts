@@ -178,9 +178,10 @@ export class Link {
 
   /**
    * The mesh's object store as a content source (DESIGN.md §19), read over this link
-   * while it is up; when it is down, asking fails with the reason.
+   * while it is up; when it is down, asking fails with the reason. `timeoutMs` bounds
+   * each ask (one chunk of 128 KiB); a lost answer is asked again (object_source.ts).
    */
-  contentSource(timeoutMs = 30_000): ContentSource {
+  contentSource(timeoutMs = 10_000): ContentSource {
     return objectStoreSource((subject, body) => {
       const nc = this.#nc;
       if (!nc || this.#state.phase !== "up") {

@@ -35,6 +35,45 @@ const status = (headers?: MsgHdrs): number => headers?.code ?? 0;
  */
 export const STALE_RETRY_MS: readonly number[] = [250, 1000];
 
+/**
+ * How many times one read (a description or a chunk) is asked when no answer comes
+ * in time or nobody answers. An answer can be lost without anything being wrong with
+ * the object: the broker reloading its permissions (the control plane grants another
+ * node's objects), a server of a cluster going away, a stream electing its leader.
+ * Each ask waits the link's request timeout, so a broker that is really gone costs
+ * that many timeouts before the apply fails.
+ */
+export const LOST_ANSWER_ASKS = 3;
+
+/** True for an ask that got no answer: timed out, or no responder at the time. */
+function lostAnswer(error: unknown): boolean {
+  const e = error as { name?: string; message?: string; code?: unknown; cause?: { name?: string } };
+  return e?.name === "TimeoutError" || e?.name === "NoRespondersError" ||
+    /^timeout$|no responders/i.test(`${e?.message ?? ""}`) ||
+    e?.cause?.name === "NoRespondersError";
+}
+
+/** `request` asked again, up to `asks` times in all, while its answers are lost. */
+function askedAgain(request: Requester, asks: number): Requester {
+  return async (subject, body) => {
+    for (let ask = 1;; ask++) {
+      try {
+        return await request(subject, body);
+      } catch (error) {
+        if (!lostAnswer(error)) throw error;
+        if (ask >= asks) {
+          throw new Error(
+            `the object store did not answer the read of ${subject} (asked ${ask} times; ` +
+              `${(error as Error).message}): check that the broker is up and this node's ` +
+              "link to it; the next apply asks again",
+            { cause: error },
+          );
+        }
+      }
+    }
+  };
+}
+
 /** A replica's "not here" (404): maybe not yet; `notYet` is what it means if it stays. */
 interface NotYet {
   notYet: null | typeof WRONG_SIZE;
@@ -42,9 +81,11 @@ interface NotYet {
 
 /** The mesh's object store, read through `request`. */
 export function objectStoreSource(
-  request: Requester,
+  ask: Requester,
   retryMs: readonly number[] = STALE_RETRY_MS,
+  asks: number = LOST_ANSWER_ASKS,
 ): ContentSource {
+  const request = askedAgain(ask, asks);
   return {
     name: `the mesh's object store (stream ${CONTENT_STREAM})`,
     async get(sha256, size) {
