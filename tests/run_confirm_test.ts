@@ -28,6 +28,15 @@ const CUT = `chain output {
   type filter hook output priority -500; policy drop;
 }`;
 
+/**
+ * What is established lives, the link's connection with it; every new connection the
+ * node opens is dropped: it is cut off at its next reconnect.
+ */
+const NEW_DROPPED = `chain output {
+  type filter hook output priority 0; policy accept;
+  ct state new drop
+}`;
+
 function firewall(rules: string) {
   return { type: "firewall", id: "edge", family: "inet", table: "edge", rules };
 }
@@ -54,6 +63,20 @@ function start(net: NodeNet, s: Scratch, extra: string[] = []): Promise<HostProc
 
 const applied = (serial: number, trigger?: string) => (r: Report) =>
   r.kind === "apply" && r.serial === serial && (trigger === undefined || r.trigger === trigger);
+
+/** The names of node-a's connections the broker holds. */
+async function brokerConnections(mesh: Mesh, node: string): Promise<string[]> {
+  const connz = await mesh.broker.monitor("connz?limit=1024");
+  return ((connz.connections ?? []) as { name?: string }[])
+    .map((c) => c.name ?? "")
+    .filter((name) => name.includes(` ${node}`));
+}
+
+/** The node namespace's TCP sockets to its broker that are open or opening (ss states). */
+async function socketsToBroker(net: NodeNet): Promise<string[]> {
+  const out = await net.node.must(["ss", "-Htn", "state", "established", "state", "syn-sent"]);
+  return out.split("\n").filter((line) => line.includes("10.254.0.1:4222"));
+}
 
 async function table(net: NodeNet): Promise<string> {
   const r = await net.node.exec(["nft", "list", "table", "inet", "edge"]);
@@ -172,6 +195,63 @@ Deno.test({
 });
 
 Deno.test({
+  name: "confirm: a rule that lets the link's connection live but drops new ones (ct state " +
+    "new drop) is undone when the window lapses: a new connection must be made; the " +
+    "node links up again after; no probe leaves a connection behind",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    await using mesh = await startMesh();
+    await using net = await nodeNet(mesh.broker.port);
+    await using s = await scratch({ confirmWindowSeconds: WINDOW_S });
+    await enrolled(mesh, net, "node-a", s);
+    let host = await start(net, s);
+    try {
+      await host.waitLog(/link: up to .* as node-a/);
+      await mesh.control.declare("node-a", { version: 1, resources: [firewall(HARMLESS)] });
+      await host.waitLog(/confirm: serial 1 confirmed: .* took a new connection/);
+      // The probe's connection was closed: the broker holds the link's only.
+      await until("one connection of node-a at the broker", async () => {
+        const names = await brokerConnections(mesh, "node-a");
+        return names.length === 1 ? names : undefined;
+      });
+
+      await mesh.control.declare("node-a", { version: 1, resources: [firewall(NEW_DROPPED)] });
+      await host.waitLog(/apply \(declaration, link serial 2\): converged/);
+      assert.match(await table(net), /ct state new drop/);
+      // The link's connection still answers; the new one does not get through.
+      await host.waitLog(/confirm: the link's connection answers, but a new one fails: /);
+      const refused = await mesh.control.waitReport(
+        "node-a",
+        (r) => r.kind === "refused" && r.serial === 2,
+      );
+      assert.equal(refused.reason, "unconfirmed");
+      assert.match(String(refused.message), /or took no new connection from the node/);
+      const back = await mesh.control.waitReport("node-a", applied(1, "revert"));
+      assert.equal(back.outcome, "converged", String(back.error));
+      assert.doesNotMatch(host.log(), /serial 2 confirmed/);
+      assert.doesNotMatch(await table(net), /ct state new/);
+      assert.match(await table(net), /tcp dport 8081 drop/);
+      // Every probe's attempt was closed, in the node's namespace as at the broker: only
+      // the link's connection is left.
+      await until("only the link's socket in the node's namespace", async () => {
+        const sockets = await socketsToBroker(net);
+        return sockets.length === 1 ? sockets : undefined;
+      });
+      assert.equal((await brokerConnections(mesh, "node-a")).length, 1);
+
+      // The node can connect again: a new process links up through the path.
+      assert.equal(await host.stop(), 0);
+      host = await start(net, s);
+      await host.waitLog(/link: up to .* as node-a/);
+      await host.waitLog(/apply \(start, link serial 1\): converged/);
+    } finally {
+      await host[Symbol.asyncDispose]();
+    }
+  },
+});
+
+Deno.test({
   name: "confirm: a host killed inside the window resumes it and lapses; one whose window " +
     "lapsed while it was down goes back at start, before anything is applied (a reboot)",
   sanitizeResources: false,
@@ -197,7 +277,7 @@ Deno.test({
       assert.deepEqual([open.serial, open.goesBackTo, open.changed], [2, 1, ['firewall "edge"']]);
       host = await start(net, s);
       await host.waitLog(
-        /serial 2 changed what can cut this node off \(firewall "edge"\) and was not confirmed before the last process ended; it stands if the broker acknowledges a heartbeat within \d+ s/,
+        /serial 2 changed what can cut this node off \(firewall "edge"\) and was not confirmed before the last process ended; it stands if the broker acknowledges a heartbeat and takes a new connection within \d+ s/,
       );
       assert.equal(
         (await mesh.control.waitReport("node-a", applied(1, "revert"))).outcome,

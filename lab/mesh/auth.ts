@@ -57,7 +57,8 @@ export function siteAccount(site: string): string {
 /** What a node's account may use on a server (account `limits`). */
 const NODE_ACCOUNT_LIMITS = {
   max_payload: NODE_LIMITS.maxPayload,
-  // A running host holds one connection (enrolment proves its key with a second) and
+  // A running host holds one connection (enrolment proves its key with a second, and a
+  // confirm window opens a short-lived one to prove new connections get through) and
   // a few subscriptions; these bound what a node that misbehaves can make a server hold.
   max_connections: 16,
   max_subscriptions: 100,

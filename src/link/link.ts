@@ -115,6 +115,8 @@ export class Link {
   readonly #options: Required<LinkOptions>;
   #state: LinkState;
   #nc: NatsConnection | undefined;
+  /** The broker the link is up on (while it is). */
+  #up: { url: string; pin: string } | undefined;
   /**
    * The declarations handed on in this connection (the last few: stream sequence and
    * size), to drop a second copy of one (a delivery again, the catch-up's).
@@ -272,6 +274,57 @@ export class Link {
     }
   }
 
+  /**
+   * Whether a new connection to the broker the link is up on can be made now, as the
+   * link makes its own (TCP, TLS against the CA and the pinned certificate, the CONNECT
+   * that proves the node's key), and answers a PING; it is closed again at once. The
+   * connection the link has may outlive a rule that refuses new ones (`ct state new
+   * drop`): the confirm window asks both (src/run/confirm.ts). Never waits longer than
+   * `timeoutMs`; a connection that opens after that is closed as it opens. Resolves to
+   * undefined when it worked, or to why not.
+   */
+  async freshConnection(timeoutMs: number): Promise<LinkError | undefined> {
+    const broker = this.#up;
+    if (!broker || this.#state.phase !== "up") {
+      return new LinkError("closed", "node", "the link is not up");
+    }
+    const started = performance.now();
+    const budget = Math.max(1, Math.floor(timeoutMs));
+    const opening = openConnection(
+      { url: broker.url, pin: broker.pin, ca: this.#identity.ca },
+      {
+        seed: this.#seed,
+        publicKey: this.#identity.publicKey,
+        inboxPrefix: subjectsOf(this.#identity.node).inboxPrefix,
+        name: `${this.#identity.node} (confirm probe)`,
+      },
+      { timeoutMs: budget, pingIntervalMs: 2 * budget + 1000, maxPingOut: 1 },
+    );
+    const closeLater = (nc: NatsConnection) => void nc.close().catch(() => {});
+    try {
+      const opened = await within(opening, budget, "late" as const);
+      if (opened === "late") {
+        opening.then(closeLater, () => {});
+        return new LinkError(
+          "timeout",
+          "network",
+          `a new connection to ${broker.url} was not made within ${(budget / 1000).toFixed(1)} s`,
+        );
+      }
+      const left = Math.max(1, budget - (performance.now() - started));
+      const answered = await within(opened.flush().then(() => true, () => false), left, false);
+      // Closed without waiting for the close to finish: the answer is due by the deadline.
+      closeLater(opened);
+      return answered ? undefined : new LinkError(
+        "timeout",
+        "network",
+        `a new connection to ${broker.url} was made but the broker did not answer a ping on it`,
+      );
+    } catch (error) {
+      return classifyLinkError(error, this.#target(broker.url));
+    }
+  }
+
   /** Wait until what was published has reached the broker (bounded). */
   async flush(timeoutMs = 5000): Promise<void> {
     const nc = this.#nc;
@@ -343,6 +396,7 @@ export class Link {
         break;
       }
       this.#nc = nc;
+      this.#up = broker;
       failures = 0;
       if (lastUp !== undefined && lastUp !== broker.url) {
         this.#state.lastMove = {
@@ -360,6 +414,7 @@ export class Link {
         classifyLinkError(error, this.#target(broker.url))
       );
       this.#nc = undefined;
+      this.#up = undefined;
       if (this.#stopped) break;
       if (ended) this.#fail(ended);
       else this.#set("down");
@@ -530,6 +585,15 @@ function pushed(data: Uint8Array, headers: MsgHdrs | undefined): Pushed {
   if (headers?.has(SIGNATURE_HEADER)) out.signature = headers.get(SIGNATURE_HEADER);
   if (headers?.has(ROTATION_HEADER)) out.rotation = headers.get(ROTATION_HEADER);
   return out;
+}
+
+/** What `work` resolves to, or `otherwise` after `ms` (its timer cleared either way). */
+function within<T, U>(work: Promise<T>, ms: number, otherwise: U): Promise<T | U> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  return Promise.race([
+    work,
+    new Promise<U>((resolve) => timer = setTimeout(() => resolve(otherwise), ms)),
+  ]).finally(() => clearTimeout(timer));
 }
 
 function race(work: Promise<unknown>, ms: number): Promise<void> {

@@ -14,7 +14,10 @@
  *   or the end of a hold, prepared on disk the same way); otherwise it runs
  *   `confirmWindowSeconds` (host.json, default 120) from the end of the apply, and the
  *   host sends heartbeats, each followed by a PING, until the broker answers one (a
- *   round trip on the link's connection, after the apply): confirmed.
+ *   round trip on the link's connection, after the apply) and then takes a new
+ *   connection from the node (made as the link makes its own, closed at once): confirmed.
+ *   The connection the link has outlives a rule that refuses new ones (`ct state new
+ *   drop`), which would cut the node off at its next reconnect.
  * - When it lapses first, in one durable commit the declaration held before becomes
  *   the current one again and the pushed serial is refused; the run loop then reports
  *   the refusal (delivered once the link is back) and applies that declaration whole,
@@ -52,8 +55,9 @@ export interface ConfirmOptions {
   windowSeconds: number;
   log: Log;
   /**
-   * Send a heartbeat and wait, at most `timeoutMs`, for the broker to answer behind it;
-   * true when it did. False at once when the link is down.
+   * Send a heartbeat and wait, at most `timeoutMs`, for the broker to answer behind it
+   * and to take a new connection; true when both happened. False at once when the link
+   * is down.
    */
   probe(timeoutMs: number): Promise<boolean>;
   /**
@@ -75,8 +79,8 @@ export interface Lapse {
   problems: Problem[];
 }
 
-/** How long one probe may wait for the broker's answer (ms). */
-const PROBE_TIMEOUT_MS = 5000;
+/** How long one probe may wait for the broker's answer and a new connection (ms). */
+const PROBE_TIMEOUT_MS = 10_000;
 
 /** The confirm window of one run process. */
 export class ConfirmWindow {
@@ -160,8 +164,8 @@ export class ConfirmWindow {
         describeChanges(record.changed) || "its apply did not end"
       }) and was not confirmed before the last process ended; ` +
         (left > 0
-          ? `it stands if the broker acknowledges a heartbeat within ${left} s, else the node ` +
-            `goes back to ${restoreName(record.restore)}`
+          ? `it stands if the broker acknowledges a heartbeat and takes a new connection ` +
+            `within ${left} s, else the node goes back to ${restoreName(record.restore)}`
           : `its window has lapsed: the node goes back to ${restoreName(record.restore)}`),
       "warning",
     );
@@ -283,8 +287,8 @@ export class ConfirmWindow {
       this.#opt.log(
         `confirm: serial ${open.serial} changed what can cut this node off (${
           describeChanges(changed)
-        }); it stands once the broker acknowledges a heartbeat within ${this.#opt.windowSeconds} s,` +
-          ` else the node goes back to ${restoreName(open.restore)}`,
+        }); it stands once the broker acknowledges a heartbeat and takes a new connection within ` +
+          `${this.#opt.windowSeconds} s, else the node goes back to ${restoreName(open.restore)}`,
       );
     } else if (touched.length > 0) {
       // A drift pass under the window: its deadline stays.
@@ -325,7 +329,8 @@ export class ConfirmWindow {
       : "the declaration held now (applied by someone else meanwhile) stays";
     const message = `serial ${open.serial} was applied, but the broker acknowledged no ` +
       `heartbeat within the confirm window (${this.#opt.windowSeconds} s, host.json ` +
-      `confirmWindowSeconds) after it: what it changed (${what}) may have cut this node off. ` +
+      `confirmWindowSeconds) after it, or took no new connection from the node: what it ` +
+      `changed (${what}) may have cut this node off. ` +
       `${back[0].toUpperCase()}${back.slice(1)}; serial ${open.serial} is refused from now on ` +
       "(publish a corrected declaration with a newer serial)";
     const problems = open.changed.map((c) => ({
@@ -424,7 +429,9 @@ export class ConfirmWindow {
       this.#close();
       this.#opt.log(
         `confirm: serial ${open.serial} confirmed: the broker acknowledged a heartbeat sent after ` +
-          `its apply; its changes (${describeChanges(open.changed)}) stand`,
+          `its apply and took a new connection; its changes (${
+            describeChanges(open.changed)
+          }) stand`,
       );
       return;
     }

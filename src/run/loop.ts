@@ -133,6 +133,8 @@ class RunLoop {
   readonly #memory: MemoryCeiling;
   readonly #confirm: ConfirmWindow;
   #worked = false;
+  /** Why the confirm window's last new connection failed (logged once per reason). */
+  #freshFailure: string | undefined;
   readonly #queue = new WorkQueue();
   readonly #applyAbort = new AbortController();
   readonly #startedAt = performance.now();
@@ -723,11 +725,31 @@ class RunLoop {
     return this.#heartbeats.send(this.#identity, this.#link, liveness, withList);
   }
 
-  /** A heartbeat, then whether the broker answered behind it within `timeoutMs` (confirm.ts). */
+  /**
+   * A heartbeat, then whether the broker answered behind it and took a new connection,
+   * all within `timeoutMs` (confirm.ts): the connection the link has may outlive a rule
+   * that refuses new ones, which would cut the node off at its next reconnect.
+   */
   async #probeLink(timeoutMs: number): Promise<boolean> {
     const link = this.#link;
     if (!link || !this.#heartbeat(false)) return false;
-    return await link.roundTrip(timeoutMs);
+    const started = performance.now();
+    if (!await link.roundTrip(timeoutMs)) return false;
+    const failed = await link.freshConnection(timeoutMs - (performance.now() - started));
+    if (!failed) {
+      this.#freshFailure = undefined;
+      return true;
+    }
+    // Said once per reason: the window probes again every second.
+    if (failed.message !== this.#freshFailure) {
+      this.#freshFailure = failed.message;
+      this.#log(
+        `confirm: the link's connection answers, but a new one fails: ${failed.message}; ` +
+          "a rule may refuse new connections to the broker (not confirmed yet)",
+        "warning",
+      );
+    }
+    return false;
   }
 
   /** Above the memory ceiling, after a completed piece of work: say why and stop for a restart. */
