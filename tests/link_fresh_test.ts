@@ -46,7 +46,14 @@ Deno.test("confirm probe: a new connection to the server the link is up on, also
     const first = await on();
     assert.equal(await link.freshConnection(10_000), undefined);
     // Made to that server, and closed: it holds the link's connection only.
-    assert.ok((await names(member(first), "closed")).includes(`${PROGRAM} ${VERSION} ${PROBE}`));
+    // (Closed without waiting for the close: the server lists it closed a moment later.)
+    await until(
+      "the probe's connection closed on the first server",
+      async () =>
+        (await names(member(first), "closed")).includes(`${PROGRAM} ${VERSION} ${PROBE}`)
+          ? true
+          : undefined,
+    );
     await until("the probe's connection gone", async () => {
       const open = (await names(member(first), "open")).filter((n) => n.includes("node-c"));
       return open.length === 1 && !open[0].includes(PROBE) ? true : undefined;
@@ -57,7 +64,11 @@ Deno.test("confirm probe: a new connection to the server the link is up on, also
     await member(first).kill();
     const second = await on(first);
     assert.equal(await link.freshConnection(10_000), undefined);
-    assert.ok((await names(member(second), "closed")).some((n) => n.endsWith(PROBE)));
+    await until(
+      "the probe's connection closed on the second server",
+      async () =>
+        (await names(member(second), "closed")).some((n) => n.endsWith(PROBE)) ? true : undefined,
+    );
     await until("the probe's connection gone from the second server", async () => {
       const open = (await names(member(second), "open")).filter((n) => n.includes("node-c"));
       return open.length === 1 && !open[0].includes(PROBE) ? true : undefined;
