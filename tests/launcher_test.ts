@@ -136,6 +136,167 @@ Deno.test("launcher: exit 10 after runs longer than the restart window is restar
   await cleanup(w);
 });
 
+/**
+ * Runs one launcher until it pauses after an exit 10 (NOX_MESH_HOST_BACKOFF=300), then stops it
+ * with TERM as an init's restart of the service does; or until it ends by itself.
+ */
+async function launcherUntilRestartPause(w: World): Promise<{ code: number; stderr: string }> {
+  const l = new RunningLauncher(w);
+  let ended = false;
+  l.process.status.then(() => ended = true);
+  try {
+    await waitFor(
+      "the launcher to pause after an exit 10, or to end",
+      () => ended || l.stderr.includes("starting it again in 300s"),
+    );
+  } catch (e) {
+    await l.stop();
+    throw new Error(`${e}\nlauncher said:\n${l.stderr}`);
+  }
+  if (!ended) l.process.kill("SIGTERM");
+  return await l.exit();
+}
+
+Deno.test("launcher: the exit-10 streak outlives the launcher: a host over its ceiling at every start, the launcher restarted after each exit 10, is rolled back once, then halted", async () => {
+  const w = await makeWorld({ steps: Array(8).fill("exit 10") }); // 6 used
+  w.env.NOX_MESH_HOST_BACKOFF = "300"; // the pause after an exit 10, where the launcher is stopped
+  await Deno.writeTextFile(join(w.state, "known-good"), "1.0\n");
+  const said: string[] = [];
+  let last = { code: -1, stderr: "" };
+  // Each launcher sees one or two exit 10s; the in-memory streak never reached 3.
+  while (said.length < 8) {
+    last = await launcherUntilRestartPause(w);
+    said.push(last.stderr);
+    if (last.code !== 0) break;
+  }
+  const all = said.join("\n--- launcher started again ---\n");
+  assert.equal(last.code, 78, all);
+  assert.equal(said.length, 5, all);
+  assert.deepEqual(await starts(w), Array(6).fill("1.0"), all);
+  assert.equal(
+    count(
+      all,
+      "asked for a restart (exit 10) 3 times in a row, each within 600s of its start: rolling back to known-good 1.0",
+    ),
+    1,
+    all,
+  );
+  assert.match(
+    (await stateFile(w, "halted"))!,
+    /asked for a restart \(exit 10\) 3 times in a row, each within 600s of its start after rolling back to 1\.0/,
+  );
+  assert.equal(await stateFile(w, "restart-streak"), undefined, "a halt clears the streak too");
+  await cleanup(w);
+});
+
+Deno.test("launcher: the exit-10 streak outlives a launcher killed (SIGKILL) while the host runs, its host killed with it", async () => {
+  const w = await makeWorld({ steps: ["exit 10", "exit 10", "wait", "exit 10", "confirm wait"] });
+  await Deno.writeTextFile(join(w.state, "known-good"), "1.0\n");
+  const first = new RunningLauncher(w);
+  try {
+    await waitFor(
+      "the third start to be ready",
+      async () => (await hostLog(w)).includes("ready 1.0"),
+    );
+  } catch (e) {
+    await first.stop();
+    throw new Error(`${e}\nlauncher said:\n${first.stderr}`);
+  }
+  // As systemd's stop timeout ends the service: the launcher and its host, both with KILL.
+  first.process.kill("SIGKILL");
+  await first.process.status;
+  const host = Number((await hostLog(w)).findLast((l) => l.startsWith("start "))!.split(" ")[2]);
+  Deno.kill(host, "SIGKILL");
+  assert.match((await stateFile(w, "restart-streak"))!, /^2 \d+$/);
+  const r = await runUntilReady(w, 2);
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(await starts(w), Array(5).fill("1.0"));
+  assert.equal(
+    count(r.stderr, "3 times in a row, each within 600s of its start: rolling back"),
+    1,
+    r.stderr,
+  );
+  assert.equal(await stateFile(w, "rolled-back"), "0 1.0");
+  await cleanup(w);
+});
+
+Deno.test("launcher: a garbled exit-10 streak file is 0, said, and written anew (never read through a link, a FIFO or a directory)", async (t) => {
+  const now = Math.floor(Date.now() / 1000);
+  const cases: [string, (path: string, w: World) => Promise<void>][] = [
+    ["words", (p) => Deno.writeTextFile(p, "garbage\n")],
+    ["a count without its start", (p) => Deno.writeTextFile(p, "3\n")],
+    ["a leading zero (octal to sh)", (p) => Deno.writeTextFile(p, `08 ${now}\n`)],
+    ["a number too large for sh", (p) => Deno.writeTextFile(p, `99999999999999999999 ${now}\n`)],
+    ["a negative start", (p) => Deno.writeTextFile(p, `5 -${now}\n`)],
+    ["a second line", (p) => Deno.writeTextFile(p, `5 ${now}\n5 ${now}\n`)],
+    ["a directory", (p) => Deno.mkdir(p)],
+    ["a FIFO", async (p) => {
+      const r = await new Deno.Command("mkfifo", { args: [p] }).output();
+      assert.ok(r.success);
+    }],
+    ["a link to a file holding a streak", async (p, w) => {
+      await Deno.writeTextFile(join(w.dir, "outside"), `5 ${now}\n`);
+      await Deno.symlink(join(w.dir, "outside"), p);
+    }],
+  ];
+  for (const [what, make] of cases) {
+    await t.step(what, async () => {
+      const w = await makeWorld({ steps: ["exit 10", "exit 10", "wait"] });
+      await Deno.writeTextFile(join(w.state, "known-good"), "1.0\n");
+      const path = join(w.state, "restart-streak");
+      await make(path, w);
+      const r = await runUntilReady(w);
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stderr, /ignoring a garbled .*restart-streak/);
+      assert.deepEqual(await starts(w), ["1.0", "1.0", "1.0"], r.stderr);
+      assert.equal(count(r.stderr, "rolling back"), 0, r.stderr);
+      assert.ok((await Deno.lstat(path)).isFile, "a regular file again");
+      assert.match((await stateFile(w, "restart-streak"))!, /^2 \d+$/, "counted from 0");
+      if (what.startsWith("a link")) {
+        assert.equal(await Deno.readTextFile(join(w.dir, "outside")), `5 ${now}\n`);
+      }
+      await cleanup(w);
+    });
+  }
+});
+
+Deno.test("launcher: a persisted exit-10 streak whose last run started a restart window ago or more is over (that run was long, or nothing ran)", async () => {
+  const w = await makeWorld({ steps: ["exit 10", "exit 10", "wait"] });
+  await Deno.writeTextFile(join(w.state, "known-good"), "1.0\n");
+  await Deno.writeTextFile(
+    join(w.state, "restart-streak"),
+    `2 ${Math.floor(Date.now() / 1000) - 3600}\n`,
+  );
+  const r = await runUntilReady(w);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(count(r.stderr, "rolling back"), 0, r.stderr);
+  assert.match((await stateFile(w, "restart-streak"))!, /^2 \d+$/);
+  await cleanup(w);
+});
+
+Deno.test("launcher: a long run ends the exit-10 streak also when the launcher is stopped during it", async () => {
+  const w = await makeWorld({ steps: ["exit 10", "exit 10", "wait"] });
+  w.env.NOX_MESH_HOST_RESTART_WINDOW = "5";
+  await Deno.writeTextFile(join(w.state, "known-good"), "1.0\n");
+  const l = new RunningLauncher(w);
+  try {
+    await waitFor(
+      "the third start to be ready",
+      async () => (await hostLog(w)).includes("ready 1.0"),
+    );
+  } catch (e) {
+    await l.stop();
+    throw new Error(`${e}\nlauncher said:\n${l.stderr}`);
+  }
+  assert.match((await stateFile(w, "restart-streak"))!, /^2 \d+$/, l.stderr);
+  await new Promise((r) => setTimeout(r, 6_000)); // the run outlasts the window (a lower bound)
+  l.process.kill("SIGTERM");
+  const r = await l.exit();
+  assert.equal(r.code, 0, r.stderr);
+  assert.match((await stateFile(w, "restart-streak"))!, /^0 \d+$/, r.stderr);
+  await cleanup(w);
+});
+
 Deno.test("launcher: a new version that never confirms a reconcile is stopped at its start deadline (TERM; it exits 0, still counted) and rolled back", async () => {
   const w = await makeWorld({ steps: [] });
   w.env.NOX_MESH_HOST_START_DEADLINE = "1";

@@ -44,6 +44,7 @@ const COMMON_REFUSED = [
   "write:/var/lib/mesh-host/halted",
   "write:/var/lib/mesh-host/rolled-back",
   "write:/var/lib/mesh-host/rolled-back-from",
+  "write:/var/lib/mesh-host/restart-streak",
   "write:/var/lib/mesh-host/rollback/nox-mesh-host-9.pkg.tar.gz",
   "run:/usr/bin/id",
   "run:/bin/sh",

@@ -178,7 +178,7 @@ for (const os of TARGET_OSES) {
         "the host must be able to stage an upgrade in its state directory",
       );
     }
-    for (const f of ["halted", "rolled-back", "rolled-back-from", "rollback"]) {
+    for (const f of ["halted", "rolled-back", "rolled-back-from", "restart-streak", "rollback"]) {
       assert.ok(set.denyWrite.includes(`/var/lib/mesh-host/${f}`), `launcher-only ${f} denied`);
     }
     for (const f of ["known-good", "failures"]) {
