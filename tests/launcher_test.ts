@@ -1142,7 +1142,7 @@ for (const tar of TARS) {
   });
 }
 
-Deno.test("launcher: links the host planted at the launcher's temporary and record files are never written through", async () => {
+Deno.test("launcher: links the host planted at the launcher's temporary and record files are never written through; a directory there is removed", async () => {
   const w = await makeWorld({ steps: [] });
   const outside = join(w.dir, "outside");
   await Deno.mkdir(outside);
@@ -1151,11 +1151,13 @@ Deno.test("launcher: links the host planted at the launcher's temporary and reco
   const tarball = await releaseTarball(w, "2.0");
   const stage = await stageScript(w, tarball, "2.0", "0".repeat(64));
   // A buggy host may write the state directory (not upgrade-refused itself): it leaves a link
-  // where the launcher writes its temporary, and a link to a directory where the record goes.
+  // or a directory where the launcher writes its temporary, and a link to a directory where
+  // the record goes.
   const plant = join(w.dir, "plant");
   await Deno.writeTextFile(
     plant,
-    `#!/bin/sh\nset -eu\n'${stage}'\nln -s '${victim}' '${w.state}/failures.tmp'\n` +
+    `#!/bin/sh\nset -eu\n'${stage}'\nmkdir '${w.state}/failures.tmp'\n` +
+      `: >'${w.state}/failures.tmp/kept'\nln -s '${victim}' '${w.state}/restart-streak.tmp'\n` +
       `ln -s '${victim}' '${w.state}/upgrade-refused.tmp'\nln -s '${outside}' '${w.state}/upgrade-refused'\n`,
     { mode: 0o755 },
   );
