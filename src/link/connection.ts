@@ -49,6 +49,7 @@ export async function openConnection(
   auth: { seed: Uint8Array; publicKey: string; inboxPrefix: string; name: string },
   timing: ConnectionTiming = CONNECTION_TIMING,
 ): Promise<NatsConnection> {
+  guardOrphanTlsErrors();
   try {
     return await connect({
       servers: target.url,
@@ -121,4 +122,36 @@ export function pinnedTls(target: BrokerTarget): TlsOptions {
         ? undefined
         : new PinMismatch(cert.fingerprint256, target.pin),
   } as TlsOptions;
+}
+
+let guarded = false;
+
+/**
+ * Keep the process alive through a TLS error on a socket nobody listens to any more.
+ * The NATS client removes its listeners from a TLS socket between the handshake and
+ * its own handlers, and again when it closes one; a TLS record that arrives then (a
+ * broker closing connections as it reloads its configuration writes one) makes Deno's
+ * node:tls throw "cannot decrypt peer's message" with no listener to take it, an
+ * uncaught error that ended `enrol` (seen in CI's broker-failover) and would end `run`.
+ * That socket is already given up by its connection, which times out or has closed:
+ * the error is said on stderr and dropped. Any other uncaught error still ends the
+ * process.
+ */
+export function guardOrphanTlsErrors(): void {
+  if (guarded) return;
+  guarded = true;
+  globalThis.addEventListener("error", (event) => {
+    const error = (event as ErrorEvent).error as { message?: unknown; stack?: unknown } | null;
+    if (!isOrphanTlsError(error)) return;
+    event.preventDefault();
+    console.error(
+      `link: a TLS error on a connection already given up was ignored: ${String(error?.message)}`,
+    );
+  });
+}
+
+/** An error thrown by node:tls's socket wrapper itself (no listener took it). */
+export function isOrphanTlsError(error: { message?: unknown; stack?: unknown } | null): boolean {
+  return typeof error?.stack === "string" &&
+    error.stack.includes("ext:deno_node/internal_binding/tls_wrap.ts");
 }
