@@ -12,9 +12,9 @@ export const NOBODY = 65534;
 /** A running flipper: nobody swapping `a` and `b` (renameat2 RENAME_EXCHANGE). */
 export interface Flipper extends AsyncDisposable {
   /** How many swaps it has made so far. */
-  flips(): number;
+  flips(): Promise<number>;
   /** What it reported (its count, or why it stopped). */
-  report(): string;
+  report(): Promise<string>;
 }
 
 /** Start nobody's flipper over `a` and `b` (both in a directory nobody owns), for at most `seconds`. */
@@ -63,7 +63,18 @@ export async function flipping(
     } catch { /* already exited */ }
     await status;
   };
-  const flips = () => Number((Deno.readTextFileSync(report).split(" ")[0]) || 0);
+  // The flipper rewrites its report in place (truncated, then written; it may be
+  // descheduled in between on a loaded machine): a read between the two sees it empty,
+  // which is not a count of 0. Read again, a moment later, until it is not.
+  const counts = async () => {
+    for (let i = 0; i < 1000; i++) {
+      const text = await Deno.readTextFile(report);
+      if (text !== "") return text;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    return "";
+  };
+  const flips = async () => Number(((await counts()).split(" ")[0]) || 0);
   // Wait until it runs (it writes its first count), so no apply happens before the swaps.
   for (let i = 0; Deno.readTextFileSync(report) === ""; i++) {
     if (exited || i > 600) {
@@ -75,7 +86,7 @@ export async function flipping(
   }
   return {
     flips,
-    report: () => Deno.readTextFileSync(report),
+    report: counts,
     async [Symbol.asyncDispose]() {
       await stop();
       await child.stderr.cancel();

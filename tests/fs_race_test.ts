@@ -397,7 +397,8 @@ Deno.test("race, real processes: nobody flips ~/.local with a link to a stand-in
       max: 10_000,
       changed: async () => (await fingerprint(standIn)) !== before,
     });
-    assert.ok(flipper.flips() > 1000, `the flipper ran (${flipper.flips()} swaps)`);
+    const flips = await flipper.flips();
+    assert.ok(flips > 1000, `the flipper ran (${flips} swaps)`);
   }
   console.log(`    ${result.applies} applies while flipping, ${result.converged} converged`);
   assert.equal(result.hit, false, `the stand-in changed after ${result.applies} applies`);
@@ -448,7 +449,8 @@ Deno.test("race, real processes: nobody flips ~/.ssh with a link to a root-only 
         (await fingerprint(victim)) !== before ||
         [...Deno.readDirSync(`${s.dir}/root-ssh`)].length !== 1,
     });
-    assert.ok(flipper.flips() > 1000, `the flipper ran (${flipper.flips()} swaps)`);
+    const flips = await flipper.flips();
+    assert.ok(flips > 1000, `the flipper ran (${flips} swaps)`);
   }
   console.log(`    ${result.applies} applies while flipping, ${result.converged} converged`);
   const seen = [...Deno.readDirSync(`${s.dir}/root-ssh`)].map((e) => e.name).sort();
@@ -518,7 +520,8 @@ Deno.test("race, real processes: nobody flips ~/.cache with a link to a root-onl
       releases += dropped.results.filter((r) => r.outcome === "removed").length;
       hit = (await victims().catch((e) => `gone: ${e}`)) !== before;
     }
-    assert.ok(flipper.flips() > 1000, `the flipper ran (${flipper.flips()} swaps)`);
+    const flips = await flipper.flips();
+    assert.ok(flips > 1000, `the flipper ran (${flips} swaps)`);
   }
   console.log(`    ${cycles} create/release cycles while flipping, ${releases} removals`);
   assert.equal(

@@ -325,8 +325,8 @@ if (INSIDE) {
     await new Deno.Command("chown", { args: ["-h", `${NOBODY}:${NOBODY}`, `${theirs}/evil`] })
       .output();
     await using flipper = await flipping(b.dir, `${theirs}/t`, `${theirs}/evil`, 120);
-    for (let i = 0; flipper.flips() === 0; i++) {
-      assert.ok(i < 600, `the names are swapped: ${flipper.report()}`);
+    for (let i = 0; await flipper.flips() === 0; i++) {
+      assert.ok(i < 600, `the names are swapped: ${await flipper.report()}`);
       await new Promise((r) => setTimeout(r, 100));
     }
     const decl = [mount("m", `${theirs}/t`, "tmpfs", "tmpfs")];
@@ -340,7 +340,10 @@ if (INSIDE) {
       assert.equal(at(victim), undefined, "nothing mounted through the symlink");
       assert.equal(table().filter((e) => e.target.startsWith(theirs)).length, 0);
     }
-    assert.ok(flipper.flips() > 0, `the names were swapped meanwhile: ${flipper.report()}`);
+    assert.ok(
+      await flipper.flips() > 0,
+      `the names were swapped meanwhile: ${await flipper.report()}`,
+    );
   });
 
   Deno.test("mount kind: a symlink on the way to a target or a bind source, or a bind source others could swap, is refused", async () => {
