@@ -23,7 +23,8 @@ set -eu
 #   pacman-package-manager makepkg libarchive-tools fakeroot   the lab's local pacman
 #                                       repository and the launcher's pacman path
 #   dpkg-dev apt-utils                  the lab's signed apt repository (dpkg-deb, apt-ftparchive)
-#   gpg minisign scdoc man-db           signing the lab repositories and the tarball; man pages
+#   gpg gpg-agent minisign scdoc man-db signing the lab repositories and the tarball (gpg makes its
+#                                       keys through gpg-agent, only Recommended); man pages
 #                                       (scdoc writes them, man renders them in the tests)
 #   podman runc uidmap                  the container kind's adapter and the lab's containers
 #   busybox-static musl                 images made from a busybox root; a machine with no
@@ -39,12 +40,12 @@ set -eu
 #   prometheus-node-exporter            tests/metrics_test.ts: node_exporter reads the metrics file
 #   qemu-user-static arch-test libc6-arm64-cross libgcc-s1-arm64-cross   the arm64 machine
 #                                       (scenario arm64-tarball, tests/aarch64_test.ts)
-PACKAGES="mmdebstrap debootstrap debian-archive-keyring systemd systemd-container openrc
-util-linux mount iproute2 iptables e2fsprogs procps time ca-certificates git openssl nats-server
-pacman-package-manager makepkg libarchive-tools fakeroot dpkg-dev apt-utils gpg minisign scdoc man-db
-podman runc uidmap busybox-static musl wireguard-go wireguard-tools nftables passwd gcc make
-bzip2 libc6-dev libcrypt-dev shellcheck strace sqlite3 faketime prometheus-node-exporter
-qemu-user-static arch-test libc6-arm64-cross libgcc-s1-arm64-cross"
+PACKAGES="mmdebstrap debootstrap debian-archive-keyring systemd systemd-container openrc util-linux mount
+iproute2 iptables e2fsprogs procps time ca-certificates git openssl nats-server
+pacman-package-manager makepkg libarchive-tools fakeroot dpkg-dev apt-utils gpg gpg-agent
+minisign scdoc man-db podman runc uidmap busybox-static musl wireguard-go wireguard-tools
+nftables passwd gcc make bzip2 libc6-dev libcrypt-dev shellcheck strace sqlite3 faketime
+prometheus-node-exporter qemu-user-static arch-test libc6-arm64-cross libgcc-s1-arm64-cross"
 
 DENO_VERSION=2.9.6
 LOG=${NOX_SETUP_LOG:-/var/log/nox-mesh-host-lab-setup.log}
@@ -82,11 +83,14 @@ for package in $PACKAGES; do
   fi
 done
 
-# Deno itself comes from the npm registry (DESIGN.md §2), so npm is needed when it is missing.
+# Deno, and the Deno runtime the packages carry (packaging/tarball/runtime.ts), come from the npm
+# registry (DESIGN.md §2): npm is needed. Debian's is installed only where no npm is found (a
+# machine may have a Node.js of its own).
+NPM_PACKAGES="nodejs npm"
+command -v npm >/dev/null 2>&1 || missing="$missing $NPM_PACKAGES"
 need_deno=""
 if ! deno --version 2>/dev/null | grep -q "^deno $DENO_VERSION "; then
   need_deno=yes
-  command -v npm >/dev/null 2>&1 || missing="$missing nodejs npm"
 fi
 
 if [ -n "$missing" ]; then

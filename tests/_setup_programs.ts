@@ -24,11 +24,16 @@ interface PackageFacts {
   base: boolean;
 }
 
-/** The package names lab/setup.sh installs (its PACKAGES list). */
+/**
+ * The package names lab/setup.sh installs: its PACKAGES list, and NPM_PACKAGES (Debian's
+ * Node.js and npm, installed where no npm is found).
+ */
 export function setupPackages(text: string): string[] {
-  const match = text.match(/^PACKAGES="([^"]*)"/m);
-  if (match === null) throw new Error('lab/setup.sh has no PACKAGES="…" list');
-  return match[1].split(/\s+/).filter(Boolean);
+  return ["PACKAGES", "NPM_PACKAGES"].flatMap((name) => {
+    const match = text.match(new RegExp(`^${name}="([^"]*)"`, "m"));
+    if (match === null) throw new Error(`lab/setup.sh has no ${name}="…" list`);
+    return match[1].split(/\s+/).filter(Boolean);
+  });
 }
 
 /** Installed packages, from dpkg's database. */
