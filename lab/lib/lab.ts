@@ -73,8 +73,16 @@ export interface LabOptions {
 }
 
 /**
+ * Where a lab machine's network service is told to fail at boot (the machine's own file:
+ * scenario offline-boot writes it, then reboots).
+ */
+export const NET_FAILS_MARK = "/etc/lab-net-fails";
+
+/**
  * OpenRC machines: a service that provides "net" (as Alpine's networking does), so
- * services that `need net` start. The lab configures the machine's link from outside.
+ * services that use or need net are ordered after it. The lab configures the machine's
+ * link from outside; the service fails, as a networking that cannot bring its interfaces
+ * up does, while {@link NET_FAILS_MARK} exists.
  */
 const OPENRC_NET: ReadonlyArray<readonly [string, PlacedFile]> = [
   ["/etc/init.d/lab-net", {
@@ -86,6 +94,10 @@ depend() {
 }
 start() {
 	ebegin "lab network"
+	if [ -e ${NET_FAILS_MARK} ]; then
+		eend 1 "failed: ${NET_FAILS_MARK} says so"
+		return 1
+	fi
 	eend 0
 }
 `,

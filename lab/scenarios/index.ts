@@ -20,6 +20,7 @@ import { scenario as tarballRollback } from "./tarball_rollback.ts";
 import { scenario as tarballUpgrade } from "./tarball_upgrade.ts";
 import { scenario as rebootSystemd } from "./reboot_systemd.ts";
 import { scenario as rebootOpenrc } from "./reboot_openrc.ts";
+import { scenario as offlineBoot } from "./offline_boot.ts";
 import { scenario as conntrack } from "./conntrack.ts";
 import { scenario as firewall } from "./firewall.ts";
 import { scenario as confirm } from "./confirm.ts";
@@ -58,6 +59,7 @@ export const SCENARIOS: readonly Scenario[] = [
   tarballUpgrade,
   rebootSystemd,
   rebootOpenrc,
+  offlineBoot,
   conntrack,
   firewall,
   confirm,
