@@ -318,6 +318,8 @@ function runningProgramFiles(): string[] {
     if (Deno.mainModule.startsWith("file:")) files.push(new URL(Deno.mainModule).pathname);
   } catch { /* not knowable under this permission set */ }
   try {
+    // The runtime's executable; started through the glibc loader a package carries (the
+    // tarball, Alpine), that loader: a file of the installation too.
     files.push(Deno.execPath());
   } catch { /* not knowable under this permission set */ }
   return files.filter((f) => pathProblem(f) === undefined);

@@ -15,6 +15,7 @@ import { scenario as archUpgrade } from "./arch_upgrade.ts";
 import { scenario as archRollback } from "./arch_rollback.ts";
 import { scenario as openrcInstall } from "./openrc_install.ts";
 import { scenario as tarballFloor } from "./tarball_floor.ts";
+import { scenario as noGlibc } from "./no_glibc.ts";
 import { scenario as arm64Tarball } from "./arm64_tarball.ts";
 import { scenario as tarballRollback } from "./tarball_rollback.ts";
 import { scenario as tarballUpgrade } from "./tarball_upgrade.ts";
@@ -54,6 +55,7 @@ export const SCENARIOS: readonly Scenario[] = [
   archRollback,
   openrcInstall,
   tarballFloor,
+  noGlibc,
   arm64Tarball,
   tarballRollback,
   tarballUpgrade,
