@@ -16,6 +16,7 @@ import {
 import { canonicalSetting, isGuardedSetting, isSettingName } from "./resources/sysctl.ts";
 import { stopsTheNode } from "./resources/service.ts";
 import { PROGRAM } from "./version.ts";
+import { LAUNCHER_METRICS_FILE } from "./launcher_files.ts";
 
 /** Everything the host needs to know about where it lives and what it may manage. */
 export interface HostConfig {
@@ -237,6 +238,10 @@ export async function loadConfig(flags: ConfigFlags = {}): Promise<HostConfig> {
         configPath === DEFAULTS.configPath ? posix.dirname(configPath) : configPath,
         posix.dirname(bundlePath),
         ...runningProgramFiles(),
+        // The launcher writes its state beside the metrics file (launcher/README.md).
+        ...(file.metricsFile
+          ? [posix.join(posix.dirname(file.metricsFile), LAUNCHER_METRICS_FILE)]
+          : []),
       ],
       services: [PROGRAM],
     },

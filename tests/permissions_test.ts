@@ -13,6 +13,8 @@ import { build, compileArgs, RUNTIME_FLAGS, runtimeArgs } from "../packaging/bui
 import { DEFAULTS } from "../src/config.ts";
 import { NEEDS } from "../os/needs.ts";
 import { OWN_PATHS_BY_OS } from "../packaging/own_paths_by_os.ts";
+import { TEXTFILE_DIRS } from "../packaging/own_paths.ts";
+import { LAUNCHER_METRICS_FILE } from "../src/launcher_files.ts";
 import { ownPathInstance } from "./_own_paths.ts";
 
 /** Exactly the programs each set may run: the adapters' tools and the profile's queries. */
@@ -180,6 +182,11 @@ for (const os of TARGET_OSES) {
     }
     for (const f of ["halted", "rolled-back", "rolled-back-from", "restart-streak", "rollback"]) {
       assert.ok(set.denyWrite.includes(`/var/lib/mesh-host/${f}`), `launcher-only ${f} denied`);
+    }
+    for (const dir of TEXTFILE_DIRS) {
+      const file = `${dir}/${LAUNCHER_METRICS_FILE}`;
+      assert.ok(set.denyWrite.includes(file), `the launcher's state for node_exporter: ${file}`);
+      assert.ok(!set.denyWrite.some((d) => `${dir}/nox_mesh_host.prom`.startsWith(d)));
     }
     for (const f of ["known-good", "failures"]) {
       assert.ok(
