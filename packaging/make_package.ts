@@ -13,7 +13,7 @@ import { parseArgs } from "node:util";
 import { join } from "node:path";
 import { HostError } from "../src/errors.ts";
 import { build, BUILD_ARCHES, type BuildResult } from "./build.ts";
-import { type RuntimeArch, runtimePins } from "./tarball/runtime.ts";
+import type { RuntimeArch } from "./tarball/runtime.ts";
 import { TARGET_OSES, type TargetOs } from "./permissions.ts";
 import { SHELLS } from "../src/cli/completions.ts";
 import { IMAGE_FILE } from "./image.ts";
@@ -297,6 +297,20 @@ export async function tarballEntries(b: BuildResult): Promise<Record<string, [st
     for (const name of programFiles(b)) entries[`${lib}/${name}`] = [join(b.dir, name), 0o644];
     entries[`${lib}/deno`] = [join(b.dir, "deno"), 0o755];
     entries[`${lib}/deno.LICENSE`] = [join(b.dir, "deno.LICENSE"), 0o644];
+    // The glibc loader and libraries that start it (packaging/tarball/runtime.ts), with
+    // their licences and SOURCES.
+    if (!b.glibc) {
+      throw new PackageError(
+        `the bundled build in ${b.dir} carries no glibc loader for its runtime`,
+        "build it with packaging/build.ts for os tarball",
+      );
+    }
+    for (const name of b.glibc.files) {
+      entries[`${lib}/glibc/${name}`] = [
+        join(b.dir, "glibc", name),
+        name === b.glibc.loader ? 0o755 : 0o644,
+      ];
+    }
   }
   return entries;
 }
@@ -383,11 +397,80 @@ export async function packageTarball(
   return tarball;
 }
 
-/** Stages the APKBUILD and its sources (with sha512sums filled in) for abuild on Alpine. */
-export async function stageAlpine(b: BuildResult): Promise<string> {
+/** Alpine's architectures, each with its runtime among the APKBUILD's sources. */
+export const ALPINE_ARCHES: readonly RuntimeArch[] = ["x86_64", "aarch64"];
+
+/**
+ * Writes `nox-mesh-host-runtime-<arch>.tar` beside the build: under `runtime-<arch>/` the
+ * program (the shim naming that architecture's loader), `deno`, `deno.LICENSE` and `glibc/`,
+ * owner 0:0, the tarball's time. Returns its path.
+ */
+async function runtimeArchive(b: BuildResult): Promise<string> {
+  if (!b.runtime || !b.glibc) {
+    throw new PackageError(
+      `the Alpine build in ${b.dir} carries no runtime with its glibc loader`,
+      "build it with packaging/build.ts for os alpine",
+    );
+  }
+  const top = `runtime-${b.arch}`;
+  const work = join(b.dir, top);
+  await Deno.remove(work, { recursive: true }).catch(() => {});
+  await Deno.mkdir(join(work, "glibc"), { recursive: true });
+  const files: [string, number][] = [
+    ["nox-mesh-host", 0o755],
+    ["deno", 0o755],
+    ["deno.LICENSE", 0o644],
+    ...b.glibc.files.map((f): [string, number] => [
+      `glibc/${f}`,
+      f === b.glibc!.loader ? 0o755 : 0o644,
+    ]),
+  ];
+  for (const [name, mode] of files) {
+    await Deno.copyFile(join(b.dir, name), join(work, name));
+    await Deno.chmod(join(work, name), mode);
+  }
+  const archive = join(b.dir, `nox-mesh-host-${top}.tar`);
+  await run("tar", [
+    "--create",
+    "--file",
+    archive,
+    ...await reproducibleTar(),
+    "-C",
+    b.dir,
+    "--",
+    top,
+    `${top}/glibc`,
+    ...files.map(([name]) => `${top}/${name}`),
+  ]);
+  await Deno.remove(work, { recursive: true });
+  return archive;
+}
+
+/**
+ * Stages the APKBUILD and its sources (with sha512sums filled in) for abuild on Alpine:
+ * the bundle and the documentation of the first build, and the runtime of each build (one
+ * per architecture of ALPINE_ARCHES: the APKBUILD installs the one of the architecture it
+ * is built on).
+ */
+export async function stageAlpine(builds: readonly BuildResult[]): Promise<string> {
+  const b = builds[0];
+  const missing = ALPINE_ARCHES.filter((a) => !builds.some((x) => x.arch === a));
+  if (!b || missing.length > 0) {
+    throw new PackageError(
+      `the Alpine package carries the runtime of ${ALPINE_ARCHES.join(" and ")}; no build for ` +
+        missing.join(", "),
+      "build alpine for every architecture (deno task package alpine)",
+    );
+  }
   const dir = join(b.dir, "apkbuild");
+  const runtimes: Record<string, string> = {};
+  for (const arch of ALPINE_ARCHES) {
+    const built = builds.find((x) => x.arch === arch)!;
+    runtimes[`nox-mesh-host-runtime-${arch}.tar`] = await runtimeArchive(built);
+  }
   const sources: Record<string, string> = {
-    ...await hostFiles(b),
+    ...runtimes,
+    [PROGRAM_ARCHIVE]: await programArchive(b),
     "nox-mesh-host-launch": repo("launcher/nox-mesh-host-launch"),
     "nox-mesh-host.initd": repo("packaging/alpine/nox-mesh-host.initd"),
     "nox-mesh-host.confd": repo("packaging/alpine/nox-mesh-host.confd"),
@@ -401,12 +484,12 @@ export async function stageAlpine(b: BuildResult): Promise<string> {
     sums.push(`${await digest(join(dir, name), "SHA-512")}  ${name}`);
   }
   const recipe = await Deno.readTextFile(repo("packaging/alpine/APKBUILD"));
-  const tested = (await runtimePins()).version;
-  if (!recipe.includes(`\ndepends="deno~${tested}"\n`)) {
+  if (/^depends=".*\bdeno\b/m.test(recipe)) {
     throw new PackageError(
-      `packaging/alpine/APKBUILD does not depend on deno~${tested}, the Deno the host is ` +
-        "tested on (packaging/tarball/runtime.json)",
-      `write depends="deno~${tested}" there`,
+      "packaging/alpine/APKBUILD depends on a deno: the package carries its own runtime (the " +
+        "Deno it is tested on, packaging/tarball/runtime.json), and a distribution's deno " +
+        "would only add a second one",
+      'write depends="" there',
     );
   }
   const apkbuild = recipe
@@ -441,11 +524,12 @@ if (import.meta.main) {
   }
   // This machine's architecture first: its build goes to dist/<os>/ (which a build empties),
   // another's to dist/<os>-<arch>/; the tarballs of all of them and one SHA256SUMS go to
-  // dist/tarball/. Alpine's package is noarch (the bundle on Alpine's deno): staged once.
-  const arches = os === "alpine"
-    ? [Deno.build.arch as RuntimeArch]
-    : [...wanted].sort((a, b) => Number(b === Deno.build.arch) - Number(a === Deno.build.arch));
+  // dist/tarball/. Alpine's package carries every architecture's runtime: built for each,
+  // staged once.
+  const arches = (os === "alpine" ? ALPINE_ARCHES : [...wanted])
+    .toSorted((a, b) => Number(b === Deno.build.arch) - Number(a === Deno.build.arch));
   const release = repo("dist/tarball");
+  const alpine: BuildResult[] = [];
   try {
     for (const arch of arches) {
       const b = await build({
@@ -472,12 +556,13 @@ if (import.meta.main) {
           }) and SHA256SUMS${minisign ? " (signed)" : ""}`,
         );
       }
-      if (os === "alpine") {
-        console.log(
-          `staged ${await stageAlpine(b)}: run abuild there on Alpine (no apk/abuild here; ` +
-            "noarch: the bundle runs on Alpine's deno on every architecture)",
-        );
-      }
+      if (os === "alpine") alpine.push(b);
+    }
+    if (os === "alpine") {
+      console.log(
+        `staged ${await stageAlpine(alpine)}: run abuild there on Alpine (no apk/abuild here; ` +
+          `${ALPINE_ARCHES.join(", ")}: each package carries its architecture's runtime)`,
+      );
     }
   } catch (e) {
     if (!(e instanceof HostError)) throw e;

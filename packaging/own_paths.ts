@@ -13,6 +13,7 @@
  * `/etc/runlevels/*\/nox-mesh-host`).
  */
 import { PROGRAM } from "../src/version.ts";
+import { LAUNCHER_METRICS_FILE } from "../src/launcher_files.ts";
 
 /** What an OS's package (or tarball) installs, and which init starts it. */
 export interface Installation {
@@ -115,6 +116,17 @@ export function shellOwnPaths(install: Installation, name: string = PROGRAM): st
   return dirs.map((dir) => `${dir}/${name}*`);
 }
 
+/**
+ * node_exporter's textfile directories the permission sets know: Debian's and Ubuntu's
+ * (prometheus-node-exporter's default) and the one node_exporter's own documentation and
+ * most configuration tools use. The launcher writes its state beside the host's metricsFile
+ * (launcher/README.md); a set can deny the host writing it only at a path it names.
+ */
+export const TEXTFILE_DIRS: readonly string[] = [
+  "/var/lib/prometheus/node-exporter",
+  "/var/lib/node_exporter/textfile_collector",
+];
+
 /** The paths every installation owns, whatever the OS: state, configuration, bundle, log. */
 export function commonOwnPaths(name: string = PROGRAM): string[] {
   return [
@@ -123,6 +135,8 @@ export function commonOwnPaths(name: string = PROGRAM): string[] {
     `/usr/share/${name}`, // the bundle substrate.lock
     `/usr/lib/${name}`, // the bundled form's program
     `/var/log/${name}*`, // its own log (OpenRC's output_log) and rotated copies
+    // The launcher's state for node_exporter, in the textfile directories the sets know.
+    ...TEXTFILE_DIRS.map((dir) => `${dir}/${LAUNCHER_METRICS_FILE}`),
   ];
 }
 

@@ -27,6 +27,11 @@ export interface PermissionSet {
   bundle: string;
   /** The deno the shim runs (bundled form). */
   deno: string;
+  /**
+   * Where the glibc loader and libraries carried beside `deno` lie, which start it (the
+   * tarball, Alpine: packaging/tarball/runtime.ts); absent where the runtime starts by itself.
+   */
+  glibc?: string;
   /** Where the build installs the bundle substrate.lock (the program's default bundle). */
   substrate: string;
   allowRead: string[];
@@ -60,7 +65,16 @@ const LISTS = {
   "deny-net": "denyNet",
 } as const;
 const PLACES = ["binary", "bundle", "deno", "substrate"] as const;
-const PATH_KINDS = new Set(["allow-read", "allow-write", "deny-write", "allow-run", ...PLACES]);
+/** Places a set may name (once), or not. */
+const OPTIONAL_PLACES = ["glibc"] as const;
+const PATH_KINDS = new Set([
+  "allow-read",
+  "allow-write",
+  "deny-write",
+  "allow-run",
+  ...PLACES,
+  ...OPTIONAL_PLACES,
+]);
 
 /** Reads packaging/<os>/permissions of this repository. */
 export async function loadPermissionSet(os: TargetOs): Promise<PermissionSet> {
@@ -111,8 +125,8 @@ export function parsePermissionFile(text: string, os: TargetOs, source: string):
       else if (set.allowNet === "all") {
         throw new PermissionFileError("allow-net * is already all", where);
       } else set.allowNet.push(value);
-    } else if ((PLACES as readonly string[]).includes(kind)) {
-      const place = kind as typeof PLACES[number];
+    } else if ([...PLACES, ...OPTIONAL_PLACES].includes(kind as typeof PLACES[number])) {
+      const place = kind as typeof PLACES[number] | typeof OPTIONAL_PLACES[number];
       if (set[place]) throw new PermissionFileError(`${kind} is given twice`, where);
       set[place] = value;
     } else if (kind in LISTS) {

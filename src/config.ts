@@ -16,6 +16,7 @@ import {
 import { canonicalSetting, isGuardedSetting, isSettingName } from "./resources/sysctl.ts";
 import { stopsTheNode } from "./resources/service.ts";
 import { PROGRAM } from "./version.ts";
+import { LAUNCHER_METRICS_FILE } from "./launcher_files.ts";
 
 /** Everything the host needs to know about where it lives and what it may manage. */
 export interface HostConfig {
@@ -237,6 +238,10 @@ export async function loadConfig(flags: ConfigFlags = {}): Promise<HostConfig> {
         configPath === DEFAULTS.configPath ? posix.dirname(configPath) : configPath,
         posix.dirname(bundlePath),
         ...runningProgramFiles(),
+        // The launcher writes its state beside the metrics file (launcher/README.md).
+        ...(file.metricsFile
+          ? [posix.join(posix.dirname(file.metricsFile), LAUNCHER_METRICS_FILE)]
+          : []),
       ],
       services: [PROGRAM],
     },
@@ -318,6 +323,8 @@ function runningProgramFiles(): string[] {
     if (Deno.mainModule.startsWith("file:")) files.push(new URL(Deno.mainModule).pathname);
   } catch { /* not knowable under this permission set */ }
   try {
+    // The runtime's executable; started through the glibc loader a package carries (the
+    // tarball, Alpine), that loader: a file of the installation too.
     files.push(Deno.execPath());
   } catch { /* not knowable under this permission set */ }
   return files.filter((f) => pathProblem(f) === undefined);

@@ -826,6 +826,33 @@ for (const apkVersion of APK_VERSIONS) {
       },
     );
 
+    await t.step(
+      "a kept copy that is missing is said to be missing (not a checksum mismatch): nothing changes, the launcher halts",
+      async () => {
+        const w = await apkWorld([upgrade, "exit 1", "exit 1", "exit 1", "wait"]);
+        const plan = join(w.plan, "steps");
+        const remove = join(w.dir, "remove");
+        const file = kept(w, "1.0", "nox-mesh-host-1.0-r0.apk");
+        await Deno.writeTextFile(remove, `#!/bin/sh\nrm '${file}'\n`, { mode: 0o755 });
+        await Deno.writeTextFile(
+          plan,
+          (await Deno.readTextFile(plan)).replace("exit 1", `run ${remove} exit 1`),
+        );
+        const res = await launch(w);
+        assert.equal(res.code, 78, res.stderr);
+        const halted = (await stateFile(w, "halted"))!;
+        assert.match(
+          halted,
+          /the kept package file .*\/rollback\/1\.0\/nox-mesh-host-1\.0-r0\.apk is missing \(its checksum list names it\)/,
+        );
+        assert.doesNotMatch(halted, /does not match the checksum/);
+        assert.match(await Deno.readTextFile(w.bin), /^version=2\.0$/m, "2.0 is still installed");
+        assert.equal(await Deno.readTextFile(w.world), snapshot("a2", "world"));
+        assert.ok(!(await calls(w)).some((c) => c.startsWith("add --no-progress /")));
+        await cleanup(w);
+      },
+    );
+
     for (
       const [file, reason] of [
         [

@@ -130,15 +130,24 @@ Deno.test("alpine (lint only: no apk or abuild on this machine): APKBUILD is she
   }
   assert.match(apkbuild, /^pkgname=nox-mesh-host$/m);
   assert.match(apkbuild, new RegExp(`^pkgver=${VERSION.replaceAll(".", "\\.")}$`, "m"));
-  assert.match(apkbuild, /^depends="deno~\S+"$/m, "the bundled form runs on Alpine's deno");
+  assert.doesNotMatch(apkbuild, /^depends=/m, "the runtime is carried: no deno, nothing else");
   assert.match(apkbuild, /^package\(\) \{$/m);
   assert.match(apkbuild, /"\$pkgdir"\/etc\/init\.d\/nox-mesh-host$/m);
   assert.match(apkbuild, /"\$pkgdir"\/etc\/conf\.d\/nox-mesh-host$/m);
   const dir = await tempDir();
   try {
-    const b = await build({ os: "alpine", out: join(dir, "alpine") });
-    assert.equal(b.form, "bundled");
-    const staged = await stageAlpine(b);
+    const builds = [];
+    for (const arch of ["x86_64", "aarch64"] as const) {
+      const b = await build({ os: "alpine", arch, out: join(dir, `alpine-${arch}`) });
+      assert.equal(b.form, "bundled");
+      assert.equal(
+        b.glibc?.loader,
+        arch === "x86_64" ? "ld-linux-x86-64.so.2" : "ld-linux-aarch64.so.1",
+      );
+      builds.push(b);
+    }
+    await assert.rejects(stageAlpine(builds.slice(0, 1)), /no build for aarch64/);
+    const staged = await stageAlpine(builds);
     const text = await Deno.readTextFile(join(staged, "APKBUILD"));
     const sources = text.match(/^source="([^"]*)"/m)![1].trim().split(/\s+/);
     const sums = text.match(/^sha512sums="([^"]*)"/m)![1].trim().split("\n");

@@ -20,11 +20,15 @@ async function install(s: Sandbox, os: TargetOs, entry: string): Promise<Permiss
   for (const name of built.bundle!) {
     await place(s, join(dirname(set.bundle), name), await Deno.readFile(join(out, name)));
   }
-  if (os !== "alpine") {
-    // The Arch package's and the tarball's shims run the runtime they carry (a hard link: 95 MB);
-    // Alpine's runs the distribution's deno.
-    await Deno.mkdir(s.upper(dirname(set.deno)), { recursive: true });
-    await Deno.link(join(out, "deno"), s.upper(set.deno));
+  // Every package's shim runs the runtime it carries (a hard link: 95 MB); Alpine's and the
+  // tarball's through the glibc loader and libraries beside it.
+  await Deno.mkdir(s.upper(dirname(set.deno)), { recursive: true });
+  await Deno.link(join(out, "deno"), s.upper(set.deno));
+  if (set.glibc) {
+    await Deno.mkdir(s.upper(set.glibc), { recursive: true });
+    for (const name of built.glibc!.files) {
+      await Deno.link(join(out, "glibc", name), s.upper(join(set.glibc, name)));
+    }
   }
   return set;
 }
@@ -46,6 +50,9 @@ const COMMON_REFUSED = [
   "write:/var/lib/mesh-host/rolled-back-from",
   "write:/var/lib/mesh-host/restart-streak",
   "write:/var/lib/mesh-host/rollback/nox-mesh-host-9.pkg.tar.gz",
+  // The launcher's state for node_exporter, in the textfile directories the sets know.
+  "write:/var/lib/prometheus/node-exporter/nox_mesh_host_launcher.prom",
+  "write:/var/lib/node_exporter/textfile_collector/nox_mesh_host_launcher.prom",
   "run:/usr/bin/id",
   "run:/bin/sh",
   "listen:0.0.0.0",
@@ -55,6 +62,8 @@ const COMMON_ALLOWED = [
   "write:/var/lib/mesh-host/known-good",
   "write:/var/lib/mesh-host/failures",
   "write:/srv/noxpk-managed",
+  // Its own metrics file beside the launcher's.
+  "write:/var/lib/prometheus/node-exporter/nox_mesh_host.prom",
 ];
 
 const CASES: Record<TargetOs, { refused: string[]; allowed: string[] }> = {
@@ -124,6 +133,8 @@ for (const os of ["arch", "alpine", "tarball"] as const) {
           "/usr/local/lib/nox-mesh-host/init",
           "/usr/local/share/nox-mesh-host",
           "/var/lib/mesh-host/upgrade",
+          "/var/lib/prometheus/node-exporter",
+          "/var/lib/node_exporter/textfile_collector",
         ]
       ) {
         await place(s, `${dir}/.keep`, "");

@@ -9,10 +9,12 @@ import {
   permissionFlags,
   TARGET_OSES,
 } from "../packaging/permissions.ts";
-import { build, compileArgs, RUNTIME_FLAGS } from "../packaging/build.ts";
+import { build, compileArgs, RUNTIME_FLAGS, runtimeArgs } from "../packaging/build.ts";
 import { DEFAULTS } from "../src/config.ts";
 import { NEEDS } from "../os/needs.ts";
 import { OWN_PATHS_BY_OS } from "../packaging/own_paths_by_os.ts";
+import { TEXTFILE_DIRS } from "../packaging/own_paths.ts";
+import { LAUNCHER_METRICS_FILE } from "../src/launcher_files.ts";
 import { ownPathInstance } from "./_own_paths.ts";
 
 /** Exactly the programs each set may run: the adapters' tools and the profile's queries. */
@@ -181,6 +183,11 @@ for (const os of TARGET_OSES) {
     for (const f of ["halted", "rolled-back", "rolled-back-from", "restart-streak", "rollback"]) {
       assert.ok(set.denyWrite.includes(`/var/lib/mesh-host/${f}`), `launcher-only ${f} denied`);
     }
+    for (const dir of TEXTFILE_DIRS) {
+      const file = `${dir}/${LAUNCHER_METRICS_FILE}`;
+      assert.ok(set.denyWrite.includes(file), `the launcher's state for node_exporter: ${file}`);
+      assert.ok(!set.denyWrite.some((d) => `${dir}/nox_mesh_host.prom`.startsWith(d)));
+    }
     for (const f of ["known-good", "failures"]) {
       assert.ok(
         !set.denyWrite.some((d) => `/var/lib/mesh-host/${f}`.startsWith(d)),
@@ -296,7 +303,7 @@ Deno.test("permissions: both build forms get identical permission flags", async 
         }],
       }),
     );
-    for (const os of ["arch", "tarball"] as const) {
+    for (const os of ["arch", "alpine", "tarball"] as const) {
       const set = await loadPermissionSet(os);
       const r = await build({ os, form: "bundled", out: join(out, os), bundleFile: lock });
       assert.equal(r.form, "bundled");
@@ -312,9 +319,12 @@ Deno.test("permissions: both build forms get identical permission flags", async 
         ],
       }).outputSync();
       const argv = new TextDecoder().decode(words.stdout).trim().split("\n");
-      assert.deepEqual(argv.slice(0, 3), [set.deno, "run", "--no-config"]);
+      // The runtime (through the glibc loader it carries: Alpine, the tarball), then `run`.
+      const runtime = runtimeArgs(set);
+      assert.deepEqual(runtime.length, os === "arch" ? 1 : 4);
+      assert.deepEqual(argv.slice(0, runtime.length + 2), [...runtime, "run", "--no-config"]);
       assert.equal(argv.at(-1), set.bundle);
-      const shimFlags = argv.slice(3, -1);
+      const shimFlags = argv.slice(runtime.length + 2, -1);
       // The compile command the builder runs where a denort exists.
       const compile = compileArgs(r.flags, {
         output: "/o",

@@ -1,6 +1,6 @@
 /**
  * The host as its real packages, built from this checkout by packaging/ (the
- * code behind `deno task package arch|tarball`), in the bundled form (no denort
+ * code behind `deno task package arch|tarball|alpine`), in the bundled form (no denort
  * here). Cached under the lab cache by a hash of every source they are made
  * from, so a warm run builds nothing and a changed checkout rebuilds.
  *
@@ -16,7 +16,13 @@
 import { createHash } from "node:crypto";
 import { join, relative } from "node:path";
 import { build } from "../../packaging/build.ts";
-import { packageArch, packageTarball } from "../../packaging/make_package.ts";
+import {
+  ALPINE_ARCHES,
+  packageArch,
+  packageTarball,
+  stageAlpine,
+} from "../../packaging/make_package.ts";
+import { alpinePackageFiles } from "./alpine_files.ts";
 import { VERSION } from "../../src/version.ts";
 import { CACHE_DIR, type MachineArch } from "./base.ts";
 import { CHECKOUT } from "./bundle.ts";
@@ -193,5 +199,31 @@ export function hostTarball(
       ...(which === "broken" ? { entry: join(CHECKOUT, BROKEN_ENTRY) } : {}),
     });
     return await packageTarball(b, undefined, { minisign: labMinisign(await labKeys(log)) });
+  }, log);
+}
+
+/**
+ * The files the Alpine package of the current build installs (every subpackage's too), for
+ * this machine's architecture: the package staged for both architectures by packaging/
+ * (`deno task package alpine`), then its APKBUILD's build() and package() run as abuild runs
+ * them (lib/alpine_files.ts). Returns the directory holding them as an Alpine root would.
+ */
+export function hostAlpineFiles(log: (line: string) => void): Promise<string> {
+  return cached("alpine-files-current", async (dir) => {
+    const builds = [];
+    for (const arch of ALPINE_ARCHES) {
+      builds.push(
+        await build({
+          os: "alpine",
+          form: "bundled",
+          arch,
+          out: join(dir, `build-${arch}`),
+          runtimeCache: join(CACHE_DIR, "runtime"),
+        }),
+      );
+    }
+    const staged = await stageAlpine(builds);
+    const arch = Deno.build.arch === "aarch64" ? "aarch64" : "x86_64";
+    return await alpinePackageFiles(staged, arch, join(dir, "root"));
   }, log);
 }

@@ -3,9 +3,9 @@ import { ensureBase, type Flavour, type MachineArch } from "./base.ts";
 import { Broker, type BrokerOptions } from "./lab_broker.ts";
 import { BrokerCluster, type ClusterOptions } from "./cluster.ts";
 import { LabError } from "./errors.ts";
-import { DENO_BINARY, Machine, MACHINE_DENO, type PlacedFile } from "./machine.ts";
-import { installHost } from "./host.ts";
-import { type HostBuild, hostPackage, hostTarball } from "./host_builds.ts";
+import { DENO_BINARY, type HostFrom, Machine, MACHINE_DENO, type PlacedFile } from "./machine.ts";
+import { ALPINE_FILES, installHost } from "./host.ts";
+import { hostAlpineFiles, type HostBuild, hostPackage, hostTarball } from "./host_builds.ts";
 import { LabSwitch, SITE_PREFIX, SUBNET_PREFIX } from "./net.ts";
 import { bundle, PROBE_FLAGS } from "./bundle.ts";
 import { addToRepo, copyRepo, ensureRepo } from "./repo.ts";
@@ -33,10 +33,17 @@ export interface MachineSpec {
   containers?: boolean;
   /**
    * How the host comes onto this machine (lab.installHost, the scenarios' steps): from its
-   * package (systemd: the Arch package from /lab/repo) or from the tarball in /lab/tarball.
-   * Default: the package on systemd machines, the tarball on the others.
+   * package (systemd: the Arch package from /lab/repo), from the tarball in /lab/tarball, or
+   * ("alpine-files") the files the Alpine package installs, bound read-only at /lab-alpine
+   * (copied into the root by lab.installHost). Default: the package on systemd machines,
+   * the tarball on the others.
    */
-  hostFrom?: "package" | "tarball";
+  hostFrom?: HostFrom;
+  /**
+   * false: the machine's root has no glibc at all, only Debian's busybox-static and musl's
+   * loader (a plain machine, with `deno: false`; lib/base.ts noGlibcRecipe). Default true.
+   */
+  glibc?: boolean;
   /**
    * Bind this host's deno in at /usr/local/bin/deno for the lab's own clients (probes;
    * default true). false: the machine has no deno anywhere (the tarball floor).
@@ -73,8 +80,16 @@ export interface LabOptions {
 }
 
 /**
+ * Where a lab machine's network service is told to fail at boot (the machine's own file:
+ * scenario offline-boot writes it, then reboots).
+ */
+export const NET_FAILS_MARK = "/etc/lab-net-fails";
+
+/**
  * OpenRC machines: a service that provides "net" (as Alpine's networking does), so
- * services that `need net` start. The lab configures the machine's link from outside.
+ * services that use or need net are ordered after it. The lab configures the machine's
+ * link from outside; the service fails, as a networking that cannot bring its interfaces
+ * up does, while {@link NET_FAILS_MARK} exists.
  */
 const OPENRC_NET: ReadonlyArray<readonly [string, PlacedFile]> = [
   ["/etc/init.d/lab-net", {
@@ -86,6 +101,10 @@ depend() {
 }
 start() {
 	ebegin "lab network"
+	if [ -e ${NET_FAILS_MARK} ]; then
+		eend 1 "failed: ${NET_FAILS_MARK} says so"
+		return 1
+	fi
 	eend 0
 }
 `,
@@ -199,7 +218,10 @@ export class Lab implements AsyncDisposable {
       throw new LabError("usage", `machine ${spec.name} already exists in lab ${this.id}`);
     }
     const arch = spec.arch ?? "native";
-    const base = await ensureBase(spec.flavour, this.log, arch);
+    if (spec.glibc === false && spec.deno !== false) {
+      throw new LabError("usage", `machine ${spec.name}: with no glibc, deno must be false too`);
+    }
+    const base = await ensureBase(spec.flavour, this.log, arch, { glibc: spec.glibc ?? true });
     if (base.built) this.log(`base ${base.key} built in ${(base.buildMs / 1000).toFixed(1)} s`);
     const hostFrom = arch === "aarch64"
       ? "tarball"
@@ -214,6 +236,7 @@ export class Lab implements AsyncDisposable {
     } else if (hostFrom === "tarball") {
       await this.publishTarball("current");
     }
+    const alpineFiles = hostFrom === "alpine-files" ? await hostAlpineFiles(this.log) : undefined;
     const netns = `${this.id}-${spec.name}`;
     const sw = spec.site ? await this.site() : this.net;
     const address = spec.site
@@ -241,6 +264,7 @@ export class Lab implements AsyncDisposable {
         binds: [
           ...(spec.deno === false ? [] : [[DENO_BINARY, MACHINE_DENO] as const]),
           [this.shareDir, "/lab"],
+          ...(alpineFiles ? [[alpineFiles, ALPINE_FILES] as const] : []),
         ],
         hostFrom,
         preload: [

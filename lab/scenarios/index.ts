@@ -15,11 +15,13 @@ import { scenario as archUpgrade } from "./arch_upgrade.ts";
 import { scenario as archRollback } from "./arch_rollback.ts";
 import { scenario as openrcInstall } from "./openrc_install.ts";
 import { scenario as tarballFloor } from "./tarball_floor.ts";
+import { scenario as noGlibc } from "./no_glibc.ts";
 import { scenario as arm64Tarball } from "./arm64_tarball.ts";
 import { scenario as tarballRollback } from "./tarball_rollback.ts";
 import { scenario as tarballUpgrade } from "./tarball_upgrade.ts";
 import { scenario as rebootSystemd } from "./reboot_systemd.ts";
 import { scenario as rebootOpenrc } from "./reboot_openrc.ts";
+import { scenario as offlineBoot } from "./offline_boot.ts";
 import { scenario as conntrack } from "./conntrack.ts";
 import { scenario as firewall } from "./firewall.ts";
 import { scenario as confirm } from "./confirm.ts";
@@ -53,11 +55,13 @@ export const SCENARIOS: readonly Scenario[] = [
   archRollback,
   openrcInstall,
   tarballFloor,
+  noGlibc,
   arm64Tarball,
   tarballRollback,
   tarballUpgrade,
   rebootSystemd,
   rebootOpenrc,
+  offlineBoot,
   conntrack,
   firewall,
   confirm,

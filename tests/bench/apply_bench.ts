@@ -302,10 +302,10 @@ const built = await build({ os: "tarball", form: "bundled", out: `${work}/dist` 
  */
 const hostOf = (b: { dir: string; command: string[] }) => [
   Deno.execPath(),
-  ...b.command.slice(1, -1),
+  ...b.command.slice(b.command.indexOf("run"), -1),
   `${b.dir}/nox-mesh-host.js`,
 ];
-const runWith = [Deno.execPath(), ...built.command.slice(1, -1)];
+const runWith = [Deno.execPath(), ...built.command.slice(built.command.indexOf("run"), -1)];
 const host = hostOf(built);
 /** Another build to alternate with (--compare DIR: its build.json). */
 const other = values.compare
