@@ -10,39 +10,42 @@
  */
 import type { CapabilityName } from "../src/profile.ts";
 import type { Providers } from "../src/providers.ts";
+import { type Distribution, DISTRIBUTIONS, type DistroId } from "./distros/mod.ts";
 
-/** The builds the host ships as (the folders of packaging/). */
-export type PackagedBuild = "arch" | "alpine" | "tarball";
+/** The builds the host ships as (the folders of packaging/): one per distribution, and the tarball. */
+export type PackagedBuild = DistroId | "tarball";
 
 /** A build, or the checkout itself (`deno task host`, the tests). */
 export type Build = PackagedBuild | "checkout";
 
 /** Every build that can carry a provider. */
-export const EVERY_BUILD: readonly Build[] = ["arch", "alpine", "tarball", "checkout"];
+export const EVERY_BUILD: readonly Build[] = [
+  ...DISTRIBUTIONS.map((d) => d.id),
+  "tarball",
+  "checkout",
+];
 
-/** The distributions whose layout says where a program is found (its allow-run spellings). */
-export type Distribution = "arch" | "alpine";
-
-/** The distributions each packaged build runs on: the tarball on either. */
-export const DISTRIBUTIONS: Readonly<Record<PackagedBuild, readonly Distribution[]>> = {
-  arch: ["arch"],
-  alpine: ["alpine"],
-  tarball: ["arch", "alpine"],
-};
+/**
+ * The distributions a packaged build runs on, whose program paths its allow-run lines name:
+ * a distribution's own build on it alone, the tarball on every one (os/distros/mod.ts).
+ */
+export function distributionsOf(
+  build: PackagedBuild,
+  distros: readonly Distribution[] = DISTRIBUTIONS,
+): Distribution[] {
+  return build === "tarball" ? [...distros] : distros.filter((d) => d.id === build);
+}
 
 /** A port of src/providers.ts (`packages`, `services`, `fs` …). */
 export type Port = keyof Providers;
 
-/** One program a provider (or the profile) runs. */
+/**
+ * One program a provider (or the profile) runs, by the name it is run as: where it lies is
+ * each distribution's to say (os/distros/, `programs`), never the provider's.
+ */
 export interface Program {
   /** What it is run for (the permission sets' comment; exact argv in the folder's README). */
   why: string;
-  /**
-   * Where each distribution has it, as the host finds it through the init files' PATH
-   * (/usr/bin:/usr/sbin:/bin:/sbin): every spelling Deno may be asked to run, first the
-   * distribution's own. These are the permission sets' allow-run lines.
-   */
-  at: Readonly<Partial<Record<Distribution, readonly string[]>>>;
 }
 
 /** What something needs from a permission set: programs, paths read, system information. */

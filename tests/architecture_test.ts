@@ -131,11 +131,13 @@ Deno.test("each OS build carries its own adapters only (the builds its descripto
   }
 });
 
-/** The folders of os/ that are providers (every one but the profile's detect/). */
+/** The folders of os/ that are providers (every one but the profile's detect/ and distros/). */
 async function providerFolders(): Promise<string[]> {
   const folders: string[] = [];
   for await (const entry of Deno.readDir(join(root, "os"))) {
-    if (entry.isDirectory && entry.name !== "detect") folders.push(entry.name);
+    if (entry.isDirectory && !["detect", "distros"].includes(entry.name)) {
+      folders.push(entry.name);
+    }
   }
   return folders.sort();
 }

@@ -10,10 +10,7 @@ export const PROVIDER: ProviderDescriptor<"packages"> = {
   builds: ["alpine", "tarball", "checkout"],
   confine: { capability: "packages", native: true },
   programs: {
-    apk: {
-      why: "package resources: query, install an exact version; profile: apk info",
-      at: { alpine: ["/sbin/apk", "/usr/sbin/apk"] },
-    },
+    apk: { why: "package resources: query, install an exact version; profile: apk info" },
   },
   reads: {
     "/etc/apk/cache": "packages: a package file of an exact version (apk add FILE)",

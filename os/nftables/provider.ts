@@ -10,10 +10,7 @@ export const PROVIDER: ProviderDescriptor<"firewall"> = {
   builds: ["arch", "alpine", "tarball", "checkout"],
   confine: { capability: "nftables" },
   programs: {
-    nft: {
-      why: "firewall resources: check, replace, read one table; profile: a scratch table",
-      at: { arch: ["/usr/bin/nft"], alpine: ["/usr/sbin/nft"] },
-    },
+    nft: { why: "firewall resources: check, replace, read one table; profile: a scratch table" },
   },
   open: ({ env }) => nftables({ env }),
 };

@@ -12,10 +12,7 @@ export const PROVIDER: ProviderDescriptor<"mounts"> = {
   confine: { capability: "init" },
   programs: {
     ...MOUNT_PROGRAMS,
-    "rc-update": {
-      why: "mount resources: add their scripts to the boot runlevel",
-      at: { alpine: ["/sbin/rc-update", "/usr/sbin/rc-update"] },
-    },
+    "rc-update": { why: "mount resources: add their scripts to the boot runlevel" },
   },
   open: ({ env }) => openrcMounts({ env }),
 };

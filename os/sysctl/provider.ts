@@ -9,10 +9,7 @@ export const PROVIDER: ProviderDescriptor<"sysctl"> = {
   names: ["sysctl"],
   builds: ["arch", "alpine", "tarball", "checkout"],
   programs: {
-    sysctl: {
-      why: "sysctl resources: read and write one setting (procps or busybox)",
-      at: { arch: ["/usr/bin/sysctl"], alpine: ["/sbin/sysctl", "/usr/sbin/sysctl"] },
-    },
+    sysctl: { why: "sysctl resources: read and write one setting (procps or busybox)" },
   },
   open: ({ env }) => sysctl({ env }),
 };

@@ -12,10 +12,7 @@ export const PROVIDER: ProviderDescriptor<"mounts"> = {
   confine: { capability: "init" },
   programs: {
     ...MOUNT_PROGRAMS,
-    systemctl: {
-      why: "mount resources: enable and disable their units, daemon-reload",
-      at: { arch: ["/usr/bin/systemctl"] },
-    },
+    systemctl: { why: "mount resources: enable and disable their units, daemon-reload" },
   },
   open: ({ env }) => systemdMounts({ env }),
 };

@@ -10,10 +10,7 @@ export const PROVIDER: ProviderDescriptor<"services"> = {
   builds: ["arch", "tarball", "checkout"],
   confine: { capability: "init" },
   programs: {
-    systemctl: {
-      why: "service resources: enable, start, ask state; profile: systemctl show",
-      at: { arch: ["/usr/bin/systemctl"] },
-    },
+    systemctl: { why: "service resources: enable, start, ask state; profile: systemctl show" },
   },
   reads: { "/run/systemd/system": "init: booted with systemd (when systemctl does not answer)" },
   open: ({ env }) => systemd({ env }),
