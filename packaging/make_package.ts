@@ -228,6 +228,7 @@ export async function packageArch(
     "substrate.lock": "substrate.lock",
     "pause-image.oci": `images/${IMAGE_FILE}`,
     "nox-mesh-host-launch": repo("launcher/nox-mesh-host-launch"),
+    "launch-pacman.sh": repo("launcher/pkg/pacman.sh"),
     "nox-mesh-host.service": repo("packaging/arch/nox-mesh-host.service"),
   });
   const pkgbuild = (await Deno.readTextFile(repo("packaging/arch/PKGBUILD")))
@@ -284,6 +285,8 @@ export async function tarballEntries(b: BuildResult): Promise<Record<string, [st
     ],
     [`${TARBALL_LAYOUT.initDir}/nox-mesh-host.initd`]: [join(dir, "nox-mesh-host.initd"), 0o755],
     [`${TARBALL_LAYOUT.initDir}/nox-mesh-host.confd`]: [join(dir, "nox-mesh-host.confd"), 0o644],
+    // The launcher's tarball path (launcher/pkg/), which it sources.
+    [`${TARBALL_LAYOUT.launchDir}/tarball.sh`]: [repo("launcher/pkg/tarball.sh"), 0o644],
     [`${share}/substrate.lock`]: [join(b.dir, "substrate.lock"), 0o644],
     [`${share}/LICENSE`]: [repo("LICENSE"), 0o644],
   };
@@ -472,6 +475,7 @@ export async function stageAlpine(builds: readonly BuildResult[]): Promise<strin
     ...runtimes,
     [PROGRAM_ARCHIVE]: await programArchive(b),
     "nox-mesh-host-launch": repo("launcher/nox-mesh-host-launch"),
+    "launch-apk.sh": repo("launcher/pkg/apk.sh"),
     "nox-mesh-host.initd": repo("packaging/alpine/nox-mesh-host.initd"),
     "nox-mesh-host.confd": repo("packaging/alpine/nox-mesh-host.confd"),
     "substrate.lock": "substrate.lock",

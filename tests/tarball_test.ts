@@ -41,6 +41,8 @@ const ENTRIES: Record<string, string> = {
   "lib/nox-mesh-host/init/nox-mesh-host.confd": "-rw-r--r--",
   "lib/nox-mesh-host/init/nox-mesh-host.initd": "-rwxr-xr-x",
   "lib/nox-mesh-host/init/nox-mesh-host.service": "-rw-r--r--",
+  // The launcher's tarball path, which it sources.
+  "lib/nox-mesh-host/launch/tarball.sh": "-rw-r--r--",
   "lib/nox-mesh-host/nox-mesh-host.js": "-rw-r--r--",
   "share/nox-mesh-host/LICENSE": "-rw-r--r--",
   "share/nox-mesh-host/substrate.lock": "-rw-r--r--",
