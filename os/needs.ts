@@ -7,7 +7,7 @@
  */
 import { PROFILE_NEEDS } from "./detect/needs.ts";
 import type { Build, Needs, PackagedBuild, ProviderDescriptor } from "./provider.ts";
-import { distributionsOf } from "./provider.ts";
+import { distributionsOf, selects } from "./provider.ts";
 import { type Distribution, DISTRIBUTIONS } from "./distros/mod.ts";
 import { PROVIDERS } from "./provider_list.ts";
 
@@ -34,8 +34,9 @@ export interface OsNeeds {
 export function carriedBy(
   build: Build,
   list: readonly ProviderDescriptor[] = PROVIDERS,
+  distros: readonly Distribution[] = DISTRIBUTIONS,
 ): ProviderDescriptor[] {
-  return list.filter((p) => p.builds.includes(build));
+  return list.filter((p) => selects(p.builds, build, distros));
 }
 
 /**
@@ -57,7 +58,7 @@ export function needsOf(
   const join = (had: string | undefined, why: string) =>
     had === undefined || had === why ? why : `${had}; ${why}`;
   const sources: [string, Needs][] = [
-    ...carriedBy(build, list).map((p): [string, Needs] => [`os/${p.folder}`, p]),
+    ...carriedBy(build, list, distros).map((p): [string, Needs] => [`os/${p.folder}`, p]),
     ["os/detect/needs.ts", PROFILE_NEEDS],
   ];
   for (const [from, source] of sources) {

@@ -26,6 +26,33 @@ export const EVERY_BUILD: readonly Build[] = [
 ];
 
 /**
+ * Which builds carry a provider: a build by name; `every` build; or every distribution's
+ * build whose init (`init:systemd`) or package manager (`packages:apt`) it is, so that a
+ * distribution added to os/distros/ gets the providers that fit it without their
+ * descriptors changing (Puppet's `defaultfor`, turned around). The tarball and the checkout
+ * are named where they carry it.
+ */
+export type BuildSelector =
+  | Build
+  | "every"
+  | `init:${Distribution["init"]}`
+  | `packages:${string}`;
+
+/** Whether a descriptor's `builds` select `build` (its distribution's facts: os/distros/). */
+export function selects(
+  selectors: readonly BuildSelector[],
+  build: Build,
+  distros: readonly Distribution[] = DISTRIBUTIONS,
+): boolean {
+  const distro = distros.find((d) => d.id === build);
+  return selectors.some((s) =>
+    s === build || s === "every" ||
+    (distro !== undefined &&
+      (s === `init:${distro.init}` || s === `packages:${distro.packages.name}`))
+  );
+}
+
+/**
  * The distributions a packaged build runs on, whose program paths its allow-run lines name:
  * a distribution's own build on it alone, the tarball on every one (os/distros/mod.ts).
  */
@@ -90,8 +117,8 @@ export interface ProviderDescriptor<P extends Port = Port> extends Needs {
   port: P;
   /** The names it answers to: the profile's provider names, and AdapterSet's (tests). */
   names: readonly string[];
-  /** The builds that carry its code (an Arch build carries no apk code). */
-  builds: readonly Build[];
+  /** The builds that carry its code (an Arch build carries no apk code): {@link BuildSelector}. */
+  builds: readonly BuildSelector[];
   /** When it is used; without it, always (when carried). */
   confine?: Confine;
   /** Its factory. */

@@ -7,7 +7,7 @@ export const PROVIDER: ProviderDescriptor<"packages"> = {
   folder: "alpine-apk",
   port: "packages",
   names: ["apk"],
-  builds: ["alpine", "tarball", "checkout"],
+  builds: ["packages:apk", "tarball", "checkout"],
   confine: { capability: "packages", native: true },
   programs: {
     apk: { why: "package resources: query, install an exact version; profile: apk info" },

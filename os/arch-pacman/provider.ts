@@ -7,7 +7,7 @@ export const PROVIDER: ProviderDescriptor<"packages"> = {
   folder: "arch-pacman",
   port: "packages",
   names: ["pacman"],
-  builds: ["arch", "tarball", "checkout"],
+  builds: ["packages:pacman", "tarball", "checkout"],
   confine: { capability: "packages", native: true },
   programs: {
     pacman: { why: "package resources: query, install an exact version; profile: pacman -Q" },

@@ -11,7 +11,7 @@ export const PROVIDER: ProviderDescriptor<"containers"> = {
   folder: "container-cli",
   port: "containers",
   names: ["podman", "docker"],
-  builds: ["arch", "alpine", "tarball", "checkout"],
+  builds: ["every"],
   confine: { capability: "containers" },
   programs: {
     podman: { why: "container resources (podman, when installed); profile: podman info" },

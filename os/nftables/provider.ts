@@ -7,7 +7,7 @@ export const PROVIDER: ProviderDescriptor<"firewall"> = {
   folder: "nftables",
   port: "firewall",
   names: ["nftables"],
-  builds: ["arch", "alpine", "tarball", "checkout"],
+  builds: ["every"],
   confine: { capability: "nftables" },
   programs: {
     nft: { why: "firewall resources: check, replace, read one table; profile: a scratch table" },

@@ -8,7 +8,7 @@ export const PROVIDER: ProviderDescriptor<"mounts"> = {
   folder: "openrc-mount",
   port: "mounts",
   names: ["openrc"],
-  builds: ["alpine", "tarball", "checkout"],
+  builds: ["init:openrc", "tarball", "checkout"],
   confine: { capability: "init" },
   programs: {
     ...MOUNT_PROGRAMS,

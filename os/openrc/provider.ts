@@ -7,7 +7,7 @@ export const PROVIDER: ProviderDescriptor<"services"> = {
   folder: "openrc",
   port: "services",
   names: ["openrc"],
-  builds: ["alpine", "tarball", "checkout"],
+  builds: ["init:openrc", "tarball", "checkout"],
   confine: { capability: "init" },
   programs: {
     "rc-service": { why: "service resources: start, stop, ask state" },

@@ -10,7 +10,7 @@ export const PROVIDER: ProviderDescriptor<"accounts"> = {
   folder: "shadow-accounts",
   port: "accounts",
   names: ["shadow"],
-  builds: ["arch", "alpine", "tarball", "checkout"],
+  builds: ["every"],
   confine: { capability: "accounts" },
   programs: {
     useradd: { why: "user resources: add a user; profile: its defaults (-D)" },

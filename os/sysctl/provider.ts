@@ -7,7 +7,7 @@ export const PROVIDER: ProviderDescriptor<"sysctl"> = {
   folder: "sysctl",
   port: "sysctl",
   names: ["sysctl"],
-  builds: ["arch", "alpine", "tarball", "checkout"],
+  builds: ["every"],
   programs: {
     sysctl: { why: "sysctl resources: read and write one setting (procps or busybox)" },
   },

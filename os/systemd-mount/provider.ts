@@ -8,7 +8,7 @@ export const PROVIDER: ProviderDescriptor<"mounts"> = {
   folder: "systemd-mount",
   port: "mounts",
   names: ["systemd"],
-  builds: ["arch", "tarball", "checkout"],
+  builds: ["init:systemd", "tarball", "checkout"],
   confine: { capability: "init" },
   programs: {
     ...MOUNT_PROGRAMS,

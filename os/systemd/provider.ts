@@ -7,7 +7,7 @@ export const PROVIDER: ProviderDescriptor<"services"> = {
   folder: "systemd",
   port: "services",
   names: ["systemd"],
-  builds: ["arch", "tarball", "checkout"],
+  builds: ["init:systemd", "tarball", "checkout"],
   confine: { capability: "init" },
   programs: {
     systemctl: { why: "service resources: enable, start, ask state; profile: systemctl show" },

@@ -7,7 +7,7 @@ export const PROVIDER: ProviderDescriptor<"overlay"> = {
   folder: "wireguard",
   port: "overlay",
   names: ["kernel", "userspace"],
-  builds: ["arch", "alpine", "tarball", "checkout"],
+  builds: ["every"],
   confine: { capability: "wireguard" },
   programs: {
     ip: { why: "overlay resources: WireGuard links and their addresses" },
