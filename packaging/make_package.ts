@@ -319,7 +319,7 @@ export async function tarballEntries(b: BuildResult): Promise<Record<string, [st
 }
 
 /** The time every entry of the tarball carries: SOURCE_DATE_EPOCH, else the commit's. */
-async function tarballTime(): Promise<number> {
+export async function tarballTime(): Promise<number> {
   const fixed = Deno.env.get("SOURCE_DATE_EPOCH");
   if (fixed && /^[0-9]+$/.test(fixed)) return Number(fixed);
   const out = await new Deno.Command("git", {
@@ -503,7 +503,12 @@ export async function stageAlpine(builds: readonly BuildResult[]): Promise<strin
   return dir;
 }
 
-if (import.meta.main) {
+/**
+ * The command (`deno task package`). Not awaited at the top: a distribution's own packaging
+ * (packaging/<os>/package.ts, imported when it is asked for) imports this module's helpers,
+ * which must have finished loading first.
+ */
+async function main(): Promise<void> {
   const { positionals, values } = parseArgs({
     allowPositionals: true,
     options: {
@@ -534,6 +539,11 @@ if (import.meta.main) {
     .toSorted((a, b) => Number(b === Deno.build.arch) - Number(a === Deno.build.arch));
   const release = repo("dist/tarball");
   const alpine: BuildResult[] = [];
+  // A distribution added since packages itself: packaging/<os>/package.ts, its packageFor.
+  const own: BuildResult[] = [];
+  const sign = values.sign ? { key: values.sign } : undefined;
+  const key = values["minisign-key"];
+  const minisign = key ? { secretKey: key, publicKey: key.replace(/\.key$/, ".pub") } : undefined;
   try {
     for (const arch of arches) {
       const b = await build({
@@ -543,15 +553,9 @@ if (import.meta.main) {
         version: values.version,
         ...(arch === Deno.build.arch ? {} : { out: repo(`dist/${os}-${arch}`) }),
       });
-      const sign = values.sign ? { key: values.sign } : undefined;
-      const key = values["minisign-key"];
-      const minisign = key
-        ? { secretKey: key, publicKey: key.replace(/\.key$/, ".pub") }
-        : undefined;
       if (os === "arch") {
         console.log(`built ${await packageArch(b, Number(values.pkgrel), { sign })}`);
-      }
-      if (os === "tarball") {
+      } else if (os === "tarball") {
         const tarball = await packageTarball(b, undefined, { minisign, into: release });
         const mib = ((await Deno.stat(tarball)).size / 2 ** 20).toFixed(1);
         console.log(
@@ -559,8 +563,8 @@ if (import.meta.main) {
             b.runtime ? ` with Deno ${b.runtime}` : ""
           }) and SHA256SUMS${minisign ? " (signed)" : ""}`,
         );
-      }
-      if (os === "alpine") alpine.push(b);
+      } else if (os === "alpine") alpine.push(b);
+      else own.push(b);
     }
     if (os === "alpine") {
       console.log(
@@ -568,12 +572,19 @@ if (import.meta.main) {
           `${ALPINE_ARCHES.join(", ")}: each package carries its architecture's runtime)`,
       );
     }
+    if (own.length > 0) {
+      const { packageFor } = await import(`./${os}/package.ts`);
+      const revision = Number(values.pkgrel);
+      for (const line of await packageFor(own, { sign, revision })) console.log(line);
+    }
   } catch (e) {
     if (!(e instanceof HostError)) throw e;
     console.error(e.message);
     Deno.exit(1);
   }
 }
+
+if (import.meta.main) main();
 
 /** GNU tar's flags for an archive the same for the same files: owners, order, times. */
 async function reproducibleTar(): Promise<string[]> {

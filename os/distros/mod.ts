@@ -7,11 +7,12 @@
 import type { Distribution } from "./distribution.ts";
 import { ARCH } from "./arch.ts";
 import { ALPINE } from "./alpine.ts";
+import { DEBIAN } from "./debian.ts";
 
 export type { Distribution, PackageManagerFacts } from "./distribution.ts";
 
 /** Every distribution the host is packaged for, in the order builds and docs list them. */
-export const DISTRIBUTIONS = [ARCH, ALPINE] as const;
+export const DISTRIBUTIONS = [ARCH, ALPINE, DEBIAN] as const;
 
 /** A distribution's id: its build and its packaging folder. */
 export type DistroId = (typeof DISTRIBUTIONS)[number]["id"];
