@@ -12,22 +12,13 @@
  */
 import { createHash } from "node:crypto";
 import { join } from "node:path";
-import { aptRepository, COMPONENT, SUITE } from "../../packaging/debian/package.ts";
+import { aptRepository } from "../../packaging/debian/package.ts";
 import { CACHE_DIR } from "./base.ts";
 import { exists, run } from "./_process.ts";
 import { labKeys, withLabGpg } from "./keys.ts";
-import { SUBNET_PREFIX } from "./net.ts";
 
-/** Where the repository is served in the lab network, and its name there. */
-export const APT_ADDRESS = `${SUBNET_PREFIX}.8`;
-export const APT_HOST = "apt.lab";
-
-/** Where a Debian machine keeps the lab key, trusted for the lab repository only. */
-export const APT_KEYRING = "/etc/apt/keyrings/noxlab.gpg";
-
-/** The machine's only apt source: the lab repository over HTTP, checked against the lab key. */
-export const APT_SOURCE =
-  `deb [signed-by=${APT_KEYRING}] http://${APT_HOST}/ ${SUITE} ${COMPONENT}\n`;
+export { APT_KEYRING, APT_SOURCE, aptKeyring, dearmor } from "./base.ts";
+export { APT_ADDRESS, APT_HOST } from "./net.ts";
 
 /** The lab's test package, in two versions (as the pacman repository's). */
 export const TEST_DEB = { name: "noxlab-hello", versions: ["1.0-1", "1.1-1"], latest: "1.1-1" };
@@ -97,26 +88,4 @@ export async function ensureTestDebs(log: (line: string) => void = () => {}): Pr
 /** Makes (or makes again) the repository in `dir` holding `debs`, signed by the lab key. */
 export async function signedAptRepo(dir: string, debs: readonly string[]): Promise<void> {
   await withLabGpg(await labKeys(), (signer) => aptRepository(dir, debs, signer));
-}
-
-/** The lab key as apt's signed-by wants it (a binary keyring), made once; returns its path. */
-export async function aptKeyring(log: (line: string) => void = () => {}): Promise<string> {
-  const keys = await labKeys(log);
-  const file = join(CACHE_DIR, `apt-keyring-${keys.fingerprint.slice(-16)}.gpg`);
-  if (await exists(file)) return file;
-  const temp = `${file}.${crypto.randomUUID()}`;
-  await Deno.writeFile(temp, dearmor(await Deno.readTextFile(keys.gpgPublic)));
-  await Deno.rename(temp, file);
-  return file;
-}
-
-/** The bytes of an ASCII-armored OpenPGP block (RFC 4880 §6.2): its base64 body, decoded. */
-export function dearmor(armored: string): Uint8Array {
-  const lines = armored.split(/\r?\n/);
-  const start = lines.findIndex((l) => l.startsWith("-----BEGIN PGP "));
-  const blank = lines.indexOf("", start);
-  const body = lines.slice(blank + 1).filter((l) => /^[A-Za-z0-9+/=]+$/.test(l));
-  const end = body.findIndex((l) => l.startsWith("="));
-  const base64 = (end === -1 ? body : body.slice(0, end)).join("");
-  return Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
 }
