@@ -4,11 +4,11 @@
  * (os/distros/); others (rpm, xbps …) are named in the evidence only; they are never run.
  */
 import type { Capability, OsInfo } from "../../src/profile.ts";
-import { DISTRIBUTIONS } from "../distros/mod.ts";
+import { type Distribution, DISTRIBUTIONS } from "../distros/mod.ts";
 import { installed, onDisk, type ProbeOptions, query, ran, refused, whyNot } from "./_probe.ts";
 
 /** A manager: its name, its database query, and the OS ids it is native to. */
-interface Manager {
+export interface Manager {
   name: string;
   list: readonly string[];
   emptyExit: number;
@@ -16,15 +16,19 @@ interface Manager {
 }
 
 /** The distributions' managers, once each, native to every distribution that uses it. */
-const MANAGERS: readonly Manager[] = DISTRIBUTIONS.reduce<Manager[]>((managers, d) => {
-  const known = managers.find((m) => m.name === d.packages.name);
-  if (known) known.native.push(...d.osIds);
-  else {
-    const { name, query, emptyExit } = d.packages;
-    managers.push({ name, list: query, emptyExit, native: [...d.osIds] });
-  }
-  return managers;
-}, []);
+export function managersOf(distros: readonly Distribution[]): Manager[] {
+  return distros.reduce<Manager[]>((managers, d) => {
+    const known = managers.find((m) => m.name === d.packages.name);
+    if (known) known.native.push(...d.osIds);
+    else {
+      const { name, query, emptyExit } = d.packages;
+      managers.push({ name, list: query, emptyExit, native: [...d.osIds] });
+    }
+    return managers;
+  }, []);
+}
+
+const MANAGERS: readonly Manager[] = managersOf(DISTRIBUTIONS);
 
 /** Package managers no distribution here has (named in the evidence when installed). */
 const OTHERS = ["dpkg", "rpm", "xbps-install", "emerge", "zypper"]
