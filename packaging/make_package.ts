@@ -505,7 +505,7 @@ export async function stageAlpine(builds: readonly BuildResult[]): Promise<strin
 
 /**
  * The command (`deno task package`). Not awaited at the top: a distribution's own packaging
- * (packaging/<os>/package.ts, imported when it is asked for) imports this module's helpers,
+ * (packaging/<os>/recipe.ts, imported when it is asked for) imports this module's helpers,
  * which must have finished loading first.
  */
 async function main(): Promise<void> {
@@ -539,7 +539,7 @@ async function main(): Promise<void> {
     .toSorted((a, b) => Number(b === Deno.build.arch) - Number(a === Deno.build.arch));
   const release = repo("dist/tarball");
   const alpine: BuildResult[] = [];
-  // A distribution added since packages itself: packaging/<os>/package.ts, its packageFor.
+  // A distribution added since packages itself: packaging/<os>/recipe.ts, its packageFor.
   const own: BuildResult[] = [];
   const sign = values.sign ? { key: values.sign } : undefined;
   const key = values["minisign-key"];
@@ -573,7 +573,7 @@ async function main(): Promise<void> {
       );
     }
     if (own.length > 0) {
-      const { packageFor } = await import(`./${os}/package.ts`);
+      const { packageFor } = await import(`./${os}/recipe.ts`);
       const revision = Number(values.pkgrel);
       for (const line of await packageFor(own, { sign, revision })) console.log(line);
     }

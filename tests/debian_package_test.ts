@@ -1,4 +1,4 @@
-// The Debian package (packaging/debian/package.ts) as Debian checks one: what it carries and
+// The Debian package (packaging/debian/recipe.ts) as Debian checks one: what it carries and
 // where, its control fields, conffiles, lintian; and its apt repository as apt meets it on a
 // Debian 12 lab machine: signed, it installs and the host runs on the runtime it carries;
 // unsigned, signed by another key, or with a changed index or package, apt refuses it.
@@ -12,7 +12,7 @@ import {
   debFileName,
   debianUnit,
   packageDebian,
-} from "../packaging/debian/package.ts";
+} from "../packaging/debian/recipe.ts";
 import {
   APT_KEYRING,
   aptKeyring,

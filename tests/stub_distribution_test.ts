@@ -1,6 +1,6 @@
 // What adding a distribution takes (issue 36; docs/contributing.md, "Add a distribution"):
 // its file os/distros/<id>.ts, its line in os/distros/mod.ts, its packaging folder
-// packaging/<id>/ (its permission set; its recipe, packaging/<id>/package.ts; its bundle
+// packaging/<id>/ (its permission set; its recipe, packaging/<id>/recipe.ts; its bundle
 // when it ships one) and its lab scenarios. A package manager no distribution had before
 // brings its provider (os/<folder>/ and its line in os/provider_list.ts) and the launcher's
 // include for it (launcher/pkg/<manager>.sh). Here: every distribution is laid out so, no
@@ -47,7 +47,7 @@ function code(text: string): string {
 /**
  * Where the program names a distribution by its id outside the distribution's own files,
  * known and not needed by a new one: Arch's and Alpine's packaging predate
- * packaging/<id>/package.ts (make_package.ts builds them itself), and busybox's account
+ * packaging/<id>/recipe.ts (make_package.ts builds them itself), and busybox's account
  * tools are Alpine's userland.
  */
 const KNOWN: readonly string[] = [
@@ -69,9 +69,9 @@ Deno.test("stub distribution: each distribution is its file, its line in the lis
     // Its packaging folder: its permission set, and its recipe (but Arch's and Alpine's).
     assert.ok(await exists(`packaging/${d.id}/permissions`), `packaging/${d.id}/permissions`);
     if (!["arch", "alpine"].includes(d.id)) {
-      assert.ok(await exists(`packaging/${d.id}/package.ts`), `packaging/${d.id}/package.ts`);
-      const { packageFor } = await import(`../packaging/${d.id}/package.ts`);
-      assert.equal(typeof packageFor, "function", `packaging/${d.id}/package.ts packageFor`);
+      assert.ok(await exists(`packaging/${d.id}/recipe.ts`), `packaging/${d.id}/recipe.ts`);
+      const { packageFor } = await import(`../packaging/${d.id}/recipe.ts`);
+      assert.equal(typeof packageFor, "function", `packaging/${d.id}/recipe.ts packageFor`);
     }
     // The launcher's commands for its package manager.
     assert.ok(
@@ -200,8 +200,8 @@ Deno.test("stub distribution: what adding Debian took outside tests and docs, co
   const distribution = [...await files("os/distros/debian.ts"), ...await files("packaging/debian")];
   assert.deepEqual(distribution, [
     "os/distros/debian.ts",
-    "packaging/debian/package.ts",
     "packaging/debian/permissions",
+    "packaging/debian/recipe.ts",
     "packaging/debian/substrate.lock",
   ]);
   // apt, a package manager no distribution had: its provider (and its line in

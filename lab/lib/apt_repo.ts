@@ -2,7 +2,7 @@
  * The lab's apt repository, as Debian and Ubuntu machines meet one: packages built with
  * dpkg-deb, indexes made by apt-ftparchive, Release signed (InRelease, Release.gpg) with the
  * lab packager key (lab/lib/keys.ts), which a machine trusts for this repository alone
- * (`signed-by=`), never for Debian's own. packaging/debian/package.ts makes it (the same
+ * (`signed-by=`), never for Debian's own. packaging/debian/recipe.ts makes it (the same
  * code as `deno task package debian --sign KEY`). The lab serves it over HTTP inside the lab
  * network (lib/lab.ts `aptRepo`), at APT_HOST.
  *
@@ -12,7 +12,7 @@
  */
 import { createHash } from "node:crypto";
 import { join } from "node:path";
-import { aptRepository } from "../../packaging/debian/package.ts";
+import { aptRepository } from "../../packaging/debian/recipe.ts";
 import { CACHE_DIR } from "./base.ts";
 import { exists, run } from "./_process.ts";
 import { labKeys, withLabGpg } from "./keys.ts";

@@ -4,7 +4,7 @@ import { LabError } from "./errors.ts";
 import { exists, run, tail } from "./_process.ts";
 import { labKeys } from "./keys.ts";
 import { APT_HOST } from "./net.ts";
-import { COMPONENT, SUITE } from "../../packaging/debian/package.ts";
+import { COMPONENT, SUITE } from "../../packaging/debian/recipe.ts";
 
 /** The three kinds of lab machine. */
 export type Flavour = "systemd" | "openrc" | "plain";

@@ -23,7 +23,7 @@ import {
   stageAlpine,
 } from "../../packaging/make_package.ts";
 import { alpinePackageFiles } from "./alpine_files.ts";
-import { packageDebian } from "../../packaging/debian/package.ts";
+import { packageDebian } from "../../packaging/debian/recipe.ts";
 import { VERSION } from "../../src/version.ts";
 import { CACHE_DIR, type MachineArch } from "./base.ts";
 import { CHECKOUT } from "./bundle.ts";

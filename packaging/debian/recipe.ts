@@ -80,12 +80,12 @@ export function debianUnit(archUnit: string): string {
   if (!archUnit.includes(kind) || !archUnit.startsWith(head)) {
     throw new PackageError(
       `packaging/arch/nox-mesh-host.service no longer holds "${head}" and "${kind}"`,
-      "update packaging/debian/package.ts debianUnit to the changed unit",
+      "update packaging/debian/recipe.ts debianUnit to the changed unit",
     );
   }
   return archUnit.replace(kind, "Environment=NOX_MESH_HOST_PKG=apt").replace(
     head,
-    "# nox-mesh-host for Debian and Ubuntu (packaging/debian/package.ts made this from\n" +
+    "# nox-mesh-host for Debian and Ubuntu (packaging/debian/recipe.ts made this from\n" +
       "# packaging/arch/nox-mesh-host.service). Starts the launcher at boot.",
   );
 }
