@@ -6,7 +6,8 @@
  * descriptors (os/provider_list.ts): the choice of providers (os/mod.ts), the needs per build
  * (os/needs.ts), the permission sets' allow-run and allow-read lines and the `host` task
  * (packaging/derive_providers.ts, `deno task providers`), and the providers each per-OS build
- * carries (packaging/build.ts).
+ * carries (packaging/build.ts). Where a program lies is not the provider's to say but each
+ * distribution's (os/distros/): a descriptor names programs only.
  */
 import type { CapabilityName } from "../src/profile.ts";
 import type { Providers } from "../src/providers.ts";
