@@ -373,3 +373,31 @@ Deno.test("metrics: the launcher writes its file only in a directory only root c
   );
   await assert.rejects(Deno.lstat(t.file), Deno.errors.NotFound);
 });
+
+Deno.test("metrics: the launcher writes nothing where a user owns a directory above the textfile directory (Debian's /var/lib/prometheus is prometheus's)", async () => {
+  await using t = await launcherWithExporter(["wait"]);
+  // The textfile directory is root's and 0755, but the one above it is nobody's: nobody could
+  // swap it for a link to any directory of root's between the launcher's look and its write.
+  const owned = posix.join(t.w.dir, "prometheus");
+  const textfiles = posix.join(owned, "node-exporter");
+  await Deno.mkdir(textfiles, { recursive: true });
+  await Deno.chmod(owned, 0o755);
+  await Deno.chmod(textfiles, 0o755);
+  await Deno.chown(owned, 65534, 65534);
+  await Deno.writeTextFile(
+    t.w.env.NOX_MESH_HOST_CONFIG,
+    `{ "metricsFile": "${textfiles}/nox_mesh_host.prom" }\n`,
+  );
+  const l = new RunningLauncher(t.w);
+  await waitFor(
+    "the host to start",
+    async () => (await hostLog(t.w)).some((x) => x.startsWith("start")),
+  );
+  l.process.kill("SIGTERM");
+  const { stderr } = await l.exit();
+  assert.equal(count(stderr, `not writing nox_mesh_host_launcher.prom in ${textfiles}`), 1, stderr);
+  await assert.rejects(
+    Deno.lstat(posix.join(textfiles, LAUNCHER_METRICS_FILE)),
+    Deno.errors.NotFound,
+  );
+});
