@@ -7,7 +7,8 @@
 import assert from "node:assert/strict";
 import { posix } from "node:path";
 import { connect, type NatsConnection, nkeyAuthenticator } from "@nats-io/transport-node";
-import { pinnedTls } from "../src/link/connection.ts";
+import { brokerTls } from "../src/link/connection.ts";
+import { caTrust } from "../src/link/trust.ts";
 import { objectStoreSource } from "../src/link/object_source.ts";
 import { CONTENT_STREAM, CONTENT_SUBJECTS, subjectsOf } from "../src/link/subjects.ts";
 import { ContentCache, contentResolver, type ContentSource } from "../src/store/content.ts";
@@ -33,7 +34,7 @@ async function connectAs(mesh: Mesh, node: string, s: Scratch): Promise<NatsConn
     servers: state.url,
     authenticator: nkeyAuthenticator(new TextEncoder().encode(seed)),
     inboxPrefix: subjectsOf(node).inboxPrefix,
-    tls: pinnedTls({ url: state.url, ca: state.caPem, pin: state.pin }),
+    tls: brokerTls({ url: state.url, trust: caTrust(state.caPem) }),
     reconnect: false,
   });
 }

@@ -10,7 +10,8 @@
 import assert from "node:assert/strict";
 import { join, posix } from "node:path";
 import { connect, type NatsConnection, nkeyAuthenticator } from "@nats-io/transport-node";
-import { pinnedTls } from "../src/link/connection.ts";
+import { brokerTls } from "../src/link/connection.ts";
+import { caTrust } from "../src/link/trust.ts";
 import { enrol as enrolInProcess } from "../src/link/enrol.ts";
 import { Link, type Pushed } from "../src/link/link.ts";
 import { withState } from "../lab/mesh/state.ts";
@@ -42,7 +43,6 @@ async function connectAs(
   node: string,
   s: Scratch,
   url: string,
-  pin: string,
 ): Promise<NatsConnection> {
   const state = await mesh.control.state();
   const seed = (await Deno.readTextFile(posix.join(s.stateDir, "node.nk"))).trim();
@@ -50,7 +50,7 @@ async function connectAs(
     servers: url,
     authenticator: nkeyAuthenticator(new TextEncoder().encode(seed)),
     inboxPrefix: subjectsOf(node).inboxPrefix,
-    tls: pinnedTls({ url, ca: state.caPem, pin }),
+    tls: brokerTls({ url, trust: caTrust(state.caPem) }),
     reconnect: false,
   });
 }
@@ -168,8 +168,7 @@ Deno.test("a site's leaf carries only its own site's nodes: a compromised leaf r
   }
 
   // Through its leaf a site node gets its declaration, its object, and reports.
-  const pins = (await control.state()).leaves!;
-  const n1 = await connectAs(mesh, "s1", s1, leaf1.url, pins.leaf1.pin);
+  const n1 = await connectAs(mesh, "s1", s1, leaf1.url);
   try {
     const decl = await n1.request(subjectsOf("s1").directGet, "", { timeout: 10_000 });
     assert.equal(JSON.parse(decl.string()).node, "s1");
@@ -334,7 +333,7 @@ leafnodes {
       servers: member.url,
       user: leaf1.login.user,
       pass: leaf1.login.password,
-      tls: pinnedTls({ url: member.url, ca: state.caPem, pin: state.cluster![0].pin }),
+      tls: brokerTls({ url: member.url, trust: caTrust(state.caPem) }),
       reconnect: false,
     }),
     /Authorization Violation/,
@@ -352,8 +351,7 @@ Deno.test("a site keeps its replies after its leaf moved to another server and t
   const leaf = await cluster.startLeaf("leaf1");
   await using s = await enrol(mesh, "s1", "leaf1");
   await control.declare("s1", { version: 1, resources: [] });
-  const pin = (await control.state()).leaves!.leaf1.pin;
-  const nc = await connectAs(mesh, "s1", s, leaf.url, pin);
+  const nc = await connectAs(mesh, "s1", s, leaf.url);
   try {
     const works = async () => {
       const decl = await nc.request(subjectsOf("s1").directGet, "", { timeout: 5000 });

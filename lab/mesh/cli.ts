@@ -15,6 +15,13 @@
  *   rotate-key --dir D [--no-republish]    a new signing key, the rotation to it signed by
  *                                          the current one; every node's last declaration
  *                                          published again under the new key (JSON)
+ *   renew-cert --dir D                     every server's certificate issued again under the
+ *                                          mesh's CA (a new key, same names), servers reloaded
+ *   rotate-ca --dir D [--overlap SECS]     a new CA, trusted by the nodes beside the current
+ *                                          one until SECS from now (3600): a signed trust
+ *                                          update sent with every node's last declaration
+ *   withdraw-ca --dir D                    the rotation's end: every server's certificate
+ *                                          issued by the new CA, the old CA dropped (JSON)
  *   put     --dir D FILE [--as SHA256]     put FILE into the mesh's object store, named by its
  *                                          SHA-256, which it prints (--as: under another
  *                                          name, to put a tampered object in a test)
@@ -71,6 +78,7 @@ const { values, positionals } = parseArgs({
     unsigned: { type: "boolean" },
     "valid-for": { type: "string" },
     "no-republish": { type: "boolean" },
+    overlap: { type: "string" },
     json: { type: "boolean" },
     once: { type: "boolean" },
     count: { type: "string" },
@@ -291,6 +299,25 @@ switch (command) {
   case "rotate-key": {
     await using control = await ControlPlane.open(dir);
     console.log(JSON.stringify(await control.rotateKey({ republish: !values["no-republish"] })));
+    break;
+  }
+  case "renew-cert": {
+    await using control = await ControlPlane.open(dir);
+    console.log(JSON.stringify(await control.renewCertificates()));
+    break;
+  }
+  case "rotate-ca": {
+    const overlap = values.overlap ?? "3600";
+    if (!/^[1-9]\d*$/.test(overlap)) {
+      fail(`--overlap is "${overlap}": give a whole number of seconds`);
+    }
+    await using control = await ControlPlane.open(dir);
+    console.log(JSON.stringify(await control.rotateCa({ overlapSeconds: Number(overlap) })));
+    break;
+  }
+  case "withdraw-ca": {
+    await using control = await ControlPlane.open(dir);
+    console.log(JSON.stringify(await control.withdrawOldCa()));
     break;
   }
   case "revoke": {

@@ -72,7 +72,9 @@ export function authInclude(configFile: string, meshDir: string, site?: string):
 /** Create a mesh directory's state for a broker at `url` (no nodes, no tokens yet). */
 export async function initState(
   dir: string,
-  fields: Pick<MeshState, "url" | "controlUrl" | "caPem" | "pin" | "pidFile" | "logFile">,
+  fields:
+    & Pick<MeshState, "url" | "controlUrl" | "caPem" | "pin" | "pidFile" | "logFile">
+    & Partial<Pick<MeshState, "ca" | "cert">>,
 ): Promise<MeshState> {
   await Deno.mkdir(dir, { recursive: true });
   const control = createUser();
@@ -103,7 +105,13 @@ export async function initState(
 export async function initClusterState(
   dir: string,
   servers: readonly ClusterServer[],
-  { caPem, routes, domain }: { caPem: string; routes: RouteCredentials; domain?: string },
+  { caPem, routes, domain, ca }: {
+    caPem: string;
+    routes: RouteCredentials;
+    domain?: string;
+    /** The CA's files, when the stand-in may renew the servers' certificates and rotate it. */
+    ca?: MeshState["ca"];
+  },
 ): Promise<MeshState> {
   const first = servers[0];
   const state = await initState(dir, {
@@ -113,8 +121,15 @@ export async function initClusterState(
     pin: first.pin,
     pidFile: first.pidFile,
     logFile: first.logFile,
+    ...(ca ? { ca } : {}),
   });
-  state.cluster = servers.map(({ url, pin, pidFile, logFile }) => ({ url, pin, pidFile, logFile }));
+  state.cluster = servers.map(({ url, pin, pidFile, logFile, cert }) => ({
+    url,
+    pin,
+    pidFile,
+    logFile,
+    ...(cert ? { cert } : {}),
+  }));
   state.controlUrls = servers.map((s) => s.url);
   state.routes = routes;
   if (domain !== undefined) state.domain = domain;
@@ -129,12 +144,17 @@ export async function initClusterState(
  */
 export async function startLocalBroker(
   dir: string,
-  { host = "127.0.0.1", port }: { host?: string; port?: number } = {},
+  { host = "127.0.0.1", port, ips = [] }: {
+    host?: string;
+    port?: number;
+    /** More addresses its certificate names (where a test's relay makes it reachable). */
+    ips?: string[];
+  } = {},
 ): Promise<LocalBroker> {
   await Deno.mkdir(dir, { recursive: true });
   const existing = await readState(dir).catch(() => undefined);
   const chosen = port ?? (existing ? Number(new URL(existing.url).port) : freePort(host));
-  const certs = await makeCertificates(dir, { names: ["localhost"], ips: [host] });
+  const certs = await makeCertificates(dir, { names: ["localhost"], ips: [host, ...ips] });
   const url = `tls://${host}:${chosen}`;
   const logFile = join(dir, "nats.log");
   if (!existing) {
@@ -145,6 +165,13 @@ export async function startLocalBroker(
       pin: certs.fingerprint256,
       pidFile: join(dir, "nats.pid"),
       logFile,
+      ca: { certFile: certs.caFile, keyFile: join(dir, "ca.key"), bundleFile: certs.caFile },
+      cert: {
+        certFile: certs.certFile,
+        keyFile: certs.keyFile,
+        names: ["localhost"],
+        ips: [host, ...ips],
+      },
     });
   }
   const configFile = join(dir, "nats.conf");
@@ -369,6 +396,7 @@ export async function startLocalCluster(
       pidFile: join(dir, `${name}.pid`),
       logFile,
       caPem: certs.caPem,
+      cert: { certFile: certs.certFile, keyFile: certs.keyFile, names: ["localhost"], ips: [host] },
     });
     members.push(
       clusterMember(name, `tls://${host}:${port.client}`, host, port, configFile, logFile),
@@ -376,6 +404,11 @@ export async function startLocalCluster(
   }
   await initClusterState(dir, cluster, {
     caPem: cluster[0].caPem,
+    ca: {
+      certFile: join(dir, "ca.pem"),
+      keyFile: join(dir, "ca.key"),
+      bundleFile: join(dir, "ca.pem"),
+    },
     routes: routeCredentials,
     ...(domain ? { domain } : {}),
   });
@@ -442,6 +475,12 @@ async function startLocalLeaf(
         pin: certs.fingerprint256,
         pidFile,
         logFile,
+        cert: {
+          certFile: certs.certFile,
+          keyFile: certs.keyFile,
+          names: ["localhost"],
+          ips: [host],
+        },
         ...login,
       },
     };

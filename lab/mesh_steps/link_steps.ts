@@ -138,11 +138,31 @@ export function meshUpCluster(): Step {
       await ctx.lab.cluster({
         routes,
         async prepare(servers) {
-          await initClusterState(dir, servers, {
-            caPem: await Deno.readTextFile(join(ctx.lab.dir, "cluster", "ca.pem")),
-            routes,
-            domain: JS_DOMAIN,
-          });
+          // The stand-in holds the CA's key (lab/lib/cluster.ts made it), so it can renew
+          // the servers' certificates and rotate the CA (scenario certificates).
+          const certs = join(ctx.lab.dir, "cluster");
+          await initClusterState(
+            dir,
+            servers.map((s) => ({
+              ...s,
+              cert: {
+                certFile: join(certs, `${s.name}.pem`),
+                keyFile: join(certs, `${s.name}.key`),
+                names: [`${s.name}.lab`],
+                ips: [s.address],
+              },
+            })),
+            {
+              caPem: await Deno.readTextFile(join(certs, "ca.pem")),
+              ca: {
+                certFile: join(certs, "ca.pem"),
+                keyFile: join(certs, "ca.key"),
+                bundleFile: join(certs, "ca.pem"),
+              },
+              routes,
+              domain: JS_DOMAIN,
+            },
+          );
           // Every server's configuration lies at the same depth: one relative include.
           return includeAuth(servers[0].configFile, dir);
         },
@@ -416,7 +436,6 @@ export function assertConfined(machine: string, own: string, other: string): Ste
         "/lab/isolation-probe.js",
         broker.url,
         "/lab/broker-ca.pem",
-        broker.fingerprint256,
         "/var/lib/mesh-host/node.nk",
         own,
         other,
