@@ -53,6 +53,7 @@ export async function startClusterMesh(
     cluster = await startLocalCluster(dir, { size: 3, sites, leafAdvertise });
     const control = await ControlPlane.open(dir);
     if (enrolments) control.serveEnrolments();
+    control.serveObjects();
     const started = cluster;
     return {
       dir,
@@ -83,6 +84,7 @@ export async function startMesh({ ips }: { ips?: string[] } = {}): Promise<Mesh>
     broker = await startLocalBroker(dir, { ips });
     control = await ControlPlane.open(dir);
     control.serveEnrolments();
+    control.serveObjects();
   } catch (error) {
     await control?.close();
     await broker?.stop();

@@ -16,7 +16,7 @@ import { enrol as enrolInProcess } from "../src/link/enrol.ts";
 import { Link, type Pushed } from "../src/link/link.ts";
 import { withState } from "../lab/mesh/state.ts";
 import { objectStoreSource } from "../src/link/object_source.ts";
-import { CONTENT_SUBJECTS, subjectsOf } from "../src/link/subjects.ts";
+import { CONTENT_SUBJECTS, OBJECT_READS, subjectsOf } from "../src/link/subjects.ts";
 import { LOCAL_DOMAIN } from "../lab/mesh/local_broker.ts";
 import { makeCertificates } from "../lab/lib/certs.ts";
 import { hostOn, runHost, type Scratch, scratch } from "./_helpers.ts";
@@ -172,11 +172,15 @@ Deno.test("a site's leaf carries only its own site's nodes: a compromised leaf r
   try {
     const decl = await n1.request(subjectsOf("s1").directGet, "", { timeout: 10_000 });
     assert.equal(JSON.parse(decl.string()).node, "s1");
-    const source = objectStoreSource((subject, body) =>
-      n1.request(subject, body, { timeout: 10_000 })
+    const source = objectStoreSource(
+      "s1",
+      (subject, body) => n1.request(subject, body, { timeout: 10_000 }),
     );
     assert.deepEqual(await source.get(sha.s1, bytes("s1").length), bytes("s1"));
-    await assert.rejects(source.get(sha.s2, bytes("s2").length), /Permissions Violation/);
+    await assert.rejects(
+      source.get(sha.s2, bytes("s2").length),
+      /the control plane refused to give object/,
+    );
     const ack = await n1.request(subjectsOf("s1").report, JSON.stringify({ kind: "apply" }), {
       timeout: 10_000,
     });
@@ -247,17 +251,19 @@ leafnodes {
       await tryRequest(evil, `${js}.DIRECT.GET.MESH_DECL.mesh.decl.s1`),
       /^answered 200: \{"node":"s1"/,
     );
-    assert.match(
-      await tryRequest(evil, `${js}.DIRECT.GET.MESH_OBJ.${CONTENT_SUBJECTS.meta(sha.s1)}`),
-      /^answered 200/,
-    );
+    assert.match(await tryRequest(evil, OBJECT_READS.meta("s1", sha.s1)), /^answered 200/);
+    // Its own site's node's read of another object: the control plane refuses it.
+    assert.match(await tryRequest(evil, OBJECT_READS.meta("s1", sha.s2)), /^answered 403/);
     // Nothing else: other nodes' declarations and objects, the JetStream API.
     for (
       const subject of [
         `${js}.DIRECT.GET.MESH_DECL.mesh.decl.s2`,
         `${js}.DIRECT.GET.MESH_DECL.mesh.decl.c1`,
+        `${js}.DIRECT.GET.MESH_OBJ.${CONTENT_SUBJECTS.meta(sha.s1)}`,
         `${js}.DIRECT.GET.MESH_OBJ.${CONTENT_SUBJECTS.meta(sha.s2)}`,
         `${js}.DIRECT.GET.MESH_OBJ.${CONTENT_SUBJECTS.chunk(sha.c1, 0)}`,
+        OBJECT_READS.meta("s2", sha.s2),
+        OBJECT_READS.chunk("c1", sha.c1, 0),
         `${js}.INFO`,
         `${js}.STREAM.INFO.MESH_DECL`,
         `${js}.STREAM.PURGE.MESH_DECL`,

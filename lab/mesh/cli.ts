@@ -6,6 +6,8 @@
  *   init    --dir D --url U [--control-url U] --ca FILE --cert FILE --pid-file F --log-file F
  *                                          state for a broker run elsewhere (the lab's)
  *   serve   --dir D [--once] [--timeout S] answer enrolments (foreground; --once: one, then exit)
+ *   serve-objects --dir D                  answer the nodes' reads of the object store (each
+ *                                          only for what its declaration names), until a signal
  *   streams --dir D                        make sure the streams and the nodes' consumers exist
  *   token   --dir D NODE [--ttl SECS]      mint a one-time enrolment token
  *   declare --dir D NODE FILE [--serial N] [--as-is] [--unsigned] [--valid-for SECS]
@@ -125,6 +127,7 @@ switch (command) {
     const broker = await startLocalBroker(dir, { host, port: Number(port) });
     const control = await ControlPlane.open(dir);
     control.serveEnrolments((line) => console.log(line));
+    control.serveObjects((line) => console.log(line));
     console.log(`broker ${broker.url} (pid ${broker.pid}); state in ${dir}; Ctrl-C stops it`);
     await untilSignal();
     await control.close();
@@ -170,6 +173,16 @@ switch (command) {
     clearTimeout(timer);
     await control.close();
     if (end === "expired") fail(`no enrolment within ${values.timeout} s`, 1);
+    Deno.exit(0);
+    break;
+  }
+  case "serve-objects": {
+    const control = await ControlPlane.open(dir);
+    control.serveObjects((line) => console.error(line));
+    await control.nc.flush();
+    console.log("answering object reads");
+    await untilSignal();
+    await control.close();
     Deno.exit(0);
     break;
   }

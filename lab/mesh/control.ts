@@ -37,6 +37,7 @@ import {
   declarationConsumer,
   ENROL_SUBJECTS,
   MESSAGE_ID_HEADER,
+  OBJECT_READS,
   subjectsOf,
 } from "../../src/link/subjects.ts";
 import { namedNodes, pushSubjectOf } from "./auth.ts";
@@ -85,6 +86,7 @@ export class ControlPlane implements AsyncDisposable {
   readonly dir: string;
   readonly nc: NatsConnection;
   #enrolSub: Subscription | undefined;
+  #objectSub: Subscription | undefined;
   /** Every server loads the auth block as written now (coalesced, spaced; state.ts). */
   readonly #reload: () => Promise<void>;
 
@@ -345,6 +347,59 @@ export class ControlPlane implements AsyncDisposable {
       });
     }
     return tokens;
+  }
+
+  /**
+   * Answer the nodes' reads of the object store until close() (DESIGN.md §20): a node asks
+   * on its own subject, `mesh.node.<node>.obj.<sha256>.<meta|chunk>` (OBJECT_READS of
+   * src/link/subjects.ts), which only it may publish to; the request reaches CONTROL
+   * through its account's service import. The read is answered only when the node's
+   * current declaration names that object (its grants in mesh.json, which `declare` sets
+   * before it publishes: no server's configuration changes), with the object store's own
+   * answer (a direct get of that part, its bytes and status); otherwise with 403 and why.
+   * Several control plane processes may serve: one of them answers each read.
+   */
+  serveObjects(log: (line: string) => void = () => {}): void {
+    const grants = grantsReader(this.dir);
+    this.#objectSub = this.nc.subscribe(OBJECT_READS.all, {
+      queue: "mesh-objects",
+      callback: (error, msg) => {
+        if (error) return log(`object subscription: ${error.message}`);
+        this.#answerObject(msg, grants).catch((e) =>
+          log(`object read ${msg.subject} failed: ${(e as Error).message}`)
+        );
+      },
+    });
+  }
+
+  async #answerObject(msg: Msg, grants: (node: string) => Promise<string[]>): Promise<void> {
+    const read = OBJECT_READS.parse(msg.subject);
+    if (!read) {
+      msg.respond(new Uint8Array(0), { headers: headers(400, "not an object read") });
+      return;
+    }
+    if (!(await grants(read.node)).includes(read.sha256)) {
+      msg.respond(new Uint8Array(0), {
+        headers: headers(
+          403,
+          `the current declaration of ${read.node} does not name object ${read.sha256}`,
+        ),
+      });
+      return;
+    }
+    const part = read.part === "meta"
+      ? CONTENT_SUBJECTS.meta(read.sha256)
+      : CONTENT_SUBJECTS.chunk(read.sha256, read.part);
+    const answer = await this.nc.request(CONTENT_SUBJECTS.get(part), new Uint8Array(0), {
+      timeout: 10_000,
+    });
+    const code = answer.headers?.code ?? 0;
+    msg.respond(
+      answer.data,
+      code !== 0 && code !== 200
+        ? { headers: headers(code, answer.headers?.description ?? "") }
+        : undefined,
+    );
   }
 
   /** Answer enrolment requests until close(). */
@@ -701,10 +756,9 @@ export class ControlPlane implements AsyncDisposable {
   }
 
   /**
-   * Make the broker let `node` read exactly the objects `body` (a declaration) names,
-   * and no others: its grants in mesh.json, rendered into its permissions and imports
-   * (auth.ts) and loaded by every server before this returns. Nothing to do when they
-   * are the ones it holds.
+   * Let `node` read exactly the objects `body` (a declaration) names, and no others: its
+   * grants in mesh.json, which the object service (`serveObjects`) answers by. No server's
+   * configuration changes. Nothing to do when they are the ones it holds.
    */
   async #grantContent(node: string, body: Uint8Array): Promise<void> {
     let declaration: unknown;
@@ -719,13 +773,11 @@ export class ControlPlane implements AsyncDisposable {
       return had.length === wanted.length && had.every((sha, i) => sha === wanted[i]);
     };
     if (same(await readState(this.dir))) return;
-    const changed = await withState(this.dir, (s) => {
-      if (same(s)) return false;
+    await withState(this.dir, (s) => {
+      if (same(s)) return;
       s.grants = { ...s.grants, [node]: wanted };
       if (wanted.length === 0) delete s.grants[node];
-      return true;
     });
-    if (changed) await this.#reload();
   }
 
   /** `node`'s last stored declaration (stream sequence, bytes, signature header), or undefined. */
@@ -866,12 +918,31 @@ export class ControlPlane implements AsyncDisposable {
 
   async close(): Promise<void> {
     this.#enrolSub?.unsubscribe();
+    this.#objectSub?.unsubscribe();
     await this.nc.close().catch(() => {});
   }
 
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
+}
+
+/**
+ * The objects each node's current declaration names, as mesh.json records them (`grants`),
+ * read again whenever the file changed (another process declares).
+ */
+function grantsReader(dir: string): (node: string) => Promise<string[]> {
+  let seen: { mtime: number; size: number; grants: Record<string, string[]> } | undefined;
+  const file = join(dir, "mesh.json");
+  return async (node) => {
+    const info = await Deno.stat(file);
+    const mtime = info.mtime?.getTime() ?? 0;
+    if (!seen || seen.mtime !== mtime || seen.size !== info.size) {
+      const state = await readState(dir);
+      seen = { mtime, size: info.size, grants: state.grants ?? {} };
+    }
+    return seen.grants[node] ?? [];
+  };
 }
 
 /** Whether `key` is an NKey user public key (prefix U, checksum right). */

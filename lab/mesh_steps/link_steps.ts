@@ -117,8 +117,43 @@ export function meshUp(): Step {
         `pid_file: "${join(dir, "nats.pid")}"\n${includeAuth(join(broker.dir, "nats.conf"), dir)}`,
       );
       await mesh(ctx, ["streams"]);
+      await serveObjects(ctx);
     },
   };
+}
+
+/**
+ * The control plane's object service (`mesh serve-objects`) in its namespace for the rest
+ * of the lab run: it answers the nodes' reads of the object store (each only for what its
+ * declaration names). Stopped at the lab's teardown.
+ */
+async function serveObjects(ctx: StepContext): Promise<void> {
+  const child = new Deno.Command("nsenter", {
+    args: meshArgs(ctx, ["serve-objects"]),
+    cwd: CHECKOUT,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const stop = async () => {
+    try {
+      child.kill("SIGTERM");
+    } catch { /* ended */ }
+    await child.status;
+  };
+  ctx.lab.onTeardown(stop);
+  const errors = new Response(child.stderr).text();
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let seen = "";
+  while (!seen.includes("answering object reads")) {
+    const { value, done } = await reader.read();
+    if (done) fail("the control plane's object service to start", seen + (await errors));
+    seen += value;
+  }
+  // What it says from now on is drained, so that it never blocks on a full pipe.
+  (async () => {
+    while (!(await reader.read()).done) { /* drained */ }
+  })().catch(() => {});
 }
 
 /**
@@ -168,6 +203,7 @@ export function meshUpCluster(): Step {
         },
       });
       await mesh(ctx, ["streams"], 120_000);
+      await serveObjects(ctx);
     },
   };
 }

@@ -220,7 +220,7 @@ export class Link {
    * each ask (one chunk of 128 KiB); a lost answer is asked again (object_source.ts).
    */
   contentSource(timeoutMs = 10_000): ContentSource {
-    return objectStoreSource((subject, body) => {
+    return objectStoreSource(this.#identity.node, (subject, body) => {
       const nc = this.#nc;
       if (!nc || this.#state.phase !== "up") {
         return Promise.reject(new Error("the link to the broker is not up"));
