@@ -7,7 +7,7 @@
 import { createUser } from "@nats-io/nkeys";
 import { dirname, join, relative } from "node:path";
 import { makeCertificates } from "../lib/certs.ts";
-import { renderNatsConfig } from "../lib/nats_config.ts";
+import { type NatsSize, renderNatsConfig } from "../lib/nats_config.ts";
 import { newRouteCredentials, type RouteCredentials } from "../lib/routes.ts";
 import { createSigningKey } from "../../src/link/signature.ts";
 import {
@@ -291,6 +291,8 @@ export function clusterMemberConfig(
     /** The leaf address it tells leaf servers of (a relay a test can cut); its own if absent. */
     leafAdvertise?: string;
     domain?: string;
+    /** JetStream's file store limit (what the streams may reserve); 2GB unless given. */
+    maxFileStore?: NatsSize;
   },
   certs: { certFile: string; keyFile: string; caFile: string },
   configFile: string,
@@ -305,7 +307,7 @@ export function clusterMemberConfig(
     jetstream: {
       storeDir: join(dir, `js-${member.name}`),
       maxMemoryStore: "64MB",
-      maxFileStore: "2GB",
+      maxFileStore: member.maxFileStore ?? "2GB",
       ...(member.domain ? { domain: member.domain } : {}),
     },
     tls: { certFile: certs.certFile, keyFile: certs.keyFile },
@@ -338,9 +340,11 @@ export function clusterMemberConfig(
  */
 export async function startLocalCluster(
   dir: string,
-  { host = "127.0.0.1", size = 3, sites = false, leafAdvertise }: {
+  { host = "127.0.0.1", size = 3, sites = false, leafAdvertise, maxFileStore }: {
     host?: string;
     size?: number;
+    /** JetStream's file store limit of each member (benches reserve more than 2GB). */
+    maxFileStore?: NatsSize;
     /** Leaf ports and a JetStream domain, so that `startLeaf` can add sites. */
     sites?: boolean;
     /**
@@ -383,6 +387,7 @@ export async function startLocalCluster(
           http: `${host}:${port.http}`,
           ...(sites ? { leafListen: `${host}:${port.leaf}`, domain } : {}),
           ...(leafAdvertise?.[i] ? { leafAdvertise: leafAdvertise[i] } : {}),
+          ...(maxFileStore ? { maxFileStore } : {}),
         },
         certs,
         configFile,
