@@ -1,5 +1,5 @@
 /**
- * `deno task bench:scale --nodes N [--processes P] [--heartbeat S] [--write FILE]`
+ * `deno task bench:scale --nodes N [--processes P] [--heartbeat S] [--enrol-limit S] [--write FILE]`
  * (issue 35, item 4): N simulated nodes, each running the host's own link code
  * (tests/bench/_scale_worker.ts: enrol, a link kept up, heartbeats, every declaration
  * verified against the pinned key, the object it names read, a report through the
@@ -16,6 +16,9 @@
  *   and the same for a single node at a time with the fleet idle (20 samples);
  * - after every server is killed and started again: the time until every node's link is
  *   up again and its catch-up answered.
+ *
+ * Enrolling longer than `--enrol-limit` seconds (3600), or with no node moving for 5
+ * minutes, is given up: the table then says what was measured and why it stopped.
  *
  * A benchmark, never a test: the figures go to tests/bench/RESULTS.md (`--write`).
  */
@@ -34,12 +37,15 @@ const { values } = parseArgs({
     heartbeat: { type: "string" },
     write: { type: "string" },
     "enrol-at-once": { type: "string" },
+    "enrol-limit": { type: "string" },
   },
 });
 const N = Number(values.nodes ?? 100);
 const P = Math.min(N, Number(values.processes ?? Math.max(1, Math.ceil(N / 2500))));
 const HEARTBEAT_S = Number(values.heartbeat ?? 30);
 const AT_ONCE = Number(values["enrol-at-once"] ?? 8);
+/** How long enrolling may take before the bench gives up and prints what it measured (s). */
+const ENROL_LIMIT_S = Number(values["enrol-limit"] ?? 3600);
 if (!Number.isSafeInteger(N) || N < 1 || N > 20_000) {
   console.error("bench:scale: --nodes takes 1 to 20000");
   Deno.exit(64);
@@ -88,6 +94,7 @@ const events = {
   up: new Map<string, number>(),
   caughtUp: new Map<string, number>(),
   failed: [] as string[],
+  kinds: new Set<string>(),
   logs: 0,
 };
 const nodes = Array.from({ length: N }, (_, i) => `s${i + 1}`);
@@ -134,19 +141,36 @@ try {
             if (e.event === "enrolled") events.enrolled.set(e.node, e.t);
             else if (e.event === "up") events.up.set(e.node, e.t);
             else if (e.event === "caught-up") events.caughtUp.set(e.node, e.t);
-            else if (e.event === "failed") events.failed.push(`${e.node}: ${e.why}`);
-            else if (e.event === "log") events.logs++;
+            else if (e.event === "failed") {
+              events.failed.push(`${e.node}: ${e.why}`);
+              // Each kind of failure said once, as it happens.
+              const kind = String(e.why).replace(/\d+/g, "#").slice(0, 90);
+              if (!events.kinds.has(kind)) {
+                events.kinds.add(kind);
+                say(`first failure of its kind: ${e.node}: ${String(e.why).slice(0, 400)}`);
+              }
+            } else if (e.event === "log") events.logs++;
           } catch { /* not an event */ }
         }
       }
     })();
   }
-  const wait = async (what: string, done: () => boolean, limitMs: number) => {
+  /** Progress: nodes enrolled, up or failed (a phase that stops moving is given up). */
+  const progress = () => events.enrolled.size + events.up.size + events.failed.length;
+  const wait = async (what: string, done: () => boolean, limitMs: number, stallMs = 300_000) => {
     const deadline = Date.now() + limitMs;
     let said = 0;
+    let last = progress();
+    let movedAt = Date.now();
     while (!done()) {
       if (Date.now() > deadline) {
         throw new Error(`not every node ${what} within ${seconds(limitMs)}`);
+      }
+      if (progress() !== last) {
+        last = progress();
+        movedAt = Date.now();
+      } else if (Date.now() - movedAt > stallMs) {
+        throw new Error(`not every node ${what}: nothing moved for ${seconds(stallMs)}`);
       }
       if (Date.now() - said > 30_000) {
         said = Date.now();
@@ -158,8 +182,24 @@ try {
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
   };
-  await wait("enrolled", () => events.enrolled.size + events.failed.length >= N, 3_600_000);
+  const stalled = await wait(
+    "enrolled",
+    () => events.enrolled.size + events.failed.length >= N,
+    ENROL_LIMIT_S * 1000,
+  ).then(() => undefined, (e: Error) => e.message);
   const enrolMs = Date.now() - enrolStart;
+  if (stalled) {
+    // What was measured so far, and why it stopped: the rest is not run.
+    rows.push(["nodes (processes)", `${N} (${P})`]);
+    rows.push(["tokens minted", seconds(minted)]);
+    rows.push([
+      "enrolment given up",
+      `${stalled}: ${events.enrolled.size} enrolled and ${events.failed.length} failed in ${
+        seconds(enrolMs)
+      }; first failures: ${events.failed.slice(0, 2).join("; ").slice(0, 400)}`,
+    ]);
+    throw new Error("stalled");
+  }
   await wait("linked", () => events.up.size + events.failed.length >= N, 600_000);
   const linkedMs = Date.now() - enrolStart;
   const cpu1 = await cpu();
@@ -282,6 +322,8 @@ try {
     `${seconds(Date.now() - restartAt)} (${back()} of ${N})`,
   ]);
   rows.push(["node warnings logged", String(events.logs)]);
+} catch (error) {
+  if ((error as Error).message !== "stalled") throw error;
 } finally {
   for (const w of workers) {
     try {
