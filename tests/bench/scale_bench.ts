@@ -344,3 +344,6 @@ const table = [
 ].join("\n");
 console.log(table);
 if (values.write) await Deno.writeTextFile(values.write, `\n${table}\n`, { append: true });
+// Enrolment requests still queued in the control plane (a stalled run) would keep this
+// process writing into the removed directory: it ends here.
+Deno.exit(0);
