@@ -84,6 +84,24 @@ Deno.test("metrics: node_exporter parses the file the service writes; its values
   await serves(exporter, "nox_mesh_host_link_up", "1");
   const info = await exporter.scrape();
   assert.match(info, /^nox_mesh_host_info\{node="node-m",runtime="[0-9.]+",version="[^"]+"\} 1$/m);
+  // When the link's TLS expires, as node_exporter serves it: the broker's certificate the
+  // link came up with (30 days, the stand-in's) and the mesh's CA, in days left.
+  const tls = await until("the TLS expiry series", async () => {
+    const text = await exporter.scrape();
+    return /^nox_mesh_host_broker_certificate_days_left\{/m.test(text) ? text : undefined;
+  });
+  assert.match(
+    tls,
+    /^nox_mesh_host_broker_certificate_days_left\{issuer="CN=nox-mesh stand-in CA",url="tls:\/\/127\.0\.0\.1:\d+"\} (29|30)$/m,
+  );
+  assert.match(
+    tls,
+    /^nox_mesh_host_trusted_ca_days_left\{ca="CN=nox-mesh stand-in CA",fingerprint="[0-9A-F:]{95}"\} (29|30)$/m,
+  );
+  const expiry = Number(
+    /^nox_mesh_host_broker_certificate_expiry_timestamp_seconds\{[^}]*\} (\S+)$/m.exec(tls)?.[1],
+  );
+  assert.ok(expiry > Date.now() / 1000 + 28 * 86_400, `expiry ${expiry}`);
   const st = await Deno.lstat(file);
   assert.ok(st.isFile);
   assert.equal(st.mode! & 0o777, 0o644);
@@ -372,4 +390,32 @@ Deno.test("metrics: the launcher writes its file only in a directory only root c
     stderr,
   );
   await assert.rejects(Deno.lstat(t.file), Deno.errors.NotFound);
+});
+
+Deno.test("metrics: the launcher writes nothing where a user owns a directory above the textfile directory (Debian's /var/lib/prometheus is prometheus's)", async () => {
+  await using t = await launcherWithExporter(["wait"]);
+  // The textfile directory is root's and 0755, but the one above it is nobody's: nobody could
+  // swap it for a link to any directory of root's between the launcher's look and its write.
+  const owned = posix.join(t.w.dir, "prometheus");
+  const textfiles = posix.join(owned, "node-exporter");
+  await Deno.mkdir(textfiles, { recursive: true });
+  await Deno.chmod(owned, 0o755);
+  await Deno.chmod(textfiles, 0o755);
+  await Deno.chown(owned, 65534, 65534);
+  await Deno.writeTextFile(
+    t.w.env.NOX_MESH_HOST_CONFIG,
+    `{ "metricsFile": "${textfiles}/nox_mesh_host.prom" }\n`,
+  );
+  const l = new RunningLauncher(t.w);
+  await waitFor(
+    "the host to start",
+    async () => (await hostLog(t.w)).some((x) => x.startsWith("start")),
+  );
+  l.process.kill("SIGTERM");
+  const { stderr } = await l.exit();
+  assert.equal(count(stderr, `not writing nox_mesh_host_launcher.prom in ${textfiles}`), 1, stderr);
+  await assert.rejects(
+    Deno.lstat(posix.join(textfiles, LAUNCHER_METRICS_FILE)),
+    Deno.errors.NotFound,
+  );
 });

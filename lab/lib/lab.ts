@@ -176,6 +176,8 @@ export class Lab implements AsyncDisposable {
   private nextAddress = 10;
   private nextSiteAddress = 10;
   private siteSwitch: Promise<LabSwitch> | undefined;
+  /** What steps started that must stop before the broker does (teardown runs them first). */
+  private readonly atTeardown: (() => Promise<void>)[] = [];
   private stopped: Promise<void> | undefined;
 
   private constructor(id: string, dir: string, net: LabSwitch, options: LabOptions) {
@@ -491,6 +493,14 @@ export class Lab implements AsyncDisposable {
     await this.net.removeNetns(machine.netns);
   }
 
+  /**
+   * Stop `stop` at teardown, before the machines and the broker (a service a step started
+   * in the broker's namespace, say); a failure is reported with the rest.
+   */
+  onTeardown(stop: () => Promise<void>): void {
+    this.atTeardown.push(stop);
+  }
+
   /** True once `stop()` was called (e.g. by SIGINT). */
   get stopping(): boolean {
     return this.stopped !== undefined;
@@ -535,6 +545,7 @@ export class Lab implements AsyncDisposable {
     }
     const problems: string[] = [];
     const note = (e: unknown) => problems.push(e instanceof Error ? e.message : String(e));
+    await Promise.all(this.atTeardown.splice(0).map((stop) => stop().catch(note)));
     // A raise still in flight registers its machine when it finishes; wait for it.
     await Promise.allSettled([...this.pending]);
     await Promise.all([...this.machines.values()].map((m) => m.stop().catch(note)));

@@ -36,6 +36,7 @@ import { scenario as contentRef } from "./content_ref.ts";
 import { scenario as brokerFailover } from "./broker_failover.ts";
 import { scenario as fleet } from "./fleet.ts";
 import { scenario as site } from "./site.ts";
+import { scenario as certificates } from "./certificates.ts";
 import { scenario as holdRescue } from "./hold_rescue.ts";
 import { scenario as accounts } from "./accounts.ts";
 import { scenario as mounts } from "./mounts.ts";
@@ -80,6 +81,7 @@ export const SCENARIOS: readonly Scenario[] = [
   brokerFailover,
   fleet,
   site,
+  certificates,
   accounts,
   mounts,
   stagedRollout,
