@@ -7,7 +7,7 @@
  * tests/declaration_limits_test.ts (a generous bound) and tests/bench/parse_bench.ts (the
  * figures).
  */
-import { DEFAULT_LIMITS } from "../src/declaration/envelope.ts";
+import { DEFAULT_LIMITS } from "../src/declaration/limits.ts";
 
 const LIMIT = DEFAULT_LIMITS.maxBytes;
 const KEY = "jxlJGHqZrWSspB9nXdeICdFGe/vy5BAdrIbdgxYWOBA=";

@@ -8,7 +8,7 @@
  * bound, which holds on a loaded 2-core machine.
  */
 import assert from "node:assert/strict";
-import { DEFAULT_LIMITS } from "../src/declaration/envelope.ts";
+import { DEFAULT_LIMITS } from "../src/declaration/limits.ts";
 import { SHAPES } from "./_declaration_shapes.ts";
 
 /** Far above the figures (under a second each here), so that a loaded machine passes. */

@@ -2,34 +2,16 @@
  * The envelope of declaration v1 (DESIGN.md §4): version, node, serial and the
  * ordered resources, and what a parse answers (a declaration, or the problems
  * that refused it). The resources themselves are each kind's business
- * (src/resources/); the parse that joins them is src/engine/parse.ts.
+ * (src/resources/); the parse that joins them is src/engine/parse.ts. Size limits are
+ * limits.ts and the problems a refusal lists refused.ts: src/resources/kind.ts needs them and
+ * this module names `Resource`, so they live below both (no import circle).
  */
 import * as v from "valibot";
 import type { Resource } from "../resources/mod.ts";
 import { NODE_ID } from "./fields.ts";
-import type { Problem } from "./refused.ts";
+import type { Limits } from "./limits.ts";
 
 export { DeclarationRefused, type Problem } from "./refused.ts";
-
-/** Size limits; a declaration over any of them is refused. */
-export interface Limits {
-  /** The declaration's JSON text, in bytes. */
-  maxBytes: number;
-  /** Resources in one declaration. */
-  maxResources: number;
-  /** One file's content, in bytes (after base64 decoding). */
-  maxFileBytes: number;
-  /** One file's content declared by reference (contentSha256 + size), in bytes. */
-  maxReferencedBytes: number;
-}
-
-/** The limits used when none are given. */
-export const DEFAULT_LIMITS: Limits = {
-  maxBytes: 8 * 1024 * 1024,
-  maxResources: 10_000,
-  maxFileBytes: 2 * 1024 * 1024,
-  maxReferencedBytes: 256 * 1024 * 1024,
-};
 
 /** What belongs to the host itself and so may never be declared. */
 export interface OwnResources {
@@ -77,33 +59,6 @@ export interface Declaration {
   resources: Resource[];
   /** "sha256:…" of the canonical JSON of the whole declaration. */
   digest: string;
-}
-
-/**
- * The most problems a refusal lists; the rest are counted. A hostile declaration can hold
- * hundreds of thousands of them, and a refusal must not cost more than the declaration.
- */
-export const MAX_PROBLEMS = 1000;
-
-/** Where problems go while a parse collects them: the first {@link MAX_PROBLEMS} are kept. */
-export interface ProblemSink {
-  push(...problems: Problem[]): unknown;
-}
-
-/** A sink that keeps the first {@link MAX_PROBLEMS} problems and counts the others. */
-export function problemList(): ProblemSink & { list: Problem[]; omitted: number } {
-  const sink = {
-    list: [] as Problem[],
-    omitted: 0,
-    push(...problems: Problem[]) {
-      for (const p of problems) {
-        if (sink.list.length < MAX_PROBLEMS) sink.list.push(p);
-        else sink.omitted++;
-      }
-      return sink.list.length;
-    },
-  };
-  return sink;
 }
 
 /** The envelope, with resources checked one by one by their kinds. */

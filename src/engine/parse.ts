@@ -14,14 +14,12 @@ import { digestOf } from "../declaration/canonical.ts";
 import {
   type Declaration,
   DeclarationRefused,
-  DEFAULT_LIMITS,
   EnvelopeSchema,
-  type Limits,
   type ParseOptions,
   type Problem,
-  problemList,
-  type ProblemSink,
 } from "../declaration/envelope.ts";
+import { DEFAULT_LIMITS, type Limits } from "../declaration/limits.ts";
+import { problemList, type ProblemSink } from "../declaration/refused.ts";
 import { parseStrictJson } from "../declaration/json.ts";
 import { compileOwnPaths } from "../declaration/paths.ts";
 import type { RuleScope } from "../resources/kind.ts";

@@ -14,7 +14,8 @@
  * `bringsProviders`, `tidy`, `takesEffectOnRestart`), never by its name.
  */
 import type * as v from "valibot";
-import type { Limits, ProblemSink } from "../declaration/envelope.ts";
+import type { Limits } from "../declaration/limits.ts";
+import type { ProblemSink } from "../declaration/refused.ts";
 import type { OwnPattern } from "../declaration/paths.ts";
 import { HostError, type HostErrorOptions } from "../errors.ts";
 import type { FileIdentity, Providers } from "../providers.ts";
