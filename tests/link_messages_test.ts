@@ -6,7 +6,8 @@
  * refusal's problems likewise, and a heartbeat leaves its held list out.
  */
 import assert from "node:assert/strict";
-import type { ApplyReport, ResourceResult } from "../src/engine/types.ts";
+import type { ApplyReport } from "../src/engine/types.ts";
+import type { ResourceResult } from "../src/store/records.ts";
 import {
   applyMessage,
   heartbeatMessage,

@@ -1,6 +1,6 @@
 /** `apply` and `plan`: a declaration from a file, standard input, or the bundle. */
 import { posix } from "../posix_path.ts";
-import type { Source } from "../engine/types.ts";
+import type { Source } from "../store/records.ts";
 import { UsageError } from "../errors.ts";
 import type { Command, CommandContext } from "./command.ts";
 import { EXIT } from "./io.ts";

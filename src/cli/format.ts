@@ -1,6 +1,6 @@
 /** Human-readable lines for results, plans and reports. */
 import { type ApplyReport, type PlanEntry, tally } from "../engine/types.ts";
-import type { ResourceResult } from "../engine/types.ts";
+import type { ResourceResult } from "../store/records.ts";
 
 /** What a resource key names, for people: "path:/etc/x" → "/etc/x". */
 export function subject(key: string): string {

@@ -15,7 +15,7 @@ import { type Declaration, DeclarationRefused, type Problem } from "../declarati
 import { META } from "../store/meta.ts";
 import type { Engine } from "./mod.ts";
 import { parseDeclaration, parseTrustedDeclaration } from "./parse.ts";
-import type { Source } from "./types.ts";
+import type { Source } from "../store/records.ts";
 
 /** Where a declaration's text came from, for the parse it gets and for messages. */
 export interface AdmitOptions {

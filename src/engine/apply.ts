@@ -40,13 +40,8 @@ import {
   syncDirectories,
 } from "./commit_window.ts";
 import { Recorder } from "./recorder.ts";
-import {
-  type ApplyOptions,
-  type ApplyReport,
-  type EngineContext,
-  FROM_DISK,
-  type HeldSummary,
-} from "./types.ts";
+import { type ApplyOptions, type ApplyReport, type EngineContext, FROM_DISK } from "./types.ts";
+import type { HeldSummary } from "../store/records.ts";
 
 /** One apply as it goes: what it knew when it began, and what it has done so far. */
 interface Pass extends ApplyParts {

@@ -15,7 +15,8 @@ import { kindOf, type Resource } from "../resources/mod.ts";
 import { type FileIdentity, sameIdentity } from "../providers.ts";
 import { describeError } from "../errors.ts";
 import type { Recorder } from "./recorder.ts";
-import type { EngineContext, HeldSummary, ResourceResult } from "./types.ts";
+import type { EngineContext } from "./types.ts";
+import type { HeldSummary, ResourceResult } from "../store/records.ts";
 
 /**
  * Consecutive resources of a kind that applies together are checked into batches of up to

@@ -6,7 +6,7 @@
 import { describeError } from "../errors.ts";
 import { type Resource, resourceKey } from "../resources/mod.ts";
 import type { Store } from "../store/store.ts";
-import type { Counts, ResourceResult } from "./types.ts";
+import type { Counts, ResourceResult } from "../store/records.ts";
 
 /** How a result is kept in the store, given its place in the apply. */
 export type Save = (seq: number) => void;

@@ -11,7 +11,8 @@ import type { KindContext, Release } from "../resources/kind.ts";
 import { kindOf, PathTree, placeOf, type Resource, resourceKey } from "../resources/mod.ts";
 import { failed } from "./recorder.ts";
 import { parseTrustedDeclaration } from "./parse.ts";
-import type { EngineContext, HeldResource, PlanEntry, ResourceResult } from "./types.ts";
+import type { EngineContext, PlanEntry } from "./types.ts";
+import type { HeldResource, ResourceResult } from "../store/records.ts";
 
 /**
  * Release held (and half-created) resources that the declaration no longer names, last

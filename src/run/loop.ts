@@ -34,7 +34,8 @@ import {
 import { type Hold, pendingRescue } from "../engine/hold.ts";
 import { HoldWatch } from "./hold_watch.ts";
 import { metricsFacts, MetricsFile } from "./metrics.ts";
-import { type Source, tally } from "../engine/types.ts";
+import { tally } from "../engine/types.ts";
+import type { Source } from "../store/records.ts";
 import { VERSION } from "../version.ts";
 import { type Identity, readIdentity, readSeed, writeTrust } from "../link/identity.ts";
 import { caFacts, isTrustProblem, verifyTrust } from "../link/trust.ts";

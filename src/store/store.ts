@@ -18,7 +18,7 @@ import type {
   ResourceResult,
   ResultOutcome,
   Source,
-} from "../engine/types.ts";
+} from "./records.ts";
 import { META } from "./meta.ts";
 import { MIGRATIONS } from "./migrations.ts";
 import { OutboxTable } from "./outbox_table.ts";
