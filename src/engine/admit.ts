@@ -13,7 +13,7 @@
  */
 import { type Declaration, DeclarationRefused, type Problem } from "../declaration/envelope.ts";
 import { META } from "../store/meta.ts";
-import type { Engine } from "./mod.ts";
+import type { Engine } from "./types.ts";
 import { parseDeclaration, parseTrustedDeclaration } from "./parse.ts";
 import type { Source } from "../store/records.ts";
 

@@ -22,7 +22,7 @@ import { KINDS } from "../resources/mod.ts";
 import { Store } from "../store/store.ts";
 import { applyDeclaration, makeCurrent as makeCurrentIn } from "./apply.ts";
 import { planDeclaration } from "./plan.ts";
-import type { ApplyOptions, ApplyReport, EngineContext, PlanEntry } from "./types.ts";
+import type { ApplyOptions, ApplyReport, Engine, EngineContext, PlanEntry } from "./types.ts";
 
 export type * from "./types.ts";
 import { admit, type AdmitOptions } from "./admit.ts";
@@ -42,22 +42,6 @@ export { HeldError } from "./hold.ts";
 
 /** Which adapters a caller needs: the file system alone, or everything the machine has. */
 export type ProviderScope = "files" | "all";
-
-/** An open engine: close it (or `using` it) when done. */
-export interface Engine extends Disposable {
-  config: HostConfig;
-  store: Store;
-  /** The adapters known so far: the file system at first, all of them after `detect()`. */
-  providers: Providers;
-  /**
-   * Detect every adapter of this machine (once per process; asking the package
-   * manager, the init and the container runtime takes a while, so a declaration
-   * of files and directories never pays for it).
-   */
-  detect(): Promise<Providers>;
-  /** Detect every adapter again (a package installed since may have brought one). */
-  redetect(): Promise<Providers>;
-}
 
 /** What opening an engine needs: the configuration's flags, and how to find the adapters. */
 export interface EngineFlags extends ConfigFlags {

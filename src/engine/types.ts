@@ -1,8 +1,9 @@
 /**
- * The engine's vocabulary: what it works with, how to run an apply, what an apply and a
- * plan answer. What the store records of it (a declaration's source, each resource's
- * result, the resources the host manages) is src/store/records.ts.
+ * The engine's vocabulary: an open engine and what it works with, how to run an apply,
+ * what an apply and a plan answer. What the store records of it (a declaration's source,
+ * each resource's result, the resources the host manages) is src/store/records.ts.
  */
+import type { HostConfig } from "../config.ts";
 import type { ContentSource } from "../store/content.ts";
 import type { OwnResources } from "../declaration/envelope.ts";
 import type { Providers } from "../providers.ts";
@@ -22,6 +23,22 @@ export function tally(c: Counts): string {
   const forgotten = c.forgotten > 0 ? `, ${c.forgotten} forgotten` : "";
   return `${c.changed} changed, ${c.unchanged} unchanged, ${c.removed} removed${forgotten}, ` +
     `${c.failed} failed`;
+}
+
+/** An open engine: close it (or `using` it) when done. */
+export interface Engine extends Disposable {
+  config: HostConfig;
+  store: Store;
+  /** The adapters known so far: the file system at first, all of them after `detect()`. */
+  providers: Providers;
+  /**
+   * Detect every adapter of this machine (once per process; asking the package
+   * manager, the init and the container runtime takes a while, so a declaration
+   * of files and directories never pays for it).
+   */
+  detect(): Promise<Providers>;
+  /** Detect every adapter again (a package installed since may have brought one). */
+  redetect(): Promise<Providers>;
 }
 
 /** What the engine works with. */
