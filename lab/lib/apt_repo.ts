@@ -13,7 +13,7 @@
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { aptRepository } from "../../packaging/debian/recipe.ts";
-import { CACHE_DIR } from "./base.ts";
+import { CACHE_DIR } from "./cache_dir.ts";
 import { exists, run } from "./_process.ts";
 import { labKeys, withLabGpg } from "./keys.ts";
 

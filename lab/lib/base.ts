@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { join } from "node:path";
+import { CACHE_DIR } from "./cache_dir.ts";
 import { LabError } from "./errors.ts";
 import { exists, run, tail } from "./_process.ts";
 import { labKeys } from "./keys.ts";
@@ -276,10 +277,6 @@ async function withKeyring(recipe: BaseRecipe, log: (line: string) => void): Pro
   ].join("; ");
   return { ...recipe, customize: [...recipe.customize, keyring] };
 }
-
-/** Where base images are cached (outside the repository; survives runs). */
-export const CACHE_DIR: string = Deno.env.get("NOXLAB_CACHE_DIR") ??
-  "/var/cache/nox-mesh-host-lab";
 
 /** The cache key of a recipe: flavour plus a hash of everything that shapes the image. */
 export function recipeKey(recipe: BaseRecipe | NoGlibcRecipe): string {

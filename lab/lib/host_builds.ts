@@ -25,7 +25,8 @@ import {
 import { alpinePackageFiles } from "./alpine_files.ts";
 import { packageDebian } from "../../packaging/debian/recipe.ts";
 import { VERSION } from "../../src/version.ts";
-import { CACHE_DIR, type MachineArch } from "./base.ts";
+import type { MachineArch } from "./base.ts";
+import { CACHE_DIR } from "./cache_dir.ts";
 import { CHECKOUT } from "./bundle.ts";
 import { exists } from "./_process.ts";
 import { labKeys, labMinisign, withLabGpg } from "./keys.ts";

@@ -8,7 +8,7 @@
  * nothing keeps running, and concurrent labs never share an agent.
  */
 import { join } from "node:path";
-import { CACHE_DIR } from "./base.ts";
+import { CACHE_DIR } from "./cache_dir.ts";
 import { LabError } from "./errors.ts";
 import { exists, run } from "./_process.ts";
 import type { GpgSigner, MinisignSigner } from "../../packaging/make_package.ts";

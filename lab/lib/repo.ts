@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { join } from "node:path";
-import { CACHE_DIR } from "./base.ts";
+import { CACHE_DIR } from "./cache_dir.ts";
 import { LabError } from "./errors.ts";
 import { exists, run, tail } from "./_process.ts";
 import { makepkgAsNobody, repoAdd, signFile } from "../../packaging/make_package.ts";

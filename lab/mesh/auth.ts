@@ -30,7 +30,7 @@ import {
   SITE_PUSH,
   subjectsOf,
 } from "../../src/link/subjects.ts";
-import { checkNodeName, type MeshState, type NodeRecord } from "./state.ts";
+import { checkNodeName } from "./node_name.ts";
 import {
   type NatsAccount,
   type NatsExport,
@@ -38,6 +38,25 @@ import {
   type NatsUser,
   renderNatsAccounts,
 } from "../lib/nats_config.ts";
+
+/**
+ * What the rendering reads of the stand-in's records (state.ts `MeshState` holds these and
+ * more): stated here, so that auth.ts imports nothing of state.ts, which renders with it.
+ */
+export interface AuthRecords {
+  control: { publicKey: string };
+  /** The cluster's JetStream domain (a site's leaf maps its API subjects to it). */
+  domain?: string;
+  /** Sites' leaf servers, by site, with their login to the cluster. */
+  leaves?: Record<string, { user?: string; password?: string }>;
+  /** Admitted nodes. */
+  nodes: Record<string, { publicKey: string; revoked?: boolean; site?: string }>;
+  /** Minted tokens, by join key. */
+  tokens: Record<
+    string,
+    { node: string; expires: string; mintedAt: string; retired?: boolean; via?: string }
+  >;
+}
 
 /** The broker account of the control plane: it alone holds the JetStream streams. */
 export const CONTROL_ACCOUNT = "CONTROL";
@@ -75,7 +94,7 @@ const JOIN_ACCOUNT_LIMITS = { max_payload: 4096 };
  * and a node whose account a reload removed and then added again got no link working
  * after readmission (seen in tests/run_service_test.ts).
  */
-export function namedNodes(state: MeshState): string[] {
+export function namedNodes(state: AuthRecords): string[] {
   const named = new Set([
     ...Object.keys(state.nodes),
     ...Object.values(state.tokens).map((token) => token.node),
@@ -85,7 +104,7 @@ export function namedNodes(state: MeshState): string[] {
 }
 
 /** The sites a node belongs to: those its tokens named, and the one it was admitted through. */
-export function sitesOf(state: MeshState, node: string): string[] {
+export function sitesOf(state: AuthRecords, node: string): string[] {
   const sites = new Set<string>();
   for (const token of Object.values(state.tokens)) {
     if (token.node === node && token.via !== undefined) sites.add(token.via);
@@ -99,7 +118,7 @@ export function sitesOf(state: MeshState, node: string): string[] {
  * The site whose leaf carries `node`'s declarations: the one it was admitted through,
  * else the one its latest token names; undefined for a node of the cluster.
  */
-export function pushSiteOf(state: MeshState, node: string): string | undefined {
+export function pushSiteOf(state: AuthRecords, node: string): string | undefined {
   const record = state.nodes[node];
   const known = (site: string | undefined) =>
     site !== undefined && state.leaves?.[site] !== undefined ? site : undefined;
@@ -112,7 +131,7 @@ export function pushSiteOf(state: MeshState, node: string): string | undefined {
 }
 
 /** Where `node`'s declaration consumer delivers, on the cluster (SITE_PUSH for a site's node). */
-export function pushSubjectOf(state: MeshState, node: string): string {
+export function pushSubjectOf(state: AuthRecords, node: string): string {
   const site = pushSiteOf(state, node);
   return site === undefined ? subjectsOf(node).push : SITE_PUSH.node(site, node);
 }
@@ -128,7 +147,7 @@ function user(nkey: string, permissions: Permissions): NatsUser {
 }
 
 /** The live join keys of tokens through `via` (undefined: through the cluster). */
-function joinUsers(state: MeshState, now: Date, via: string | undefined): NatsUser[] {
+function joinUsers(state: AuthRecords, now: Date, via: string | undefined): NatsUser[] {
   const users: NatsUser[] = [];
   for (const [key, token] of Object.entries(state.tokens)) {
     if (token.via !== via || token.retired || Date.parse(token.expires) <= now.getTime()) continue;
@@ -138,8 +157,8 @@ function joinUsers(state: MeshState, now: Date, via: string | undefined): NatsUs
 }
 
 /** The user of an admitted, unrevoked node, with its permissions. */
-function nodeUsers(state: MeshState, node: string): NatsUser[] {
-  const record = state.nodes[node] as NodeRecord | undefined;
+function nodeUsers(state: AuthRecords, node: string): NatsUser[] {
+  const record = state.nodes[node] as AuthRecords["nodes"][string] | undefined;
   return record && !record.revoked ? [user(record.publicKey, nodePermissions(node))] : [];
 }
 
@@ -156,7 +175,7 @@ function serviceImport(from: string, subject: string, local = subject): NatsImpo
  * `push` is where its consumer's deliveries arrive from `from`, imported as its push subject.
  */
 function nodeAccountBlock(
-  state: MeshState,
+  state: AuthRecords,
   node: string,
   from: string,
   push: string,
@@ -212,7 +231,7 @@ function nodeExports(
  * broker's own mapping of it): a response can never land in another node's subject or
  * in the JetStream API.
  */
-export function renderAuth(state: MeshState, now: Date = new Date()): string {
+export function renderAuth(state: AuthRecords, now: Date = new Date()): string {
   const nodes = namedNodes(state);
   const siteNames = Object.keys(state.leaves ?? {}).sort();
   const exports: NatsExport[] = [
@@ -260,7 +279,7 @@ export function renderAuth(state: MeshState, now: Date = new Date()): string {
  * cluster domain's form (`$JS.<domain>.API.…`), which the cluster maps to `$JS.API.…`
  * in the leaf's account before the imports are matched.
  */
-function siteAccountBlock(state: MeshState, site: string, nodes: string[]): NatsAccount {
+function siteAccountBlock(state: AuthRecords, site: string, nodes: string[]): NatsAccount {
   const leaf = state.leaves![site];
   // Every node's deliveries, present from the site's first render on (SITE_PUSH).
   const imports: NatsImport[] = [streamImport(CONTROL_ACCOUNT, SITE_PUSH.all(site))];
@@ -296,7 +315,7 @@ function siteAccountBlock(state: MeshState, site: string, nodes: string[]): Nats
  * `$JS.API.>`): a node's direct gets are imported as `$JS.<domain>.API.…` mapped to
  * the subjects the node asks for.
  */
-export function renderLeafAuth(state: MeshState, site: string, now: Date = new Date()): string {
+export function renderLeafAuth(state: AuthRecords, site: string, now: Date = new Date()): string {
   if (!state.leaves?.[site]) throw new Error(`no leaf server "${site}" in this mesh`);
   const nodes = namedNodes(state).filter((n) => sitesOf(state, n).includes(site));
   const viaDomain = (subject: string) =>

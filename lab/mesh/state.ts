@@ -12,8 +12,10 @@ import { join } from "node:path";
 import type { RouteCredentials } from "../lib/routes.ts";
 import type { ServerCertificate } from "../lib/certs.ts";
 import type { TrustList } from "../../src/link/trust.ts";
-import { NODE_ID } from "../../src/declaration/fields.ts";
 import { checkRendered, renderAuth, renderLeafAuth } from "./auth.ts";
+import { checkNodeName } from "./node_name.ts";
+
+export { checkNodeName };
 
 /** One admitted node. */
 export interface NodeRecord {
@@ -208,21 +210,6 @@ export async function readState(dir: string): Promise<MeshState> {
       `${dir} is not a mesh directory (${
         (error as Error).message
       }); run "deno task mesh up" or "init" first`,
-    );
-  }
-}
-
-/**
- * Refuses a node name that is not a node id (src/declaration/fields.ts NODE_ID): the
- * name becomes an account name and subject tokens of the broker's configuration, where
- * a `.`, `*` or `>` would widen a node's permissions to other nodes' subjects and a quote
- * or newline would be configuration of its own.
- */
-export function checkNodeName(node: string): void {
-  if (!NODE_ID.test(node)) {
-    throw new Error(
-      `refusing node name ${JSON.stringify(node)}: a node id is 1–63 lowercase letters, ` +
-        "digits and -, starting with a letter or digit",
     );
   }
 }
