@@ -19,15 +19,16 @@ import { SHELLS } from "../src/cli/completions.ts";
 import { IMAGE_FILE } from "./image.ts";
 import { tarballConfd, tarballInitd, tarballUnit } from "./tarball/init_files.ts";
 import { TARBALL_LAYOUT } from "../os/tarball_layout.ts";
+import {
+  type GpgSigner,
+  MAN_PAGES,
+  type MinisignSigner,
+  PackageError,
+  programFiles,
+  tarballTime,
+} from "./package_parts.ts";
 
 const repo = (p: string): string => new URL(`../${p}`, import.meta.url).pathname;
-
-/** A packaging step failed. */
-export class PackageError extends HostError {
-  constructor(what: string, hint: string) {
-    super("packaging.package", what, { hint });
-  }
-}
 
 async function run(cmd: string, args: string[], env?: Record<string, string>): Promise<string> {
   const out = await new Deno.Command(cmd, { args, env, stdin: "null" }).output();
@@ -72,22 +73,6 @@ export async function makepkgAsNobody(
   ]);
 }
 
-/** Signs Arch packages and repository databases: a gpg home and the key to sign with. */
-export interface GpgSigner {
-  /** GNUPGHOME holding the secret key (an unprotected key, or an agent that has its passphrase). */
-  gnupgHome?: string;
-  /** Key id or fingerprint. */
-  key: string;
-}
-
-/** Signs the tarball's SHA256SUMS with minisign. */
-export interface MinisignSigner {
-  /** The secret key file (made with `minisign -G -W`: no password). */
-  secretKey: string;
-  /** Its public key file, copied beside the tarball as minisign.pub. */
-  publicKey: string;
-}
-
 function gpgEnv(signer: GpgSigner): Record<string, string> | undefined {
   return signer.gnupgHome ? { GNUPGHOME: signer.gnupgHome } : undefined;
 }
@@ -116,14 +101,6 @@ export async function repoAdd(
   const sign = signer ? ["--sign", "--key", signer.key] : [];
   await run("repo-add", ["-q", ...sign, db, ...files], signer ? gpgEnv(signer) : undefined);
 }
-
-/** The man pages the packages carry (sources packaging/man/<page>.scd, built by scdoc). */
-export const MAN_PAGES = [
-  "nox-mesh-host.8",
-  "nox-mesh-host-launch.8",
-  "host.json.5",
-  "nox-mesh-host-declaration.5",
-] as const;
 
 /** The files every package carries beside the host: licence, man sources, completions. */
 function docFiles(b: BuildResult): Record<string, string> {
@@ -167,14 +144,6 @@ async function hostFiles(b: BuildResult): Promise<Record<string, string>> {
 
 /** The bundled program's parts, for the recipes: unpacked to nox-mesh-host-js/ (`*.js`). */
 export const PROGRAM_ARCHIVE = "nox-mesh-host-js.tar";
-
-/** The files of the bundled program (build.json's `bundle`), entry first. */
-export function programFiles(b: BuildResult): string[] {
-  if (b.form !== "bundled" || !b.bundle?.length) {
-    throw new PackageError(`the build in ${b.dir} has no bundled program`, "build it bundled");
-  }
-  return b.bundle;
-}
 
 /**
  * Writes PROGRAM_ARCHIVE beside the build: the bundle's files under nox-mesh-host-js/,
@@ -316,19 +285,6 @@ export async function tarballEntries(b: BuildResult): Promise<Record<string, [st
     }
   }
   return entries;
-}
-
-/** The time every entry of the tarball carries: SOURCE_DATE_EPOCH, else the commit's. */
-export async function tarballTime(): Promise<number> {
-  const fixed = Deno.env.get("SOURCE_DATE_EPOCH");
-  if (fixed && /^[0-9]+$/.test(fixed)) return Number(fixed);
-  const out = await new Deno.Command("git", {
-    args: ["-C", repo(""), "show", "-s", "--format=%ct", "HEAD"],
-    stdin: "null",
-    stderr: "null",
-  }).output().catch(() => undefined);
-  const t = out?.success ? Number(new TextDecoder().decode(out.stdout).trim()) : NaN;
-  return Number.isSafeInteger(t) ? t : 0;
 }
 
 /**

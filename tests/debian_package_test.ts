@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { build, type BuildResult } from "../packaging/build.ts";
-import { MAN_PAGES } from "../packaging/make_package.ts";
+import { MAN_PAGES } from "../packaging/package_parts.ts";
 import {
   aptRepository,
   conffilesOf,

@@ -5,7 +5,8 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { build, type BuildResult } from "../packaging/build.ts";
-import { MAN_PAGES, packageArch, packageTarball, stageAlpine } from "../packaging/make_package.ts";
+import { packageArch, packageTarball, stageAlpine } from "../packaging/make_package.ts";
+import { MAN_PAGES } from "../packaging/package_parts.ts";
 import { pauseImage } from "../packaging/image.ts";
 import { completion, completionTable, OPTION_VALUES, SHELLS } from "../src/cli/completions.ts";
 import { COMMANDS, main } from "../src/cli/main.ts";

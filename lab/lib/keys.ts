@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { CACHE_DIR } from "./cache_dir.ts";
 import { LabError } from "./errors.ts";
 import { exists, run } from "./_process.ts";
-import type { GpgSigner, MinisignSigner } from "../../packaging/make_package.ts";
+import type { GpgSigner, MinisignSigner } from "../../packaging/package_parts.ts";
 
 /** The lab's keys, as files in the cache. */
 export interface LabKeys {

@@ -16,7 +16,7 @@ import {
   PackageError,
   programFiles,
   tarballTime,
-} from "../make_package.ts";
+} from "../package_parts.ts";
 import { SHELLS } from "../../src/cli/completions.ts";
 import { IMAGE_FILE } from "../image.ts";
 import type { RuntimeArch } from "../tarball/runtime.ts";
