@@ -381,3 +381,156 @@ Deno.test("the rule above catches what it should (two content.ts, not two mod.ts
     "content.ts": ["src/link/content.ts", "src/store/content.ts"],
   });
 });
+
+// No import circle (issue 36): a type-only import counts, and so does a dynamic one (a
+// template's `${…}` stands for any file name there).
+
+/**
+ * The files `file` imports among `files`: its static and dynamic imports (importsOf), and
+ * the files a template import (`./${os}/recipe.ts`) can name.
+ */
+async function importedAmong(file: string, files: ReadonlySet<string>): Promise<string[]> {
+  const text = await Deno.readTextFile(join(root, file));
+  const found = (await importsOf(file)).filter((target) => files.has(target));
+  for (const [, template] of text.matchAll(/\bimport\(\s*`([^`]+)`\s*\)/g)) {
+    if (!template.startsWith(".")) continue;
+    const any = "__any_name__";
+    const path = relative(
+      root,
+      new URL(template.replace(/\$\{[^}]*\}/g, any), `file://${join(root, file)}`).pathname,
+    );
+    const escaped = path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replaceAll(any, "[^/]+");
+    const pattern = new RegExp(`^${escaped}$`);
+    found.push(...[...files].filter((f) => pattern.test(f)));
+  }
+  return found;
+}
+
+/** Each import circle among `files`, as one path through it: "a.ts -> b.ts -> a.ts". */
+async function circles(files: readonly string[]): Promise<string[]> {
+  const known = new Set(files);
+  const edges = new Map<string, string[]>();
+  for (const file of files) edges.set(file, await importedAmong(file, known));
+  // Tarjan's strongly connected components; each with more than one file (or a file
+  // importing itself) is a circle.
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const components: string[][] = [];
+  const visit = (file: string) => {
+    index.set(file, index.size);
+    low.set(file, index.get(file)!);
+    stack.push(file);
+    onStack.add(file);
+    for (const next of edges.get(file)!) {
+      if (!index.has(next)) {
+        visit(next);
+        low.set(file, Math.min(low.get(file)!, low.get(next)!));
+      } else if (onStack.has(next)) low.set(file, Math.min(low.get(file)!, index.get(next)!));
+    }
+    if (low.get(file) !== index.get(file)) return;
+    const component: string[] = [];
+    let top: string;
+    do {
+      top = stack.pop()!;
+      onStack.delete(top);
+      component.push(top);
+    } while (top !== file);
+    if (component.length > 1 || edges.get(file)!.includes(file)) components.push(component);
+  };
+  for (const file of files) if (!index.has(file)) visit(file);
+  // One way round each component, from its first file (by name) back to it.
+  return components.map((component) => {
+    const inside = new Set(component);
+    const start = component.sort()[0];
+    const from = new Map<string, string>();
+    const queue = [start];
+    while (queue.length > 0) {
+      const at = queue.shift()!;
+      for (const next of edges.get(at)!.filter((n) => inside.has(n))) {
+        if (next === start) {
+          const path = [start];
+          for (let step: string | undefined = at; step !== start; step = from.get(step!)) {
+            path.splice(1, 0, step!);
+          }
+          return [...path, start].join(" -> ") + ` (${component.length} files)`;
+        }
+        if (!from.has(next)) {
+          from.set(next, at);
+          queue.push(next);
+        }
+      }
+    }
+    return component.join(", ");
+  }).sort();
+}
+
+Deno.test("no import circle among mod.ts, main.ts, src/, os/, packaging/ and lab/ (type-only and dynamic imports count)", async () => {
+  const dirs = ["src", "os", "packaging", "lab"];
+  const files = ["mod.ts", "main.ts", ...(await Promise.all(dirs.map(sources))).flat()];
+  assert.deepEqual(await circles(files), [], "move the type or value to where its owner is");
+});
+
+Deno.test("the circle rule sees every import `deno info` sees (from the programs' entry points)", async () => {
+  const dirs = ["src", "os", "packaging", "lab"];
+  const files = new Set(["mod.ts", "main.ts", ...(await Promise.all(dirs.map(sources))).flat()]);
+  const entries = [
+    "mod.ts",
+    "main.ts",
+    "lab/main.ts",
+    "lab/mesh/cli.ts",
+    "packaging/make_package.ts",
+  ];
+  const missed: string[] = [];
+  for (const entry of entries) {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["info", "--json", entry],
+      cwd: root,
+      stdin: "null",
+    }).output();
+    assert.ok(out.success, `deno info ${entry}: ${new TextDecoder().decode(out.stderr)}`);
+    const graph = JSON.parse(new TextDecoder().decode(out.stdout)) as {
+      modules: { specifier: string; dependencies?: { code?: Spec; type?: Spec }[] }[];
+    };
+    type Spec = { specifier: string };
+    const local = (url: string) =>
+      url.startsWith(`file://${root}`) ? url.slice(7 + root.length) : "";
+    for (const module of graph.modules) {
+      const file = local(module.specifier);
+      if (!files.has(file)) continue;
+      const seen = new Set(await importedAmong(file, files));
+      for (const dependency of module.dependencies ?? []) {
+        for (const target of [dependency.code, dependency.type]) {
+          const to = target ? local(target.specifier) : "";
+          if (files.has(to) && !seen.has(to)) missed.push(`${file} -> ${to}`);
+        }
+      }
+    }
+  }
+  assert.deepEqual([...new Set(missed)], [], "importsOf misses these imports");
+});
+
+Deno.test("the rule above catches what it should (a type-only circle, a dynamic one, a template one)", async () => {
+  const dir = await Deno.makeTempDir({ dir: join(root, "src"), prefix: "_arch_probe" });
+  try {
+    const write = (name: string, text: string) => Deno.writeTextFile(join(dir, name), text);
+    await write("a.ts", 'import type { B } from "./b.ts";\nexport type A = B;\n');
+    await write("b.ts", 'import type { A } from "./a.ts";\nexport type B = { a?: A };\n');
+    await write("c.ts", 'export const c = () => import("./d.ts");\n');
+    await write("d.ts", 'import { c } from "./c.ts";\nexport const d = c;\n');
+    await Deno.mkdir(join(dir, "x"));
+    await write("e.ts", "export const e = (id: string) => import(`./${id}/f.ts`);\n");
+    await write("x/f.ts", 'import { e } from "../e.ts";\nexport const f = e;\n');
+    await write("g.ts", 'import { c } from "./c.ts";\nexport const g = c;\n');
+    const probe = relative(root, dir);
+    const files = ["a", "b", "c", "d", "e", "x/f", "g"].map((n) => `${probe}/${n}.ts`);
+    assert.deepEqual(await circles(files), [
+      `${probe}/a.ts -> ${probe}/b.ts -> ${probe}/a.ts (2 files)`,
+      `${probe}/c.ts -> ${probe}/d.ts -> ${probe}/c.ts (2 files)`,
+      `${probe}/e.ts -> ${probe}/x/f.ts -> ${probe}/e.ts (2 files)`,
+    ]);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
