@@ -41,7 +41,7 @@ Deno.test("a first apply creates, a second changes nothing and says so", async (
     before,
     "an in-sync file is not rewritten",
   );
-  assert.equal(host.store.heldCount(), 3);
+  assert.equal(host.store.managedCount(), 3);
 });
 
 Deno.test("drift is restored: content, mode, owner, a deleted file and a deleted directory", async () => {
@@ -170,7 +170,7 @@ Deno.test("the first failure stops the apply; the report names the resource and 
     ["pkg", "skipped"],
   ]);
   assert.equal(await exists(`${s.root}/never`), false, "nothing after the failure was applied");
-  assert.deepEqual(host.store.held().map((h) => h.id), ["ok"]);
+  assert.deepEqual(host.store.managed().map((h) => h.id), ["ok"]);
   const last = host.store.lastApply()!;
   assert.equal(last.outcome, "failed");
   assert.equal(host.store.results(last.id).length, 4);
@@ -270,7 +270,7 @@ Deno.test("files written together commit in declared order: nothing after a fail
   ]);
   assert.match(report.error!, /file "b" failed: refused for the test/);
   assert.deepEqual([...Deno.readDirSync(s.root)].map((e) => e.name), ["a"]);
-  assert.deepEqual(host.store.heldIndex().size, 1, "only what was committed is held");
+  assert.deepEqual(host.store.managedIndex().size, 1, "only what was committed is held");
   assert.deepEqual(host.store.intents(), [], "no intent is left for what was not made");
 });
 

@@ -453,7 +453,7 @@ Deno.test({
     assert.equal(await table("extra"), "");
     // Positions stay the declared ones.
     assert.equal(
-      w.store.held().find((h) => h.id === "edge")?.position,
+      w.store.managed().find((h) => h.id === "edge")?.position,
       1,
     );
   },

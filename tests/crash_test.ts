@@ -68,14 +68,14 @@ async function startApply(path: string, env: Record<string, string>): Promise<De
  * (which only the host writes to here) is known to the store as held or as a
  * half-done create/removal.
  */
-function assertHeldIsOnDisk(
+function assertManagedIsOnDisk(
   root: string,
   stateDir: string,
   written: Map<string, Set<string>>,
   round: number,
 ) {
   using store = Store.open(stateDir);
-  const index = store.heldIndex();
+  const index = store.managedIndex();
   const known = new Set([...index.keys(), ...store.intents().map((i) => i.key)]);
   for (const path of listTree(root)) {
     const key = `path:${path.replace(/\/\.([^/]+)\.nox-new$/, "/$1")}`;
@@ -96,7 +96,7 @@ function assertHeldIsOnDisk(
       );
     }
   }
-  for (const held of store.held()) {
+  for (const held of store.managed()) {
     const spec = held.spec as Resource & { path: string };
     let info: Deno.FileInfo;
     try {
@@ -188,7 +188,7 @@ Deno.test({
       } catch { /* it had already finished */ }
       await child.status;
       await child.stderr.cancel();
-      assertHeldIsOnDisk(s.root, s.stateDir, written, round);
+      assertManagedIsOnDisk(s.root, s.stateDir, written, round);
     }
 
     // Identities for certain: once every file's change time is a second old, an apply
@@ -205,7 +205,7 @@ Deno.test({
     } catch { /* it had already finished */ }
     await child.status;
     await child.stderr.cancel();
-    assertHeldIsOnDisk(s.root, s.stateDir, written, KILLS);
+    assertManagedIsOnDisk(s.root, s.stateDir, written, KILLS);
     assert.ok(identities.vouching > 0, `no identity was kept: ${JSON.stringify(identities)}`);
 
     // Converge on the second version, then check the machine and the store agree exactly.

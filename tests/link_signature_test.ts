@@ -238,7 +238,7 @@ async function admitSigned(host: Engine, d: ReturnType<typeof signed>): Promise<
 
 async function acceptSigned(host: Engine, d: ReturnType<typeof signed>): Promise<Admission> {
   const admission = await admitSigned(host, d);
-  assert.ok(admission.verdict === "apply" || admission.verdict === "held", admission.verdict);
+  assert.ok(admission.verdict === "apply" || admission.verdict === "known", admission.verdict);
   recordAdmitted(host, admission);
   return admission;
 }
@@ -320,7 +320,7 @@ Deno.test("a node enrolled again under a name it had before refuses that name's 
   assert.ok(replay.verdict === "refused");
   assert.equal(replay.reason, "replay");
   assert.match(replay.message, /serial 1 is not newer than the last accepted serial 5/);
-  assert.equal((await admitSigned(host, signed(control, "node-a", 5))).verdict, "held");
+  assert.equal((await admitSigned(host, signed(control, "node-a", 5))).verdict, "known");
   assert.equal((await admitSigned(host, signed(control, "node-a", 4))).verdict, "refused");
   assert.equal((await admitSigned(host, signed(control, "node-a", 6))).verdict, "apply");
 
@@ -384,7 +384,7 @@ Deno.test("the same declaration signed again by the rotated-to key is held, and 
     host,
     signed(next, "node-a", 7, [signRotation(control, next.getPublicKey())]),
   );
-  assert.equal(again.verdict, "held");
+  assert.equal(again.verdict, "known");
   assert.equal(host.store.meta(META.signer), next.getPublicKey());
 });
 
@@ -401,7 +401,11 @@ Deno.test("expiry is judged for a declaration to take: the one held stays held a
   recordAdmitted(host, taken);
   const later = Date.now() + 2 * 3600e3;
   const again = await admitFromLink(host, data, "mesh.decl.node-a", { signature }, later);
-  assert.equal(again.verdict, "held", "the catch-up of the declaration held, after its not-after");
+  assert.equal(
+    again.verdict,
+    "known",
+    "the catch-up of the declaration it has, after its not-after",
+  );
   const next = bytes({ version: 1, node: "node-a", serial: 5, resources: [] });
   const expired = await admitFromLink(host, next, "mesh.decl.node-a", {
     signature: signDeclaration(control, "node-a", next, {

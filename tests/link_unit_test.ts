@@ -5,7 +5,7 @@ import { createUser } from "@nats-io/nkeys";
 import { makeCertificates } from "../lab/lib/certs.ts";
 import { backoffDelay } from "../src/link/backoff.ts";
 import { classifyLinkError, LinkError, NameMismatch, TokenError } from "../src/link/errors.ts";
-import { heartbeatMessage, heldSummary } from "../src/link/messages.ts";
+import { heartbeatMessage, managedSummary } from "../src/link/messages.ts";
 import { decodeToken, encodeToken, type EnrolmentToken } from "../src/link/token.ts";
 import { unbase64url } from "../src/link/_base64url.ts";
 import { readIdentity, writeIdentity } from "../src/link/identity.ts";
@@ -270,7 +270,7 @@ Deno.test("a heartbeat carries id, running version and runtime, last serial and 
     },
   );
   assert.equal(report.outcome, "converged");
-  const held = heldSummary(host.store);
+  const held = managedSummary(host.store);
   const facts = {
     startedAt: performance.now() - 5000,
     serial: 123456,

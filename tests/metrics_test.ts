@@ -156,7 +156,7 @@ Deno.test("metrics: node_exporter refuses a malformed file (the check above can 
     serial: null,
     linkUp: false,
     hold: { by: "a", reason: 'quote " and \\ and \n line', since: new Date().toISOString() },
-    heldResources: 0,
+    managedResources: 0,
   });
   await Deno.writeTextFile(posix.join(s.root, "good.prom"), good);
   await serves(exporter, "nox_mesh_host_hold", "1");

@@ -13,7 +13,7 @@ import { hostOn, scratch } from "./_helpers.ts";
 import { fileResource, startMesh, until } from "./_mesh.ts";
 import { enrol } from "../src/link/enrol.ts";
 import { Link } from "../src/link/link.ts";
-import { heldSummary } from "../src/link/messages.ts";
+import { managedSummary } from "../src/link/messages.ts";
 import { InventoryReporter } from "../src/run/inventory.ts";
 import { runService } from "../src/run/loop.ts";
 import type { Profile } from "../src/profile.ts";
@@ -53,7 +53,7 @@ Deno.test({
         // list as the store holds it after this apply.
         await until(`the inventory after push ${serial}`, async () => {
           if (await Deno.readTextFile(f).catch(() => "") !== `push ${serial}\n`) return undefined;
-          const held = heldSummary(host.store).list;
+          const held = managedSummary(host.store).list;
           const inv = await mesh.control.lastInventory("node-i");
           return JSON.stringify(inv?.held) === JSON.stringify(held) ? true : undefined;
         });

@@ -74,7 +74,7 @@ Deno.test("held resources, the declaration and history survive a reopen", async 
       outcome: "changed" as const,
       changes: ["create"],
     };
-    store.recordHeld(id, 0, {
+    store.recordManaged(id, 0, {
       key: "path:/etc/f",
       id: "f",
       type: "file",
@@ -93,7 +93,7 @@ Deno.test("held resources, the declaration and history survive a reopen", async 
   }
   using store = Store.open(dir);
   assert.equal(store.current()?.origin, "x.json");
-  assert.deepEqual(store.held().map((h) => [h.key, h.created, h.spec.id]), [[
+  assert.deepEqual(store.managed().map((h) => [h.key, h.created, h.spec.id]), [[
     "path:/etc/f",
     true,
     "f",

@@ -65,7 +65,7 @@ export const planCommand: Command = {
   summary: "show what apply would change, changing nothing",
   usage: "plan FILE|-  |  plan --bundle [FILE]",
   help: `Check every resource of a declaration against this machine and say, for each,
-in-sync / create / change (with what differs), and which held resources would be
+in-sync / create / change (with what differs), and which managed resources would be
 removed or forgotten. Changes nothing, records nothing.
 
 Options:

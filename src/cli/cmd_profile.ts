@@ -72,7 +72,7 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
         digest: current.digest,
         acceptedAt: current.acceptedAt,
       },
-      held: store.held().map((h) => ({
+      held: store.managed().map((h) => ({
         id: h.id,
         type: h.type,
         key: h.key,

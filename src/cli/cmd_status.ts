@@ -45,7 +45,7 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
         acceptedAt: current.acceptedAt,
       },
       lastApply: last,
-      held: store.heldCount(),
+      held: store.managedCount(),
       hold: readHold(store),
       rescue: { pending: pendingRescue(store), last: lastRescue(store) },
       ...linkStatus(store),

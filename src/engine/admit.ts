@@ -8,8 +8,8 @@
  * serial newer than the last one accepted for this node from that key (the
  * store's `link_serials`, kept across restarts and re-enrolments, so a replay is
  * refused then too), and not be past its `not-after`. The same declaration
- * arriving again (a duplicate delivery, or the catch-up on reconnect) is "held",
- * not a replay, and not judged for expiry: the node holds it already.
+ * arriving again (a duplicate delivery, or the catch-up on reconnect) is "known",
+ * not a replay, and not judged for expiry: the node has it already.
  */
 import { type Declaration, DeclarationRefused, type Problem } from "../declaration/envelope.ts";
 import { META } from "../store/meta.ts";
@@ -98,7 +98,7 @@ export interface Signed {
 /** What to do with a declaration from the link. */
 export type Admission =
   | ({ verdict: "apply"; serial: number; digest: string; declaration: Declaration } & Signed)
-  | ({ verdict: "held"; serial: number; digest: string; declaration: Declaration } & Signed)
+  | ({ verdict: "known"; serial: number; digest: string; declaration: Declaration } & Signed)
   | {
     verdict: "refused";
     reason: RefusalReason;
@@ -143,7 +143,7 @@ export async function admitFromLink(
   // the link: a file or the bundle is applied without it (main.ts).
   const { expiry, isSignatureProblem, verifyDeclaration } = await import("../link/signature.ts");
   // Expiry is judged last, for a declaration that would be taken: one this node
-  // already holds stays "held" whatever its not-after (a catch-up on every reconnect).
+  // already has stays "known" whatever its not-after (a catch-up on every reconnect).
   const verified = verifyDeclaration(pinned, self, data, signature, rotation);
   if (isSignatureProblem(verified)) {
     return {
@@ -192,7 +192,7 @@ export async function admitFromLink(
     ...(verified.signer === pinned ? {} : { rotatedFrom: pinned }),
   };
   if (last && serial === last.serial && digest === last.digest) {
-    return { verdict: "held", serial, digest, declaration, ...signed };
+    return { verdict: "known", serial, digest, declaration, ...signed };
   }
   if (last && serial <= last.serial) {
     return {

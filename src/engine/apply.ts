@@ -1,7 +1,7 @@
 /**
  * Apply (R3): check each resource in declared order, change what differs, read
  * every change back, record only what read back, stop at the first failure,
- * then release what is held and no longer declared (release.ts).
+ * then release what is managed and no longer declared (release.ts).
  *
  * The parts, each read on its own: `beginPass` (what an apply knows before its first
  * step), `applyInOrder` (the steps), the commit window (commit_window.ts: changing,
@@ -41,7 +41,7 @@ import {
 } from "./commit_window.ts";
 import { Recorder } from "./recorder.ts";
 import { type ApplyOptions, type ApplyReport, type EngineContext, FROM_DISK } from "./types.ts";
-import type { HeldSummary } from "../store/records.ts";
+import type { ManagedSummary } from "../store/records.ts";
 
 /** One apply as it goes: what it knew when it began, and what it has done so far. */
 interface Pass extends ApplyParts {
@@ -53,8 +53,8 @@ interface Pass extends ApplyParts {
   unchangedSince: boolean;
   /** A rescue this apply answers, whatever it finds. */
   rescue: Rescue | null;
-  /** What was held when the apply began, by key. */
-  held: Map<string, HeldSummary>;
+  /** What was managed when the apply began, by key. */
+  managed: Map<string, ManagedSummary>;
   /** Identities the checks may trust (KindContext.knownIdentity), while one is checked. */
   known: Map<object, FileIdentity>;
   /** The last apply did not converge: each kind tidies before its check (kind.ts `tidy`). */
@@ -105,18 +105,18 @@ function beginPass(ctx: EngineContext, declaration: Declaration, options: ApplyO
   const startedAt = new Date().toISOString();
   const { digest } = declaration;
   makeCurrent(store, declaration, options);
-  // The same declaration as the last apply, which converged: every held resource
+  // The same declaration as the last apply, which converged: every managed resource
   // was recorded from it, so its digest is known without hashing it again.
   const last = store.lastApply();
-  // A rescue forgot what was held; this apply answers it, whatever it finds.
+  // A rescue forgot what was managed; this apply answers it, whatever it finds.
   const rescue = pendingRescue(store);
   const unchangedSince = last?.outcome === "converged" && last.digest === digest;
   const applyId = store.beginApply(options.source, options.origin, declaration.serial, digest);
   const changedIds = new Set<string>();
   const kctx = kindContext(ctx, changedIds, options);
   const tidy = last !== null && last.outcome !== "converged";
-  const held = store.heldIndex();
-  // A file still as the last read back found it is not read again (its identity, held
+  const managed = store.managedIndex();
+  // A file still as the last read back found it is not read again (its identity, kept
   // with it), except in every Nth apply (host.json fullReadBackEvery), which reads every
   // file back in full; a file changed by an apply is read back then and there.
   const passes = Number(store.meta(META.readBackPasses) ?? "0") + 1;
@@ -137,7 +137,7 @@ function beginPass(ctx: EngineContext, declaration: Declaration, options: ApplyO
     startedAt,
     unchangedSince,
     rescue,
-    held,
+    managed,
     known,
     tidy,
     passes,
@@ -209,7 +209,7 @@ async function applyAlone(
 async function finishPass(pass: Pass): Promise<ApplyReport> {
   const { ctx, kctx, recorder, options } = pass;
   if (recorder.error === undefined && !recorder.interrupted) {
-    // What was held when the apply began: what it recorded since is declared, and the
+    // What was managed when the apply began: what it recorded since is declared, and the
     // release looks only at what is not.
     // (After a release of the network first, the store's: that release removed some.)
     recorder.error = await releaseUndeclared(
@@ -219,7 +219,7 @@ async function finishPass(pass: Pass): Promise<ApplyReport> {
       pass.applyId,
       recorder.record,
       undefined,
-      options.networkFirst ? undefined : pass.held.keys(),
+      options.networkFirst ? undefined : pass.managed.keys(),
     );
   }
   const unsynced = await syncDirectories(ctx, kctx);
@@ -231,7 +231,7 @@ async function finishPass(pass: Pass): Promise<ApplyReport> {
     : recorder.error === undefined
     ? "converged"
     : "failed";
-  // What is held changes only with another declaration or a change on the machine.
+  // What is managed changes only with another declaration or a change on the machine.
   if (outcome === "converged" && (!pass.unchangedSince || counts.changed + counts.removed > 0)) {
     await pruneContent(ctx);
   }
@@ -306,7 +306,7 @@ export const FULL_READ_BACK_EVERY = 6;
 
 /**
  * Check one resource against the machine (its digest reused when nothing changed since).
- * The identity held with it is offered to the check (through `known`, which
+ * The identity kept with it is offered to the check (through `known`, which
  * KindContext.knownIdentity reads) only when it was recorded for this very resource.
  */
 async function checkOne(
@@ -316,16 +316,18 @@ async function checkOne(
   base: Checked["base"],
 ): Promise<Checked> {
   const { kctx, known } = pass;
-  const held = pass.held.get(base.key);
+  const managed = pass.managed.get(base.key);
   const kind = kindOf(resource);
   if (pass.tidy) await kind.tidy?.(kctx, resource);
-  const digest = held?.digest !== undefined && pass.unchangedSince
-    ? held.digest
+  const digest = managed?.digest !== undefined && pass.unchangedSince
+    ? managed.digest
     : await digestOf(resource);
-  if (held?.identity !== undefined && held.digest === digest) known.set(resource, held.identity);
+  if (managed?.identity !== undefined && managed.digest === digest) {
+    known.set(resource, managed.identity);
+  }
   try {
     const found = await kind.check(kctx, resource);
-    return { resource, position, base, held, digest, found };
+    return { resource, position, base, managed, digest, found };
   } finally {
     known.delete(resource);
   }
@@ -366,15 +368,15 @@ function contentSources(options: ApplyOptions): ContentSource[] {
   return sources;
 }
 
-/** Drop cached content that nothing held names any more (after an apply that converged). */
+/** Drop cached content that nothing managed names any more (after an apply that converged). */
 async function pruneContent(ctx: EngineContext): Promise<void> {
   if (ctx.stateDir === undefined) return;
   const cache = new ContentCache(ctx.stateDir);
   if ((await cache.digests()).length === 0) return;
   // What a confirm window may go back to stays too: going back never needs the link.
   const keep = new Set<string>(restoreResources(ctx.store).flatMap(referencesOf));
-  for (const held of ctx.store.held()) {
-    for (const sha256 of referencesOf(held.spec)) keep.add(sha256);
+  for (const managed of ctx.store.managed()) {
+    for (const sha256 of referencesOf(managed.spec)) keep.add(sha256);
   }
   await cache.prune(keep);
 }

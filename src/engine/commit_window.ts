@@ -16,7 +16,7 @@ import { type FileIdentity, sameIdentity } from "../providers.ts";
 import { describeError } from "../errors.ts";
 import type { Recorder } from "./recorder.ts";
 import type { EngineContext } from "./types.ts";
-import type { HeldSummary, ResourceResult } from "../store/records.ts";
+import type { ManagedSummary, ResourceResult } from "../store/records.ts";
 
 /**
  * Consecutive resources of a kind that applies together are checked into batches of up to
@@ -39,12 +39,12 @@ export interface ApplyParts {
   later: Map<string, string>;
 }
 
-/** One resource checked: what it is, what differs, and how it would be held. */
+/** One resource checked: what it is, what differs, and how it would be recorded. */
 export interface Checked {
   resource: Resource;
   position: number;
   base: Pick<ResourceResult, "id" | "type" | "key">;
-  held: HeldSummary | undefined;
+  managed: ManagedSummary | undefined;
   digest: string;
   found: Diff<Change>;
 }
@@ -215,8 +215,8 @@ async function applyOne(parts: ApplyParts, item: Checked, turn: Turn | undefined
   }
 }
 
-/** How a resource is held, once changed or found in sync. */
-function holdAs(parts: ApplyParts, item: Checked) {
+/** How a resource is recorded as managed, once changed or found in sync. */
+function recordAs(parts: ApplyParts, item: Checked) {
   return {
     key: item.base.key,
     id: item.resource.id,
@@ -224,18 +224,19 @@ function holdAs(parts: ApplyParts, item: Checked) {
     position: item.position,
     digest: item.digest,
     spec: item.resource,
-    // Created by the host: held as such, made just now, or made by a create whose
+    // Created by the host: recorded as such, made just now, or made by a create whose
     // record a crash cut short (its intent is still there).
-    created: item.held?.created || !item.found.exists ||
-      (item.held === undefined && parts.ctx.store.hasIntent(item.base.key)),
+    created: item.managed?.created || !item.found.exists ||
+      (item.managed === undefined && parts.ctx.store.hasIntent(item.base.key)),
   };
 }
 
-/** A resource found in sync: recorded as unchanged, or held anew (another id, a new digest). */
+/** A resource found in sync: recorded as unchanged, or recorded anew (another id, a new digest). */
 function unchanged(parts: ApplyParts, item: Checked): Outcome {
   const { store } = parts.ctx;
-  const { held, position } = item;
-  const same = held !== undefined && held.digest === item.digest && held.id === item.resource.id;
+  const { managed, position } = item;
+  const same = managed !== undefined && managed.digest === item.digest &&
+    managed.id === item.resource.id;
   return {
     result: { outcome: "unchanged", changes: [] },
     save: same
@@ -244,11 +245,11 @@ function unchanged(parts: ApplyParts, item: Checked): Outcome {
           applyId,
           seq,
           result,
-          held.position === position ? undefined : position,
-          identityUpdate(held.identity, item.found.identity),
+          managed.position === position ? undefined : position,
+          identityUpdate(managed.identity, item.found.identity),
         )
       : (applyId, seq, result) =>
-        store.recordHeld(applyId, seq, holdAs(parts, item), result, item.found.identity),
+        store.recordManaged(applyId, seq, recordAs(parts, item), result, item.found.identity),
   };
 }
 
@@ -269,7 +270,7 @@ async function readBack(parts: ApplyParts, item: Checked): Promise<Outcome> {
       ),
     };
   }
-  const entry = holdAs(parts, item);
+  const entry = recordAs(parts, item);
   const why = parts.later.get(item.resource.id);
   const { store } = parts.ctx;
   return {
@@ -278,17 +279,18 @@ async function readBack(parts: ApplyParts, item: Checked): Promise<Outcome> {
       changes: describe(item.found),
       ...(why === undefined ? {} : { detail: why }),
     },
-    save: (applyId, seq, result) => store.recordHeld(applyId, seq, entry, result, after.identity),
+    save: (applyId, seq, result) =>
+      store.recordManaged(applyId, seq, entry, result, after.identity),
   };
 }
 
-/** What to store about an identity: a new one, null to forget the held one, or nothing. */
+/** What to store about an identity: a new one, null to forget the kept one, or nothing. */
 function identityUpdate(
-  held: FileIdentity | undefined,
+  kept: FileIdentity | undefined,
   found: FileIdentity | undefined,
 ): FileIdentity | null | undefined {
-  if (found === undefined) return held === undefined ? undefined : null;
-  return held !== undefined && sameIdentity(held, found) ? undefined : found;
+  if (found === undefined) return kept === undefined ? undefined : null;
+  return kept !== undefined && sameIdentity(kept, found) ? undefined : found;
 }
 
 /**

@@ -9,7 +9,7 @@
  * latest when the hold is lifted (`unhold`).
  *
  * Rescue (seed 001: "a node whose local state is discarded so the mesh re-derives
- * it"): the store forgets what it holds, the half-done creates and the current
+ * it"): the store forgets what it manages, the half-done creates and the current
  * declaration, and removes nothing from the machine; the identity and the link's
  * accepted serial stay (an older declaration is still a replay). The next declaration
  * applied answers the rescue: what it names is adopted as found, the rest stays on the
@@ -30,7 +30,7 @@ export interface Hold {
 export interface Rescue {
   by: string;
   at: string;
-  /** How many held resources (and half-done creates) were forgotten. */
+  /** How many managed resources (and half-done creates) were forgotten. */
   forgot: number;
   /** The serial of the declaration forgotten (from the link), if any. */
   serial?: number;
@@ -92,8 +92,8 @@ export function lastRescue(store: Store): Rescue | null {
 export function rescue(store: Store, by: string, at = new Date().toISOString()): Rescue {
   const serial = store.currentHead()?.serial;
   const record: Rescue = { by, at, forgot: 0, ...(serial === undefined ? {} : { serial }) };
-  const { held, intents } = store.forgetHeld({ [META.rescue]: JSON.stringify(record) });
-  record.forgot = held + intents;
+  const { managed, intents } = store.forgetManaged({ [META.rescue]: JSON.stringify(record) });
+  record.forgot = managed + intents;
   store.setMeta(META.rescue, JSON.stringify(record));
   return record;
 }

@@ -150,11 +150,11 @@ async function contextOf(engine: Engine): Promise<EngineContext> {
   };
 }
 
-/** Detect every adapter when the declaration, or what is held, needs more than the file system. */
+/** Detect every adapter when the declaration, or what is managed, needs more than the file system. */
 async function detectWhenNeeded(engine: Engine, declaration: Declaration): Promise<void> {
   const beyondFiles = (type: string) => (KINDS.get(type)?.needs ?? "unknown") !== "fs";
   const needs = declaration.resources.some((r) => beyondFiles(r.type)) ||
-    [...engine.store.heldTypes()].some(beyondFiles);
+    [...engine.store.managedTypes()].some(beyondFiles);
   if (needs) await engine.detect();
 }
 

@@ -1,7 +1,7 @@
 /**
- * Release: what the host holds and the declaration no longer names is removed
+ * Release: what the host manages and the declaration no longer names is removed
  * (what the host created, where the kind allows) or forgotten, last first. The
- * store is checked, not trusted: a held record that breaks today's rules is
+ * store is checked, not trusted: a managed record that breaks today's rules is
  * never acted on.
  */
 import type { Declaration } from "../declaration/envelope.ts";
@@ -12,10 +12,10 @@ import { kindOf, PathTree, placeOf, type Resource, resourceKey } from "../resour
 import { failed } from "./recorder.ts";
 import { parseTrustedDeclaration } from "./parse.ts";
 import type { EngineContext, PlanEntry } from "./types.ts";
-import type { HeldResource, ResourceResult } from "../store/records.ts";
+import type { ManagedResource, ResourceResult } from "../store/records.ts";
 
 /**
- * Release held (and half-created) resources that the declaration no longer names, last
+ * Release managed (and half-created) resources that the declaration no longer names, last
  * first; with `only`, just those of the types it accepts.
  */
 export async function releaseUndeclared(
@@ -26,28 +26,30 @@ export async function releaseUndeclared(
   record: (result: ResourceResult, save: (seq: number) => void) => void,
   only: (type: string) => boolean = () => true,
   /**
-   * The keys held when the apply began (the apply read them already; what it recorded
+   * The keys managed when the apply began (the apply read them already; what it recorded
    * since is declared, so the same undeclared ones), else the store's.
    */
-  heldBefore?: Iterable<string>,
+  managedBefore?: Iterable<string>,
 ): Promise<string | undefined> {
   const { store } = ctx;
   const declared = new Set(declaration.resources.map(resourceKey));
-  const heldKeys = new Set(heldBefore ?? store.heldIndex().keys());
-  const leavingKeys = [...heldKeys].filter((key) => !declared.has(key));
+  const managedKeys = new Set(managedBefore ?? store.managedIndex().keys());
+  const leavingKeys = [...managedKeys].filter((key) => !declared.has(key));
   // Only the specs of what leaves are read (and parsed) from the store.
-  const held = leavingKeys.length ? store.held((key) => !declared.has(key)) : [];
+  const managed = leavingKeys.length ? store.managed((key) => !declared.has(key)) : [];
   // A create that crashed before its record: the host made it, so it may remove it.
-  const orphans: HeldResource[] = store.intents()
-    .filter((i) => !declared.has(i.key) && !heldKeys.has(i.key))
+  const orphans: ManagedResource[] = store.intents()
+    .filter((i) => !declared.has(i.key) && !managedKeys.has(i.key))
     .map((i) => ({ ...orphan(i.key, i.spec), position: Number.MAX_SAFE_INTEGER }));
   const leaving = insideFirst(
-    [...held, ...orphans].filter((item) => only(item.type)).sort((a, b) => b.position - a.position),
+    [...managed, ...orphans].filter((item) => only(item.type)).sort((a, b) =>
+      b.position - a.position
+    ),
   );
 
   for (const item of leaving) {
     const base = { id: item.id, type: item.type, key: item.key };
-    const refusal = await heldRecordProblem(ctx, item);
+    const refusal = await managedRecordProblem(ctx, item);
     if (refusal !== undefined) {
       // Not acted on: the record is dropped (nothing on the machine is touched),
       // and the apply fails saying why, so a person looks at how it got there.
@@ -57,7 +59,7 @@ export async function releaseUndeclared(
     }
     let release: Release;
     try {
-      if (item.created && heldKeys.has(item.key)) store.beginRelease(item);
+      if (item.created && managedKeys.has(item.key)) store.beginRelease(item);
       release = await kindOf(item).release(kctx, item.spec, {
         created: item.created,
         dryRun: false,
@@ -134,7 +136,7 @@ export function insideFirst<T extends { key: string; spec: { type: string } }>(
   return out;
 }
 
-/** What releasing the held resources `declaration` no longer names would do (changing nothing). */
+/** What releasing the managed resources `declaration` no longer names would do (changing nothing). */
 export async function planRelease(
   ctx: EngineContext,
   kctx: KindContext,
@@ -142,10 +144,10 @@ export async function planRelease(
 ): Promise<PlanEntry[]> {
   const entries: PlanEntry[] = [];
   const declared = new Set(declaration.resources.map(resourceKey));
-  const leaving = insideFirst(ctx.store.held((key) => !declared.has(key)).reverse());
+  const leaving = insideFirst(ctx.store.managed((key) => !declared.has(key)).reverse());
   for (const item of leaving) {
     const base = { id: item.id, type: item.type, key: item.key };
-    const refusal = await heldRecordProblem(ctx, item);
+    const refusal = await managedRecordProblem(ctx, item);
     if (refusal !== undefined) {
       entries.push({ ...base, status: "unknown", changes: [], detail: refusal });
       continue;
@@ -169,14 +171,14 @@ export async function planRelease(
 }
 
 /**
- * Why a record read from the store (held, or a half-done create) must not be
+ * Why a record read from the store (managed, or a half-done create) must not be
  * acted on, or `undefined` when it may be. The store is checked, not trusted: a
  * record is held to the rules a declaration is parsed by today (schema, managed
  * roots, the host's own paths), and its key must be the one its spec manages.
  */
-async function heldRecordProblem(
+async function managedRecordProblem(
   ctx: EngineContext,
-  item: Pick<HeldResource, "key" | "type" | "spec">,
+  item: Pick<ManagedResource, "key" | "type" | "spec">,
 ): Promise<string | undefined> {
   const what = `the store's record ${item.key}`;
   const hint = "nothing was touched and the record was dropped; if the store was edited by " +
@@ -212,7 +214,7 @@ async function heldRecordProblem(
   return undefined;
 }
 
-function orphan(key: string, spec: Resource): Omit<HeldResource, "position"> {
+function orphan(key: string, spec: Resource): Omit<ManagedResource, "position"> {
   return {
     key,
     id: spec.id,

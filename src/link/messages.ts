@@ -1,7 +1,7 @@
 /**
  * What the node says upward (JSON, version 1): a report per apply, a report per
- * refused declaration, heartbeats, and the inventory. A heartbeat without the held list stays
- * well under 1 KiB; the held list rides along only when it changed since the
+ * refused declaration, heartbeats, and the inventory. A heartbeat without the managed list
+ * stays well under 1 KiB; the managed list rides along only when it changed since the
  * last heartbeat that carried it (and on every link-up).
  */
 import type { ApplyReport } from "../engine/types.ts";
@@ -105,10 +105,14 @@ export interface HeartbeatMessage {
   last: { serial: number | null; outcome: string; at: string } | null;
   /** The last serial accepted from the link. */
   serial: number | null;
+  /**
+   * The managed resources: how many, and the digest of their list (`held` and `heldList`:
+   * protocol v1's names, which the wire keeps).
+   */
   held: { count: number; digest: string };
   /** When the next drift check runs. */
   nextDriftAt: string | null;
-  /** Present only when the held set changed since it was last sent: [key, digest] pairs. */
+  /** Present only when the managed set changed since it was last sent: [key, digest] pairs. */
   heldList?: [string, string][];
   /** A person's hold on the host (nothing is applied): who, why, since when; null when none. */
   hold?: Hold | null;
@@ -296,9 +300,9 @@ export function refusalMessage(
   return build(short.slice(0, fitting(short, (list) => build(list, text), REPORT_BUDGET)), text);
 }
 
-/** The held set as [key, digest] pairs, and its digest. */
-export function heldSummary(store: Store): { list: [string, string][]; digest: string } {
-  const list = [...store.heldIndex()]
+/** The managed set as [key, digest] pairs, and its digest. */
+export function managedSummary(store: Store): { list: [string, string][]; digest: string } {
+  const list = [...store.managedIndex()]
     .sort(([ka, a], [kb, b]) => a.position - b.position || (ka < kb ? -1 : 1))
     .map(([key, h]): [string, string] => [key, h.digest]);
   // Synchronous on purpose (heartbeats are built in timers); the link loads node:crypto anyway.
@@ -307,7 +311,7 @@ export function heldSummary(store: Store): { list: [string, string][]; digest: s
 }
 
 /**
- * Build a heartbeat; `withList` adds the held list, unless that makes it larger than
+ * Build a heartbeat; `withList` adds the managed list, unless that makes it larger than
  * the broker stores of a heartbeat (NODE_LIMITS.heartbeatBytes): the list then stays
  * out, and the control plane has it from the inventory.
  */
@@ -321,7 +325,7 @@ export function heartbeatMessage(
     hold?: Hold | null;
     tls?: TlsExpiry;
   },
-  held: { list: [string, string][]; digest: string },
+  managed: { list: [string, string][]; digest: string },
   withList: boolean,
 ): HeartbeatMessage {
   const last = store.lastApply();
@@ -338,9 +342,9 @@ export function heartbeatMessage(
       ? { serial: last.serial ?? null, outcome: last.outcome, at: last.endedAt ?? last.startedAt }
       : null,
     serial: facts.serial,
-    held: { count: held.list.length, digest: held.digest },
+    held: { count: managed.list.length, digest: managed.digest },
     nextDriftAt: facts.nextDriftAt,
-    ...(withList ? { heldList: held.list } : {}),
+    ...(withList ? { heldList: managed.list } : {}),
     hold: facts.hold ?? null,
     ...(facts.tls ? { tls: facts.tls } : {}),
   };
@@ -386,7 +390,7 @@ export interface InventoryMessage {
   digest: string;
   /** Null when the process was given no way to detect it. */
   profile: InventoryProfile | null;
-  /** What the host holds: [key, digest] pairs, in declaration order. */
+  /** What the host manages: [key, digest] pairs, in declaration order (v1's name). */
   held: [string, string][];
   /** This node's WireGuard public key (base64), null before the overlay made one. */
   overlayKey: string | null;

@@ -44,7 +44,7 @@ export interface Diff<C extends Change = Change> {
   changes: C[];
   /**
    * In sync, and recognisable next time without being read again (a file's identity,
-   * trusted: src/resources/file.ts): the engine keeps it with the held record and gives
+   * trusted: src/resources/file.ts): the engine keeps it with the managed record and gives
    * it back through {@link KindContext.knownIdentity} while the declared resource is the
    * same.
    */
@@ -299,7 +299,7 @@ export interface ResourceKind<
   readonly bringsProviders?: boolean;
   /**
    * The content digests (SHA-256, hex) this resource declares by reference: the content
-   * cache keeps them while it is held. Asked of held records too (the engine guards it).
+   * cache keeps them while it is held. Asked of managed records too (the engine guards it).
    */
   references?(resource: R): readonly string[];
   /**
@@ -347,7 +347,7 @@ export interface ResourceKind<
   /** Make the changes `diff` lists. Throws with the reason when it cannot. */
   apply(ctx: KindContext, resource: R, diff: Diff<C>): Promise<void>;
   /**
-   * Release a resource that is no longer declared (`spec` as it was held):
+   * Release a resource that is no longer declared (`spec` as it was recorded):
    * remove what the host created where the kind's rules allow it, otherwise
    * forget it. With `dryRun`, only say which it would be.
    */

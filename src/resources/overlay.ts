@@ -471,9 +471,9 @@ async function differences(
   if (resource.listenPort !== undefined && resource.listenPort !== device.listenPort) {
     diff.push({ change: "port", from: device.listenPort, to: resource.listenPort });
   }
-  const held = new Map(device.peers.map((p) => [p.publicKey, p]));
+  const present = new Map(device.peers.map((p) => [p.publicKey, p]));
   for (const peer of resource.peers) {
-    const have = held.get(peer.publicKey);
+    const have = present.get(peer.publicKey);
     if (!have) diff.push({ change: "peer-added", publicKey: peer.publicKey });
     else {
       const what = peerDifferences(peer, have);

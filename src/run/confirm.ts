@@ -205,7 +205,7 @@ export class ConfirmWindow {
     const { store } = this.#opt;
     const network = await networkOf(declaration);
     const open = this.#pending;
-    if (!open && changesAgainstHeld(store, network) === 0) return;
+    if (!open && changesAgainstManaged(store, network) === 0) return;
     const now = this.#now();
     // An open window keeps its place to go back to (the declaration held before its first
     // push); one that waits keeps it only while its declaration is still the one held (an
@@ -269,7 +269,7 @@ export class ConfirmWindow {
       ...touched,
     ];
     if (fresh && changed.length === 0) {
-      if (changesAgainstHeld(this.#opt.store, open.network) === 0) {
+      if (changesAgainstManaged(this.#opt.store, open.network) === 0) {
         this.#close(); // nothing that can cut the node off changed under this window
         return;
       }
@@ -450,16 +450,16 @@ async function networkOf(declaration: Declaration): Promise<[string, string][]> 
 
 /**
  * How many of what can cut the node off differ between `network` (a declaration's) and
- * what is held: declared and not held as declared, or held and no longer declared.
+ * what is managed: declared and not managed as declared, or managed and no longer declared.
  */
-function changesAgainstHeld(store: Store, network: readonly [string, string][]): number {
-  const held = new Map(
-    [...store.heldIndex()].filter(([key]) => mayCutLink(key.slice(0, key.indexOf(":")))),
+function changesAgainstManaged(store: Store, network: readonly [string, string][]): number {
+  const managed = new Map(
+    [...store.managedIndex()].filter(([key]) => mayCutLink(key.slice(0, key.indexOf(":")))),
   );
   const declared = new Map(network);
   let changing = 0;
-  for (const [key, digest] of declared) if (held.get(key)?.digest !== digest) changing++;
-  for (const key of held.keys()) if (!declared.has(key)) changing++;
+  for (const [key, digest] of declared) if (managed.get(key)?.digest !== digest) changing++;
+  for (const key of managed.keys()) if (!declared.has(key)) changing++;
   return changing;
 }
 
@@ -471,7 +471,7 @@ function restorePoint(store: Store): RestorePoint | null {
   return point;
 }
 
-/** Going back to "nothing held": an empty declaration from the link. */
+/** Going back to "nothing managed": an empty declaration from the link. */
 async function nothing(origin: string): Promise<RestorePoint> {
   const body = { version: 1, resources: [] };
   return { source: "link", origin, digest: await digestOf(body), body: canonicalJson(body) };

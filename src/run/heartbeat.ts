@@ -1,11 +1,11 @@
 /**
  * Heartbeats (R5): on link, after every apply and every heartbeat interval,
- * the node says it is alive, what it runs and what it holds. The list of held
+ * the node says it is alive, what it runs and what it manages. The list of managed
  * resources rides along when asked for or when it changed since it was last sent.
  */
 import type { Identity } from "../link/identity.ts";
 import type { Link } from "../link/link.ts";
-import { heartbeatMessage, heldSummary } from "../link/messages.ts";
+import { heartbeatMessage, managedSummary } from "../link/messages.ts";
 import { readHold } from "../engine/hold.ts";
 import type { Store } from "../store/store.ts";
 import { tlsExpiry } from "../link/trust.ts";
@@ -22,20 +22,20 @@ export interface Liveness {
 export class Heartbeats {
   readonly #store: Store;
   #lastAt: string | null = null;
-  #heldDigestSent: string | undefined;
+  #managedDigestSent: string | undefined;
 
   constructor(store: Store) {
     this.#store = store;
   }
 
   /**
-   * Send one heartbeat over `link` when it is up; `withList` sends the held list too.
+   * Send one heartbeat over `link` when it is up; `withList` sends the managed list too.
    * True when it was handed to the connection.
    */
   send(identity: Identity, link: Link, liveness: Liveness, withList: boolean): boolean {
     if (link.state.phase !== "up") return false;
-    const held = heldSummary(this.#store);
-    const sendList = withList || held.digest !== this.#heldDigestSent;
+    const managed = managedSummary(this.#store);
+    const sendList = withList || managed.digest !== this.#managedDigestSent;
     const message = heartbeatMessage(
       identity.node,
       this.#store,
@@ -45,12 +45,12 @@ export class Heartbeats {
         hold: readHold(this.#store),
         tls: tlsExpiry(identity.trust, link.state.certificate),
       },
-      held,
+      managed,
       sendList,
     );
     if (!link.publish("heartbeat", message)) return false;
     this.#lastAt = message.at;
-    if (sendList) this.#heldDigestSent = held.digest;
+    if (sendList) this.#managedDigestSent = managed.digest;
     return true;
   }
 

@@ -1,5 +1,5 @@
 /**
- * Inventory upward (DESIGN.md §9, §19): identity, profile, held resources and
+ * Inventory upward (DESIGN.md §9, §19): identity, profile, managed resources and
  * the overlay public key go to the control plane on the first link of a
  * process (so right after enrolment), whenever their digest changes, and once a
  * day. Sent as a request the broker's stream acknowledges; only an acknowledged
@@ -9,11 +9,11 @@ import { describeError } from "../errors.ts";
 import type { Identity } from "../link/identity.ts";
 import type { Link } from "../link/link.ts";
 import {
-  heldSummary,
   type InventoryMessage,
   inventoryMessage,
   type InventoryProfile,
   inventoryProfile,
+  managedSummary,
 } from "../link/messages.ts";
 import type { Log } from "../log.ts";
 import { readOverlayKey } from "../overlay_key.ts";
@@ -153,7 +153,7 @@ export class InventoryReporter {
     }
     return inventoryMessage(identity, {
       profile: this.#profile ?? null,
-      held: heldSummary(this.#o.store).list,
+      held: managedSummary(this.#o.store).list,
       overlayKey,
     });
   }

@@ -393,7 +393,7 @@ class RunLoop {
     if (admission.verdict !== "refused" && this.#confirm.refuses(admission.digest)) {
       return await this.#afterRefusal(work.trigger);
     }
-    if (admission.verdict === "held") {
+    if (admission.verdict === "known") {
       // Signed again by a key the pinned key rotated to: that key is pinned now.
       if (admission.rotatedFrom !== undefined) this.#recordAdmitted(admission);
       const pending = this.#unapplied(admission.declaration, subject);
@@ -402,9 +402,9 @@ class RunLoop {
       if (pending) {
         return await this.#apply(pending.declaration, "link", subject, work.trigger, pending);
       }
-      // The declaration this node already holds (delivered again, or fetched on reconnect).
+      // The declaration this node already has (delivered again, or fetched on reconnect).
       if (work.trigger !== "declaration") return await this.#reconcile(work.trigger);
-      this.#log(`link: serial ${admission.serial} again: already held, nothing to do`);
+      this.#log(`link: serial ${admission.serial} again: this node has it already, nothing to do`);
       return;
     }
     if (admission.verdict === "refused") {
@@ -451,8 +451,8 @@ class RunLoop {
       }
       return;
     }
-    const held = readIdentity(this.#host.store)?.trust ?? this.#identity.trust;
-    if (list.serial <= held.serial) return; // the one held, or an older one replayed
+    const kept = readIdentity(this.#host.store)?.trust ?? this.#identity.trust;
+    if (list.serial <= kept.serial) return; // the one kept, or an older one replayed
     writeTrust(this.#host.store, list);
     this.#identity = { ...this.#identity, trust: list };
     this.#link?.setTrust(list);

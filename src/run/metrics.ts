@@ -27,7 +27,7 @@ export interface MetricsFacts {
   serial: number | null;
   linkUp: boolean;
   hold: Hold | null;
-  heldResources: number;
+  managedResources: number;
   /** When the link's TLS expires (null when the node is not enrolled). */
   tls?: TlsExpiry | null;
 }
@@ -52,7 +52,7 @@ export function metricsFacts(
     serial,
     linkUp,
     hold: readHold(store),
-    heldResources: store.heldCount(),
+    managedResources: store.managedCount(),
     tls: identity ? tlsExpiry(identity.trust, certificate) : null,
   };
 }
@@ -89,7 +89,7 @@ export function metricsText(f: MetricsFacts): string {
       ["", seconds(f.hold.since)],
     ]);
   }
-  metric("resources_held", "Resources the host holds.", [["", f.heldResources]]);
+  metric("resources_held", "Resources the host holds.", [["", f.managedResources]]);
   if (f.tls?.broker) {
     const b = f.tls.broker;
     const labels = `{url="${label(b.url)}",issuer="${label(b.issuer)}"}`;

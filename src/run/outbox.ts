@@ -120,14 +120,14 @@ export class OutboxSender {
     if (!link || !node) return;
     const outbox = this.#o.store.outbox;
     let sent = 0;
-    let held = 0;
+    let duplicates = 0;
     while (!this.#stopped && this.#up()) {
       const entry = outbox.head(this.#o.bounds);
       if (!entry) break;
       const id = messageId(node, entry);
       try {
         const ack = await link.deliver("report", outgoing(entry, id), id, this.#o.ackTimeoutMs);
-        if (ack.duplicate) held++;
+        if (ack.duplicate) duplicates++;
       } catch (error) {
         const problem = describeError(error);
         if (problem !== this.#lastProblem) {
@@ -146,10 +146,10 @@ export class OutboxSender {
       this.#lastProblem = "";
       sent++;
     }
-    if (sent > 1 || held > 0) {
+    if (sent > 1 || duplicates > 0) {
       this.#o.log(
         `outbox: delivered ${sent} kept report(s)` +
-          (held > 0 ? ` (${held} already held by the broker: counted once)` : ""),
+          (duplicates > 0 ? ` (${duplicates} already held by the broker: counted once)` : ""),
       );
     }
   }

@@ -23,8 +23,8 @@ export type ResultOutcome =
 /** How an apply ended ("running" while it runs, or when its process died). */
 export type ApplyOutcome = "running" | "converged" | "failed" | "interrupted";
 
-/** One thing the host holds, recorded after its read-back passed. */
-export interface HeldResource {
+/** One thing the host manages, recorded after its read-back passed. */
+export interface ManagedResource {
   key: string;
   id: string;
   type: Resource["type"];
@@ -37,8 +37,8 @@ export interface HeldResource {
   applyId: number;
 }
 
-/** The part of a held resource an apply compares against. */
-export interface HeldSummary {
+/** The part of a managed resource an apply compares against. */
+export interface ManagedSummary {
   id: string;
   digest: string;
   created: boolean;

@@ -1,6 +1,6 @@
 /**
  * The store (R4): one SQLite file under the state directory, the record of
- * what this node applied and holds. Authoritative while disconnected, never a
+ * what this node applied and manages. Authoritative while disconnected, never a
  * cache of the control plane. Every step is one transaction, so killing the
  * process at any instant leaves a store that opens and is consistent.
  */
@@ -13,8 +13,8 @@ import type { FileIdentity } from "../providers.ts";
 import type {
   ApplyOutcome,
   Counts,
-  HeldResource,
-  HeldSummary,
+  ManagedResource,
+  ManagedSummary,
   ResourceResult,
   ResultOutcome,
   Source,
@@ -91,8 +91,10 @@ export class Store {
            node = excluded.node, serial = excluded.serial, digest = excluded.digest,
            body = excluded.body, accepted_at = excluded.accepted_at`,
       ),
-      held: s(`SELECT * FROM held ORDER BY position, key`),
-      heldIndex: s(
+      // The table `held` keeps its first schema's name for the managed resources: renaming it
+      // would be a schema version that an older host, rolled back to, refuses (store.newer).
+      managed: s(`SELECT * FROM held ORDER BY position, key`),
+      managedIndex: s(
         `SELECT key, id, digest, created, position,
            seen_dev, seen_ino, seen_size, seen_mtime_ns, seen_ctime_ns FROM held`,
       ),
@@ -100,21 +102,21 @@ export class Store {
         `UPDATE held SET seen_dev = ?, seen_ino = ?, seen_size = ?, seen_mtime_ns = ?,
            seen_ctime_ns = ? WHERE key = ?`,
       ),
-      heldTypes: s(`SELECT DISTINCT type FROM held UNION SELECT DISTINCT type FROM intents`),
-      heldCount: s(`SELECT count(*) AS n FROM held`),
+      managedTypes: s(`SELECT DISTINCT type FROM held UNION SELECT DISTINCT type FROM intents`),
+      managedCount: s(`SELECT count(*) AS n FROM held`),
       hasIntent: s(`SELECT 1 AS yes FROM intents WHERE key = ?`),
       intent: s(`INSERT OR REPLACE INTO intents (key, id, type, spec, at) VALUES (?, ?, ?, ?, ?)`),
       intents: s(`SELECT * FROM intents ORDER BY key`),
       dropIntent: s(`DELETE FROM intents WHERE key = ?`),
-      upsertHeld: s(
+      upsertManaged: s(
         `INSERT INTO held (key, id, type, position, digest, spec, created, applied_at, apply_id)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (key) DO UPDATE SET id = excluded.id, type = excluded.type,
            position = excluded.position, digest = excluded.digest, spec = excluded.spec,
            created = excluded.created, applied_at = excluded.applied_at, apply_id = excluded.apply_id`,
       ),
-      touchHeld: s(`UPDATE held SET position = ?, apply_id = ? WHERE key = ?`),
-      dropHeld: s(`DELETE FROM held WHERE key = ?`),
+      touchManaged: s(`UPDATE held SET position = ?, apply_id = ? WHERE key = ?`),
+      dropManaged: s(`DELETE FROM held WHERE key = ?`),
       result: s(
         `INSERT INTO results (apply_id, seq, resource_id, type, key, outcome, detail) VALUES (?, ?, ?, ?, ?, ?, ?)`,
       ),
@@ -314,10 +316,10 @@ export class Store {
     );
   }
 
-  /** What the host holds, by key, without the specs: what an apply needs to compare. */
-  heldIndex(): Map<string, HeldSummary> {
-    const index = new Map<string, HeldSummary>();
-    for (const row of this.#stmt.heldIndex.all() as Row[]) {
+  /** What the host manages, by key, without the specs: what an apply needs to compare. */
+  managedIndex(): Map<string, ManagedSummary> {
+    const index = new Map<string, ManagedSummary>();
+    for (const row of this.#stmt.managedIndex.all() as Row[]) {
       const identity = identityOf(row);
       index.set(row.key as string, {
         id: row.id as string,
@@ -330,14 +332,16 @@ export class Store {
     return index;
   }
 
-  /** The resource types of everything held or half-done. */
-  heldTypes(): Set<string> {
-    return new Set((this.#stmt.heldTypes.all() as Row[]).map((row) => row.type as string));
+  /** The resource types of everything managed or half-done. */
+  managedTypes(): Set<string> {
+    return new Set((this.#stmt.managedTypes.all() as Row[]).map((row) => row.type as string));
   }
 
-  /** Everything the host holds (or those whose key `keep` accepts), in declared order. */
-  held(keep: (key: string) => boolean = () => true): HeldResource[] {
-    return (this.#stmt.held.all() as Row[]).filter((row) => keep(row.key as string)).map((row) => ({
+  /** Everything the host manages (or those whose key `keep` accepts), in declared order. */
+  managed(keep: (key: string) => boolean = () => true): ManagedResource[] {
+    return (this.#stmt.managed.all() as Row[]).filter((row) => keep(row.key as string)).map((
+      row,
+    ) => ({
       key: row.key as string,
       id: row.id as string,
       type: row.type as Resource["type"],
@@ -350,8 +354,8 @@ export class Store {
     }));
   }
 
-  heldCount(): number {
-    return Number((this.#stmt.heldCount.get() as Row).n);
+  managedCount(): number {
+    return Number((this.#stmt.managedCount.get() as Row).n);
   }
 
   /** Whether a create of `key` was started and never recorded (a crash in between). */
@@ -386,36 +390,36 @@ export class Store {
     });
   }
 
-  /** Record a resource as held, with its result, in one transaction (after its read-back passed). */
-  recordHeld(
+  /** Record a resource as managed, with its result, in one transaction (after its read-back passed). */
+  recordManaged(
     applyId: number,
     seq: number,
-    held: Omit<HeldResource, "appliedAt" | "applyId">,
+    managed: Omit<ManagedResource, "appliedAt" | "applyId">,
     result: ResourceResult,
     identity?: FileIdentity,
   ): void {
     this.#transaction(() => {
-      this.#stmt.upsertHeld.run(
-        held.key,
-        held.id,
-        held.type,
-        held.position,
-        held.digest,
-        JSON.stringify(held.spec),
-        held.created ? 1 : 0,
+      this.#stmt.upsertManaged.run(
+        managed.key,
+        managed.id,
+        managed.type,
+        managed.position,
+        managed.digest,
+        JSON.stringify(managed.spec),
+        managed.created ? 1 : 0,
         now(),
         applyId,
       );
-      this.#setSeen(held.key, identity ?? null);
-      this.#stmt.dropIntent.run(held.key);
+      this.#setSeen(managed.key, identity ?? null);
+      this.#stmt.dropIntent.run(managed.key);
       this.#insertResult(applyId, seq, result);
     });
   }
 
   /**
-   * Record that a held resource was checked and is unchanged; `moved` gives its new
+   * Record that a managed resource was checked and is unchanged; `moved` gives its new
    * position, `identity` what it is now recognised by (a FileIdentity, or null to forget
-   * the one held; undefined: as held).
+   * the one kept; undefined: as kept).
    */
   recordUnchanged(
     applyId: number,
@@ -425,13 +429,13 @@ export class Store {
     identity?: FileIdentity | null,
   ): void {
     this.#transaction(() => {
-      if (moved !== undefined) this.#stmt.touchHeld.run(moved, applyId, result.key);
+      if (moved !== undefined) this.#stmt.touchManaged.run(moved, applyId, result.key);
       if (identity !== undefined) this.#setSeen(result.key, identity);
       this.#insertResult(applyId, seq, result);
     });
   }
 
-  /** Keep (or with null, forget) the identity a held file was last read back as. */
+  /** Keep (or with null, forget) the identity a managed file was last read back as. */
   #setSeen(key: string, identity: FileIdentity | null): void {
     if (identity === null) {
       this.#stmt.setSeen.run(null, null, null, null, null, key);
@@ -442,45 +446,51 @@ export class Store {
   }
 
   /**
-   * Before removing a thing the host created: it stops being held and becomes an
+   * Before removing a thing the host created: it stops being managed and becomes an
    * intent, in one transaction. A crash during the removal then leaves "maybe on
-   * disk, ours", never "held" for something already gone; the next apply
+   * disk, ours", never "managed" for something already gone; the next apply
    * finishes the removal.
    */
-  beginRelease(held: HeldResource): void {
+  beginRelease(managed: ManagedResource): void {
     this.#transaction(() => {
-      this.#stmt.dropHeld.run(held.key);
-      this.#stmt.intent.run(held.key, held.id, held.type, JSON.stringify(held.spec), now());
+      this.#stmt.dropManaged.run(managed.key);
+      this.#stmt.intent.run(
+        managed.key,
+        managed.id,
+        managed.type,
+        JSON.stringify(managed.spec),
+        now(),
+      );
     });
   }
 
   /**
-   * Rescue: forget everything held, every half-done create and the current
+   * Rescue: forget everything managed, every half-done create and the current
    * declaration, and set `meta` (the rescue's record), in one transaction. Nothing
    * else is touched: the identity, the link's accepted serial, the outbox and the
-   * history stay. Returns how many held resources and intents were forgotten.
+   * history stay. Returns how many managed resources and intents were forgotten.
    */
-  forgetHeld(meta: Record<string, string>): { held: number; intents: number } {
+  forgetManaged(meta: Record<string, string>): { managed: number; intents: number } {
     return this.#transaction(() => {
       const count = (table: string) =>
         Number((this.#db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as Row).n);
-      const forgotten = { held: count("held"), intents: count("intents") };
+      const forgotten = { managed: count("held"), intents: count("intents") };
       this.#db.exec(`DELETE FROM held; DELETE FROM intents; DELETE FROM declaration;`);
       for (const [key, value] of Object.entries(meta)) this.#stmt.setMeta.run(key, value);
       return forgotten;
     });
   }
 
-  /** Record a held resource as removed or forgotten: it is no longer held. */
+  /** Record a managed resource as removed or forgotten: it is no longer managed. */
   recordReleased(applyId: number, seq: number, result: ResourceResult): void {
     this.#transaction(() => {
-      this.#stmt.dropHeld.run(result.key);
+      this.#stmt.dropManaged.run(result.key);
       this.#stmt.dropIntent.run(result.key);
       this.#insertResult(applyId, seq, result);
     });
   }
 
-  /** Record a result that changes nothing held (failed, skipped). */
+  /** Record a result that changes nothing managed (failed, skipped). */
   recordResult(applyId: number, seq: number, result: ResourceResult): void {
     this.#insertResult(applyId, seq, result);
   }
@@ -660,7 +670,7 @@ function migrate(db: DatabaseSync, path: string): void {
   }
 }
 
-/** The identity a held row keeps, when it keeps one whole. */
+/** The identity a managed row keeps, when it keeps one whole. */
 function identityOf(row: Row): FileIdentity | undefined {
   const { seen_dev: dev, seen_ino: ino, seen_size: size } = row;
   const mtime = row.seen_mtime_ns, ctime = row.seen_ctime_ns;

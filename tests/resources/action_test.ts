@@ -53,7 +53,7 @@ Deno.test("action: run succeeds but verify still fails → the apply fails (read
     const report = await engine.apply([action(dir, ["/usr/bin/touch", `${dir}/elsewhere`])]);
     assert.equal(report.outcome, "failed");
     assert.match(report.error ?? "", /read-back after applying still differs: verify .* exited 1/);
-    assert.equal(engine.store.held().length, 0);
+    assert.equal(engine.store.managed().length, 0);
   }));
 
 Deno.test("action: run exits non-zero → the apply fails with its exit code and stderr", () =>

@@ -158,7 +158,7 @@ Deno.test("container: one of that name without the host's label is never touched
   const info = await p.runtime.inspect(NAME);
   assert.equal(info?.running, true);
   assert.equal(await p.podman("container", "inspect", "--format", "{{.Id}}", NAME), id);
-  assert.equal(engine.store.held().length, 0);
+  assert.equal(engine.store.managed().length, 0);
 });
 
 Deno.test("container: no longer declared is removed — only while it carries the host's label", async () => {

@@ -40,7 +40,7 @@ Deno.test("no longer declared: created things are removed last-first, others for
     "never removes what it did not create",
   );
   assert.equal(await Deno.readTextFile(`${s.root}/preexisting.conf`), "managed now\n");
-  assert.equal(host.store.heldCount(), 0);
+  assert.equal(host.store.managedCount(), 0);
 
   // Forgotten means forgotten: a later apply does not touch e/ again.
   const again = await apply(host, []);
@@ -104,9 +104,9 @@ Deno.test("removals cut short by a crash: what is inside a directory is released
   // begun (its intent recorded, held no more), nothing removed yet, and the
   // temporary file of a write cut short before that. Intents have no position;
   // the store lists them by key, the directory first.
-  for (const held of host.store.held().reverse()) host.store.beginRelease(held);
+  for (const held of host.store.managed().reverse()) host.store.beginRelease(held);
   await Deno.writeTextFile(`${s.root}/d/sub/.f.nox-new`, "half");
-  assert.equal(host.store.heldCount(), 0);
+  assert.equal(host.store.managedCount(), 0);
 
   const report = await apply(host, []);
   assert.equal(report.outcome, "converged");

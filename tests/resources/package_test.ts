@@ -33,7 +33,7 @@ Deno.test("package: not in a stale sync database fails naming the cause; pacman'
     [],
     "no -Sy of any kind ran",
   );
-  assert.equal(engine.store.held().length, 0);
+  assert.equal(engine.store.managed().length, 0);
 });
 
 Deno.test('package: "upgrade": "full" upgrades the whole machine (pacman -Syu) before installing', async () => {
@@ -88,7 +88,7 @@ Deno.test("package: no longer declared is forgotten, never uninstalled", async (
   assert.deepEqual(outcomes(dropped), ["hello:forgotten"]);
   assert.match(dropped.results[0].detail ?? "", /never uninstalled/);
   assert.deepEqual(await r.pacman.installed(NAME), { name: NAME, version: NEW });
-  assert.equal(engine.store.held().length, 0);
+  assert.equal(engine.store.managed().length, 0);
 });
 
 Deno.test("package: a version nobody offers fails the apply and records nothing", async () => {
@@ -97,7 +97,7 @@ Deno.test("package: a version nobody offers fails the apply and records nothing"
   const report = await engine.apply([pkg("9.9-9")]);
   assert.equal(report.outcome, "failed");
   assert.match(report.error ?? "", /no configured repository offers noxlab-hello=9\.9-9/);
-  assert.equal(engine.store.held().length, 0);
+  assert.equal(engine.store.managed().length, 0);
 });
 
 Deno.test("package: without a package manager the apply fails with NoProviderError's sentence", async () => {
