@@ -298,6 +298,78 @@ Deno.test("one public apply: outside src/engine/, src/ reaches the apply only th
   assert.deepEqual(found, []);
 });
 
+/**
+ * What the library (the root mod.ts) and the program (main.ts) export or import past the
+ * engine's mod.ts: any module of src/engine/ but mod.ts, and a value (not a type) of
+ * src/store/ (its class opens the store beside the lock).
+ */
+async function pastTheEngine(file: string): Promise<string[]> {
+  const text = await Deno.readTextFile(join(root, file));
+  const found: string[] = [];
+  const statements =
+    /^(?:import|export)(\s+type)?\s*(\{[^}]*\}|\*(?:\s+as\s+\w+)?|\w+)\s*from\s*"([^"]+)"/gm;
+  for (const [, typeOnly, names, specifier] of text.matchAll(statements)) {
+    const target = relative(root, new URL(specifier, `file://${join(root, file)}`).pathname);
+    const values = names.startsWith("{")
+      ? names.slice(1, -1).split(",").map((n) => n.trim()).filter((n) =>
+        n && !n.startsWith("type ")
+      )
+      : [names];
+    if (target.startsWith("src/engine/") && target !== "src/engine/mod.ts") {
+      found.push(`${file} -> ${target}`);
+    } else if (target.startsWith("src/store/") && !typeOnly && values.length > 0) {
+      found.push(`${file} -> ${target} (${values.join(", ")})`);
+    }
+  }
+  return found;
+}
+
+Deno.test("one public apply at the root too: mod.ts and main.ts reach the engine only through engine/mod.ts", async () => {
+  assert.deepEqual([...await pastTheEngine("mod.ts"), ...await pastTheEngine("main.ts")], []);
+});
+
+Deno.test("the rule above catches what it should (the inner apply, the store's class)", async () => {
+  const probe = "_arch_probe_root.ts";
+  await Deno.writeTextFile(
+    join(root, probe),
+    'export { applyDeclaration } from "./src/engine/apply.ts";\n' +
+      'export { Store } from "./src/store/store.ts";\n' +
+      'export type { Store as S } from "./src/store/store.ts";\n' +
+      'export { type ManagedResource } from "./src/store/records.ts";\n' +
+      'export { apply } from "./src/engine/mod.ts";\n',
+  );
+  try {
+    assert.deepEqual(await pastTheEngine(probe), [
+      `${probe} -> src/engine/apply.ts`,
+      `${probe} -> src/store/store.ts (Store)`,
+    ]);
+  } finally {
+    await Deno.remove(join(root, probe));
+  }
+});
+
+/** Identifiers (exports, and the methods of exported classes) of a module. */
+async function namesOf(file: string): Promise<string[]> {
+  const text = await Deno.readTextFile(join(root, file));
+  const exported =
+    /^export\s+(?:declare\s+)?(?:async\s+)?(?:function\*?|class|interface|type|const|let|enum)\s+(\w+)/gm;
+  const methods = /^ {2}(?:static\s+)?(?:async\s+)?(?:get\s+|set\s+)?([a-zA-Z]\w*)[(<]/gm;
+  return [...text.matchAll(exported), ...text.matchAll(methods)].map((m) => m[1]);
+}
+
+Deno.test('"held" names a person\'s hold only: the resources the host manages are "managed"', async () => {
+  // The hold (engine/hold.ts), what it withholds (run/hold_watch.ts), and the report of a
+  // check made while held (link/messages.ts).
+  const hold = new Set(["HeldError", "HeldMessage", "heldMessage", "withheld"]);
+  const found: string[] = [];
+  for (const file of ["mod.ts", ...await sources("src")]) {
+    for (const name of await namesOf(file)) {
+      if (/held/i.test(name) && !hold.has(name)) found.push(`${file}: ${name}`);
+    }
+  }
+  assert.deepEqual(found, []);
+});
+
 Deno.test("src/run/ reads no meta key of the engine's or the store's (it asks the engine)", async () => {
   // The run loop's own records (its status, the inventory it sent) and the node's name.
   const own = new Set(["runStatus", "inventoryDigest", "inventorySentAt", "node"]);
