@@ -10,6 +10,7 @@ import type { ApplyReport } from "../src/engine/types.ts";
 import type { ResourceResult } from "../src/store/records.ts";
 import {
   applyMessage,
+  applyReportText,
   heartbeatMessage,
   refusalMessage,
   REPORT_BUDGET,
@@ -151,4 +152,21 @@ Deno.test("a report an earlier version kept larger is shrunk on delivery, never 
     id: "x",
     dropped: 2,
   });
+});
+
+Deno.test("an apply report is stringified once: the outbox keeps that text and sends it with its id added, not parsed again", () => {
+  for (
+    const results of [
+      [result(1, "changed")],
+      Array.from({ length: 3000 }, (_, i) => result(i, "changed")),
+    ]
+  ) {
+    const { message, text } = applyReportText("n", report(results), "drift");
+    assert.equal(text, JSON.stringify(message), "the text is the message's");
+    assert.ok(new TextEncoder().encode(text).length <= REPORT_BUDGET);
+    const entry: OutboxEntry = { seq: 1, key: "1.ab", body: text, at: "", dropped: 3 };
+    const sent = outgoing(entry, "n.1.ab");
+    assert.equal(sent, `${text.slice(0, -1)},"id":"n.1.ab","dropped":3}`);
+    assert.deepEqual(JSON.parse(sent), { ...message, id: "n.1.ab", dropped: 3 });
+  }
 });

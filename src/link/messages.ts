@@ -180,7 +180,14 @@ export const REPORT_BUDGET = NODE_LIMITS.reportBytes - 512;
 
 /** A message's size as it goes on the wire (UTF-8 JSON). */
 export function wireSize(message: unknown): number {
-  return new TextEncoder().encode(JSON.stringify(message)).length;
+  return utf8Length(JSON.stringify(message));
+}
+
+const UTF8 = new TextEncoder();
+
+/** The length of `text` in UTF-8, in bytes. */
+export function utf8Length(text: string): number {
+  return UTF8.encode(text).length;
 }
 
 /** How many of the first `list` items `build` can carry within `budget` bytes. */
@@ -207,6 +214,18 @@ function cut(text: string, max: number): string {
  * then the last of the others (the failed ones stay), counted in `omitted`.
  */
 export function applyMessage(node: string, report: ApplyReport, trigger: Trigger): ApplyMessage {
+  return applyReportText(node, report, trigger).message;
+}
+
+/**
+ * The report of an apply (applyMessage) with its wire text: the text its size was measured
+ * by, so a report is stringified once on its way to the outbox, which keeps that text.
+ */
+export function applyReportText(
+  node: string,
+  report: ApplyReport,
+  trigger: Trigger,
+): { message: ApplyMessage; text: string } {
   const all = report.results;
   const build = (results: ResourceResult[], error = report.error): ApplyMessage => ({
     v: 1,
@@ -226,11 +245,15 @@ export function applyMessage(node: string, report: ApplyReport, trigger: Trigger
     ...(results.length < all.length ? { omitted: all.length - results.length } : {}),
     ...(error ? { error } : {}),
   });
-  let message = build(all);
-  if (wireSize(message) <= REPORT_BUDGET) return message;
+  const fits = (message: ApplyMessage) => {
+    const text = JSON.stringify(message);
+    return utf8Length(text) <= REPORT_BUDGET ? { message, text } : undefined;
+  };
+  const whole = fits(build(all));
+  if (whole) return whole;
   const telling = all.filter((r) => r.outcome !== "unchanged");
-  message = build(telling);
-  if (wireSize(message) <= REPORT_BUDGET) return message;
+  const changes = fits(build(telling));
+  if (changes) return changes;
   // Still too large: the failed results, and as many of the others as fit, in order.
   const failed = all.filter((r) => r.outcome === "failed").slice(0, 10).map((r) => ({
     ...r,
@@ -243,7 +266,8 @@ export function applyMessage(node: string, report: ApplyReport, trigger: Trigger
     return [...others.filter((r) => chosen.has(r)), ...failed];
   };
   const n = fitting(others, (items) => build(kept(items), error), REPORT_BUDGET);
-  return build(kept(others.slice(0, n)), error);
+  const message = build(kept(others.slice(0, n)), error);
+  return { message, text: JSON.stringify(message) };
 }
 
 /**

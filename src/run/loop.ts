@@ -43,7 +43,7 @@ import { Link, type LinkOptions } from "../link/link.ts";
 import { subjectsOf } from "../link/subjects.ts";
 import { expiry, notAfterOf } from "../link/signature.ts";
 import {
-  applyMessage,
+  applyReportText,
   heldMessage,
   type RefusalMessage,
   refusalMessage,
@@ -670,7 +670,7 @@ class RunLoop {
     if (report.outcome !== "interrupted") await this.#launcher.reconciled();
     // Into the outbox first (delivered in order, removed once the broker acknowledged it).
     if (this.#identity) {
-      this.#outbox.keep(applyMessage(this.#identity.node, report, trigger));
+      this.#outbox.keep(applyReportText(this.#identity.node, report, trigger).text);
       this.#heartbeat(false);
       if (c.changed + c.removed + c.forgotten > 0) this.#inventory.changed();
     }
@@ -728,9 +728,9 @@ class RunLoop {
     // "started and got through a reconcile"), whatever the machine looks like.
     await this.#launcher.reconciled();
     if (this.#identity) {
-      this.#outbox.keep(
+      this.#outbox.keep(JSON.stringify(
         heldMessage(this.#identity.node, trigger, hold, declaration, entries, error),
-      );
+      ));
       this.#heartbeat(false);
     }
     this.#armDrift();
@@ -757,7 +757,9 @@ class RunLoop {
   ): void {
     this.#log(`link: ${message.replace(/:\n\s*/, ": ").replace(/\n\s*/g, "; ")}`, "warning");
     if (this.#identity) {
-      this.#outbox.keep(refusalMessage(this.#identity.node, serial, reason, message, problems));
+      this.#outbox.keep(
+        JSON.stringify(refusalMessage(this.#identity.node, serial, reason, message, problems)),
+      );
     }
   }
 

@@ -7,7 +7,7 @@
  * counted in the next one delivered (`dropped`).
  */
 import { describeError } from "../errors.ts";
-import { REPORT_BUDGET, shrinkReport } from "../link/messages.ts";
+import { REPORT_BUDGET, shrinkReport, utf8Length } from "../link/messages.ts";
 import type { Link } from "../link/link.ts";
 import type { Log } from "../log.ts";
 import type { OutboxBounds, OutboxEntry } from "../store/outbox_table.ts";
@@ -25,11 +25,19 @@ export function messageId(node: string, entry: OutboxEntry): string {
 /**
  * The report as it is delivered: the stored one with its id and the dropped count,
  * within what the broker stores of a report (shrunk when an older version kept it
- * larger).
+ * larger). A stored report within the budget is not parsed again: the two fields are
+ * added to its text (a kept report never has them: they are added here only).
  */
 export function outgoing(entry: OutboxEntry, id: string): string {
-  const body = shrinkReport(JSON.parse(entry.body) as Record<string, unknown>, REPORT_BUDGET);
-  return JSON.stringify({ ...body, id, ...(entry.dropped > 0 ? { dropped: entry.dropped } : {}) });
+  const added = { id, ...(entry.dropped > 0 ? { dropped: entry.dropped } : {}) };
+  const text = entry.body;
+  if (text.startsWith("{") && text.endsWith("}") && utf8Length(text) <= REPORT_BUDGET) {
+    const inner = text.slice(1, -1);
+    const fields = JSON.stringify(added).slice(1, -1);
+    return `{${inner}${inner.trim() === "" ? "" : ","}${fields}}`;
+  }
+  const body = shrinkReport(JSON.parse(text) as Record<string, unknown>, REPORT_BUDGET);
+  return JSON.stringify({ ...body, ...added });
 }
 
 /** What the sender needs from the loop. */
@@ -58,9 +66,9 @@ export class OutboxSender {
     this.#o = { retryMs: 5000, ackTimeoutMs: 10_000, ...options };
   }
 
-  /** Keep a report (first, before anything is sent), then try to deliver. */
-  keep(message: unknown): void {
-    const { dropped } = this.#o.store.outbox.push(JSON.stringify(message), this.#o.bounds);
+  /** Keep a report's JSON text (first, before anything is sent), then try to deliver. */
+  keep(text: string): void {
+    const { dropped } = this.#o.store.outbox.push(text, this.#o.bounds);
     if (dropped > 0) {
       this.#o.log(
         `outbox: dropped ${dropped} old report(s) to stay within ` +

@@ -74,7 +74,7 @@ async function take(sim: Sim, signer: string, pushed: Pushed, how: string): Prom
       return say({ event: "failed", node: sim.node, why: `object ${r.contentSha256} not read` });
     }
   }
-  sim.outbox.keep({
+  sim.outbox.keep(JSON.stringify({
     v: 1,
     kind: "apply",
     node: sim.node,
@@ -95,7 +95,7 @@ async function take(sim: Sim, signer: string, pushed: Pushed, how: string): Prom
       failed: 0,
     },
     results: [],
-  });
+  }));
   say({ event: "verified", node: sim.node, serial: declaration.serial, how });
 }
 
