@@ -2,6 +2,7 @@
 import assert from "node:assert/strict";
 import { admit, applyText, openEngine, planText } from "../src/engine/mod.ts";
 import { posixFileSystem } from "../os/posix-fs/mod.ts";
+import { sha256Hex } from "../src/declaration/canonical.ts";
 import type { FileSystem } from "../src/providers.ts";
 import { directory, exists, file, hostOn, modeOf, scratch } from "./_helpers.ts";
 import { apply } from "./resources/_apply.ts";
@@ -361,4 +362,34 @@ Deno.test("the same text from the same place is parsed once per engine (the drif
   const bad = JSON.stringify({ version: 1, resources: [file("x", "/outside/x", "1")] });
   await assert.rejects(admit(host, bad, from));
   await assert.rejects(admit(host, bad, from));
+});
+
+Deno.test("an apply builds the canonical JSON of its declaration once: the digest's text is the stored body", async () => {
+  await using s = await scratch();
+  using host = await hostOn(s);
+  const resources = Array.from(
+    { length: 20 },
+    (_, i) => file(`f${i}`, `${s.root}/f${i}`, `${i}\n`),
+  );
+  // Count what JSON.stringify is asked of a whole declaration (an object with `resources`).
+  const stringify = JSON.stringify;
+  let wholes = 0;
+  JSON.stringify = ((value: unknown, ...rest: never[]) => {
+    if (value !== null && typeof value === "object" && "resources" in value) wholes++;
+    return stringify(value, ...rest);
+  }) as typeof JSON.stringify;
+  let report;
+  try {
+    report = await applyText(host, stringify({ version: 1, resources }), {
+      source: "file",
+      origin: "test",
+    });
+  } finally {
+    JSON.stringify = stringify;
+  }
+  assert.equal(report.outcome, "converged");
+  assert.equal(wholes, 1, "the parse's canonical JSON, for the digest and the stored body");
+  const stored = host.store.current()!;
+  assert.equal(`sha256:${await sha256Hex(stored.body)}`, report.digest);
+  assert.deepEqual(JSON.parse(stored.body).resources.length, 20);
 });

@@ -8,7 +8,7 @@
  * syncing, reading back, recording), the recorder (recorder.ts: results, counts, how
  * the apply stands), `finishPass` (release, sync, the apply's record and report).
  */
-import { canonicalJson, digestOf } from "../declaration/canonical.ts";
+import { digestOf } from "../declaration/canonical.ts";
 import type { Declaration } from "../declaration/envelope.ts";
 import { type KindContext, type KindNotes, newKindContext } from "../resources/kind.ts";
 import {
@@ -21,6 +21,7 @@ import {
 } from "../resources/mod.ts";
 import type { FileIdentity, Providers } from "../providers.ts";
 import { META } from "../store/meta.ts";
+import { canonicalBody } from "./parse.ts";
 import { releaseUndeclared } from "./release.ts";
 import { answerRescue, pendingRescue, type Rescue } from "./hold.ts";
 import { restoreResources } from "../store/confirm_records.ts";
@@ -278,7 +279,7 @@ export function makeCurrent(
   declaration: Declaration,
   options: Pick<ApplyOptions, "source" | "origin">,
 ): void {
-  const { digest, ...body } = declaration;
+  const { digest } = declaration;
   const current = store.currentHead();
   if (
     current?.digest !== digest || current.source !== options.source ||
@@ -290,7 +291,7 @@ export function makeCurrent(
       node: declaration.node,
       serial: declaration.serial,
       digest,
-      body: canonicalJson(body),
+      body: canonicalBody(declaration),
     });
   }
 }

@@ -10,7 +10,7 @@
  * (the bundle only).
  */
 import * as v from "valibot";
-import { digestOf } from "../declaration/canonical.ts";
+import { canonicalJson, sha256Hex } from "../declaration/canonical.ts";
 import {
   type Declaration,
   DeclarationRefused,
@@ -105,7 +105,28 @@ async function parse(
   const resources = parsed.map(([, resource]) => resource);
 
   const declaration = { ...head, resources };
-  return { ...declaration, digest: await digestOf(declaration) };
+  const canonical = canonicalJson(declaration);
+  const value = { ...declaration, digest: `sha256:${await sha256Hex(canonical)}` };
+  CANONICAL.set(value, canonical);
+  return value;
+}
+
+/**
+ * The canonical JSON of each declaration the parse returned, without its digest: built once
+ * for the digest and kept for the store, which keeps the same text as the declaration's body
+ * (apply.ts makeCurrent). Weakly: it goes when the declaration does.
+ */
+const CANONICAL = new WeakMap<Declaration, string>();
+
+/**
+ * The canonical JSON of `declaration` without its digest (what the digest is of): the one
+ * the parse built, or, for a value the parse did not return, made now.
+ */
+export function canonicalBody(declaration: Declaration): string {
+  const known = CANONICAL.get(declaration);
+  if (known !== undefined) return known;
+  const { digest: _digest, ...body } = declaration;
+  return canonicalJson(body);
 }
 
 function parseResource(
