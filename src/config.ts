@@ -7,7 +7,7 @@ import * as v from "valibot";
 import { posix } from "./posix_path.ts";
 import { ConfigError } from "./errors.ts";
 import { compileOwnPaths, isWithin, ownRelation, pathProblem } from "./declaration/paths.ts";
-import type { OwnResources, Permit } from "./declaration/envelope.ts";
+import type { OwnResources, Permit } from "./declaration/options.ts";
 import { DEFAULT_LIMITS, type Limits } from "./declaration/limits.ts";
 import { canonicalSetting, isGuardedSetting, isSettingName } from "./resources/sysctl.ts";
 import { stopsTheNode } from "./resources/service.ts";

@@ -6,7 +6,8 @@
  * as `file` resources beside users and groups refused (one owner per fact).
  */
 import assert from "node:assert/strict";
-import { DeclarationRefused, type ParseOptions } from "../src/declaration/envelope.ts";
+import { DeclarationRefused } from "../src/declaration/envelope.ts";
+import type { ParseOptions } from "../src/declaration/options.ts";
 import { parseDeclaration } from "../src/engine/parse.ts";
 
 const options: ParseOptions = {

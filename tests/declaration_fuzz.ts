@@ -22,7 +22,8 @@
  */
 import { posix } from "node:path";
 import { canonicalJson } from "../src/declaration/canonical.ts";
-import { DeclarationRefused, type ParseOptions } from "../src/declaration/envelope.ts";
+import { DeclarationRefused } from "../src/declaration/envelope.ts";
+import type { ParseOptions } from "../src/declaration/options.ts";
 import { parseDeclaration, parseTrustedDeclaration } from "../src/engine/parse.ts";
 import type { Resource } from "../src/resources/mod.ts";
 import { ALL_OWN_PATHS } from "../packaging/own_paths_by_os.ts";

@@ -4,7 +4,8 @@
  */
 import assert from "node:assert/strict";
 import { loadConfig } from "../src/config.ts";
-import { DeclarationRefused, type ParseOptions } from "../src/declaration/envelope.ts";
+import { DeclarationRefused } from "../src/declaration/envelope.ts";
+import type { ParseOptions } from "../src/declaration/options.ts";
 import { parseDeclaration, parseTrustedDeclaration } from "../src/engine/parse.ts";
 import { admit, applyText } from "../src/engine/mod.ts";
 import { ALL_OWN_PATHS, OWN_PATHS_BY_OS } from "../packaging/own_paths_by_os.ts";

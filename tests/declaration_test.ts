@@ -2,8 +2,10 @@
 import assert from "node:assert/strict";
 import { loadConfig } from "../src/config.ts";
 import { ALL_OWN_PATHS } from "../packaging/own_paths_by_os.ts";
-import { DeclarationRefused, type ParseOptions } from "../src/declaration/envelope.ts";
-import { parseDeclaration, parseTrustedDeclaration } from "../src/engine/parse.ts";
+import { DeclarationRefused } from "../src/declaration/envelope.ts";
+import type { ParseOptions } from "../src/declaration/options.ts";
+import { canonicalBody, parseDeclaration, parseTrustedDeclaration } from "../src/engine/parse.ts";
+import { sha256Hex } from "../src/declaration/canonical.ts";
 import { container, directory, file } from "./_declarations.ts";
 
 const dir = await Deno.makeTempDir({ prefix: "nox-decl-" });
@@ -394,4 +396,17 @@ Deno.test("every problem is reported at once, in document order", async () => {
     "resources[1].type",
     "resources[2].mode",
   ]);
+});
+
+Deno.test("the canonical text of a parsed declaration is the one its digest is of, for the value and for a copy", async () => {
+  const parsed = await parseDeclaration(
+    doc([directory(), file()], { node: "node-a", serial: 4 }),
+    options,
+  );
+  const text = canonicalBody(parsed);
+  assert.equal(`sha256:${await sha256Hex(text)}`, parsed.digest);
+  // A copy (not the parse's value, so made again), with a field the envelope does not have.
+  assert.equal(canonicalBody({ ...parsed, extra: true } as typeof parsed), text);
+  const { digest: _digest, ...body } = parsed;
+  assert.deepEqual(JSON.parse(text), JSON.parse(JSON.stringify(body)));
 });

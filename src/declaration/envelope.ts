@@ -3,53 +3,15 @@
  * ordered resources, and what a parse answers (a declaration, or the problems
  * that refused it). The resources themselves are each kind's business
  * (src/resources/); the parse that joins them is src/engine/parse.ts. Size limits are
- * limits.ts and the problems a refusal lists refused.ts: src/resources/kind.ts needs them and
- * this module names `Resource`, so they live below both (no import circle).
+ * limits.ts, what the parse is told of the host options.ts and the problems a refusal lists
+ * refused.ts: the kinds (src/resources/kind.ts) need them and this module names `Resource`,
+ * so they live below both (no import circle).
  */
 import * as v from "valibot";
 import type { Resource } from "../resources/mod.ts";
 import { NODE_ID } from "./fields.ts";
-import type { Limits } from "./limits.ts";
 
 export { DeclarationRefused, type Problem } from "./refused.ts";
-
-/** What belongs to the host itself and so may never be declared. */
-export interface OwnResources {
-  /**
-   * Files and directories (and everything below them) the host never manages,
-   * nor any directory above them; a component may hold `*` (any characters
-   * within it). Per OS from packaging/own_paths_by_os.ts, plus the configured ones.
-   */
-  paths: readonly string[];
-  /** Service names (with or without ".service"); every unit of these names is refused. */
-  services: readonly string[];
-}
-
-/**
- * What this machine's configuration (host.json `permit`) lets the safe parse accept although
- * it refuses it by default: kernel settings that run programs or turn a protection off, and
- * services that stop or isolate the node (src/resources/sysctl.ts, service.ts). The trusted
- * parse (the bundle) accepts them all.
- */
-export interface Permit {
-  /** Setting names, in their dotted form ("kernel.core_pattern"). */
-  sysctls: readonly string[];
-  /** Service names (every unit of the name, as for the host's own service). */
-  services: readonly string[];
-}
-
-/** What the parse needs to know about this host. */
-export interface ParseOptions {
-  /** Roots the host may manage; a path outside every one of them is refused. */
-  managedRoots: readonly string[];
-  /** The host's own files and services. */
-  own: OwnResources;
-  /** What this machine permits that the safe parse refuses by default (none when absent). */
-  permit?: Permit;
-  limits?: Partial<Limits>;
-  /** Where the text came from, for messages: a file name, "the link", "the bundle". */
-  origin?: string;
-}
 
 /** A parsed declaration: valid, complete, addressed (or not), with its digest. */
 export interface Declaration {

@@ -15,9 +15,9 @@ import {
   type Declaration,
   DeclarationRefused,
   EnvelopeSchema,
-  type ParseOptions,
   type Problem,
 } from "../declaration/envelope.ts";
+import type { ParseOptions } from "../declaration/options.ts";
 import { DEFAULT_LIMITS, type Limits } from "../declaration/limits.ts";
 import { problemList, type ProblemSink } from "../declaration/refused.ts";
 import { parseStrictJson } from "../declaration/json.ts";
@@ -125,8 +125,8 @@ const CANONICAL = new WeakMap<Declaration, string>();
 export function canonicalBody(declaration: Declaration): string {
   const known = CANONICAL.get(declaration);
   if (known !== undefined) return known;
-  const { digest: _digest, ...body } = declaration;
-  return canonicalJson(body);
+  const { version, node, serial, resources } = declaration;
+  return canonicalJson({ version, node, serial, resources });
 }
 
 function parseResource(

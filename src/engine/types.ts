@@ -5,7 +5,7 @@
  */
 import type { HostConfig } from "../config.ts";
 import type { ContentSource } from "../store/content.ts";
-import type { OwnResources } from "../declaration/envelope.ts";
+import type { OwnResources } from "../declaration/options.ts";
 import type { Providers } from "../providers.ts";
 import type { Resource } from "../resources/mod.ts";
 import type { Counts, ResourceResult, Source } from "../store/records.ts";

@@ -9,7 +9,8 @@
  */
 import assert from "node:assert/strict";
 import { loadConfig } from "../../src/config.ts";
-import { DeclarationRefused, type ParseOptions } from "../../src/declaration/envelope.ts";
+import { DeclarationRefused } from "../../src/declaration/envelope.ts";
+import type { ParseOptions } from "../../src/declaration/options.ts";
 import { parseDeclaration } from "../../src/engine/parse.ts";
 import { ALL_OWN_PATHS } from "../../packaging/own_paths_by_os.ts";
 
