@@ -104,7 +104,11 @@ async function parse(
   }
   const resources = parsed.map(([, resource]) => resource);
 
-  const declaration = { ...head, resources };
+  return await hashed({ ...head, resources });
+}
+
+/** The declaration with its digest, the canonical text that is of kept (canonicalBody). */
+async function hashed(declaration: Omit<Declaration, "digest">): Promise<Declaration> {
   const canonical = canonicalJson(declaration);
   const value = { ...declaration, digest: `sha256:${await sha256Hex(canonical)}` };
   CANONICAL.set(value, canonical);
