@@ -13,4 +13,5 @@ command=/bin/sleep
 command_args=infinity
 command_background=yes
 pidfile=/run/noxad-svc.pid
+retry=TERM/10
 `;
