@@ -11,8 +11,12 @@ import assert from "node:assert/strict";
 import { DEFAULT_LIMITS } from "../src/declaration/limits.ts";
 import { SHAPES } from "./_declaration_shapes.ts";
 
-/** Far above the figures (under a second each here), so that a loaded machine passes. */
-const BOUND_MS = 10_000;
+/**
+ * A hang guard, not a timing figure (each parse takes under a second here; how long is
+ * `deno task bench:parse`'s to say): a parse that never ends fails instead of stalling the suite,
+ * and a machine loaded many times over still passes.
+ */
+const BOUND_MS = 120_000;
 
 interface Answer {
   wallMs: number;
@@ -41,9 +45,12 @@ async function parseInWorker(index: number): Promise<Answer | undefined> {
 }
 
 for (const [index, shape] of SHAPES.entries()) {
-  Deno.test(`at the size limit, parsed within ${BOUND_MS / 1000} s: ${shape.name}`, async () => {
+  Deno.test(`at the size limit, parsed (a hang guard at ${BOUND_MS / 1000} s): ${shape.name}`, async () => {
     const answer = await parseInWorker(index);
-    assert.ok(answer, `${shape.name}: no answer within ${BOUND_MS} ms`);
+    assert.ok(
+      answer,
+      `${shape.name}: no answer within ${BOUND_MS} ms: the parse hangs or is far slower than bench:parse says`,
+    );
     assert.ok(answer.bytes <= DEFAULT_LIMITS.maxBytes, `${answer.bytes} bytes`);
     assert.match(answer.outcome, shape.expect === "accepted" ? /^accepted/ : /^refused$/);
   });
