@@ -62,7 +62,7 @@ const reserveGb = Math.max(4, Math.ceil((N * 9) / 1024) + 2);
 const cluster = await startLocalCluster(dir, { size: 3, maxFileStore: `${reserveGb}GB` });
 const control = await ControlPlane.open(dir);
 control.serveEnrolments();
-control.serveObjects();
+control.serveNodes();
 const workers: Deno.ChildProcess[] = [];
 
 /** CPU seconds (user + system) of a process, from /proc. */
