@@ -51,19 +51,11 @@ import { signTrust, TRUST_HEADER } from "../../src/link/trust.ts";
 import { issueServerCertificate, makeCa } from "../lib/certs.ts";
 import { join } from "node:path";
 import { unbase64url } from "../../src/link/_base64url.ts";
-import {
-  accountJwts,
-  joinUserJwt,
-  nodeUserJwt,
-  operatorInclude,
-  serviceCreds,
-} from "./operator.ts";
+import { accountJwts, joinUserJwt, nodeUserJwt, serviceCreds } from "./operator.ts";
 import {
   accountState,
-  atomicWrite,
   certifiedServers,
   checkNodeName,
-  meshFiles,
   type MeshState,
   namedNodes,
   readState,
@@ -241,6 +233,18 @@ export class ControlPlane implements AsyncDisposable {
   }
 
   /**
+   * Reload every server's configuration (its certificates) and give each stream its
+   * configuration again: on nats-server 2.9.10 in operator mode a reload lost the direct
+   * get of the declaration stream (the one that republishes), so that every catch-up
+   * went unanswered until the stream was updated; an update with the same configuration
+   * brings it back (measured: tests/link_certificates_test.ts renews and rotates).
+   */
+  async #reloadServers(): Promise<void> {
+    await reloadBroker(this.dir, await this.state());
+    await this.ensureStreams();
+  }
+
+  /**
    * `work` (JetStream API requests), tried again for up to 30 s while a cluster has no
    * answer (a server just restarted, a stream electing its leader).
    */
@@ -261,9 +265,11 @@ export class ControlPlane implements AsyncDisposable {
   /**
    * Push the account JWTs the state implies (revocations, sites' scopes) to every server,
    * through the system account (`$SYS.REQ.CLAIMS.UPDATE`: each server's full resolver
-   * takes it live and keeps it), and write them into operator.conf for servers started
-   * later. No server reloads. Pushes are made one at a time; a call during one waits for
-   * the next, which covers it. Resolves when every server answered (or says why not).
+   * takes it live and keeps it in its directory, across restarts). No server reloads, and
+   * no server's configuration changes (operator.conf keeps the preloads it was written
+   * with: nats-server refuses a reload whose operator part changed, which a certificate's
+   * renewal needs). Pushes are made one at a time; a call during one waits for the next,
+   * which covers it. Resolves when every server answered (or says why not).
    */
   pushAccounts(): Promise<void> {
     if (this.#pushAgain) return this.#pushAgain;
@@ -320,10 +326,6 @@ export class ControlPlane implements AsyncDisposable {
     } finally {
       await sys.close().catch(() => {});
     }
-    await atomicWrite(
-      meshFiles(this.dir).operator,
-      await operatorInclude(state.operator, accounts),
-    );
   }
 
   /**
@@ -828,7 +830,7 @@ export class ControlPlane implements AsyncDisposable {
       });
       renewed.push(server.cert.certFile);
     }
-    await reloadBroker(this.dir, state);
+    await this.#reloadServers();
     return { renewed };
   }
 
@@ -892,10 +894,10 @@ export class ControlPlane implements AsyncDisposable {
       s.caPem = pem;
       s.trust = { serial, issued: new Date().toISOString(), cas: [{ pem }] };
     });
-    await reloadBroker(this.dir, await this.state());
+    await this.#reloadServers();
     if (bundle) {
       await Deno.writeTextFile(bundle, pem);
-      await reloadBroker(this.dir, await this.state());
+      await this.#reloadServers();
     }
     const { republished } = await this.republish(state.signer.publicKey);
     return { trust: serial, republished };

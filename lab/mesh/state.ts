@@ -3,9 +3,10 @@
  * certificate facts, the operator's and accounts' keys (NATS operator mode:
  * lab/mesh/operator.ts), admitted nodes and minted tokens. No server's configuration
  * holds a node, a key or a grant: what the broker must know of them goes to the servers
- * as account JWTs pushed through the system account (control.ts), and DIR/operator.conf
- * (the operator part every server includes) is written again with them, so that a
- * server started later starts with them. Nothing here reloads a server for them.
+ * as account JWTs pushed through the system account (control.ts), which each server's
+ * full resolver keeps in its own directory, across restarts. DIR/operator.conf (the
+ * operator part every server includes, written once when the mesh is made) never
+ * changes. Nothing here reloads a server for them.
  *
  * Every change runs under an exclusive lock on DIR/mesh.lock, so the CLI and a running
  * `serve` never overwrite each other; the changes one process makes at the same moment
