@@ -68,9 +68,9 @@ Deno.test("enrol: the node makes its own key (0600, never sent) and gets its JWT
   const storeBytes = await Deno.readFile(posix.join(s.stateDir, "state.db"));
   assert.ok(!new TextDecoder().decode(storeBytes).includes(seed), "no seed in the store");
 
-  // Spent: its join user is on the join account's revocation list, pushed to the server
-  // after the answer (the broker refuses it from then on; the control plane refuses a
-  // second ask that came before).
+  // Spent: its join user goes on the join account's revocation list, pushed to the server
+  // once its answer surely arrived (JOIN_REVOCATION_DELAY_MS; the broker refuses it from
+  // then on, and the control plane a second use before).
   const joinUser = decodeToken(token);
   await until("the broker refuses the spent join key", async () => {
     try {
@@ -83,7 +83,7 @@ Deno.test("enrol: the node makes its own key (0600, never sent) and gets its JWT
     } catch (error) {
       return /Authorization Violation|revoked/i.test(String(error)) || undefined;
     }
-  }, 20_000);
+  }, 60_000);
   await using other = await scratch();
   const again = await runHost(["enrol", "--token", "-"], { env: other.env, stdin: token });
   assert.equal(again.code, 69, again.stderr);

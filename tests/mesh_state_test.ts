@@ -9,6 +9,7 @@ import { createUser } from "@nats-io/nkeys";
 import {
   accountState,
   checkNodeName,
+  JOIN_REVOCATION_DELAY_MS,
   type MeshState,
   readState,
   withState,
@@ -80,13 +81,15 @@ Deno.test("mesh state: a token for a hostile name is never minted, and nothing i
   assert.equal(await Deno.readTextFile(join(mesh.dir, "mesh.json")), before);
 });
 
-Deno.test("mesh state: what the account JWTs say follows it: revoked and replaced keys, spent join keys until they expire, each site's nodes and live join keys", async () => {
+Deno.test("mesh state: what the account JWTs say follows it: revoked and replaced keys, spent join keys from JOIN_REVOCATION_DELAY_MS after their answer until they expire, each site's nodes and live join keys", async () => {
   const s = state([]);
   const now = new Date();
   const later = new Date(now.getTime() + 3_600_000).toISOString();
   const earlier = new Date(now.getTime() - 1000).toISOString();
+  const settled = new Date(now.getTime() - JOIN_REVOCATION_DELAY_MS).toISOString();
   const key = () => createUser().getPublicKey();
-  const [a, b, old, spent, expired, live, siteLive] = [
+  const [a, b, old, spent, justSpent, expired, live, siteLive] = [
+    key(),
     key(),
     key(),
     key(),
@@ -113,7 +116,9 @@ Deno.test("mesh state: what the account JWTs say follows it: revoked and replace
     },
   };
   s.tokens = {
-    [spent]: { node: "node-a", expires: later, mintedAt: "", usedAt: now.toISOString() },
+    [spent]: { node: "node-a", expires: later, mintedAt: "", usedAt: settled },
+    // Its answer may still be on its way to the node: revoked only once the delay passed.
+    [justSpent]: { node: "node-a", expires: later, mintedAt: "", usedAt: now.toISOString() },
     [expired]: { node: "node-a", expires: earlier, mintedAt: "", usedAt: earlier },
     [live]: { node: "node-c", expires: later, mintedAt: "" },
     [siteLive]: { node: "s1", expires: later, mintedAt: "", via: "leaf1" },

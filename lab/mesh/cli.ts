@@ -164,8 +164,10 @@ switch (command) {
     let left = values.once ? 1 : Number(values.count ?? 0);
     control.serveEnrolments((line) => {
       console.log(line);
-      // --once: after the first answer; --count N: after N admitted nodes.
-      if ((values.once || line.startsWith("enrolled ")) && --left <= 0) answered();
+      // --once: after the first answer; --count N: after N admitted nodes (a second ask of
+      // one whose answer was lost is not another node).
+      const admitted = line.startsWith("enrolled ") && !line.endsWith("(asked again)");
+      if ((values.once || admitted) && --left <= 0) answered();
     });
     console.log("answering enrolments");
     const limit = values.timeout === undefined ? undefined : Number(values.timeout) * 1000;

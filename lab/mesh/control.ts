@@ -56,6 +56,7 @@ import {
   accountState,
   certifiedServers,
   checkNodeName,
+  JOIN_REVOCATION_DELAY_MS,
   type MeshState,
   namedNodes,
   readState,
@@ -105,6 +106,11 @@ export class ControlPlane implements AsyncDisposable {
   /** Account JWT pushes: one at a time, a change during one waits for the next. */
   #pushing: Promise<void> | undefined;
   #pushAgain: Promise<void> | undefined;
+  /** What each account said when this process last pushed it (claimsOf). */
+  readonly #pushed = new Map<string, string>();
+  /** The push waiting (#pushSoon), and when it is due. */
+  #pushTimer: ReturnType<typeof setTimeout> | undefined;
+  #pushTimerAt = 0;
 
   private constructor(dir: string, nc: NatsConnection, replicas: number, cas: string[]) {
     this.dir = dir;
@@ -283,10 +289,37 @@ export class ControlPlane implements AsyncDisposable {
     });
   }
 
+  /** A push `ms` from now (one waiting at a time: the earliest asked). */
+  #pushSoon(ms: number): void {
+    const at = Date.now() + ms;
+    if (this.#pushTimer && this.#pushTimerAt <= at) return;
+    clearTimeout(this.#pushTimer);
+    this.#pushTimerAt = at;
+    this.#pushTimer = setTimeout(() => {
+      this.#pushTimer = undefined;
+      this.pushAccounts().then(async () => {
+        // Join keys spent since, still within their delay: pushed when it ends.
+        const state = await readState(this.dir);
+        const waiting = Object.values(state.tokens)
+          .map((t) => t.usedAt ? Date.parse(t.usedAt) + JOIN_REVOCATION_DELAY_MS : 0)
+          .filter((when) => when > Date.now());
+        if (waiting.length > 0 && !this.#closing) {
+          this.#pushSoon(Math.min(...waiting) - Date.now() + 100);
+        }
+      }).catch((e) => console.error(`account update: ${(e as Error).message}`));
+    }, ms);
+  }
+
   async #push(): Promise<void> {
     const state = await readState(this.dir);
     const accounts = accountState(state);
-    const jwts = await accountJwts(state.operator, accounts);
+    const all = await accountJwts(state.operator, accounts);
+    // Only what changed since this process's last push (each update makes every server
+    // take the account anew): at ten thousand nodes an enrolment changes the join account
+    // alone.
+    const jwts = Object.fromEntries(
+      Object.entries(all).filter(([name, jwt]) => this.#pushed.get(name) !== claimsOf(jwt)),
+    );
     const creds = await serviceCreds(state.operator);
     const servers = state.cluster?.length ?? 1;
     const sys = await connect({
@@ -322,6 +355,7 @@ export class ControlPlane implements AsyncDisposable {
             throw new Error(`a server refused the update of account ${name}: ${answer}`);
           }
         }
+        this.#pushed.set(name, claimsOf(jwt));
       }
     } finally {
       await sys.close().catch(() => {});
@@ -650,7 +684,7 @@ export class ControlPlane implements AsyncDisposable {
       if (!token || token.node !== node) return { problem: "no such token for this node" };
       if (token.usedAt) {
         return token.admitted === request.publicKey
-          ? { again: true, replaced: false }
+          ? { again: true, replaced: false, seeds: s.operator }
           : { problem: `the token was already used at ${token.usedAt}` };
       }
       if (Date.parse(token.expires) <= Date.now()) {
@@ -676,15 +710,16 @@ export class ControlPlane implements AsyncDisposable {
         ...(token.via === undefined ? {} : { site: token.via }),
       };
       if (s.nodes[node].replaced?.length === 0) delete s.nodes[node].replaced;
-      return { again: false, replaced };
+      return { again: false, replaced, seeds: s.operator };
     });
-    if ("problem" in outcome) return refuse(outcome.problem!);
-    const state = await readState(this.dir);
-    const jwt = await nodeUserJwt(state.operator, node, request.publicKey);
+    if (outcome.problem !== undefined) return refuse(outcome.problem);
+    const jwt = await nodeUserJwt(outcome.seeds!, node, request.publicKey);
     msg.respond(JSON.stringify({ ok: true, jwt }));
     if (!outcome.again) {
-      // The join key spent (and a key it replaced) refused by every server from now on.
-      this.pushAccounts().catch((e) => console.error(`account update: ${(e as Error).message}`));
+      // A key it replaced is refused by every server from now on; the join key spent once
+      // its answer surely arrived (JOIN_REVOCATION_DELAY_MS).
+      if (outcome.replaced) this.#pushSoon(0);
+      this.#pushSoon(JOIN_REVOCATION_DELAY_MS + 100);
     }
     return `enrolled ${node} with key ${request.publicKey}${outcome.again ? " (asked again)" : ""}`;
   }
@@ -1126,6 +1161,9 @@ export class ControlPlane implements AsyncDisposable {
 
   async close(): Promise<void> {
     this.#closing = true;
+    // A join key spent within its delay stays unrevoked until a later push (of any
+    // control plane process); the control plane refuses its second use meanwhile.
+    clearTimeout(this.#pushTimer);
     for (const sub of this.#subs) sub.unsubscribe();
     await this.#pushing?.catch(() => {});
     await this.nc.close().catch(() => {});
@@ -1153,6 +1191,13 @@ function grantsReader(dir: string): (node: string) => Promise<string[]> {
     }
     return seen.grants[node] ?? [];
   };
+}
+
+/** What an account JWT says, without when and under which id it was issued. */
+function claimsOf(jwt: string): string {
+  const text = new TextDecoder().decode(unbase64url(jwt.split(".")[1]));
+  const { iat: _iat, jti: _jti, ...claims } = JSON.parse(text);
+  return JSON.stringify(claims);
 }
 
 /** Whether `key` is an NKey user public key (prefix U, checksum right). */

@@ -214,10 +214,21 @@ export function sitesOf(state: MeshState, node: string): string[] {
 const epoch = (iso: string) => Math.floor(Date.parse(iso) / 1000);
 
 /**
+ * How long after its enrolment was answered a spent join key goes on the join account's
+ * revocation list. The servers close a revoked user's connection at once, and the answer
+ * may still be on its way to it (across a route, from another server): revoked at once,
+ * one node in six lost its answer on a three-server cluster (the answer's JWT with it).
+ * Meanwhile the control plane refuses the key's second use itself; the enrolment
+ * request's own timeout is 20 s.
+ */
+export const JOIN_REVOCATION_DELAY_MS = 25_000;
+
+/**
  * What the account JWTs must say for `state` (lab/mesh/operator.ts): the nodes' account's
  * revocations (revoked nodes' keys, and keys a node was admitted with before), the join
- * account's (spent join keys, until their token expires: the JWT ends then anyway), and
- * each site's scope (its nodes that are not revoked, its live join keys).
+ * account's (spent join keys, JOIN_REVOCATION_DELAY_MS after their answer and until their
+ * token expires: the JWT ends then anyway), and each site's scope (its nodes that are not
+ * revoked, its live join keys).
  */
 export function accountState(state: MeshState, now: Date = new Date()): AccountState {
   const revokedNodes: Record<string, number> = {};
@@ -229,8 +240,10 @@ export function accountState(state: MeshState, now: Date = new Date()): AccountS
   }
   const revokedJoins: Record<string, number> = {};
   const live = (t: TokenRecord) => Date.parse(t.expires) > now.getTime();
+  const settled = (t: TokenRecord) =>
+    Date.parse(t.usedAt!) + JOIN_REVOCATION_DELAY_MS <= now.getTime();
   for (const [key, token] of Object.entries(state.tokens)) {
-    if (token.usedAt && live(token)) revokedJoins[key] = epoch(token.usedAt);
+    if (token.usedAt && live(token) && settled(token)) revokedJoins[key] = epoch(token.usedAt);
   }
   const sites: AccountState["sites"] = {};
   for (const site of Object.keys(state.leaves ?? {}).sort()) {
