@@ -19,10 +19,12 @@ set -eu
 #   e2fsprogs                           the mount kind's tests make an ext4 image (mkfs.ext4)
 #   procps time                         ps/pgrep and /usr/bin/time for the memory figures
 #   ca-certificates git openssl         the checkout, TLS certificates of the lab broker
-#   nats-server                         the lab broker and the link's tests
+#   nats-server curl                    the lab broker and the link's tests; curl reads each server's
+#                                       monitoring (/varz) inside its network namespace
 #   pacman-package-manager makepkg libarchive-tools fakeroot   the lab's local pacman
 #                                       repository and the launcher's pacman path
-#   dpkg-dev apt-utils                  the lab's signed apt repository (dpkg-deb, apt-ftparchive)
+#   dpkg-dev apt-utils lintian          the lab's signed apt repository (dpkg-deb, apt-ftparchive);
+#                                       Debian's checker of the .deb (tests/debian_package_test.ts)
 #   gpg gpg-agent minisign scdoc man-db signing the lab repositories and the tarball (gpg makes its
 #                                       keys through gpg-agent, only Recommended); man pages
 #                                       (scdoc writes them, man renders them in the tests)
@@ -41,8 +43,8 @@ set -eu
 #   qemu-user-static arch-test libc6-arm64-cross libgcc-s1-arm64-cross   the arm64 machine
 #                                       (scenario arm64-tarball, tests/aarch64_test.ts)
 PACKAGES="mmdebstrap debootstrap debian-archive-keyring systemd systemd-container openrc util-linux mount
-iproute2 iptables e2fsprogs procps time ca-certificates git openssl nats-server
-pacman-package-manager makepkg libarchive-tools fakeroot dpkg-dev apt-utils gpg gpg-agent
+iproute2 iptables e2fsprogs procps time ca-certificates git openssl nats-server curl
+pacman-package-manager makepkg libarchive-tools fakeroot dpkg-dev apt-utils lintian gpg gpg-agent
 minisign scdoc man-db podman runc uidmap busybox-static musl wireguard-go wireguard-tools
 nftables passwd gcc make bzip2 libc6-dev libcrypt-dev shellcheck strace sqlite3 faketime
 prometheus-node-exporter qemu-user-static arch-test libc6-arm64-cross libgcc-s1-arm64-cross"

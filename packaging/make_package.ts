@@ -228,6 +228,7 @@ export async function packageArch(
     "substrate.lock": "substrate.lock",
     "pause-image.oci": `images/${IMAGE_FILE}`,
     "nox-mesh-host-launch": repo("launcher/nox-mesh-host-launch"),
+    "launch-pacman.sh": repo("launcher/pkg/pacman.sh"),
     "nox-mesh-host.service": repo("packaging/arch/nox-mesh-host.service"),
   });
   const pkgbuild = (await Deno.readTextFile(repo("packaging/arch/PKGBUILD")))
@@ -284,6 +285,8 @@ export async function tarballEntries(b: BuildResult): Promise<Record<string, [st
     ],
     [`${TARBALL_LAYOUT.initDir}/nox-mesh-host.initd`]: [join(dir, "nox-mesh-host.initd"), 0o755],
     [`${TARBALL_LAYOUT.initDir}/nox-mesh-host.confd`]: [join(dir, "nox-mesh-host.confd"), 0o644],
+    // The launcher's tarball path (launcher/pkg/), which it sources.
+    [`${TARBALL_LAYOUT.launchDir}/tarball.sh`]: [repo("launcher/pkg/tarball.sh"), 0o644],
     [`${share}/substrate.lock`]: [join(b.dir, "substrate.lock"), 0o644],
     [`${share}/LICENSE`]: [repo("LICENSE"), 0o644],
   };
@@ -316,7 +319,7 @@ export async function tarballEntries(b: BuildResult): Promise<Record<string, [st
 }
 
 /** The time every entry of the tarball carries: SOURCE_DATE_EPOCH, else the commit's. */
-async function tarballTime(): Promise<number> {
+export async function tarballTime(): Promise<number> {
   const fixed = Deno.env.get("SOURCE_DATE_EPOCH");
   if (fixed && /^[0-9]+$/.test(fixed)) return Number(fixed);
   const out = await new Deno.Command("git", {
@@ -472,6 +475,7 @@ export async function stageAlpine(builds: readonly BuildResult[]): Promise<strin
     ...runtimes,
     [PROGRAM_ARCHIVE]: await programArchive(b),
     "nox-mesh-host-launch": repo("launcher/nox-mesh-host-launch"),
+    "launch-apk.sh": repo("launcher/pkg/apk.sh"),
     "nox-mesh-host.initd": repo("packaging/alpine/nox-mesh-host.initd"),
     "nox-mesh-host.confd": repo("packaging/alpine/nox-mesh-host.confd"),
     "substrate.lock": "substrate.lock",
@@ -499,7 +503,12 @@ export async function stageAlpine(builds: readonly BuildResult[]): Promise<strin
   return dir;
 }
 
-if (import.meta.main) {
+/**
+ * The command (`deno task package`). Not awaited at the top: a distribution's own packaging
+ * (packaging/<os>/recipe.ts, imported when it is asked for) imports this module's helpers,
+ * which must have finished loading first.
+ */
+async function main(): Promise<void> {
   const { positionals, values } = parseArgs({
     allowPositionals: true,
     options: {
@@ -530,6 +539,11 @@ if (import.meta.main) {
     .toSorted((a, b) => Number(b === Deno.build.arch) - Number(a === Deno.build.arch));
   const release = repo("dist/tarball");
   const alpine: BuildResult[] = [];
+  // A distribution added since packages itself: packaging/<os>/recipe.ts, its packageFor.
+  const own: BuildResult[] = [];
+  const sign = values.sign ? { key: values.sign } : undefined;
+  const key = values["minisign-key"];
+  const minisign = key ? { secretKey: key, publicKey: key.replace(/\.key$/, ".pub") } : undefined;
   try {
     for (const arch of arches) {
       const b = await build({
@@ -539,15 +553,9 @@ if (import.meta.main) {
         version: values.version,
         ...(arch === Deno.build.arch ? {} : { out: repo(`dist/${os}-${arch}`) }),
       });
-      const sign = values.sign ? { key: values.sign } : undefined;
-      const key = values["minisign-key"];
-      const minisign = key
-        ? { secretKey: key, publicKey: key.replace(/\.key$/, ".pub") }
-        : undefined;
       if (os === "arch") {
         console.log(`built ${await packageArch(b, Number(values.pkgrel), { sign })}`);
-      }
-      if (os === "tarball") {
+      } else if (os === "tarball") {
         const tarball = await packageTarball(b, undefined, { minisign, into: release });
         const mib = ((await Deno.stat(tarball)).size / 2 ** 20).toFixed(1);
         console.log(
@@ -555,8 +563,8 @@ if (import.meta.main) {
             b.runtime ? ` with Deno ${b.runtime}` : ""
           }) and SHA256SUMS${minisign ? " (signed)" : ""}`,
         );
-      }
-      if (os === "alpine") alpine.push(b);
+      } else if (os === "alpine") alpine.push(b);
+      else own.push(b);
     }
     if (os === "alpine") {
       console.log(
@@ -564,12 +572,19 @@ if (import.meta.main) {
           `${ALPINE_ARCHES.join(", ")}: each package carries its architecture's runtime)`,
       );
     }
+    if (own.length > 0) {
+      const { packageFor } = await import(`./${os}/recipe.ts`);
+      const revision = Number(values.pkgrel);
+      for (const line of await packageFor(own, { sign, revision })) console.log(line);
+    }
   } catch (e) {
     if (!(e instanceof HostError)) throw e;
     console.error(e.message);
     Deno.exit(1);
   }
 }
+
+if (import.meta.main) main();
 
 /** GNU tar's flags for an archive the same for the same files: owners, order, times. */
 async function reproducibleTar(): Promise<string[]> {

@@ -4,9 +4,11 @@
  * them, nor a directory, file or container mount source above one; the
  * permission sets' deny-write lists refuse them again at run time.
  *
- * Each OS states its facts in packaging/<os>/own_paths.ts; the build embeds that
- * OS's list in the program (packaging/build.ts), and the entry point hands it to
- * the core (mod.ts → CliIo.ownPaths → HostConfig.own). src/ never imports this.
+ * Each distribution states its facts in os/distros/<id>.ts (the tarball in
+ * packaging/tarball/own_paths.ts), packaging/own_paths_by_os.ts derives each build's list
+ * here; the build embeds that OS's list in the program (packaging/build.ts), and the entry
+ * point hands it to the core (mod.ts → CliIo.ownPaths → HostConfig.own). src/ never imports
+ * this.
  *
  * An entry is an absolute path; a component may hold `*`, which matches any run
  * of characters within that one component (`/etc/conf.d/nox-mesh-host*`,

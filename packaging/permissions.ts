@@ -9,12 +9,13 @@ import { ALL_OWN_PATHS } from "./own_paths_by_os.ts";
 import { parseTrustedDeclaration } from "../src/engine/parse.ts";
 import { PROGRAM } from "../src/version.ts";
 import type { PackagedBuild } from "../os/provider.ts";
+import { DISTRIBUTIONS } from "../os/distros/mod.ts";
 
-/** The operating systems the host is built for (os/provider.ts names them for the providers). */
+/** The operating systems the host is built for: each distribution's build, and the tarball. */
 export type TargetOs = PackagedBuild;
 
-/** Every target, in the order builds and docs list them. */
-export const TARGET_OSES: readonly TargetOs[] = ["arch", "alpine", "tarball"];
+/** Every target, in the order builds and docs list them (os/distros/mod.ts, then the tarball). */
+export const TARGET_OSES: readonly TargetOs[] = [...DISTRIBUTIONS.map((d) => d.id), "tarball"];
 
 /** One OS's permission set, and where its build installs the host. */
 export interface PermissionSet {

@@ -183,7 +183,7 @@ export interface ConfigFlags {
   /** Read an environment variable; `undefined` when unset or not permitted. */
   env?: (name: string) => string | undefined;
   /**
-   * The installation's own paths (packaging/<os>/own_paths.ts, which the entry
+   * The installation's own paths (packaging/own_paths_by_os.ts, which the entry
    * point hands in); the configured state, configuration and bundle paths and the
    * running program are added to them.
    */

@@ -72,9 +72,12 @@ Deno.test("init files: the unit waits for network-online.target (After= and Want
   assert.doesNotMatch(script, /^\s*need\b/m, "a machine whose networking failed still starts it");
 });
 
-Deno.test("init files: shellcheck passes on the launcher, the OpenRC script, conf.d and the stand-in", async () => {
+Deno.test("init files: shellcheck passes on the launcher and its package kinds' includes, the OpenRC script, conf.d and the stand-in", async () => {
+  const kinds = [...Deno.readDirSync(repo("launcher/pkg"))].map((e) => e.name).sort();
+  assert.ok(kinds.length >= 3 && kinds.every((k) => k.endsWith(".sh")), kinds.join(" "));
   const files = [
     repo("launcher/nox-mesh-host-launch"),
+    ...kinds.map((k) => repo(`launcher/pkg/${k}`)),
     OPENRC,
     CONFD,
     repo("tests/fixtures/stand-in-host"),

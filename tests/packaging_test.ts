@@ -7,7 +7,7 @@ import { build } from "../packaging/build.ts";
 import { packageArch, packageTarball, stageAlpine } from "../packaging/make_package.ts";
 import { VERSION } from "../src/version.ts";
 import { runtimePins } from "../packaging/tarball/runtime.ts";
-import { makeSandbox, place, removeSandbox, runInSandbox } from "./_sandbox.ts";
+import { hideDeno, makeSandbox, place, removeSandbox, runInSandbox } from "./_sandbox.ts";
 import { run } from "./_pacman.ts";
 
 const repo = (p: string): string => new URL(`../${p}`, import.meta.url).pathname;
@@ -64,15 +64,9 @@ Deno.test("arch: makepkg builds the package into a local repo; pacman installs i
       "/etc/noxpk-pacman.conf",
       `[options]\nArchitecture = auto\nSigLevel = Never\n[nox-mesh-host]\nServer = file://${repoDir}\n`,
     );
-    // No deno on this "machine": whiteouts hide the system's (/usr/bin/deno and the npm
-    // package it points into), and pacman is told of none: the package needs none.
-    for (const hidden of ["/usr/bin/deno", "/usr/lib/node_modules/deno"]) {
-      const mk = await run("sh", [
-        "-c",
-        `mkdir -p "$(dirname '${s.upper(hidden)}')" && mknod '${s.upper(hidden)}' c 0 0`,
-      ]);
-      assert.equal(mk, "");
-    }
+    // No deno on this "machine": whiteouts hide the system's (wherever npm put it, and the
+    // npm package it points into), and pacman is told of none: the package needs none.
+    await hideDeno(s);
     // Real paths, real pacman, inside the sandbox's overlays.
     const pacman = "pacman --config /etc/noxpk-pacman.conf --noconfirm";
     const script = `set -eu

@@ -81,6 +81,21 @@ const CASES: Record<TargetOs, { refused: string[]; allowed: string[] }> = {
     ],
     allowed: ["run:/usr/bin/pacman", "write:/etc/systemd/system/noxpk-other.service"],
   },
+  debian: {
+    refused: [
+      "write:/etc/systemd/system/nox-mesh-host.service",
+      "write:/etc/systemd/system/nox-mesh-host.service.d/override.conf",
+      "write:/usr/lib/systemd/system/nox-mesh-host.service",
+      "write:/usr/bin/nox-mesh-host",
+      "write:/usr/lib/nox-mesh-host/nox-mesh-host.js",
+      "write:/usr/lib/nox-mesh-host/chunk-ABCDEFGH.js",
+      "write:/usr/lib/nox-mesh-host/launch/apt.sh",
+      "write:/usr/bin/nox-mesh-host-launch",
+      "run:/usr/bin/pacman",
+      "run:/usr/bin/dpkg",
+    ],
+    allowed: ["run:/usr/bin/apt-get", "write:/etc/systemd/system/noxpk-other.service"],
+  },
   alpine: {
     refused: [
       "write:/etc/init.d/nox-mesh-host",
@@ -117,7 +132,7 @@ const CASES: Record<TargetOs, { refused: string[]; allowed: string[] }> = {
   },
 };
 
-for (const os of ["arch", "alpine", "tarball"] as const) {
+for (const os of ["arch", "debian", "alpine", "tarball"] as const) {
   Deno.test(`runtime refusals ${os}: own unit/init file, own program, unlisted program, listening`, async () => {
     const s = await makeSandbox();
     try {

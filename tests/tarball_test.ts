@@ -10,7 +10,7 @@ import { loadPermissionSet } from "../packaging/permissions.ts";
 import { runtimePins } from "../packaging/tarball/runtime.ts";
 import { VERSION } from "../src/version.ts";
 import { readTarball } from "../os/tarball-self/_ustar.ts";
-import { makeSandbox, removeSandbox, runInSandbox } from "./_sandbox.ts";
+import { hideDeno, makeSandbox, removeSandbox, runInSandbox } from "./_sandbox.ts";
 
 const INIT_FILES = [
   "lib/nox-mesh-host/init/nox-mesh-host.confd",
@@ -41,6 +41,8 @@ const ENTRIES: Record<string, string> = {
   "lib/nox-mesh-host/init/nox-mesh-host.confd": "-rw-r--r--",
   "lib/nox-mesh-host/init/nox-mesh-host.initd": "-rwxr-xr-x",
   "lib/nox-mesh-host/init/nox-mesh-host.service": "-rw-r--r--",
+  // The launcher's tarball path, which it sources.
+  "lib/nox-mesh-host/launch/tarball.sh": "-rw-r--r--",
   "lib/nox-mesh-host/nox-mesh-host.js": "-rw-r--r--",
   "share/nox-mesh-host/LICENSE": "-rw-r--r--",
   "share/nox-mesh-host/substrate.lock": "-rw-r--r--",
@@ -117,14 +119,9 @@ Deno.test("tarball: unpacked with `tar -xz -C /usr/local` where no deno exists, 
   const { tarball: file } = await tarball();
   const s = await makeSandbox();
   try {
-    // No deno on this "machine": whiteouts hide the system's (/usr/bin/deno and the npm
-    // package it points into) in the sandbox's overlays.
-    for (const hidden of ["/usr/bin/deno", "/usr/lib/node_modules/deno"]) {
-      const mk = await sh(
-        `mkdir -p "$(dirname '${s.upper(hidden)}')" && mknod '${s.upper(hidden)}' c 0 0`,
-      );
-      assert.equal(mk.code, 0, mk.stderr);
-    }
+    // No deno on this "machine": whiteouts hide the system's (wherever npm put it, and the
+    // npm package it points into) in the sandbox's overlays.
+    await hideDeno(s);
     const script = `set -eu
       PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
       if command -v deno; then echo "a deno is on PATH" >&2; exit 1; fi

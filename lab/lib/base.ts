@@ -3,6 +3,8 @@ import { join } from "node:path";
 import { LabError } from "./errors.ts";
 import { exists, run, tail } from "./_process.ts";
 import { labKeys } from "./keys.ts";
+import { APT_HOST } from "./net.ts";
+import { COMPONENT, SUITE } from "../../packaging/debian/recipe.ts";
 
 /** The three kinds of lab machine. */
 export type Flavour = "systemd" | "openrc" | "plain";
@@ -135,6 +137,68 @@ export const RECIPES: Readonly<Record<Flavour, BaseRecipe>> = {
     customize: [...COMMON, 'mkdir -p "$1/lab"'],
   },
 };
+
+/** Where a Debian machine keeps the lab key, trusted for the lab repository only. */
+export const APT_KEYRING = "/etc/apt/keyrings/noxlab.gpg";
+
+/** A Debian machine's only apt source: the lab repository over HTTP, checked against the lab key. */
+export const APT_SOURCE =
+  `deb [signed-by=${APT_KEYRING}] http://${APT_HOST}/ ${SUITE} ${COMPONENT}\n`;
+
+/**
+ * A Debian 12 machine as a Debian user has one (scenarios debian-*): systemd, podman and the
+ * tools of the systemd flavour, no pacman and no Arch-like links (the Debian permission set
+ * names programs where Debian has them); apt's only source is the lab repository, served
+ * in the lab network (lib/lab.ts aptRepo) and trusted with the lab key for it alone
+ * ({@link withAptKeyring} puts the key in). The host comes from its .deb (`hostFrom: "deb"`).
+ */
+export const DEBIAN_RECIPE: BaseRecipe = {
+  flavour: "systemd",
+  suite: "bookworm",
+  mirror: MIRROR,
+  variant: "minbase",
+  include: RECIPES.systemd.include.filter((p) => p !== "pacman-package-manager"),
+  customize: [
+    ...COMMON,
+    `printf '%s' '${APT_SOURCE}' > "$1/etc/apt/sources.list.d/noxlab.list"`,
+    // Debian's archive is not reachable from a lab machine: only the lab repository.
+    ': > "$1/etc/apt/sources.list" && rm -rf "$1"/var/lib/apt/lists/*_Packages',
+    'mkdir -p "$1/etc/apt/keyrings" "$1/lab"',
+    ...RECIPES.systemd.customize.filter((c) => /^for u in |containers/.test(c)),
+  ],
+};
+
+/** The lab key as apt's signed-by wants it (a binary keyring), made once; returns its path. */
+export async function aptKeyring(log: (line: string) => void = () => {}): Promise<string> {
+  const keys = await labKeys(log);
+  const file = join(CACHE_DIR, `apt-keyring-${keys.fingerprint.slice(-16)}.gpg`);
+  if (await exists(file)) return file;
+  const temp = `${file}.${crypto.randomUUID()}`;
+  await Deno.mkdir(CACHE_DIR, { recursive: true });
+  await Deno.writeFile(temp, dearmor(await Deno.readTextFile(keys.gpgPublic)));
+  await Deno.rename(temp, file);
+  return file;
+}
+
+/** The bytes of an ASCII-armored OpenPGP block (RFC 4880 §6.2): its base64 body, decoded. */
+export function dearmor(armored: string): Uint8Array {
+  const lines = armored.split(/\r?\n/);
+  const start = lines.findIndex((l) => l.startsWith("-----BEGIN PGP "));
+  const blank = lines.indexOf("", start);
+  const body = lines.slice(blank + 1).filter((l) => /^[A-Za-z0-9+/=]+$/.test(l));
+  const end = body.findIndex((l) => l.startsWith("="));
+  const base64 = (end === -1 ? body : body.slice(0, end)).join("");
+  return Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
+}
+
+/** The Debian recipe with the lab key in apt's keyring for the lab repository. */
+async function withAptKeyring(
+  recipe: BaseRecipe,
+  log: (line: string) => void,
+): Promise<BaseRecipe> {
+  const keyring = await aptKeyring(log);
+  return { ...recipe, customize: [...recipe.customize, `cp '${keyring}' "$1${APT_KEYRING}"`] };
+}
 
 /** systemd units that only cost boot time in a lab machine (no ttys, no remote clock, no apt). */
 const IDLE_UNITS = "console-getty.service getty@tty1.service systemd-timesyncd.service " +
@@ -354,13 +418,21 @@ export async function ensureBase(
   flavour: Flavour,
   log: (line: string) => void = () => {},
   arch: MachineArch = "native",
-  { glibc = true }: { glibc?: boolean } = {},
+  { glibc = true, debian = false }: { glibc?: boolean; debian?: boolean } = {},
 ): Promise<BaseImage> {
   if (!glibc && (flavour !== "plain" || arch !== "native")) {
     throw new LabError("usage", "a machine with no glibc is a plain machine of this host's arch");
   }
+  if (debian && (flavour !== "systemd" || arch !== "native")) {
+    throw new LabError(
+      "usage",
+      "a Debian machine (its .deb) is a systemd machine of this host's arch",
+    );
+  }
   const recipe = !glibc
     ? await noGlibcRecipe()
+    : debian
+    ? await withAptKeyring(DEBIAN_RECIPE, log)
     : arch === "native"
     ? flavour === "systemd" ? await withKeyring(RECIPES.systemd, log) : RECIPES[flavour]
     : ARM64_RECIPES[flavour];

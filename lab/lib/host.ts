@@ -18,7 +18,7 @@ export interface HostInstall {
    * pacman from the lab repository, the tarball unpacked into /usr/local, or the files the
    * Alpine package installs copied into the root (a machine with no apk).
    */
-  how: "pacman" | "tarball" | "alpine-files";
+  how: "pacman" | "tarball" | "alpine-files" | "apt";
   /** The permission set (packaging/<os>/permissions) the installed host runs under. */
   os: TargetOs;
   /** The host's program (the shim of the bundled form). */
@@ -34,6 +34,7 @@ export interface HostInstall {
 const ARCH = await loadPermissionSet("arch");
 const TARBALL = await loadPermissionSet("tarball");
 const ALPINE = await loadPermissionSet("alpine");
+const DEBIAN = await loadPermissionSet("debian");
 
 /** The host from the Arch package (systemd machines, Debian with pacman standing in for Arch). */
 export const PACKAGE_INSTALL: HostInstall = {
@@ -65,6 +66,16 @@ export const ALPINE_FILES_INSTALL: HostInstall = {
   set: ALPINE,
 };
 
+/** The host from its Debian package (a Debian machine: `hostFrom: "deb"`), at its set's paths. */
+export const DEB_INSTALL: HostInstall = {
+  how: "apt",
+  os: "debian",
+  command: DEBIAN.binary,
+  bundle: DEBIAN.bundle,
+  deno: DEBIAN.deno,
+  set: DEBIAN,
+};
+
 /**
  * The host as each flavour gets it by default: systemd machines from the Arch package,
  * OpenRC and plain machines from the tarball (a machine raised with `hostFrom: "tarball"`
@@ -79,6 +90,7 @@ export const HOST_INSTALLS: Readonly<Record<Flavour, HostInstall>> = {
 /** How the host is installed on this machine. */
 export function hostInstall(machine: Machine): HostInstall {
   if (machine.hostFrom === "alpine-files") return ALPINE_FILES_INSTALL;
+  if (machine.hostFrom === "deb") return DEB_INSTALL;
   return machine.hostFrom === "tarball" ? TARBALL_INSTALL : HOST_INSTALLS[machine.flavour];
 }
 
@@ -108,6 +120,13 @@ export async function installHost(machine: Machine): Promise<void> {
     // The Arch-like flavour is Debian with pacman: pacman is not the OS's own package
     // manager there, so the host uses it only when told to.
     await machine.writeFile(ARCH_LIKE_CONFIG.path, ARCH_LIKE_CONFIG.text, "0644");
+  } else if (install.how === "apt") {
+    // As a Debian user installs it: from the lab's signed repository (lib/apt_repo.ts).
+    await machine.exec(["apt-get", "-q", "update"], { check: true });
+    await machine.exec(["apt-get", "-q", "-y", "install", "nox-mesh-host"], {
+      check: true,
+      env: { DEBIAN_FRONTEND: "noninteractive" },
+    });
   } else if (install.how === "alpine-files") {
     // As apk extracts a package: every file in place (the root's, with its mode).
     await machine.exec(["/bin/sh", "-c", `cp -a ${ALPINE_FILES}/. /`], { check: true });

@@ -23,6 +23,7 @@ import {
   stageAlpine,
 } from "../../packaging/make_package.ts";
 import { alpinePackageFiles } from "./alpine_files.ts";
+import { packageDebian } from "../../packaging/debian/recipe.ts";
 import { VERSION } from "../../src/version.ts";
 import { CACHE_DIR, type MachineArch } from "./base.ts";
 import { CHECKOUT } from "./bundle.ts";
@@ -143,6 +144,32 @@ export function hostPackage(which: HostBuild, log: (line: string) => void): Prom
 }
 
 /**
+ * The Debian package of a build (nox-mesh-host_<version>-1_<arch>.deb; the broken build's
+ * carries a runtime file of its own, as its Arch package does). The lab's apt repository
+ * signs its indexes (lib/apt_repo.ts), as a Debian repository does; a .deb itself is not.
+ */
+export function hostDeb(which: HostBuild, log: (line: string) => void): Promise<string> {
+  return cached(`debian-${which}`, async (dir) => {
+    const b = await build({
+      os: "debian",
+      form: "bundled",
+      out: join(dir, "build"),
+      version: HOST_VERSIONS[which],
+      runtimeCache: join(CACHE_DIR, "runtime"),
+      ...(which === "broken" ? { entry: join(CHECKOUT, BROKEN_ENTRY) } : {}),
+    });
+    if (which === "broken") await ownRuntimeCopy(join(b.dir, "deno"));
+    return await packageDebian(b);
+  }, log);
+}
+
+/** The file name of a build's Debian package (as apt keeps it in its cache). */
+export function debFileName(which: HostBuild): string {
+  const arch = Deno.build.arch === "aarch64" ? "arm64" : "amd64";
+  return `nox-mesh-host_${HOST_VERSIONS[which]}-1_${arch}.deb`;
+}
+
+/**
  * Replaces the build's runtime (a hard link into the runtime cache) with a copy that has a
  * line appended after the ELF image: the same program, another file.
  */
@@ -154,20 +181,18 @@ async function ownRuntimeCopy(deno: string): Promise<void> {
   await Deno.rename(copy, deno);
 }
 
-/** The sha256 (hex) of the runtime a build's Arch package carries, read from the package. */
+/** The sha256 (hex) of the runtime a build's Arch (or Debian) package carries, read from it. */
 export async function carriedRuntimeDigest(
   which: HostBuild,
   log: (line: string) => void,
+  kind: "pacman" | "apt" = "pacman",
 ): Promise<string> {
-  const pkg = await hostPackage(which, log);
+  const pkg = kind === "apt" ? await hostDeb(which, log) : await hostPackage(which, log);
+  const read = kind === "apt"
+    ? 'dpkg-deb --fsys-tarfile "$1" | tar -xOf - "./$2" | sha256sum'
+    : 'bsdtar -xOf "$1" "$2" | sha256sum';
   const out = await new Deno.Command("sh", {
-    args: [
-      "-c",
-      'bsdtar -xOf "$1" "$2" | sha256sum',
-      "sh",
-      pkg,
-      CARRIED_RUNTIME.slice(1),
-    ],
+    args: ["-c", read, "sh", pkg, CARRIED_RUNTIME.slice(1)],
     stdin: "null",
   }).output();
   const digest = new TextDecoder().decode(out.stdout).split(" ")[0];

@@ -8,9 +8,10 @@ import { ENTER_ROOT, LAUNCH, OPENRC_INIT, PLAIN_INIT, WRITE_FILE } from "./_scri
 
 /**
  * How the host comes onto a machine: its package (systemd: the Arch package), the tarball,
- * or the files the Alpine package installs (a machine with no apk: lib/alpine_files.ts).
+ * the files the Alpine package installs (a machine with no apk: lib/alpine_files.ts), or
+ * its Debian package from the lab's apt repository (`deb`: a Debian machine, no pacman).
  */
-export type HostFrom = "package" | "tarball" | "alpine-files";
+export type HostFrom = "package" | "tarball" | "alpine-files" | "deb";
 
 /** A file placed on a machine before it boots: text, text with a mode, or a symlink. */
 export type PlacedFile = string | { content: string; mode?: string } | { symlink: string };

@@ -32,12 +32,26 @@ export function hostAt(version: string): Record<string, unknown> {
   };
 }
 
-/** The lab repository (/lab/repo) starts offering a build of the host. */
-export function publishHost(which: HostBuild): Step {
+/**
+ * A declaration naming the host's own package at an exact Debian version. No "upgrade":
+ * apt's indexes predate the build, and refreshing them alone is safe on Debian: the host
+ * does it (apt-get update) when apt does not find the version, then installs it.
+ */
+export function debAt(version: string): Record<string, unknown> {
   return {
-    title: `the lab repository offers nox-mesh-host ${HOST_VERSIONS[which]} (${which} build)`,
+    version: 1,
+    resources: [{ type: "package", id: "host", name: "nox-mesh-host", version: `${version}-1` }],
+  };
+}
+
+/** The lab repository (/lab/repo; `apt`: the apt repository) starts offering a build of the host. */
+export function publishHost(which: HostBuild, kind: "pacman" | "apt" = "pacman"): Step {
+  return {
+    title: `the lab's ${kind === "apt" ? "apt " : ""}repository offers nox-mesh-host ${
+      HOST_VERSIONS[which]
+    } (${which} build)`,
     timeoutS: 300,
-    run: (ctx) => ctx.lab.publishHost(which),
+    run: (ctx) => ctx.lab.publishHost(which, kind),
   };
 }
 

@@ -13,6 +13,9 @@ import { scenario as openrcNode } from "./openrc_node.ts";
 import { scenario as archInstall } from "./arch_install.ts";
 import { scenario as archUpgrade } from "./arch_upgrade.ts";
 import { scenario as archRollback } from "./arch_rollback.ts";
+import { scenario as debianInstall } from "./debian_install.ts";
+import { scenario as debianUpgrade } from "./debian_upgrade.ts";
+import { scenario as debianRollback } from "./debian_rollback.ts";
 import { scenario as openrcInstall } from "./openrc_install.ts";
 import { scenario as tarballFloor } from "./tarball_floor.ts";
 import { scenario as noGlibc } from "./no_glibc.ts";
@@ -54,6 +57,9 @@ export const SCENARIOS: readonly Scenario[] = [
   archInstall,
   archUpgrade,
   archRollback,
+  debianInstall,
+  debianUpgrade,
+  debianRollback,
   openrcInstall,
   tarballFloor,
   noGlibc,

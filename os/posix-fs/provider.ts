@@ -10,7 +10,7 @@ export const PROVIDER: ProviderDescriptor<"fs"> = {
   folder: "posix-fs",
   port: "fs",
   names: ["posix"],
-  builds: ["arch", "alpine", "tarball", "checkout"],
+  builds: ["every"],
   reads: {
     "/etc/passwd": "file resources: user names to ids",
     "/etc/group": "file resources: group names to ids",

@@ -379,7 +379,7 @@ Deno.test("apk: the host's own package gets --cache-dir only where the launcher 
 
 Deno.test("apk: the host's --cache-dir is the directory the launcher keeps the files from", () => {
   const launcher = Deno.readTextFileSync(
-    new URL("../../launcher/nox-mesh-host-launch", import.meta.url),
+    new URL("../../launcher/pkg/apk.sh", import.meta.url),
   );
   assert.match(
     launcher,
