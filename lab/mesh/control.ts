@@ -306,7 +306,12 @@ export class ControlPlane implements AsyncDisposable {
         if (waiting.length > 0 && !this.#closing) {
           this.#pushSoon(Math.min(...waiting) - Date.now() + 100);
         }
-      }).catch((e) => console.error(`account update: ${(e as Error).message}`));
+      }).catch((e) => {
+        // No server answered (every one restarting, say): the revocations it carries are
+        // pushed again shortly rather than left to whatever push comes next.
+        console.error(`account update: ${(e as Error).message} (tried again in 5 s)`);
+        if (!this.#closing) this.#pushSoon(5000);
+      });
     }, ms);
   }
 
