@@ -62,7 +62,7 @@ import { parseArgs } from "node:util";
 import { initState, startLocalBroker } from "./local_broker.ts";
 import { fingerprintOf } from "../lib/certs.ts";
 import { ControlPlane } from "./control.ts";
-import { readState } from "./state.ts";
+import { JOIN_REVOCATION_DELAY_MS, readState } from "./state.ts";
 import { placement, rollout, stepDown, tallyReports } from "./fleet.ts";
 import { rolloutHost } from "./rollout.ts";
 
@@ -170,17 +170,33 @@ switch (command) {
       if ((values.once || admitted) && --left <= 0) answered();
     });
     console.log("answering enrolments");
+    const signalled = untilSignal();
     const limit = values.timeout === undefined ? undefined : Number(values.timeout) * 1000;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const expired = new Promise<"expired">((resolve) => {
       if (limit !== undefined) timer = setTimeout(() => resolve("expired"), limit);
     });
     const end = await Promise.race([
-      values.once || values.count ? one : untilSignal(),
-      untilSignal(),
+      values.once || values.count ? one.then(() => "answered" as const) : signalled,
+      signalled,
       expired,
     ]);
     clearTimeout(timer);
+    if (end === "answered") {
+      // The join keys it spent are revoked before it ends (else they would wait for another
+      // control plane's push), once their answers surely arrived: when it is stopped (the
+      // lab stops it once the node's enrol ended, which needs the answer) or after the
+      // delay the service keeps anyway (JOIN_REVOCATION_DELAY_MS).
+      let wait: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        signalled,
+        new Promise((resolve) => wait = setTimeout(resolve, JOIN_REVOCATION_DELAY_MS + 100)),
+      ]);
+      clearTimeout(wait);
+      await control.revokeSpentJoins().catch((e) =>
+        console.error(`spent join keys not revoked: ${(e as Error).message}`)
+      );
+    }
     await control.close();
     if (end === "expired") fail(`no enrolment within ${values.timeout} s`, 1);
     Deno.exit(0);

@@ -110,6 +110,8 @@ export class ControlPlane implements AsyncDisposable {
   readonly #pushed = new Map<string, string>();
   /** The push waiting (#pushSoon), and when it is due. */
   #pushTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Spent join keys are revoked at once from now on (revokeSpentJoins). */
+  #spentSettled = false;
   #pushTimerAt = 0;
 
   private constructor(dir: string, nc: NatsConnection, replicas: number, cas: string[]) {
@@ -289,6 +291,19 @@ export class ControlPlane implements AsyncDisposable {
     });
   }
 
+  /**
+   * Revoke every spent join key now, without waiting for JOIN_REVOCATION_DELAY_MS: for a
+   * caller that knows each answer arrived (a one-shot enrolment service whose nodes
+   * finished enrolling, before it ends: otherwise those keys would wait for another
+   * control plane's push). Resolves when every server answered.
+   */
+  async revokeSpentJoins(): Promise<void> {
+    this.#spentSettled = true;
+    clearTimeout(this.#pushTimer);
+    this.#pushTimer = undefined;
+    await this.pushAccounts();
+  }
+
   /** A push `ms` from now (one waiting at a time: the earliest asked). */
   #pushSoon(ms: number): void {
     const at = Date.now() + ms;
@@ -317,7 +332,7 @@ export class ControlPlane implements AsyncDisposable {
 
   async #push(): Promise<void> {
     const state = await readState(this.dir);
-    const accounts = accountState(state);
+    const accounts = accountState(state, new Date(), this.#spentSettled ? 0 : undefined);
     const all = await accountJwts(state.operator, accounts);
     // Only what changed since this process's last push (each update makes every server
     // take the account anew): at ten thousand nodes an enrolment changes the join account

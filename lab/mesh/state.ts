@@ -226,11 +226,15 @@ export const JOIN_REVOCATION_DELAY_MS = 25_000;
 /**
  * What the account JWTs must say for `state` (lab/mesh/operator.ts): the nodes' account's
  * revocations (revoked nodes' keys, and keys a node was admitted with before), the join
- * account's (spent join keys, JOIN_REVOCATION_DELAY_MS after their answer and until their
- * token expires: the JWT ends then anyway), and each site's scope (its nodes that are not
+ * account's (spent join keys, `joinDelayMs` after their answer, JOIN_REVOCATION_DELAY_MS
+ * unless said, and until their token expires: the JWT ends then anyway), and each site's scope (its nodes that are not
  * revoked, its live join keys).
  */
-export function accountState(state: MeshState, now: Date = new Date()): AccountState {
+export function accountState(
+  state: MeshState,
+  now: Date = new Date(),
+  joinDelayMs: number = JOIN_REVOCATION_DELAY_MS,
+): AccountState {
   const revokedNodes: Record<string, number> = {};
   for (const record of Object.values(state.nodes)) {
     for (const old of record.replaced ?? []) revokedNodes[old.publicKey] = epoch(old.at);
@@ -240,8 +244,7 @@ export function accountState(state: MeshState, now: Date = new Date()): AccountS
   }
   const revokedJoins: Record<string, number> = {};
   const live = (t: TokenRecord) => Date.parse(t.expires) > now.getTime();
-  const settled = (t: TokenRecord) =>
-    Date.parse(t.usedAt!) + JOIN_REVOCATION_DELAY_MS <= now.getTime();
+  const settled = (t: TokenRecord) => Date.parse(t.usedAt!) + joinDelayMs <= now.getTime();
   for (const [key, token] of Object.entries(state.tokens)) {
     if (token.usedAt && live(token) && settled(token)) revokedJoins[key] = epoch(token.usedAt);
   }
