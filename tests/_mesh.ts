@@ -4,13 +4,18 @@
  * the development permission set (never -A).
  */
 import { posix } from "node:path";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import {
   type LocalBroker,
   type LocalCluster,
+  type LocalLeaf,
   startLocalBroker,
   startLocalCluster,
 } from "../lab/mesh/local_broker.ts";
 import { ControlPlane } from "../lab/mesh/control.ts";
+import { brokerTls, jwtAuth } from "../src/link/connection.ts";
+import { caTrust } from "../src/link/trust.ts";
+import { subjectsOf } from "../src/link/subjects.ts";
 import { hostPermissionFlags } from "./_helpers.ts";
 
 const REPO = new URL("..", import.meta.url).pathname;
@@ -31,6 +36,32 @@ export interface ClusterMesh extends AsyncDisposable {
   dir: string;
   cluster: LocalCluster;
   control: ControlPlane;
+  /** Add a site's leaf server (its scope pushed by the control plane first). */
+  startLeaf(name: string, options?: { hubs?: string[] }): Promise<LocalLeaf>;
+}
+
+/**
+ * A NATS connection to `url` as the node enrolled in `stateDir` (its seed and its JWT,
+ * as the host's own link makes it), with its own inbox prefix; or as `as` (another
+ * user's seed and JWT, e.g. a token's join key) with `inboxPrefix`.
+ */
+export async function connectAsNode(
+  url: string,
+  caPem: string,
+  node: string,
+  stateDir: string,
+  { as, inboxPrefix }: { as?: { seed: string; jwt: string }; inboxPrefix?: string } = {},
+): Promise<NatsConnection> {
+  const read = async (name: string) => (await Deno.readTextFile(posix.join(stateDir, name))).trim();
+  const seed = as?.seed ?? await read("node.nk");
+  const jwt = as?.jwt ?? await read("node.jwt");
+  return await connect({
+    servers: url,
+    authenticator: jwtAuth(jwt, new TextEncoder().encode(seed)),
+    inboxPrefix: inboxPrefix ?? subjectsOf(node).inboxPrefix,
+    tls: brokerTls({ url, trust: caTrust(caPem) }),
+    reconnect: false,
+  });
 }
 
 /**
@@ -53,12 +84,14 @@ export async function startClusterMesh(
     cluster = await startLocalCluster(dir, { size: 3, sites, leafAdvertise });
     const control = await ControlPlane.open(dir);
     if (enrolments) control.serveEnrolments();
-    control.serveObjects();
+    control.serveNodes();
     const started = cluster;
     return {
       dir,
       cluster: started,
       control,
+      startLeaf: (name, options = {}) =>
+        started.startLeaf(name, { ...options, push: () => control.pushAccounts() }),
       async [Symbol.asyncDispose]() {
         await control.close();
         await started.stop();
@@ -73,10 +106,13 @@ export async function startClusterMesh(
 }
 
 /**
- * Start a broker on loopback and its control plane, answering enrolments; `ips`: more
- * addresses the broker's certificate names (where a test's relay makes it reachable).
+ * Start a broker on loopback and its control plane, answering enrolments and (unless
+ * `serveNodes` is false) the nodes' object reads and heartbeats; `ips`: more addresses
+ * the broker's certificate names (where a test's relay makes it reachable).
  */
-export async function startMesh({ ips }: { ips?: string[] } = {}): Promise<Mesh> {
+export async function startMesh(
+  { ips, serveNodes = true }: { ips?: string[]; serveNodes?: boolean } = {},
+): Promise<Mesh> {
   const dir = await Deno.makeTempDir({ prefix: "noxln-mesh-" });
   let broker: LocalBroker | undefined;
   let control: ControlPlane | undefined;
@@ -84,7 +120,7 @@ export async function startMesh({ ips }: { ips?: string[] } = {}): Promise<Mesh>
     broker = await startLocalBroker(dir, { ips });
     control = await ControlPlane.open(dir);
     control.serveEnrolments();
-    control.serveObjects();
+    if (serveNodes) control.serveNodes();
   } catch (error) {
     await control?.close();
     await broker?.stop();

@@ -12,7 +12,17 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { type ClusterMember, clusterMemberConfig } from "../lab/mesh/local_broker.ts";
-import { readState } from "../lab/mesh/state.ts";
+import { meshFiles, readState } from "../lab/mesh/state.ts";
+import {
+  newOperatorSeeds,
+  nodeUserJwt,
+  operatorInclude,
+  publicKeys,
+  siteLeafCreds,
+} from "../lab/mesh/operator.ts";
+import { operatorLines } from "../lab/mesh/local_broker.ts";
+import { createUser } from "@nats-io/nkeys";
+import { fmtCreds } from "@nats-io/jwt";
 import { makeCertificates } from "../lab/lib/certs.ts";
 import { HTTP_PORT, leafConfig, memberConfig, type ServerFacts } from "../lab/lib/cluster.ts";
 import { newRouteCredentials, type RouteCredentials } from "../lab/lib/routes.ts";
@@ -46,6 +56,8 @@ interface RogueSetup {
   caFile?: string;
   /** The credentials in its route URL (absent: none). */
   credentials?: RouteCredentials;
+  /** The account its spy is a user of: the cluster's control plane account (its public key). */
+  account: string;
 }
 
 /** A nats-server of its own (not a member) that opens a route to `target`. */
@@ -63,13 +75,13 @@ async function startRogue(dir: string, target: ClusterMember, setup: RogueSetup)
   }
 `
     : "";
-  // It names an account like the cluster's: across a route, interest and messages of
-  // one account name flow between the servers.
+  // It names an account like the cluster's (in operator mode, its public key): across a
+  // route, interest and messages of one account name flow between the servers.
   await Deno.writeTextFile(
     configFile,
     `server_name: ${setup.name}
 listen: "127.0.0.1:${clientPort}"
-accounts { CONTROL { users: [ { user: spy, password: spy } ] } }
+accounts { ${JSON.stringify(setup.account)} { users: [ { user: spy, password: spy } ] } }
 cluster {
   name: noxln
   listen: "127.0.0.1:${freePort()}"
@@ -122,6 +134,7 @@ Deno.test("a rogue server cannot join the cluster as a route without TLS, the me
   const { dir, cluster, control } = mesh;
   const [target] = cluster.members;
   const state = await readState(dir);
+  const account = publicKeys(state.operator).control;
   // The three routes are up: every member has a route to each of the two others.
   const memberIds = new Set<string>();
   for (const m of cluster.members) {
@@ -151,17 +164,23 @@ Deno.test("a rogue server cannot join the cluster as a route without TLS, the me
   const refused: [string, RogueSetup, RegExp][] = [
     [
       "no TLS (with the right password)",
-      { name: "rogue_plain", credentials: state.routes },
+      { name: "rogue_plain", credentials: state.routes, account },
       /TLS route handshake error: tls: first record does not look like a TLS handshake/,
     ],
     [
       "another CA's certificate (with the right password)",
-      { name: "rogue_forged", certs: forged, caFile: meshCert.caFile, credentials: state.routes },
+      {
+        name: "rogue_forged",
+        certs: forged,
+        caFile: meshCert.caFile,
+        credentials: state.routes,
+        account,
+      },
       /TLS route handshake error: .*certificate signed by unknown authority/,
     ],
     [
       "the mesh's CA, no route password",
-      { name: "rogue_nopass", certs: meshCert, caFile: meshCert.caFile },
+      { name: "rogue_nopass", certs: meshCert, caFile: meshCert.caFile, account },
       /authentication error/,
     ],
     [
@@ -171,6 +190,7 @@ Deno.test("a rogue server cannot join the cluster as a route without TLS, the me
         certs: meshCert,
         caFile: meshCert.caFile,
         credentials: newRouteCredentials(),
+        account,
       },
       /authentication error/,
     ],
@@ -201,6 +221,7 @@ Deno.test("a rogue server cannot join the cluster as a route without TLS, the me
       certs: meshCert,
       caFile: meshCert.caFile,
       credentials: state.routes,
+      account,
     });
     await until("the insider is a route of the target", async () => {
       const ids = (await routesOf(target)).map((r) => r.remote_id);
@@ -267,20 +288,21 @@ Deno.test("the cluster configurations rendered by the stand-in and the lab carry
   // The lab's leaf port verifies the leaf's certificate; the leaf presents its own.
   const leafPort = /\nleafnodes \{\n([\s\S]*?)\n\}\n/.exec(lab)?.[1] ?? "";
   assert.match(leafPort, /tls \{[^}]*ca_file: "\/l\/ca\.pem"[^}]*verify: true/);
-  // No leaf password of the cluster's: a leaf logs in as its site's user (the accounts').
+  // No leaf password of the cluster's: a leaf logs in as its site's users (their JWTs).
   assert.doesNotMatch(leafPort, /authorization \{|password:/);
   const leaf = leafConfig(
     { ...facts, name: "leaf1", address: "10.1.0.2" },
     "/l",
     ["10.0.0.3"],
-    { user: "site-leaf1", password: "leafpw", account: "UPLINK", extra: "" },
+    { remotes: [{ account: "ANODES", credentials: "/l/site-leaf1.creds" }], extra: "" },
   );
   assert.match(leaf, /tls: \{[^}]*cert_file: "\/l\/leaf1\.pem"[^}]*key_file: "\/l\/leaf1\.key"/);
-  assert.match(leaf, /"nats-leaf:\/\/site-leaf1:leafpw@10\.0\.0\.3:7422"/);
-  assert.match(leaf, /account: "UPLINK"/);
+  assert.match(leaf, /"nats-leaf:\/\/10\.0\.0\.3:7422"/);
+  assert.match(leaf, /account: "ANODES"/);
+  assert.match(leaf, /credentials: "\/l\/site-leaf1\.creds"/);
 });
 
-Deno.test("the lab's leaf port takes only a leaf with a certificate of the lab CA and its site's password", async () => {
+Deno.test("the lab's leaf port takes only a leaf with a certificate of the lab CA and its site's creds", async () => {
   // The lab's own renderings, run on loopback addresses of their own (127.0.83.x), since
   // the lab's ports are fixed.
   const dir = await Deno.makeTempDir({ prefix: "noxln-leafport-" });
@@ -324,14 +346,19 @@ Deno.test("the lab's leaf port takes only a leaf with a certificate of the lab C
       throw new Error(`${e.message}:\n${await Deno.readTextFile(f.logFile).catch(() => "")}`);
     });
   };
-  const password = crypto.randomUUID().replaceAll("-", "");
-  // A site's login, leaf connections only, as the control plane renders it (auth.ts).
-  const accounts = `accounts {
-  CONTROL { users: [ { user: "c", password: "c", allowed_connection_types: ["STANDARD"] } ] }
-  SITE_leaf1 { users: [ { user: "site-leaf1", password: "${password}", allowed_connection_types: ["LEAFNODE"] } ] }
-  UPLINK { users: [ { user: "u", password: "${crypto.randomUUID()}" } ] }
-}`;
-  const setup = { user: "site-leaf1", password, account: "UPLINK", extra: accounts };
+  // The mesh's operator, with a site whose scoped key signs its leaf's user (operator.ts).
+  const seeds = newOperatorSeeds();
+  const creds = join(dir, "site-leaf1.creds");
+  await Deno.writeTextFile(creds, await siteLeafCreds(seeds, "leaf1"), { mode: 0o600 });
+  await Deno.writeTextFile(
+    meshFiles(dir).operator,
+    await operatorInclude(seeds, { sites: { leaf1: [] } }),
+  );
+  const nodes = publicKeys(seeds).nodes;
+  const setup = {
+    remotes: [{ account: nodes, credentials: creds }],
+    extra: `resolver: MEMORY\ninclude "../operator.conf"\n`,
+  };
   const hub = facts("nats1", "127.0.83.1");
   const leaf = facts("leaf1", "127.0.83.2");
   const rogue = facts("rogue1", "127.0.83.3");
@@ -339,7 +366,16 @@ Deno.test("the lab's leaf port takes only a leaf with a certificate of the lab C
     await makeCertificates(dir, { names: [`${f.name}.lab`], ips: [f.address], server: f.name });
   }
   // Clustered JetStream wants a route: one to an address where nothing listens.
-  await start(hub, memberConfig(hub, dir, ["127.0.83.9"], accounts, newRouteCredentials()));
+  await start(
+    hub,
+    memberConfig(
+      hub,
+      dir,
+      ["127.0.83.9"],
+      operatorLines(hub.configFile, dir, join(hub.dir, "jwt")),
+      newRouteCredentials(),
+    ),
+  );
   const leafnodes = async () =>
     Number(
       ((await (await fetch(`http://${hub.address}:${HTTP_PORT}/leafz`)).json()) as {
@@ -347,8 +383,8 @@ Deno.test("the lab's leaf port takes only a leaf with a certificate of the lab C
       }).leafnodes ?? 0,
     );
 
-  // A leaf that knows the password and trusts the CA, but shows no certificate: refused.
-  // (It has no certificate at all: its client port goes without TLS.)
+  // A leaf that holds the site's creds and trusts the CA, but shows no certificate:
+  // refused. (It has no certificate at all: its client port goes without TLS.)
   const rogueConfig = leafConfig(rogue, dir, [hub.address], setup)
     .replace(/\ntls \{[^}]*\}\n/, "\n").replace(
       /\n\s*(cert|key)_file: "[^"]*rogue1\.(pem|key)"/g,
@@ -362,17 +398,30 @@ Deno.test("the lab's leaf port takes only a leaf with a certificate of the lab C
   }, 60_000);
   assert.equal(await leafnodes(), 0);
 
-  // Another account's user is not a leaf's login (users are for client connections).
+  // A node's user (a client's JWT, STANDARD connections only) is not a leaf's login.
   const wrong = facts("rogue2", "127.0.83.4");
   await makeCertificates(dir, { names: ["rogue2.lab"], ips: [wrong.address], server: "rogue2" });
-  await start(wrong, leafConfig(wrong, dir, [hub.address], { ...setup, user: "c" }));
+  const user = createUser();
+  const nodeCreds = join(dir, "node.creds");
+  await Deno.writeTextFile(
+    nodeCreds,
+    new TextDecoder().decode(fmtCreds(await nodeUserJwt(seeds, "n1", user.getPublicKey()), user)),
+  );
+  const before = count(await Deno.readTextFile(hub.logFile), /authentication error|Authorization/i);
+  await start(
+    wrong,
+    leafConfig(wrong, dir, [hub.address], {
+      ...setup,
+      remotes: [{ account: nodes, credentials: nodeCreds }],
+    }),
+  );
   await until("the hub refuses a client user as a leaf", async () => {
     const text = await Deno.readTextFile(hub.logFile);
-    return count(text, /authentication error - User "c"/) >= 1 ? true : undefined;
+    return count(text, /authentication error|Authorization/i) > before ? true : undefined;
   }, 60_000);
   assert.equal(await leafnodes(), 0);
 
-  // The lab's leaf (its certificate, its site's password) connects: the checks above would see one.
+  // The lab's leaf (its certificate, its site's creds) connects: the checks above would see one.
   await start(leaf, leafConfig(leaf, dir, [hub.address], setup));
   await until("the lab's leaf is connected", async () => (await leafnodes()) === 1 || undefined);
   assert.equal(await leafnodes(), 1, "only the lab's leaf, not the rogue");

@@ -7,20 +7,13 @@
  */
 import assert from "node:assert/strict";
 import { posix } from "node:path";
-import { connect, type NatsConnection, nkeyAuthenticator } from "@nats-io/transport-node";
-import { brokerTls } from "../src/link/connection.ts";
-import { caTrust } from "../src/link/trust.ts";
+import type { NatsConnection } from "@nats-io/transport-node";
 import { objectStoreSource } from "../src/link/object_source.ts";
-import {
-  CONTENT_STREAM,
-  CONTENT_SUBJECTS,
-  OBJECT_READS,
-  subjectsOf,
-} from "../src/link/subjects.ts";
+import { CONTENT_STREAM, CONTENT_SUBJECTS, OBJECT_READS } from "../src/link/subjects.ts";
 import { ContentCache, contentResolver, type ContentSource } from "../src/store/content.ts";
 import { sha256Hex } from "../src/declaration/canonical.ts";
 import { runHost, type Scratch, scratch } from "./_helpers.ts";
-import { type Mesh, spawnHost, startMesh, until } from "./_mesh.ts";
+import { connectAsNode, type Mesh, spawnHost, startMesh, until } from "./_mesh.ts";
 
 const BYTES = new Uint8Array(5 * 1024 * 1024 + 123).map((_, i) => (i * 131 + (i >> 9)) & 0xff);
 
@@ -32,17 +25,10 @@ async function enrol(mesh: Mesh, node: string, s: Scratch): Promise<void> {
   assert.equal(run.code, 0, run.stderr);
 }
 
-/** A connection as the node enrolled in `s` (its own key, its own inbox). */
+/** A connection as the node enrolled in `s` (its own key and JWT, its own inbox). */
 async function connectAs(mesh: Mesh, node: string, s: Scratch): Promise<NatsConnection> {
   const state = await mesh.control.state();
-  const seed = (await Deno.readTextFile(posix.join(s.stateDir, "node.nk"))).trim();
-  return await connect({
-    servers: state.url,
-    authenticator: nkeyAuthenticator(new TextEncoder().encode(seed)),
-    inboxPrefix: subjectsOf(node).inboxPrefix,
-    tls: brokerTls({ url: state.url, trust: caTrust(state.caPem) }),
-    reconnect: false,
-  });
+  return await connectAsNode(state.url, state.caPem, node, s.stateDir);
 }
 
 /**

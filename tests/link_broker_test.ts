@@ -1,21 +1,21 @@
 /**
- * Enrolment and confinement against a real nats-server on 127.0.0.1 (TLS,
- * JetStream, nkeys), with the host as a real process under its permission set.
+ * Enrolment and confinement against a real nats-server 2.9.10 on 127.0.0.1 (TLS,
+ * JetStream, NATS operator mode: every node a user of one account, its JWT permitting
+ * its own subjects only), with the host as a real process under its permission set.
+ * Each abuse is performed as the node would (its own key and JWT) and shown refused.
  */
 import assert from "node:assert/strict";
 import { posix } from "node:path";
-import { connect, headers, nkeyAuthenticator } from "@nats-io/transport-node";
-import { brokerTls } from "../src/link/connection.ts";
-import { caTrust } from "../src/link/trust.ts";
+import { headers } from "@nats-io/transport-node";
 import { decodeToken, encodeToken } from "../src/link/token.ts";
-import { fromSeed } from "@nats-io/nkeys";
 import { createSigningKey, signDeclaration, signingKeyFromSeed } from "../src/link/signature.ts";
-import { joinInboxPrefix, subjectsOf } from "../src/link/subjects.ts";
+import { declarationGet, joinInboxPrefix, subjectsOf } from "../src/link/subjects.ts";
+import { signerOf } from "../src/link/_nkeys.ts";
 import { Store } from "../src/store/store.ts";
 import { readOr, runHost, scratch } from "./_helpers.ts";
-import { fileResource, spawnHost, startMesh, until } from "./_mesh.ts";
+import { connectAsNode, fileResource, spawnHost, startMesh, until } from "./_mesh.ts";
 
-Deno.test("enrol: the node makes its own key (0600, never sent), the token works once", async () => {
+Deno.test("enrol: the node makes its own key (0600, never sent) and gets its JWT (0600), the token works once", async () => {
   await using mesh = await startMesh();
   await using s = await scratch();
   const token = await mesh.control.mintToken("node-a");
@@ -31,25 +31,64 @@ Deno.test("enrol: the node makes its own key (0600, never sent), the token works
   assert.equal((await Deno.stat(seedFile)).mode! & 0o777, 0o600);
   const seed = (await Deno.readTextFile(seedFile)).trim();
   assert.match(seed, /^SU/);
+  // Its JWT beside it, 0600 too: issued for its key by the nodes' account, its own subjects.
+  const jwtFile = posix.join(s.stateDir, "node.jwt");
+  assert.equal((await Deno.stat(jwtFile)).mode! & 0o777, 0o600);
+  const claims = JSON.parse(
+    new TextDecoder().decode(
+      Uint8Array.from(
+        atob(
+          (await Deno.readTextFile(jwtFile)).trim().split(".")[1].replace(/-/g, "+")
+            .replace(/_/g, "/"),
+        ),
+        (c) => c.charCodeAt(0),
+      ),
+    ),
+  );
+  assert.equal(claims.sub, publicKey);
+  assert.deepEqual(claims.nats.pub.allow, ["mesh.node.node-a.>"]);
+  assert.deepEqual(claims.nats.sub.allow, ["mesh.push.node-a", "_INBOX.node-a.>"]);
   // The control plane learned only the public key; the seed is nowhere in its records.
   const state = await mesh.control.state();
   assert.equal(state.nodes["node-a"].publicKey, publicKey);
   assert.ok(!JSON.stringify(state).includes(seed));
-  assert.ok(!(await Deno.readTextFile(posix.join(mesh.dir, "auth.conf"))).includes(seed));
-  // The store names the seed file, never holds a credential.
+  // Nothing of the node is in any server's configuration (operator mode).
+  for (const file of ["operator.conf", "nats.conf"]) {
+    const text = await Deno.readTextFile(posix.join(mesh.dir, file));
+    assert.ok(!text.includes(seed) && !text.includes(publicKey) && !text.includes("node-a"));
+  }
+  // The store names the seed and JWT files, never holds a credential.
   {
     using store = Store.open(s.stateDir);
     assert.equal(store.meta("node_id"), "node-a");
     assert.equal(store.meta("link_seed_file"), seedFile);
+    assert.equal(store.meta("link_jwt_file"), jwtFile);
     assert.equal(store.meta("link_public_key"), publicKey);
   }
   const storeBytes = await Deno.readFile(posix.join(s.stateDir, "state.db"));
   assert.ok(!new TextDecoder().decode(storeBytes).includes(seed), "no seed in the store");
 
+  // Spent: its join user goes on the join account's revocation list, pushed to the server
+  // once its answer surely arrived (JOIN_REVOCATION_DELAY_MS; the broker refuses it from
+  // then on, and the control plane a second use before).
+  const joinUser = decodeToken(token);
+  await until("the broker refuses the spent join key", async () => {
+    try {
+      const nc = await connectAsNode(joinUser.brokers[0], joinUser.ca, "node-a", s.stateDir, {
+        as: { seed: joinUser.join, jwt: joinUser.jwt },
+        inboxPrefix: joinInboxPrefix(signerOf(joinUser.join).publicKey),
+      });
+      await nc.close();
+      return undefined;
+    } catch (error) {
+      return /Authorization Violation|revoked/i.test(String(error)) || undefined;
+    }
+  }, 60_000);
   await using other = await scratch();
   const again = await runHost(["enrol", "--token", "-"], { env: other.env, stdin: token });
   assert.equal(again.code, 69, again.stderr);
   assert.match(again.stderr, /refused the token's one-time key: the token was already used/);
+  assert.equal(await readOr(posix.join(other.stateDir, "node.jwt")), undefined);
 
   const twice = await runHost(["enrol", "--token", "-"], {
     env: s.env,
@@ -63,96 +102,6 @@ Deno.test("enrol: the node makes its own key (0600, never sent), the token works
   assert.equal(json.identity.node, "node-a");
   assert.equal(json.identity.publicKey, publicKey);
   assert.equal(json.link.state, "service not running");
-});
-
-/**
- * A loopback relay to `port` that, on its first connection, holds what the client sends
- * after its TLS Finished (the CONNECT) until `hold` returns. The client's last handshake
- * flight is ChangeCipherSpec (record type 20), then Finished, then CONNECT and PING
- * (seen with TLS 1.3 between Deno and nats-server 2.9.10). Returns whether it held one.
- */
-function holdFirstConnect(port: number, hold: () => Promise<void>) {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  let held = false;
-  const pipe = async (from: Deno.Conn, to: Deno.Conn, first: boolean) => {
-    let buffer = new Uint8Array(0);
-    let afterCcs = -1; // records forwarded since the ChangeCipherSpec
-    for await (const chunk of from.readable) {
-      if (!first || held) {
-        await to.write(chunk);
-        continue;
-      }
-      buffer = new Uint8Array([...buffer, ...chunk]);
-      let at = 0;
-      while (at + 5 <= buffer.length && !held) {
-        const end = at + 5 + ((buffer[at + 3] << 8) | buffer[at + 4]);
-        if (end > buffer.length) break;
-        if (afterCcs >= 0) afterCcs++;
-        if (buffer[at] === 20) afterCcs = 0;
-        at = end;
-        if (afterCcs === 1) held = true; // Finished is through; CONNECT waits
-      }
-      await to.write(buffer.subarray(0, at));
-      buffer = buffer.subarray(at);
-      if (held) {
-        await hold();
-        await to.write(buffer).catch(() => {});
-      }
-    }
-  };
-  let connections = 0;
-  (async () => {
-    for await (const client of listener) {
-      const first = connections++ === 0;
-      const server = await Deno.connect({ hostname: "127.0.0.1", port });
-      // Each direction ends with a half-close (the broker's last words reach the node
-      // before its end of file); both sockets close when both directions are done.
-      const direction = (from: Deno.Conn, to: Deno.Conn, hold: boolean) =>
-        pipe(from, to, hold).catch(() => {}).finally(() => to.closeWrite().catch(() => {}));
-      Promise.all([direction(server, client, false), direction(client, server, first)])
-        .finally(() => {
-          for (const c of [client, server]) {
-            try {
-              c.close();
-            } catch { /* closed */ }
-          }
-        });
-    }
-  })().catch(() => {});
-  return {
-    port: (listener.addr as Deno.NetAddr).port,
-    held: () => held,
-    [Symbol.dispose]: () => listener.close(),
-  };
-}
-
-Deno.test("enrol: a join key refused because a reload fell in its handshake is tried again, and the token works", async () => {
-  // nats-server (2.9.10) closes, on a reload, each connection that has not sent its
-  // CONNECT yet ("Authorization Violation"), although its key is admitted. The relay
-  // holds the node's CONNECT while the control plane reloads the broker (a token for
-  // another node); main took that refusal as final: "the token was already used".
-  await using mesh = await startMesh();
-  await using s = await scratch();
-  const token = decodeToken(await mesh.control.mintToken("node-a"));
-  using relay = holdFirstConnect(mesh.broker.port, async () => {
-    await mesh.control.mintToken("node-b");
-  });
-  const through = encodeToken({
-    ...token,
-    brokers: [`tls://127.0.0.1:${relay.port}`],
-  });
-  const run = await runHost(["enrol", "--token", "-"], { env: s.env, stdin: through });
-  assert.ok(relay.held(), "the relay held the first CONNECT");
-  // The broker did refuse the first attempt, before its CONNECT (no key named).
-  assert.match(
-    await Deno.readTextFile(posix.join(mesh.dir, "nats.log")),
-    /authentication error - Nkey ""/,
-  );
-  assert.equal(run.code, 0, run.stderr);
-  assert.match(run.stderr, /refused the token's one-time key \(a broker refuses connections/);
-  assert.match(run.stdout, /^enrolled as node-a/);
-  const state = await mesh.control.state();
-  assert.ok(state.nodes["node-a"]);
 });
 
 Deno.test("enrol failures say which side and why: wrong CA, DNS, TCP", async () => {
@@ -199,7 +148,7 @@ Deno.test("enrol failures say which side and why: wrong CA, DNS, TCP", async () 
   assert.match(bad.stderr, /the enrolment token is not a token/);
 });
 
-Deno.test("the broker confines a node: A cannot read B's declarations nor report as B", async () => {
+Deno.test("the broker confines a node: A cannot read B's declarations, catch-up or objects, use the JetStream API, nor report as B", async () => {
   await using mesh = await startMesh();
   await using a = await scratch();
   await using b = await scratch();
@@ -212,16 +161,7 @@ Deno.test("the broker confines a node: A cannot read B's declarations nor report
   }
   await mesh.control.declare("node-b", { version: 1, resources: [] });
   const state = await mesh.control.state();
-  const seedA = new TextEncoder().encode(
-    (await Deno.readTextFile(posix.join(a.stateDir, "node.nk"))).trim(),
-  );
-  const nc = await connect({
-    servers: state.url,
-    authenticator: nkeyAuthenticator(seedA),
-    inboxPrefix: subjectsOf("node-a").inboxPrefix,
-    tls: brokerTls({ url: state.url, trust: caTrust(state.caPem) }),
-    reconnect: false,
-  });
+  const nc = await connectAsNode(state.url, state.caPem, "node-a", a.stateDir);
   try {
     const errors: string[] = [];
     (async () => {
@@ -229,61 +169,43 @@ Deno.test("the broker confines a node: A cannot read B's declarations nor report
         if (s.type === "error") errors.push(String(s.error.message));
       }
     })();
-    // Its own declaration: allowed (a 404, there is none yet).
-    const own = await nc.request(subjectsOf("node-a").directGet, new Uint8Array(0), {
+    // Its own catch-up: allowed (a 404, there is none yet).
+    const own = await nc.request(subjectsOf("node-a").catchUp, new Uint8Array(0), {
       timeout: 5000,
     });
     assert.equal(own.headers?.code, 404);
-    // B's last declaration by direct get: refused by the broker.
-    await assert.rejects(
-      nc.request(subjectsOf("node-b").directGet, new Uint8Array(0), { timeout: 5000 }),
-      /Permissions Violation for Publish to "\$JS\.API\.DIRECT\.GET\.MESH_DECL\.mesh\.decl\.node-b"/,
-    );
-    // The body form of direct get (any subject) is refused too.
-    await assert.rejects(
-      nc.request(
-        "$JS.API.DIRECT.GET.MESH_DECL",
-        JSON.stringify({ last_by_subj: "mesh.decl.node-b" }),
-        { timeout: 5000 },
-      ),
-      /Permissions Violation/,
-    );
-    // B's live declarations: the subscriptions are refused (where B's consumer delivers,
-    // and the stream's subject itself, which no node reads any more).
-    for (const subject of [subjectsOf("node-b").push, subjectsOf("node-b").declaration]) {
-      const sub = nc.subscribe(subject);
-      const closed = await sub.closed;
-      assert.match(
-        String(closed),
-        new RegExp(`Permissions Violation for Subscription to "${subject.replaceAll(".", "\\.")}"`),
-      );
-    }
-    // No consumer API: A can neither make a consumer (of its own subject or B's, with a
-    // deliver subject of its choosing), nor read, page, pull from or delete one; nor
-    // acknowledge or answer the flow control of B's.
+    // B's catch-up, B's declaration by either form of direct get, the stream itself and
+    // every JetStream API subject (consumers, purge, delete, info): refused by the broker.
     const b = subjectsOf("node-b");
     for (
       const subject of [
+        b.catchUp,
+        b.report,
+        declarationGet("node-b"),
+        declarationGet("node-a"),
+        "$JS.API.DIRECT.GET.MESH_DECL",
+        b.declaration,
+        subjectsOf("node-a").declaration,
+        "$JS.API.STREAM.PURGE.MESH_DECL",
+        "$JS.API.STREAM.DELETE.MESH_DECL",
+        "$JS.API.STREAM.INFO.MESH_DECL",
+        "$JS.API.STREAM.MSG.GET.MESH_DECL",
         "$JS.API.CONSUMER.CREATE.MESH_DECL",
-        "$JS.API.CONSUMER.CREATE.MESH_DECL.evil.mesh.decl.node-a",
         "$JS.API.CONSUMER.CREATE.MESH_DECL.evil.mesh.decl.node-b",
         "$JS.API.CONSUMER.DURABLE.CREATE.MESH_DECL.node-a",
-        "$JS.API.CONSUMER.INFO.MESH_DECL.node-a",
-        "$JS.API.CONSUMER.INFO.MESH_DECL.node-b",
-        "$JS.API.CONSUMER.DELETE.MESH_DECL.node-b",
-        "$JS.API.CONSUMER.MSG.NEXT.MESH_DECL.node-b",
-        "$JS.API.CONSUMER.NAMES.MESH_DECL",
         "$JS.API.CONSUMER.LIST.MESH_DECL",
-        b.ack.replace(">", "1.1.1.1.0"),
-        b.flowControl.replace(">", "x"),
+        "$JS.API.INFO",
+        "mesh.obj.0000000000000000000000000000000000000000000000000000000000000000.meta",
+        `mesh.node.node-b.obj.${"0".repeat(64)}.meta`,
       ]
     ) {
       await assert.rejects(
         nc.request(
           subject,
           JSON.stringify({
+            last_by_subj: "mesh.decl.node-b",
             stream_name: "MESH_DECL",
-            config: { deliver_subject: "mesh.decl.node-b", filter_subject: "mesh.decl.node-b" },
+            config: { deliver_subject: "mesh.push.node-a", filter_subject: "mesh.decl.node-b" },
           }),
           { timeout: 5000 },
         ),
@@ -291,10 +213,24 @@ Deno.test("the broker confines a node: A cannot read B's declarations nor report
         subject,
       );
     }
+    // B's live declarations: where the stream republishes them, the stream's subject, and
+    // every node's at once.
+    for (const subject of [b.push, b.declaration, "mesh.push.*", "mesh.>", "_INBOX.node-b.>"]) {
+      const sub = nc.subscribe(subject);
+      const closed = await sub.closed;
+      assert.match(
+        String(closed),
+        new RegExp(
+          `Permissions Violation for Subscription to "${
+            subject.replaceAll(".", "\\.").replaceAll("*", "\\*")
+          }"`,
+        ),
+      );
+    }
     // Reporting as B: refused, and B's report stream stays empty.
-    nc.publish(subjectsOf("node-b").report, JSON.stringify({ kind: "apply", forged: true }));
-    nc.publish(subjectsOf("node-b").heartbeat, JSON.stringify({ kind: "heartbeat", forged: true }));
-    nc.publish(subjectsOf("node-b").inventory, JSON.stringify({ kind: "inventory", forged: true }));
+    nc.publish(b.report, JSON.stringify({ kind: "apply", forged: true }));
+    nc.publish(b.heartbeat, JSON.stringify({ kind: "heartbeat", forged: true }));
+    nc.publish(b.inventory, JSON.stringify({ kind: "inventory", forged: true }));
     await nc.flush();
     await until(
       "the broker's refusal of the forged report",
@@ -325,6 +261,13 @@ Deno.test("the broker confines a node: A cannot read B's declarations nor report
     }
     await mesh.control.waitReport("node-a", (r) => r.mine === true, 10_000);
     assert.equal((await mesh.control.reports("node-a")).length, 1);
+    // Its own heartbeat is a request the control plane answers.
+    const beat = await nc.request(
+      subjectsOf("node-a").heartbeat,
+      JSON.stringify({ kind: "heartbeat" }),
+      { timeout: 5000 },
+    );
+    assert.equal(JSON.parse(beat.string()).v, 1);
   } finally {
     await nc.close();
   }
@@ -391,7 +334,7 @@ Deno.test("a pushed declaration is applied only when signed by the pinned key: u
   );
 });
 
-Deno.test("broker accounts: a reply subject cannot reach another node's subject or the JetStream API", async () => {
+Deno.test("a reply subject reaches neither the stream nor the JetStream API; one A steers into B's push subject is dropped by B, which applies and reports nothing", async () => {
   await using mesh = await startMesh();
   await using a = await scratch();
   await using b = await scratch();
@@ -402,115 +345,81 @@ Deno.test("broker accounts: a reply subject cannot reach another node's subject 
     });
     assert.equal(run.code, 0, run.stderr);
   }
-  await mesh.control.declare("node-a", { version: 1, resources: [] });
-  const storedB = await mesh.control.declare("node-b", { version: 1, resources: [] });
+  // A's declaration (signed for A) names a file in B's managed root: were B to take it,
+  // the file would appear.
+  const planted = posix.join(b.root, "planted");
+  await mesh.control.declare("node-a", {
+    version: 1,
+    resources: [fileResource("planted", planted, "from a\n")],
+  });
+  const storedB = await mesh.control.declare("node-b", {
+    version: 1,
+    resources: [fileResource("own", posix.join(b.root, "own"), "b's own\n")],
+  });
+  // B runs, takes its own declaration and reports it.
+  await using hostB = await spawnHost(["run", "--heartbeat-interval", "1"], b.env);
+  await mesh.control.waitReport("node-b", (r) => r.kind === "apply" && r.serial === 1);
+  const reportsBefore = (await mesh.control.reports("node-b")).length;
   const lastOfB = async () => {
-    const reply = await mesh.control.nc.request(
-      subjectsOf("node-b").directGet,
-      new Uint8Array(0),
-      { timeout: 5000 },
-    );
+    const reply = await mesh.control.nc.request(declarationGet("node-b"), new Uint8Array(0), {
+      timeout: 5000,
+    });
     return { seq: Number(reply.headers?.get("Nats-Sequence")), body: reply.string() };
   };
   const before = await lastOfB();
   assert.equal(before.seq, storedB.seq);
 
   const state = await mesh.control.state();
-  const connectAs = async (stateDir: string, node: string) =>
-    await connect({
-      servers: state.url,
-      authenticator: nkeyAuthenticator(
-        new TextEncoder().encode(
-          (await Deno.readTextFile(posix.join(stateDir, "node.nk"))).trim(),
-        ),
-      ),
-      inboxPrefix: subjectsOf(node).inboxPrefix,
-      tls: brokerTls({ url: state.url, trust: caTrust(state.caPem) }),
-      reconnect: false,
-    });
-  const na = await connectAs(a.stateDir, "node-a");
-  const nb = await connectAs(b.stateDir, "node-b");
+  const na = await connectAsNode(state.url, state.caPem, "node-a", a.stateDir);
   try {
-    const heardByB: string[] = [];
-    nb.subscribe(subjectsOf("node-b").push, {
-      callback: (_e, m) => {
-        // B's own consumer delivers B's declaration (and idle heartbeats); nothing else.
-        if (m.headers?.code === 100) return;
-        if (m.reply) m.respond("+ACK");
-        if (m.string() !== before.body) heardByB.push(m.string());
-      },
-    });
-    await nb.flush();
-    // A's own consumer delivers A's declaration: its acknowledgement, answered into B's
-    // subjects and the JetStream API, reaches none of them.
-    const delivered = await until(
-      "A's declaration delivered to A",
-      () =>
-        new Promise<string | undefined>((resolve) => {
-          const sub = na.subscribe(subjectsOf("node-a").push, {
-            callback: (_e, m) => {
-              if (m.headers?.code !== 100 && m.reply) resolve(m.reply);
-            },
-          });
-          setTimeout(() => {
-            sub.unsubscribe();
-            resolve(undefined);
-          }, 2000);
-        }),
-    );
-    assert.match(delivered, /^\$JS\.ACK\.MESH_DECL\.node-a\./);
-    for (const reply of ["$JS.API.STREAM.PURGE.MESH_DECL", subjectsOf("node-b").push]) {
-      for (const ack of ["+ACK", "+NXT", "-NAK", "+TERM"]) na.publish(delivered, ack, { reply });
-    }
-    // A's own direct get with B's declaration subject as the reply subject.
-    na.publish(subjectsOf("node-a").directGet, new Uint8Array(0), {
-      reply: subjectsOf("node-b").declaration,
-    });
-    // Reports, inventories and heartbeats (and its direct get) with a JetStream API reply
-    // subject; reports and inventories are acknowledged by JetStream (the outbox needs it),
-    // so their reply subjects are also aimed at B's declaration subject.
     const own = subjectsOf("node-a");
+    const targets = [
+      "$JS.API.STREAM.PURGE.MESH_DECL",
+      "$JS.API.STREAM.DELETE.MESH_DECL",
+      subjectsOf("node-b").declaration,
+      subjectsOf("node-b").push,
+      subjectsOf("node-b").catchUp,
+    ];
+    // A's own catch-up, answered into each target: into B's push subject it arrives
+    // (the broker routes a reply anywhere in the nodes' account), naming A's declaration.
+    for (const reply of targets) na.publish(own.catchUp, new Uint8Array(0), { reply });
+    // Its report, inventory, heartbeat and an object read, with each target as the reply
+    // subject (JetStream and the control plane answer them).
     for (const subject of [own.report, own.inventory, own.heartbeat]) {
-      for (
-        const reply of [
-          "$JS.API.STREAM.PURGE.MESH_DECL",
-          subjectsOf("node-b").declaration,
-          subjectsOf("node-b").push,
-        ]
-      ) {
+      for (const reply of targets) {
         na.publish(subject, JSON.stringify({ kind: "apply", abuse: true }), { reply });
       }
     }
-    na.publish(subjectsOf("node-a").directGet, new Uint8Array(0), {
-      reply: "$JS.API.STREAM.PURGE.MESH_DECL",
-    });
+    for (const reply of targets) {
+      na.publish(`mesh.node.node-a.obj.${"0".repeat(64)}.meta`, new Uint8Array(0), { reply });
+    }
     await na.flush();
     // Wait until A's report went through (so the abuses were processed), then look.
     await mesh.control.waitReport("node-a", (r) => r.abuse === true, 10_000);
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    await new Promise((resolve) => setTimeout(resolve, 3000));
     assert.deepEqual(await lastOfB(), before, "B's stored declaration is intact");
-    assert.deepEqual(heardByB, [], "B heard nothing from A's reply subject");
     const info = JSON.parse(
       (await mesh.control.nc.request("$JS.API.STREAM.INFO.MESH_DECL", "", { timeout: 5000 }))
         .string(),
     );
-    assert.equal(info.state.messages, 2, "MESH_DECL was not purged");
+    assert.equal(info.state.messages, 2, "MESH_DECL was neither purged nor deleted");
+    // B dropped what A steered into its push subject: nothing applied, nothing reported.
+    await assert.rejects(Deno.readTextFile(planted), Deno.errors.NotFound);
+    const after = await mesh.control.reports("node-b");
+    assert.equal(after.length, reportsBefore, JSON.stringify(after.slice(reportsBefore)));
+    assert.doesNotMatch(hostB.log(), /refused|node-a/);
   } finally {
     await na.close();
-    await nb.close();
   }
 });
 
 Deno.test("a join key has its own inbox: it cannot listen to the node's inbox", async () => {
   await using mesh = await startMesh();
+  await using s = await scratch();
   const token = decodeToken(await mesh.control.mintToken("node-a"));
-  const join = fromSeed(new TextEncoder().encode(token.join));
-  const nc = await connect({
-    servers: token.brokers[0],
-    authenticator: nkeyAuthenticator(join.getSeed()),
-    inboxPrefix: joinInboxPrefix(join.getPublicKey()),
-    tls: brokerTls({ url: token.brokers[0], trust: caTrust(token.ca) }),
-    reconnect: false,
+  const nc = await connectAsNode(token.brokers[0], token.ca, "node-a", s.stateDir, {
+    as: { seed: token.join, jwt: token.jwt },
+    inboxPrefix: joinInboxPrefix(signerOf(token.join).publicKey),
   });
   try {
     const sub = nc.subscribe(`${subjectsOf("node-a").inboxPrefix}.>`);

@@ -47,7 +47,7 @@ async function controlBack(mesh: Mesh): Promise<void> {
   const { ControlPlane } = await import("../lab/mesh/control.ts");
   mesh.control = await ControlPlane.open(mesh.dir);
   mesh.control.serveEnrolments();
-  mesh.control.serveObjects();
+  mesh.control.serveNodes();
 }
 
 /** The broker's log since the last start. */

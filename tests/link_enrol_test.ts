@@ -1,36 +1,39 @@
 /**
- * Enrolment abused (issue 21), against a real nats-server and the stand-in control
- * plane: a token holder who offers a key that is not a user key (an account key in
- * auth.conf made every later reload fail, so no token, enrolment or revocation took
- * effect again), and one who names another, unused token in the request. The control
- * plane takes the token from the subject the broker confined the join key to, and
- * admits user keys only.
+ * Enrolment abused (issues 21 and 35), against a real nats-server 2.9.10 in operator mode
+ * and the stand-in control plane: a token holder who offers a key that is not a user key
+ * (a JWT is minted for user keys only), one who names another, unused token in the
+ * request or publishes on that token's subject, and one who uses a token twice. The
+ * control plane takes the token from the subject the broker confined the join user to,
+ * admits user keys only, and a spent join user is refused by the broker. A node enrolled
+ * before operator mode (no JWT) is told to enrol again.
  */
 import assert from "node:assert/strict";
 import { posix } from "node:path";
-import { connect, type NatsConnection, nkeyAuthenticator } from "@nats-io/transport-node";
+import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { createAccount, createOperator, createUser, fromSeed, type KeyPair } from "@nats-io/nkeys";
-import { brokerTls } from "../src/link/connection.ts";
+import { brokerTls, jwtAuth } from "../src/link/connection.ts";
 import { caTrust } from "../src/link/trust.ts";
 import { enrolStatement } from "../src/link/enrol.ts";
 import { decodeToken, encodeToken } from "../src/link/token.ts";
 import { enrolSubject, joinInboxPrefix } from "../src/link/subjects.ts";
 import { base64url } from "../src/link/_base64url.ts";
+import { signerOf } from "../src/link/_nkeys.ts";
+import { Store } from "../src/store/store.ts";
 import { runHost, scratch } from "./_helpers.ts";
-import { startMesh } from "./_mesh.ts";
+import { connectAsNode, spawnHost, startMesh, until } from "./_mesh.ts";
 
-/** Connect as a token's one-time join key, as `enrol` does (its own inbox). */
+/** Connect as a token's one-time join user, as `enrol` does (its own inbox). */
 async function connectAsJoin(token: string): Promise<{ nc: NatsConnection; key: string }> {
   const t = decodeToken(token);
-  const join = fromSeed(new TextEncoder().encode(t.join));
+  const key = signerOf(t.join).publicKey;
   const nc = await connect({
     servers: t.brokers[0],
-    authenticator: nkeyAuthenticator(new TextEncoder().encode(t.join)),
-    inboxPrefix: joinInboxPrefix(join.getPublicKey()),
+    authenticator: jwtAuth(t.jwt, new TextEncoder().encode(t.join)),
+    inboxPrefix: joinInboxPrefix(key),
     tls: brokerTls({ url: t.brokers[0], trust: caTrust(t.ca) }),
     reconnect: false,
   });
-  return { nc, key: join.getPublicKey() };
+  return { nc, key };
 }
 
 /** An enrolment request for `node` offering `pair`'s public key, signed by it. */
@@ -42,7 +45,14 @@ function requestFor(node: string, pair: KeyPair, extra: Record<string, unknown> 
 
 async function ask(nc: NatsConnection, subject: string, body: string) {
   const reply = await nc.request(subject, body, { timeout: 10_000 });
-  return JSON.parse(reply.string()) as { ok?: boolean; error?: string };
+  return JSON.parse(reply.string()) as { ok?: boolean; error?: string; jwt?: string };
+}
+
+/** The nats-server logs of a mesh, and how many configuration reloads they tell of. */
+async function reloads(dir: string): Promise<number> {
+  return (await Deno.readTextFile(posix.join(dir, "nats.log"))).split(
+    "Reloaded server configuration",
+  ).length - 1;
 }
 
 /** `nox-mesh-host enrol` with `token` on stdin, in a fresh state directory. */
@@ -52,8 +62,9 @@ async function enrolHost(token: string) {
   return { s, run };
 }
 
-Deno.test("enrolment admits only NKey user keys: an account or operator key is refused, and tokens, enrolments and reloads keep working", async () => {
+Deno.test("enrolment admits only NKey user keys: an account or operator key is refused, and tokens, enrolments and revocations keep working, with no server reloaded", async () => {
   await using mesh = await startMesh();
+  const reloadsBefore = await reloads(mesh.dir);
   const token = await mesh.control.mintToken("node-x");
   const { nc, key } = await connectAsJoin(token);
   try {
@@ -61,8 +72,9 @@ Deno.test("enrolment admits only NKey user keys: an account or operator key is r
       const answer = await ask(nc, enrolSubject("node-x", key), requestFor("node-x", pair));
       assert.equal(answer.ok, false, JSON.stringify(answer));
       assert.match(answer.error ?? "", /must be an NKey user public key \(U…\)/);
-      const auth = await Deno.readTextFile(posix.join(mesh.dir, "auth.conf"));
-      assert.ok(!auth.includes(pair.getPublicKey()), "the key reached auth.conf");
+      assert.equal(answer.jwt, undefined, "no JWT minted for it");
+      const operator = await Deno.readTextFile(posix.join(mesh.dir, "operator.conf"));
+      assert.ok(!operator.includes(pair.getPublicKey()), "the key reached the servers");
     }
   } finally {
     await nc.close();
@@ -79,11 +91,23 @@ Deno.test("enrolment admits only NKey user keys: an account or operator key is r
   const y = await enrolHost(await mesh.control.mintToken("node-y"));
   await using _y = y.s;
   assert.equal(y.run.code, 0, y.run.stderr);
+  // node-y revoked: its key is refused by the broker at once (an account JWT pushed).
+  const now = await mesh.control.state();
+  const asY = await connectAsNode(now.url, now.caPem, "node-y", y.s.stateDir);
+  const closed = asY.closed();
   await mesh.control.revoke("node-y");
-  assert.doesNotMatch(
-    await Deno.readTextFile(posix.join(mesh.dir, "auth.conf")),
-    new RegExp((await mesh.control.state()).nodes["node-y"].publicKey),
+  assert.notEqual(
+    await Promise.race([closed, new Promise((r) => setTimeout(() => r("open"), 10_000))]),
+    "open",
+    "the revoked node's connection was closed",
   );
+  await assert.rejects(
+    connectAsNode(now.url, now.caPem, "node-y", y.s.stateDir),
+    /Authorization Violation|revoked/i,
+  );
+  // node-x is untouched.
+  await (await connectAsNode(now.url, now.caPem, "node-x", x.s.stateDir)).close();
+  assert.equal(await reloads(mesh.dir), reloadsBefore, "no server reloaded");
 });
 
 Deno.test("a token holder cannot spend another token: the join key is the one the broker confined the connection to, not a field of the request", async () => {
@@ -108,8 +132,13 @@ Deno.test("a token holder cannot spend another token: the join key is the one th
       requestFor("node-a", attacker, { join: victimKey }),
     );
     assert.equal(answer.ok, true, JSON.stringify(answer));
+    // The JWT it got is for its own key, never for another token's.
+    const claims = JSON.parse(
+      atob(answer.jwt!.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")),
+    );
+    assert.equal(claims.sub, attacker.getPublicKey());
   } finally {
-    await nc.close();
+    await nc.close().catch(() => {});
   }
   const state = await mesh.control.state();
   assert.ok(state.tokens[key].usedAt, "the attacker's own token is spent");
@@ -125,6 +154,12 @@ Deno.test("a token holder cannot spend another token: the join key is the one th
     (await mesh.control.state()).nodes["node-a"].publicKey,
     fromSeed(new TextEncoder().encode(seed)).getPublicKey(),
   );
+  // The attacker's key was replaced: the broker refuses it now.
+  await until("the replaced key refused", async () => {
+    const s = await mesh.control.state();
+    return s.nodes["node-a"].replaced?.some((r) => r.publicKey === attacker.getPublicKey()) ||
+      undefined;
+  });
   const again = await enrolHost(stolen);
   await using _a = again.s;
   assert.equal(again.run.code, 69, again.run.stderr);
@@ -133,8 +168,8 @@ Deno.test("a token holder cannot spend another token: the join key is the one th
 
 /**
  * A relay to the broker on 127.0.0.1 that drops the first connection it relays as soon
- * as the node's TLS handshake starts (what nats-server does to a connection in its
- * handshake when its configuration is reloaded), and relays every later one whole.
+ * as the node's TLS handshake starts (what a busy or restarting server may do), and
+ * relays every later one whole.
  */
 function dropFirstHandshake(port: number) {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -172,7 +207,7 @@ function dropFirstHandshake(port: number) {
   };
 }
 
-Deno.test("enrol: a join connection the broker drops in its handshake (a reload) is tried again, and the token works", async () => {
+Deno.test("enrol: a join connection the broker drops in its handshake is tried again, and the token works", async () => {
   await using mesh = await startMesh();
   const token = decodeToken(await mesh.control.mintToken("node-a"));
   using relay = dropFirstHandshake(mesh.broker.port);
@@ -187,4 +222,23 @@ Deno.test("enrol: a join connection the broker drops in its handshake (a reload)
   assert.equal(run.code, 0, run.stderr);
   assert.match(run.stderr, /closed the connection in its handshake/);
   assert.ok((await mesh.control.state()).nodes["node-a"]);
+});
+
+Deno.test("a node enrolled before operator mode (a key and no JWT) is told, in its log and its status, to enrol again with a new token", async () => {
+  await using mesh = await startMesh();
+  const { s, run } = await enrolHost(await mesh.control.mintToken("node-a"));
+  await using _s = s;
+  assert.equal(run.code, 0, run.stderr);
+  // What an identity written before operator mode looks like: no JWT file in the store.
+  {
+    using store = Store.open(s.stateDir);
+    store.setMeta("link_jwt_file", undefined);
+  }
+  await Deno.remove(posix.join(s.stateDir, "node.jwt"));
+  await using host = await spawnHost(["run"], s.env);
+  await host.waitLog(
+    /link: cannot start: .*was enrolled when the broker kept every node's key in its configuration.*enrol it again with a new token: nox-mesh-host enrol --replace/s,
+  );
+  const status = await runHost(["status", "--json"], { env: s.env });
+  assert.match(status.stdout, /enrol it again with a new token/);
 });

@@ -7,15 +7,13 @@
  */
 import assert from "node:assert/strict";
 import { posix } from "node:path";
-import { connect, headers, type NatsConnection, nkeyAuthenticator } from "@nats-io/transport-node";
-import { brokerTls } from "../src/link/connection.ts";
-import { caTrust } from "../src/link/trust.ts";
+import { headers, type NatsConnection } from "@nats-io/transport-node";
 import { MESSAGE_ID_HEADER, NODE_LIMITS, subjectsOf } from "../src/link/subjects.ts";
 import { nodeShare, REPORTS_KEPT, STREAMS } from "../lab/mesh/streams.ts";
 import { fromSeed } from "@nats-io/nkeys";
 import { base64url } from "../src/link/_base64url.ts";
 import { runHost, type Scratch, scratch } from "./_helpers.ts";
-import { type Mesh, startMesh } from "./_mesh.ts";
+import { connectAsNode, type Mesh, startMesh } from "./_mesh.ts";
 
 async function enrol(mesh: Mesh, node: string, s: Scratch): Promise<void> {
   const run = await runHost(["enrol", "--token", "-"], {
@@ -25,23 +23,16 @@ async function enrol(mesh: Mesh, node: string, s: Scratch): Promise<void> {
   assert.equal(run.code, 0, run.stderr);
 }
 
-/** A connection as the node enrolled in `s` (its own key, its own inbox). */
+/** A connection as the node enrolled in `s` (its own key and JWT, its own inbox). */
 async function connectAs(mesh: Mesh, node: string, s: Scratch): Promise<NatsConnection> {
   const state = await mesh.control.state();
-  const seed = (await Deno.readTextFile(posix.join(s.stateDir, "node.nk"))).trim();
-  return await connect({
-    servers: state.url,
-    authenticator: nkeyAuthenticator(new TextEncoder().encode(seed)),
-    inboxPrefix: subjectsOf(node).inboxPrefix,
-    tls: brokerTls({ url: state.url, trust: caTrust(state.caPem) }),
-    reconnect: false,
-  });
+  return await connectAsNode(state.url, state.caPem, node, s.stateDir);
 }
 
 /**
  * What the broker says to a client that ignores the max_payload it was told: the
- * node's key logs in over a raw connection (INFO in the clear, then TLS, CONNECT signed
- * over the nonce, PING) and publishes `bytes` bytes on its report subject; returns
+ * node's key logs in over a raw connection (INFO in the clear, then TLS, CONNECT with its
+ * JWT and its signature of the nonce, PING) and publishes `bytes` bytes on its report subject; returns
  * everything it heard until the broker closed the connection.
  */
 async function rawPublish(mesh: Mesh, node: string, s: Scratch, bytes: number): Promise<string> {
@@ -50,6 +41,7 @@ async function rawPublish(mesh: Mesh, node: string, s: Scratch, bytes: number): 
   const pair = fromSeed(
     new TextEncoder().encode((await Deno.readTextFile(posix.join(s.stateDir, "node.nk"))).trim()),
   );
+  const jwt = (await Deno.readTextFile(posix.join(s.stateDir, "node.jwt"))).trim();
   const plain = await Deno.connect({ hostname: url.hostname, port: Number(url.port) });
   const buffer = new Uint8Array(64 * 1024);
   const n = await plain.read(buffer);
@@ -61,7 +53,7 @@ async function rawPublish(mesh: Mesh, node: string, s: Scratch, bytes: number): 
     conn.write(typeof text === "string" ? new TextEncoder().encode(text) : text);
   await send(
     `CONNECT ${
-      JSON.stringify({ verbose: false, pedantic: false, nkey: pair.getPublicKey(), sig })
+      JSON.stringify({ verbose: false, pedantic: false, jwt, nkey: pair.getPublicKey(), sig })
     }\r\nPING\r\n`,
   );
   let heard = "";
@@ -110,8 +102,8 @@ Deno.test("one node cannot starve the mesh: large reports refused, a flood keeps
     const before = await report(nb, "node-b", JSON.stringify({ kind: "apply", n: 0 }));
     assert.equal(before.error, undefined, JSON.stringify(before));
 
-    // node-a's account may publish at most NODE_LIMITS.maxPayload bytes at once, less than
-    // the server takes from the control plane.
+    // node-a's user JWT lets it publish at most NODE_LIMITS.maxPayload bytes at once, less
+    // than the server takes from the control plane.
     assert.equal(na.info?.max_payload, NODE_LIMITS.maxPayload);
     assert.ok(Number(mesh.control.nc.info?.max_payload) > NODE_LIMITS.maxPayload);
     assert.throws(
@@ -180,11 +172,11 @@ Deno.test("the streams bound every node's share, reserved on the broker; declara
     const config = await info(name);
     assert.equal(config.max_msgs_per_subject, plan.max_msgs_per_subject, name);
     assert.equal(config.max_msg_size, plan.max_msg_size, name);
-    // One node has an account: its share is reserved (at least one node's, always).
+    // One node has a token: its share is reserved (at least one node's, always).
     assert.equal(config.max_bytes, nodeShare(plan), name);
   }
   assert.equal((await info("MESH_REPORT")).max_msg_size, NODE_LIMITS.reportBytes);
-  // A second node's account grows every stream by its share, before its token exists.
+  // A second node's token grows every stream by its share, before the token exists.
   await mesh.control.mintToken("node-b");
   for (const [name, plan] of Object.entries(STREAMS)) {
     assert.equal((await info(name)).max_bytes, 2 * nodeShare(plan), name);

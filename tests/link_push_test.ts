@@ -1,18 +1,21 @@
 /**
- * Pushed, never polled (issue 24), against a real nats-server: declarations reach a
- * node through its durable push consumer (src/link/subjects.ts, DECLARATION_PUSH),
- * which the control plane makes. An idle node asks for nothing (bytes counted at the
- * broker); a consumer that falls silent is noticed and, once it is back, delivers what
- * was published meanwhile; flow control is answered (a consumer whose requests go
- * unanswered stops delivering); a catch-up answered from a store behind what the node
- * accepted is ignored quietly, while an old declaration published again is a replay.
+ * Pushed, never polled (issues 24 and 35), against a real nats-server: the declaration
+ * stream republishes each declaration it stores to the node's push subject
+ * (src/link/subjects.ts, DECLARATION_REPUBLISH); nothing is kept per node on the broker.
+ * An idle node sends only its heartbeats and hears only their acknowledgements (bytes
+ * counted at the broker); one catch-up follows a heartbeat whose acknowledgement names a
+ * later declaration than the link took, or one after a heartbeat nobody acknowledged,
+ * and none otherwise (requests counted at the broker); a catch-up answered from a store
+ * behind what the node accepted is ignored quietly, while an old declaration published
+ * again is a replay.
  */
 import assert from "node:assert/strict";
 import { posix } from "node:path";
 import { enrol } from "../src/link/enrol.ts";
+import { readSeed } from "../src/link/identity.ts";
 import { Link, type Pushed } from "../src/link/link.ts";
+import { declarationGet } from "../src/link/subjects.ts";
 import { Store } from "../src/store/store.ts";
-import { withState } from "../lab/mesh/state.ts";
 import { hostOn, readOr, runHost, type Scratch, scratch } from "./_helpers.ts";
 import { fileResource, type Mesh, spawnHost, startMesh, until } from "./_mesh.ts";
 
@@ -45,7 +48,7 @@ async function connection(mesh: Mesh, node: string) {
   return mine[0];
 }
 
-Deno.test("an idle node holding a 300 KB declaration sends only its heartbeats and receives only the consumer's idle heartbeats (counted at the broker)", async () => {
+Deno.test("an idle node holding a 300 KB declaration sends only its heartbeats and receives only their acknowledgements (counted at the broker)", async () => {
   await using mesh = await startMesh();
   await using s = await scratch();
   await enrolHost(mesh, "node-a", s);
@@ -79,81 +82,73 @@ Deno.test("an idle node holding a 300 KB declaration sends only its heartbeats a
     Math.abs(sentMsgs - beats) <= 1,
     `${sentMsgs} messages from the node, ${beats} heartbeats`,
   );
-  // What reached the node: pongs and at most a few idle heartbeats of its consumer.
+  // What reached the node: pongs and one acknowledgement per heartbeat (a few dozen bytes).
+  const acks = after.out_msgs - before.out_msgs;
   assert.ok(received < 8 * 1024, `the node received ${received} bytes in 20 s`);
-  assert.ok(after.out_msgs - before.out_msgs <= 2, `${after.out_msgs - before.out_msgs} messages`);
+  assert.ok(Math.abs(acks - beats) <= 1, `${acks} messages to the node, ${beats} heartbeats`);
   assert.equal(await readOr(`${s.root}/big`), content);
   assert.equal(await host.stop(), 0);
 });
 
-Deno.test("a declaration consumer that falls silent is noticed; once it is back it delivers what was published meanwhile; flow control is answered", async () => {
-  await using mesh = await startMesh();
-  // Short idle heartbeats and acknowledgement wait for this mesh's consumers.
-  await withState(mesh.dir, (state) => {
-    state.push = { idleHeartbeatMs: 500, ackWaitMs: 2000 };
-  });
+Deno.test("one catch-up follows a heartbeat acknowledged after one that was not, or whose acknowledgement names a later declaration; none otherwise (requests counted at the broker)", async () => {
+  // This mesh's control plane answers no heartbeat: the test does, as it pleases.
+  await using mesh = await startMesh({ serveNodes: false });
   await using s = await scratch();
   using engine = await hostOn(s);
   const identity = await enrol(engine, await mesh.control.mintToken("node-a"));
-  const seed = new TextEncoder().encode(
-    (await Deno.readTextFile(posix.join(s.stateDir, "node.nk"))).trim(),
-  );
+  const seed = await readSeed(identity);
+  // Every catch-up the node asks reaches the stream's direct get in the control plane's
+  // account, where the control plane can count it (JetStream answers it).
+  let catchUps = 0;
+  const counter = mesh.control.nc.subscribe(declarationGet("node-a"), {
+    callback: () => void catchUps++,
+  });
+  let ack: Record<string, unknown> | undefined; // undefined: no answer
+  const answers = mesh.control.nc.subscribe("mesh.node.node-a.heartbeat", {
+    callback: (_e, m) => void (ack && m.respond(JSON.stringify(ack))),
+  });
+  await mesh.control.nc.flush();
   const got: Pushed[] = [];
-  const logged: string[] = [];
   const link = new Link(identity, seed, {
     onDeclaration: (pushed) => void got.push(pushed),
     onUp: ({ catchUp }) => void (catchUp && got.push(catchUp)),
-    log: (line) => logged.push(line),
-  }, { pushSilenceMs: 2000 });
-  const serials = () => got.map((p) => JSON.parse(new TextDecoder().decode(p.data)).serial);
-  const declare = (serial: number, pad = "") =>
-    mesh.control.declare("node-a", {
-      version: 1,
-      resources: [fileResource("f", `${s.root}/f`, `serial ${serial}\n${pad}`)],
-    }, { serial });
+  }, { heartbeatAckMs: 500 });
+  const beat = async () => {
+    assert.ok(link.publish("heartbeat", { kind: "heartbeat" }));
+    await sleep(900);
+  };
   link.start();
   try {
     await until("the link is up", () => link.state.phase === "up" || undefined, 20_000);
-    await declare(1);
-    await until("serial 1 pushed", () => serials().includes(1) || undefined, 10_000);
-    const info = await mesh.control.consumerInfo("node-a");
-    assert.equal(info?.push_bound, true);
-
-    // The consumer goes away (a control plane that lost it): its heartbeats stop.
-    await mesh.control.nc.request("$JS.API.CONSUMER.DELETE.MESH_DECL.node-a", "", {
-      timeout: 5000,
-    });
-    await until(
-      "the link saying the consumer is silent",
-      () => logged.some((l) => /nothing from the declaration consumer/.test(l)) || undefined,
-      20_000,
-    );
-    await declare(2);
-    await sleep(1000);
-    assert.ok(!serials().includes(2), "nothing delivers serial 2 without a consumer");
-    // Made again: it delivers the last declaration stored, the one published meanwhile.
-    await mesh.control.ensureConsumers();
-    await until("serial 2 pushed", () => serials().includes(2) || undefined, 20_000);
-    await until(
-      "the link saying it hears the consumer again",
-      () => logged.some((l) => /the declaration consumer is heard again/.test(l)) || undefined,
-      10_000,
-    );
+    await sleep(300);
+    assert.equal(catchUps, 1, "one catch-up at link-up");
+    // Unacknowledged heartbeats ask for nothing (no control plane: no poll).
+    for (let i = 0; i < 3; i++) await beat();
+    assert.equal(catchUps, 1, "nothing asked while heartbeats go unacknowledged");
+    // The first acknowledged one after them: one catch-up; the next ones: none.
+    ack = { v: 1, decl: 0 };
+    for (let i = 0; i < 3; i++) await beat();
+    assert.equal(catchUps, 2, "one catch-up after heartbeats went unacknowledged");
+    // A declaration pushed: the link took it, and an acknowledgement naming it asks nothing.
+    const { seq } = await mesh.control.declare("node-a", { version: 1, resources: [] });
+    await until("serial 1 pushed", () => got.some((p) => p.seq === seq) || undefined, 10_000);
+    ack = { v: 1, decl: seq };
+    for (let i = 0; i < 3; i++) await beat();
+    assert.equal(catchUps, 2, "nothing asked when the node holds what the stream holds");
+    // An acknowledgement naming a later one (a push lost on the way): one catch-up each.
+    ack = { v: 1, decl: seq + 5 };
+    await beat();
+    assert.equal(catchUps, 3);
+    await beat();
+    assert.equal(catchUps, 4, "asked again while the stream seems ahead (a replica behind)");
+    // An acknowledgement that says nothing of the stream (another control plane) asks nothing.
+    ack = { v: 1 };
+    for (let i = 0; i < 2; i++) await beat();
+    assert.equal(catchUps, 4);
     assert.equal(link.state.phase, "up");
-
-    // Large declarations back to back: the consumer asks for flow control after a few
-    // megabytes and stops until it is answered; every one is acknowledged.
-    const pad = "x".repeat(900 * 1024);
-    for (let serial = 3; serial <= 12; serial++) await declare(serial, pad);
-    await until("serial 12 pushed", () => serials().includes(12) || undefined, 30_000);
-    const done = await until("every delivery acknowledged", async () => {
-      const now = await mesh.control.consumerInfo("node-a");
-      return now?.num_ack_pending === 0 ? now : undefined;
-    }, 10_000);
-    assert.equal((done.delivered as { stream_seq: number }).stream_seq, got.at(-1)!.seq);
-    // Each stored declaration was handed on once.
-    assert.equal(new Set(got.map((p) => p.seq)).size, got.length);
   } finally {
+    counter.unsubscribe();
+    answers.unsubscribe();
     await link.close();
   }
 });

@@ -212,6 +212,7 @@ function enrolAs(host: Engine, node: string, signer: string): void {
     ca: "PEM",
     trust: { serial: 0, cas: [{ pem: "PEM" }] },
     seedFile: "/nonexistent/node.nk",
+    jwtFile: "/nonexistent/node.jwt",
     publicKey: "UNODE",
     enrolledAt: new Date().toISOString(),
     signer,

@@ -24,11 +24,12 @@ async function sampleToken(): Promise<EnrolmentToken> {
   try {
     const certs = await makeCertificates(dir);
     return {
-      v: 4,
+      v: 5,
       node: "node-7",
       brokers: ["tls://broker.example:4222", "tls://broker-2.example:4222"],
       ca: certs.caPem,
       join: new TextDecoder().decode(createUser().getSeed()),
+      jwt: "eyJ0eXAiOiJKV1QifQ.eyJzdWIiOiJVIn0.c2ln",
       signer: createSigningKey().getPublicKey(),
       expires: new Date(Date.now() + 3600_000).toISOString(),
     };
@@ -49,12 +50,13 @@ function refusal(text: string, code: string): void {
   });
 }
 
-Deno.test("a token round-trips: base64url JSON, version 4, several brokers, the mesh's CA, no pin", async () => {
+Deno.test("a token round-trips: base64url JSON, version 5, several brokers, the mesh's CA, no pin, the join user's JWT", async () => {
   const token = await sampleToken();
   const text = encodeToken(token);
   assert.match(text, /^[A-Za-z0-9_-]+$/);
   const json = JSON.parse(new TextDecoder().decode(unbase64url(text)));
-  assert.equal(json.v, 4);
+  assert.equal(json.v, 5);
+  assert.equal(json.jwt, token.jwt);
   assert.deepEqual(json.brokers, ["tls://broker.example:4222", "tls://broker-2.example:4222"]);
   assert.equal(json.signer, token.signer);
   assert.deepEqual(decodeToken(text), token);
@@ -65,7 +67,15 @@ Deno.test("a token is refused when it is not one, of another version, malformed 
   const token = await sampleToken();
   refusal("not a token!", "token.format");
   refusal(b64url([1, 2]), "token.version");
-  refusal(b64url({ ...token, v: 5 }), "token.version");
+  refusal(b64url({ ...token, v: 6 }), "token.version");
+  // Version 4's join key had to be in the broker's configuration: refused, with why.
+  assert.throws(() => decodeToken(b64url({ ...token, v: 4, jwt: undefined })), (error: unknown) => {
+    assert.ok(error instanceof TokenError);
+    assert.equal(error.code, "token.version");
+    assert.match(error.message, /version 4, whose one-time key the broker had to hold/);
+    assert.match(error.hint ?? "", /make a new token .* version 5/);
+    return true;
+  });
   // Versions 2 and 3 pinned each broker's own certificate: refused with what to do and
   // why, not parsed as half a token.
   const { brokers, ...rest } = token;
@@ -81,7 +91,7 @@ Deno.test("a token is refused when it is not one, of another version, malformed 
           `version ${version}, which pins .* own certificate: every node enrolled with it is cut off when that certificate is renewed`,
         ),
       );
-      assert.match(error.hint ?? "", /make a new token .* version 4/);
+      assert.match(error.hint ?? "", /make a new token .* version 5/);
       return true;
     });
   }
@@ -114,6 +124,9 @@ Deno.test("a token is refused when it is not one, of another version, malformed 
     await Deno.remove(dir, { recursive: true });
   }
   refusal(b64url({ ...token, join: "SAnotaseed" }), "token.invalid");
+  refusal(b64url({ ...token, jwt: "not a jwt" }), "token.invalid");
+  const { jwt: _jwt, ...withoutJwt } = token;
+  refusal(b64url(withoutJwt), "token.invalid");
   refusal(b64url({ ...token, node: "Bad_Node" }), "token.invalid");
   refusal(
     b64url({ ...token, expires: new Date(Date.now() - 1000).toISOString() }),

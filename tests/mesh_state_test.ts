@@ -1,22 +1,24 @@
-// The stand-in control plane's state (lab/mesh/state.ts): a node name reaches the broker's
-// configuration as an account name and as subject tokens, so a hostile one is refused
-// before anything is rendered or written.
+// The stand-in control plane's state (lab/mesh/state.ts): a node name reaches the broker
+// as subject tokens of a node's permissions and of a site's scope (in JWTs), so a hostile
+// one is refused before anything is minted or written; what the account JWTs say
+// (revocations, sites' scopes) follows the state; changes made at one moment are written
+// together; a mesh of the stand-in from before operator mode is refused with what to do.
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { createAccount, createUser } from "@nats-io/nkeys";
+import { createUser } from "@nats-io/nkeys";
 import {
+  accountState,
   checkNodeName,
+  JOIN_REVOCATION_DELAY_MS,
   type MeshState,
   readState,
-  reloadBroker,
   withState,
 } from "../lab/mesh/state.ts";
-import { runHost, scratch } from "./_helpers.ts";
-import { startMesh, until } from "./_mesh.ts";
-import { renderAuth } from "../lab/mesh/auth.ts";
+import { accountJwts, newOperatorSeeds, siteScope } from "../lab/mesh/operator.ts";
+import { startMesh } from "./_mesh.ts";
 
 const HOSTILE = [
-  "*", // mesh.decl.* : every node's declarations
+  "*", // mesh.node.*.> : every node's subjects
   ">",
   "a.b", // one more subject token
   'x" } ] }\n  EVIL { users: [ { user: "u", password: "p" } ] }\n  y {',
@@ -29,8 +31,8 @@ const HOSTILE = [
 
 function state(nodes: string[]): MeshState {
   const s = {
-    v: 1,
-    control: { seed: "", publicKey: createUser().getPublicKey() },
+    v: 2,
+    operator: newOperatorSeeds(),
     nodes: {},
     tokens: {},
   } as unknown as MeshState;
@@ -44,103 +46,140 @@ function state(nodes: string[]): MeshState {
   return s;
 }
 
-Deno.test("mesh state: a node id renders an auth block nats-server accepts", async () => {
+async function withMeshDir(fn: (dir: string) => Promise<void>): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "noxms-" });
   try {
-    checkNodeName("node-1");
-    const conf = join(dir, "server.conf");
-    await Deno.writeTextFile(conf, renderAuth(state(["node-1"])));
-    const r = await new Deno.Command("nats-server", { args: ["-t", "-c", conf] }).output();
-    const out = new TextDecoder().decode(r.stdout) + new TextDecoder().decode(r.stderr);
-    assert.ok(r.success, out);
+    await fn(dir);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
-});
+}
 
 for (const node of HOSTILE) {
-  Deno.test(`mesh state: the node name ${JSON.stringify(node)} is refused before rendering or writing`, async () => {
+  Deno.test(`mesh state: the node name ${JSON.stringify(node)} is refused before anything is minted or written`, async () => {
     assert.throws(() => checkNodeName(node), /refusing node name/);
-    assert.throws(() => renderAuth(state(["good", node])), /refusing node name/);
-    // A mint goes through withState: nothing of the mesh directory changes.
-    const dir = await Deno.makeTempDir({ prefix: "noxms-" });
-    try {
+    await withMeshDir(async (dir) => {
       await Deno.writeTextFile(join(dir, "mesh.json"), JSON.stringify(state(["good"])));
-      await withState(dir, () => {});
-      const before = [
-        await Deno.readTextFile(join(dir, "mesh.json")),
-        await Deno.readTextFile(join(dir, "auth.conf")),
-      ];
+      const before = await Deno.readTextFile(join(dir, "mesh.json"));
       await assert.rejects(
         withState(dir, (s) => {
           Object.assign(s.tokens, state([node]).tokens);
         }),
         /refusing node name/,
       );
-      assert.deepEqual(
-        [
-          await Deno.readTextFile(join(dir, "mesh.json")),
-          await Deno.readTextFile(join(dir, "auth.conf")),
-        ],
-        before,
-      );
-    } finally {
-      await Deno.remove(dir, { recursive: true });
-    }
+      assert.equal(await Deno.readTextFile(join(dir, "mesh.json")), before);
+    });
   });
 }
 
-Deno.test("mesh state: a state the broker would not load (an account key as a node's key) is checked by nats-server -t and never written", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "noxms-" });
-  try {
-    await Deno.writeTextFile(join(dir, "mesh.json"), JSON.stringify(state(["node-1"])));
-    await withState(dir, () => {});
-    const files = ["mesh.json", "auth.conf"].map((f) => join(dir, f));
-    const before = await Promise.all(files.map((f) => Deno.readTextFile(f)));
-    const account = createAccount().getPublicKey();
-    await assert.rejects(
-      withState(dir, (s) => {
-        s.nodes["node-1"] = { publicKey: account, admittedAt: "now", serial: 0 };
-      }),
-      /nats-server would not load the rendered .*auth\.conf, so it was not written: .*nkey/i,
-    );
-    assert.deepEqual(await Promise.all(files.map((f) => Deno.readTextFile(f))), before);
-    assert.deepEqual(
-      [...Deno.readDirSync(dir)].map((e) => e.name).sort(),
-      ["auth.conf", "mesh.json", "mesh.lock"],
-      "no candidate file is left behind",
-    );
-  } finally {
-    await Deno.remove(dir, { recursive: true });
+Deno.test("mesh state: a token for a hostile name is never minted, and nothing is written", async () => {
+  await using mesh = await startMesh();
+  const before = await Deno.readTextFile(join(mesh.dir, "mesh.json"));
+  for (const node of ["*", "a.b", ">"]) {
+    await assert.rejects(mesh.control.mintToken(node), /refusing node name/);
   }
+  assert.equal(await Deno.readTextFile(join(mesh.dir, "mesh.json")), before);
 });
 
-Deno.test("mesh state: a reload the broker refuses puts back the configuration it last loaded, so a restart still starts", async () => {
-  await using mesh = await startMesh();
-  await using s = await scratch();
-  const token = await mesh.control.mintToken("node-a");
-  const auth = join(mesh.dir, "auth.conf");
-  const loaded = await Deno.readTextFile(auth);
-  assert.equal(await Deno.readTextFile(`${auth}.loaded`), loaded, "kept once every server took it");
-  // A configuration that slipped through (nats-server takes it for `-t`, not for a reload,
-  // or written by anything else): the reload fails, the file that loaded comes back.
-  await Deno.writeTextFile(auth, `${loaded}\naccounts { BROKEN {\n`);
-  await assert.rejects(
-    reloadBroker(mesh.dir, await readState(mesh.dir)),
-    /nats-server refused the new configuration: .*; the configuration every server loaded last is back in place/,
-  );
-  assert.equal(await Deno.readTextFile(auth), loaded);
-  // The broker restarts with what is on disk, and the token minted before still enrols.
-  await mesh.stopBroker();
-  await mesh.startBroker();
-  await until("the control plane is connected again", async () => {
-    try {
-      await mesh.control.nc.request("$JS.API.INFO", "", { timeout: 1000 });
-      return true;
-    } catch {
-      return undefined;
-    }
+Deno.test("mesh state: what the account JWTs say follows it: revoked and replaced keys, spent join keys from JOIN_REVOCATION_DELAY_MS after their answer until they expire, each site's nodes and live join keys", async () => {
+  const s = state([]);
+  const now = new Date();
+  const later = new Date(now.getTime() + 3_600_000).toISOString();
+  const earlier = new Date(now.getTime() - 1000).toISOString();
+  const settled = new Date(now.getTime() - JOIN_REVOCATION_DELAY_MS).toISOString();
+  const key = () => createUser().getPublicKey();
+  const [a, b, old, spent, justSpent, expired, live, siteLive] = [
+    key(),
+    key(),
+    key(),
+    key(),
+    key(),
+    key(),
+    key(),
+    key(),
+  ];
+  s.leaves = { leaf1: { url: "tls://l:1", pin: "", pidFile: "", logFile: "" } };
+  s.nodes = {
+    "node-a": {
+      publicKey: a,
+      admittedAt: now.toISOString(),
+      serial: 0,
+      replaced: [{ publicKey: old, at: now.toISOString() }],
+    },
+    "node-b": {
+      publicKey: b,
+      admittedAt: now.toISOString(),
+      serial: 0,
+      revoked: true,
+      revokedAt: now.toISOString(),
+      site: "leaf1",
+    },
+  };
+  s.tokens = {
+    [spent]: { node: "node-a", expires: later, mintedAt: "", usedAt: settled },
+    // Its answer may still be on its way to the node: revoked only once the delay passed.
+    [justSpent]: { node: "node-a", expires: later, mintedAt: "", usedAt: now.toISOString() },
+    [expired]: { node: "node-a", expires: earlier, mintedAt: "", usedAt: earlier },
+    [live]: { node: "node-c", expires: later, mintedAt: "" },
+    [siteLive]: { node: "s1", expires: later, mintedAt: "", via: "leaf1" },
+  };
+  const accounts = accountState(s, now);
+  assert.deepEqual(Object.keys(accounts.revokedNodes!).sort(), [b, old].sort());
+  assert.deepEqual(Object.keys(accounts.revokedJoins!), [spent]);
+  // The site carries its nodes that are not revoked (s1, whose token names it) and its
+  // live join keys; node-b, revoked, is out of its scope.
+  assert.deepEqual(accounts.sites, {
+    leaf1: { nodes: ["s1"], joins: [{ node: "s1", key: siteLive }] },
   });
-  const run = await runHost(["enrol", "--token", "-"], { env: s.env, stdin: token });
-  assert.equal(run.code, 0, run.stderr);
+  assert.deepEqual(siteScope(["s1"]).pub?.allow, ["mesh.node.s1.>"]);
+  assert.deepEqual(siteScope(["s1"]).sub?.allow, ["mesh.push.s1", "_INBOX.s1.>"]);
+  // An empty site carries nothing.
+  assert.deepEqual(siteScope([]).pub?.allow, ["mesh.site.none"]);
+  // The nodes' account JWT says it (and its size does not grow with the fleet: one set of
+  // imports for every node).
+  const jwts = await accountJwts(s.operator, accounts);
+  const claims = JSON.parse(atob(jwts.nodes.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")));
+  assert.deepEqual(Object.keys(claims.nats.revocations).sort(), [b, old].sort());
+  assert.equal(claims.nats.imports.length, 6);
+});
+
+Deno.test("mesh state: changes made at one moment in one process are written together, each one taken", async () => {
+  await withMeshDir(async (dir) => {
+    await Deno.writeTextFile(join(dir, "mesh.json"), JSON.stringify(state([])));
+    const keys = Array.from({ length: 300 }, () => createUser().getPublicKey());
+    const results = await Promise.all(keys.map((k, i) =>
+      withState(dir, (s) => {
+        s.tokens[k] = { node: `node-${i}`, expires: "2999-01-01T00:00:00Z", mintedAt: "" };
+        return s;
+      })
+    ));
+    const written = await readState(dir);
+    assert.equal(Object.keys(written.tokens).length, 300);
+    // One read and one write for many: the changes of a moment share one state.
+    const reads = new Set(results).size;
+    assert.ok(reads <= 3, `${reads} reads and writes of mesh.json for 300 changes`);
+    // A change that throws is refused alone; the others of its moment are written.
+    const outcomes = await Promise.allSettled([
+      withState(dir, (s) => void (s.nodes["x"] = { publicKey: "U", admittedAt: "", serial: 0 })),
+      withState(dir, () => {
+        throw new Error("refused alone");
+      }),
+      withState(dir, (s) => void (s.nodes["y"] = { publicKey: "U", admittedAt: "", serial: 0 })),
+    ]);
+    assert.deepEqual(outcomes.map((o) => o.status), ["fulfilled", "rejected", "fulfilled"]);
+    assert.deepEqual(Object.keys((await readState(dir)).nodes).sort(), ["x", "y"]);
+  });
+});
+
+Deno.test("mesh state: a mesh directory of the stand-in from before operator mode is refused with what to do", async () => {
+  await withMeshDir(async (dir) => {
+    await Deno.writeTextFile(
+      join(dir, "mesh.json"),
+      JSON.stringify({ v: 1, control: { seed: "", publicKey: "" }, nodes: {}, tokens: {} }),
+    );
+    await assert.rejects(
+      readState(dir),
+      /from before operator mode .*make a new mesh directory, and enrol its nodes again with new tokens/,
+    );
+  });
 });

@@ -1,11 +1,10 @@
 /**
  * The one writer of nats-server configurations (lab/lib/nats_config.ts): every shape the
  * lab and the stand-in write (a single broker, a cluster member, a member that is a leaf
- * hub, a site's leaf server with its remote) is loaded by nats-server itself
- * (`nats-server -t`), with real certificates and the accounts they include; a value is
- * one value however it is spelled; a size nats-server would misread is refused. The
- * accounts (users, permissions, imports, exports, limits, mappings) are rendered the same
- * way and loaded by nats-server too.
+ * hub, a site's leaf server with its remotes) is loaded by nats-server itself
+ * (`nats-server -t`), with real certificates, in NATS's operator mode with the operator
+ * file the stand-in writes (lab/mesh/operator.ts) and each server's account resolver; a
+ * value is one value however it is spelled; a size nats-server would misread is refused.
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
@@ -13,15 +12,22 @@ import { makeCertificates } from "../lab/lib/certs.ts";
 import { leafConfig, memberConfig, type ServerFacts } from "../lab/lib/cluster.ts";
 import { LabError } from "../lab/lib/errors.ts";
 import { labBrokerConfig } from "../lab/lib/lab_broker.ts";
-import { createUser } from "@nats-io/nkeys";
-import { type NatsSize, renderNatsAccounts, renderNatsConfig } from "../lab/lib/nats_config.ts";
+import { type NatsSize, renderNatsConfig } from "../lab/lib/nats_config.ts";
 import { newRouteCredentials } from "../lab/lib/routes.ts";
 import {
   brokerConfig,
   clusterMemberConfig,
   LOCAL_DOMAIN,
   localLeafConfig,
+  operatorLines,
 } from "../lab/mesh/local_broker.ts";
+import {
+  newOperatorSeeds,
+  operatorInclude,
+  publicKeys,
+  siteJoinCreds,
+  siteLeafCreds,
+} from "../lab/mesh/operator.ts";
 import { meshFiles } from "../lab/mesh/state.ts";
 
 /** What `nats-server -t` says of `text` written at `file`: its exit and its words. */
@@ -42,16 +48,12 @@ async function assertLoads(file: string, text: string): Promise<void> {
   assert.ok(ok, `nats-server -t refused ${file}:\n${said}\n${text}`);
 }
 
-const ACCOUNTS = `accounts {
-  CONTROL { jetstream: enabled, users: [ { user: "c", password: "c" } ] }
-  SITE_leaf1 { users: [ { user: "site-leaf1", password: "p", allowed_connection_types: ["LEAFNODE"] } ] }
+/** A mesh directory's operator file (a new operator, its accounts preloaded). */
+async function writeOperator(dir: string) {
+  const seeds = newOperatorSeeds();
+  await Deno.writeTextFile(meshFiles(dir).operator, await operatorInclude(seeds));
+  return seeds;
 }
-`;
-const LEAF_ACCOUNTS = `accounts {
-  UPLINK { }
-  NODE_a { users: [ { user: "a", password: "a" } ] }
-}
-`;
 
 async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "noxln-natsconf-" });
@@ -62,26 +64,38 @@ async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
   }
 }
 
-Deno.test("nats-server loads a single broker as the lab and the stand-in write it", async () => {
+Deno.test("nats-server loads a single broker in operator mode as the lab and the stand-in write it", async () => {
   await withDir(async (dir) => {
+    await writeOperator(dir);
     await makeCertificates(dir, { names: ["broker.lab"], ips: ["127.0.0.1"] });
-    await assertLoads(join(dir, "lab.conf"), labBrokerConfig(dir, ACCOUNTS));
+    const extra = operatorLines(join(dir, "lab.conf"), dir, join(dir, "jwt-lab"));
+    await assertLoads(join(dir, "lab.conf"), labBrokerConfig(dir, extra));
     // The check can fail: a certificate that is not there is refused.
-    const missing = labBrokerConfig(join(dir, "nowhere"), ACCOUNTS);
+    const missing = labBrokerConfig(join(dir, "nowhere"), extra);
     assert.equal((await natsTest(join(dir, "missing.conf"), missing)).ok, false);
     const certs = await makeCertificates(dir, { server: "standin" });
-    await Deno.writeTextFile(meshFiles(dir).auth, ACCOUNTS);
     const text = brokerConfig(dir, "127.0.0.1:4222", certs, "127.0.0.1:8222");
-    assert.match(text, /\ninclude "auth\.conf"\n/);
+    assert.match(text, /\nresolver: \{ type: full, dir: ".*jwt", allow_delete: false/);
+    assert.match(text, /\ninclude "operator\.conf"\n/);
+    assert.doesNotMatch(text, /accounts|users|nkey|password/, "no account or user in it");
     await assertLoads(join(dir, "nats.conf"), text);
+    // The check sees the operator: one that is not a JWT is refused.
+    await Deno.writeTextFile(
+      meshFiles(dir).operator,
+      (await Deno.readTextFile(meshFiles(dir).operator)).replace(
+        /operator: "[^"]+"/,
+        'operator: "x"',
+      ),
+    );
+    assert.equal((await natsTest(join(dir, "nats.conf"), text)).ok, false);
   });
 });
 
 Deno.test("nats-server loads a cluster member and a leaf hub as the lab and the stand-in write them", async () => {
   await withDir(async (dir) => {
+    await writeOperator(dir);
     const routes = newRouteCredentials();
     const certs = await makeCertificates(dir, { server: "c1" });
-    await Deno.writeTextFile(meshFiles(dir).auth, ACCOUNTS);
     const member = {
       name: "c1",
       listen: "127.0.0.1:4222",
@@ -92,6 +106,7 @@ Deno.test("nats-server loads a cluster member and a leaf hub as the lab and the 
     const configFile = join(dir, "c1.conf");
     const plain = clusterMemberConfig(dir, member, certs, configFile, routes);
     assert.doesNotMatch(plain, /leafnodes/);
+    assert.match(plain, /jwt-c1/);
     await assertLoads(configFile, plain);
     const hub = clusterMemberConfig(
       dir,
@@ -122,15 +137,28 @@ Deno.test("nats-server loads a cluster member and a leaf hub as the lab and the 
     await Deno.mkdir(facts.dir);
     await assertLoads(
       facts.configFile,
-      memberConfig(facts, dir, ["127.0.0.2", "127.0.0.3"], ACCOUNTS, routes),
+      memberConfig(
+        facts,
+        dir,
+        ["127.0.0.2", "127.0.0.3"],
+        operatorLines(facts.configFile, dir, join(facts.dir, "jwt")),
+        routes,
+      ),
     );
   });
 });
 
-Deno.test("nats-server loads a site's leaf server, with its remote, as the lab and the stand-in write it", async () => {
+Deno.test("nats-server loads a site's leaf server, with its two remotes, as the lab and the stand-in write it", async () => {
   await withDir(async (dir) => {
+    const seeds = await writeOperator(dir);
+    const keys = publicKeys(seeds);
     const certs = await makeCertificates(dir, { server: "leaf1" });
-    await Deno.writeTextFile(meshFiles(dir).leafAuth("leaf1"), LEAF_ACCOUNTS);
+    const login = {
+      nodes: join(dir, "site-leaf1.creds"),
+      join: join(dir, "site-leaf1-join.creds"),
+    };
+    await Deno.writeTextFile(login.nodes, await siteLeafCreds(seeds, "leaf1"), { mode: 0o600 });
+    await Deno.writeTextFile(login.join, await siteJoinCreds(seeds, "leaf1"), { mode: 0o600 });
     const configFile = join(dir, "leaf1.conf");
     const standIn = localLeafConfig(
       dir,
@@ -139,14 +167,16 @@ Deno.test("nats-server loads a site's leaf server, with its remote, as the lab a
         listen: "127.0.0.1:4223",
         pidFile: join(dir, "leaf1.pid"),
         hubs: ["127.0.0.1:7422", "127.0.0.1:7423"],
-        login: { user: "site-leaf1", password: "p@ss:word/" },
+        login,
+        keys,
       },
       certs,
       configFile,
     );
-    // The login is escaped for the URL: one user and one password.
-    assert.match(standIn, /"nats-leaf:\/\/site-leaf1:p%40ss%3Aword%2F@127\.0\.0\.1:7422"/);
-    assert.match(standIn, /\n {4}\s*account: "UPLINK"\n/);
+    assert.match(standIn, /"nats-leaf:\/\/127\.0\.0\.1:7422"/);
+    assert.match(standIn, new RegExp(`\n {4}\\s*account: "${keys.nodes}"\n`));
+    assert.match(standIn, new RegExp(`\n {4}\\s*account: "${keys.join}"\n`));
+    assert.match(standIn, /\nresolver: MEMORY\n/);
     await assertLoads(configFile, standIn);
 
     const facts: ServerFacts = {
@@ -162,10 +192,11 @@ Deno.test("nats-server loads a site's leaf server, with its remote, as the lab a
     await assertLoads(
       facts.configFile,
       leafConfig(facts, dir, ["127.0.0.2", "127.0.0.3"], {
-        user: "site-leaf1",
-        password: "p",
-        account: "UPLINK",
-        extra: LEAF_ACCOUNTS,
+        remotes: [
+          { account: keys.nodes, credentials: login.nodes },
+          { account: keys.join, credentials: login.join },
+        ],
+        extra: `resolver: MEMORY\ninclude "operator.conf"\n`,
       }),
     );
   });
@@ -209,86 +240,4 @@ Deno.test("a size nats-server would misread is refused before anything is writte
       JSON.stringify(bad),
     );
   }
-});
-
-Deno.test("nats-server loads accounts as the builder writes them: users, permissions, imports, exports, limits, mappings", async () => {
-  await withDir(async (dir) => {
-    const certs = await makeCertificates(dir);
-    const nkey = createUser().getPublicKey();
-    const text = renderNatsAccounts("accounts of a test\nsecond line", [
-      {
-        name: "CONTROL",
-        jetstream: true,
-        users: [{ nkey: createUser().getPublicKey(), connectionTypes: ["STANDARD"] }],
-        exports: [
-          { kind: "service", subject: "svc.a", accounts: ["NODE_a"] },
-          { kind: "stream", subject: "push.a", accounts: ["NODE_a"] },
-        ],
-      },
-      {
-        name: "NODE_a",
-        note: "one node",
-        users: [{
-          nkey,
-          connectionTypes: ["STANDARD"],
-          permissions: { publish: ["svc.a"], subscribe: ["push.local.a", "_INBOX.a.>"] },
-        }],
-        imports: [
-          { kind: "service", account: "CONTROL", subject: "svc.a" },
-          { kind: "stream", account: "CONTROL", subject: "push.a", to: "push.local.a" },
-        ],
-        limits: { max_payload: 1048576, max_connections: 16 },
-        mappings: { "_R_.>": "_R_.>" },
-      },
-      {
-        name: "SITE_s",
-        users: [{ user: "site-s", password: 'p"w\n}', connectionTypes: ["LEAFNODE"] }],
-        imports: [],
-      },
-    ]);
-    assert.match(text, /^# accounts of a test\n# second line\naccounts \{\n/);
-    assert.match(
-      text,
-      /\n {6}\{ stream: \{ account: "CONTROL", subject: "push\.a" \}, to: "push\.local\.a" \}\n/,
-    );
-    await Deno.writeTextFile(join(dir, "accounts.conf"), text);
-    await assertLoads(
-      join(dir, "server.conf"),
-      renderNatsConfig({
-        header: "t",
-        serverName: "s",
-        listen: "127.0.0.1:4222",
-        jetstream: { storeDir: join(dir, "js"), maxMemoryStore: "64MB", maxFileStore: "1GB" },
-        tls: certs,
-        include: ["accounts.conf"],
-      }),
-    );
-    // The check sees the accounts: an import from an account that is not there is refused.
-    await Deno.writeTextFile(
-      join(dir, "accounts.conf"),
-      renderNatsAccounts("t", [{
-        name: "NODE_a",
-        imports: [{ kind: "service", account: "NOWHERE", subject: "svc.a" }],
-      }]),
-    );
-    const refused = await natsTest(
-      join(dir, "server2.conf"),
-      `listen: "127.0.0.1:4222"\ninclude "accounts.conf"\n`,
-    );
-    assert.equal(refused.ok, false);
-    assert.match(refused.said, /"NOWHERE" account not defined/);
-  });
-});
-
-Deno.test("two accounts of one name, or a limit nats-server has no word for, are refused", () => {
-  const refused = (e: unknown) => e instanceof LabError && e.code === "usage";
-  assert.throws(() => renderNatsAccounts("t", [{ name: "A" }, { name: "A" }]), refused);
-  assert.throws(
-    () => renderNatsAccounts("t", [{ name: "A", limits: { "max payload": 1 } }]),
-    refused,
-  );
-  assert.throws(
-    () => renderNatsAccounts("t", [{ name: "A", limits: { max_payload: -1 } }]),
-    refused,
-  );
 });

@@ -181,10 +181,12 @@ export interface ClusterOptions {
   size?: number;
   /**
    * Called after the certificates exist and before any server starts: returns the
-   * configuration every server appends (the control plane's `include` of its
-   * accounts), so that the accounts exist from the first start on.
+   * configuration each server appends (the control plane's operator and the server's
+   * own account resolver), so that the accounts exist from the first start on.
    */
-  prepare?: (servers: readonly ServerFacts[]) => Promise<string> | string;
+  prepare?: (
+    servers: readonly ServerFacts[],
+  ) => Promise<(server: ServerFacts) => string> | ((server: ServerFacts) => string);
   /**
    * The credentials the servers' routes log in with (keep them with the mesh's
    * state); fresh random ones when absent.
@@ -205,7 +207,6 @@ export class BrokerCluster {
   readonly dir: string;
   readonly leaves: NatsServer[] = [];
   private readonly host: ClusterHost;
-  private extra = "";
 
   private constructor(host: ClusterHost, servers: NatsServer[], caPem: string, dir: string) {
     this.host = host;
@@ -243,7 +244,7 @@ export class BrokerCluster {
         logFile: join(serverDir, "nats.log"),
       });
     }
-    const extra = options.prepare ? await options.prepare(facts) : "";
+    const extra = options.prepare ? await options.prepare(facts) : () => "";
     const routes = options.routes ?? newRouteCredentials();
     const servers: NatsServer[] = [];
     for (const f of facts) {
@@ -254,7 +255,7 @@ export class BrokerCluster {
           f,
           dir,
           facts.filter((o) => o !== f).map((o) => o.address),
-          extra,
+          extra(f),
           routes,
         ),
         { mode: 0o600 },
@@ -263,7 +264,6 @@ export class BrokerCluster {
       servers.push(new NatsServer(f, netns, await host.net.attach(netns, f.address)));
     }
     const cluster = new BrokerCluster(host, servers, caPem, dir);
-    cluster.extra = extra;
     try {
       // The servers wait for each other's routes: start all, then wait for all.
       await Promise.all(servers.map((s) => s.start()));
@@ -282,12 +282,12 @@ export class BrokerCluster {
   /**
    * Starts a leaf-node server for a site: its namespace has an uplink (eth0) on the
    * lab switch and a link (site0) on `site` (a second switch) at `siteAddress`. It runs
-   * no JetStream, and binds its local `account` to the cluster over one leaf connection
-   * (to any server of the cluster), logging in with the site's own user and password.
+   * no JetStream, and binds each of its local accounts to the cluster over a leaf
+   * connection (to any server of the cluster), logging in as the site's own users.
    * It listens for the site's clients with its own certificate under the lab CA.
    * `prepare` runs before it starts, once its name and address are known: the control
-   * plane records it (for reloads and site tokens) and returns its login and the
-   * configuration it appends (the include of the site's accounts).
+   * plane records it (site tokens name it) and returns its logins and the configuration
+   * it appends (the operator, trusted with its accounts preloaded).
    */
   async startLeaf(
     site: LabSwitch,
@@ -341,11 +341,6 @@ export class BrokerCluster {
       throw new LabError("broker-failed", `cannot stop the cluster:\n${problems.join("\n")}`);
     }
   }
-
-  /** The configuration every server appends (the control plane's accounts). */
-  get extraConfig(): string {
-    return this.extra;
-  }
 }
 
 /** What every server of the lab's (members and leaves) has: its ports, certificate, `extra`. */
@@ -353,8 +348,8 @@ function common(f: ServerFacts, certDir: string, extra: string) {
   return {
     serverName: f.name,
     listen: `${f.address}:${NATS_PORT}`,
-    // The control plane publishes up to this; each node account is held to less
-    // (lab/mesh/auth.ts).
+    // The control plane publishes up to this; each node is held to less (its user JWT:
+    // lab/mesh/operator.ts).
     maxPayload: "8MB",
     http: `${f.address}:${HTTP_PORT}`,
     pidFile: f.pidFile,
@@ -365,12 +360,12 @@ function common(f: ServerFacts, certDir: string, extra: string) {
 
 /** What a site's leaf server needs from the control plane before it starts. */
 export interface LeafSetup {
-  /** Its login on the cluster's leaf port: a user of its site's account there. */
-  user: string;
-  password: string;
-  /** Its local account bound to the remote. */
-  account: string;
-  /** Configuration it appends (the include of its accounts). */
+  /**
+   * Its leaf connections: each binds a local account (its public key) to the cluster's,
+   * logging in as a user of the site's (a creds file).
+   */
+  remotes: { account: string; credentials: string }[];
+  /** Configuration it appends (the operator, its accounts preloaded). */
   extra: string;
 }
 
@@ -406,8 +401,7 @@ export function memberConfig(
     },
     // A leaf server shows a certificate of the lab CA (as every site's leaf has one) and
     // then logs in as a user of the control plane's accounts: each site's leaf as its
-    // site's own user, into its site's account, which carries only what that site's
-    // nodes use (every other user there is for client connections only).
+    // site's own users, whose scoped signing keys carry only what that site's nodes use.
     leafnodes: { listen: `${f.address}:${LEAF_PORT}`, tls },
   });
 }
@@ -427,16 +421,16 @@ export function leafConfig(
     ping: { interval: "2s", max: 2 },
     leafnodes: {
       reconnect: 1,
-      remotes: [{
+      remotes: setup.remotes.map((r) => ({
         hubs: hub.map((a) => `${a}:${LEAF_PORT}`),
-        login: { user: setup.user, password: setup.password },
-        account: setup.account,
+        credentials: r.credentials,
+        account: r.account,
         tls: {
           caFile: join(certDir, "ca.pem"),
           certFile: join(certDir, `${f.name}.pem`),
           keyFile: join(certDir, `${f.name}.key`),
         },
-      }],
+      })),
     },
   });
 }

@@ -43,7 +43,7 @@ export class Broker {
   readonly netns: string;
   readonly dir: string;
   private readonly cgroups: CgroupSet;
-  private readonly child: Deno.ChildProcess;
+  private child: Deno.ChildProcess;
   private extraConfig: string;
   private stopped = false;
 
@@ -80,19 +80,7 @@ export class Broker {
     );
     await host.net.attach(netns, BROKER_ADDRESS);
     const cgroups = await CgroupSet.create(netns);
-    const child = new Deno.Command("/bin/sh", {
-      args: [
-        "-c",
-        `${cgroups.joinScript()} && exec setsid /usr/bin/nsenter --net="/run/netns/$1" -- ` +
-        `nats-server -c "$2/nats.conf" -l "$2/nats.log"`,
-        "lab-broker",
-        netns,
-        dir,
-      ],
-      stdin: "null",
-      stdout: "null",
-      stderr: "null",
-    }).spawn();
+    const child = spawn(cgroups, netns, dir);
     const broker = new Broker(host, caPem, fingerprint, cgroups, child, options.extraConfig ?? "");
     try {
       await broker.waitLog("Server is ready", 20_000);
@@ -124,6 +112,35 @@ export class Broker {
       }
       return /Reloaded server configuration/.test(text) ? true : undefined;
     });
+  }
+
+  /**
+   * Replaces the extra configuration and starts nats-server again with it (its JetStream
+   * store kept): what a reload cannot change, such as the operator (NATS operator mode).
+   */
+  async restart(extraConfig: string): Promise<void> {
+    this.extraConfig = extraConfig;
+    await Deno.writeTextFile(join(this.dir, "nats.conf"), labBrokerConfig(this.dir, extraConfig));
+    const before = (await this.logText()).length;
+    try {
+      this.child.kill("SIGTERM");
+    } catch { /* gone */ }
+    await this.child.status;
+    this.child = spawn(this.cgroups, this.netns, this.dir);
+    let exited = false;
+    this.child.status.then(() => exited = true);
+    try {
+      await until('nats-server logs "Server is ready" again', 20_000, async () => {
+        if (exited) throw new Error("nats-server exited");
+        return (await this.logText()).slice(before).includes("Server is ready") ? true : undefined;
+      });
+    } catch (error) {
+      throw new LabError(
+        "broker-failed",
+        `the lab broker did not start again (${error instanceof Error ? error.message : error}); ` +
+          `log:\n${tail((await this.logText()).slice(before))}`,
+      );
+    }
   }
 
   /** The nats-server log so far. */
@@ -165,14 +182,31 @@ export class Broker {
   }
 }
 
+/** nats-server for the lab's broker in its namespace and cgroup, its output its log. */
+function spawn(cgroups: CgroupSet, netns: string, dir: string): Deno.ChildProcess {
+  return new Deno.Command("/bin/sh", {
+    args: [
+      "-c",
+      `${cgroups.joinScript()} && exec setsid /usr/bin/nsenter --net="/run/netns/$1" -- ` +
+      `nats-server -c "$2/nats.conf" -l "$2/nats.log"`,
+      "lab-broker",
+      netns,
+      dir,
+    ],
+    stdin: "null",
+    stdout: "null",
+    stderr: "null",
+  }).spawn();
+}
+
 /** The lab broker's configuration (exported for its test): `extra` appended as it is. */
 export function labBrokerConfig(dir: string, extra: string): string {
   return renderNatsConfig({
     header: "nox-mesh-host lab broker (generated)",
     serverName: "noxlab_broker",
     listen: `${BROKER_ADDRESS}:${BROKER_PORT}`,
-    // The control plane publishes up to this; each node account is held to less
-    // (lab/mesh/auth.ts).
+    // The control plane publishes up to this; each node is held to less (its user JWT:
+    // lab/mesh/operator.ts).
     maxPayload: "8MB",
     http: `${BROKER_ADDRESS}:8222`,
     jetstream: { storeDir: join(dir, "jetstream"), maxMemoryStore: "64MB", maxFileStore: "2GB" },

@@ -2,11 +2,10 @@
  * The one writer of nats-server configuration files, for the lab's broker and cluster
  * (lab/lib/lab_broker.ts, cluster.ts) and the stand-in's loopback broker, cluster and
  * leaf servers (lab/mesh/local_broker.ts): each describes its server (`NatsConfig`) and
- * `renderNatsConfig` writes the text. The control plane's accounts (users, permissions,
- * imports, exports, limits, mappings) are described the same way (`NatsAccount`) by
- * lab/mesh/auth.ts and written by `renderNatsAccounts` into files of their own, which
- * change with every admission, are checked by `nats-server -t` before a reload, and which
- * a server loads with `include`. Every string is written quoted and escaped, so a path, a
+ * `renderNatsConfig` writes the text. Accounts and users are no part of it: every server
+ * runs in NATS's operator mode (`operator`: the control plane's operator file, which the
+ * server includes, and its account resolver), and the accounts and users are JWTs
+ * (lab/mesh/operator.ts). Every string is written quoted and escaped, so a path, a
  * password or a subject is one value and never more configuration.
  */
 import { LabError } from "./errors.ts";
@@ -54,11 +53,23 @@ export interface NatsCluster {
 export interface NatsLeafRemote {
   /** Where the remote's leaf port is (`host:port`, tried in turn). */
   hubs: readonly string[];
-  /** The login on the remote (nats-server 2.9 takes no nkey for a remote: it goes in the URL). */
-  login: { user: string; password: string };
+  /** The user it logs in as on the remote: a creds file (a user JWT and its seed). */
+  credentials: string;
+  /** Its local account (in operator mode: the account's public key). */
   account: string;
   /** The certificate it presents and the CA it checks the remote by. */
   tls: NatsTls;
+}
+
+/**
+ * NATS's operator mode: the operator file the server includes (the operator's JWT, the
+ * system account, the accounts preloaded: lab/mesh/operator.ts), and its account resolver
+ * (a full one keeping JWTs in `dir`, or the preloads alone in memory).
+ */
+export interface NatsOperator {
+  /** The operator file, relative to the configuration (as nats-server resolves includes). */
+  include: string;
+  resolver: { dir: string } | "memory";
 }
 
 /** Leaf connections: a port leaf servers connect to, and those this server opens. */
@@ -92,6 +103,8 @@ export interface NatsConfig {
   tls?: NatsTls;
   cluster?: NatsCluster;
   leafnodes?: NatsLeafnodes;
+  /** Operator mode (every server of a mesh). */
+  operator?: NatsOperator;
   /** Files included, each relative to this file (as nats-server resolves them). */
   include?: readonly string[];
   /** Configuration appended as it is (a block rendered elsewhere, e.g. accounts). */
@@ -121,7 +134,7 @@ function count(value: number, what: string): string {
   return String(value);
 }
 
-/** `user:password@`, each part escaped for a URL. */
+/** `user:password@`, each part escaped for a URL (the routes' login). */
 function who(login: { user: string; password: string }): string {
   return `${encodeURIComponent(login.user)}:${encodeURIComponent(login.password)}@`;
 }
@@ -143,7 +156,7 @@ function tlsLines(tls: NatsTls): string[] {
 
 function remoteLines(r: NatsLeafRemote): string[] {
   if (r.hubs.length === 0) refuse("a leaf remote without a hub");
-  const urls = r.hubs.map((h) => q(`nats-leaf://${who(r.login)}${h}`));
+  const urls = r.hubs.map((h) => q(`nats-leaf://${h}`));
   // A remote's tls names the CA first; each file on its own line.
   const tls = [
     ...(r.tls.caFile !== undefined ? [`ca_file: ${q(r.tls.caFile)}`] : []),
@@ -153,6 +166,7 @@ function remoteLines(r: NatsLeafRemote): string[] {
   return block("{", [
     `urls: [${urls.join(", ")}]`,
     `account: ${q(r.account)}`,
+    `credentials: ${q(r.credentials)}`,
     ...block("tls: {", tls, ""),
   ], "");
 }
@@ -210,125 +224,17 @@ export function renderNatsConfig(c: NatsConfig): string {
     ...(c.tls ? block("tls {", tlsLines(c.tls), "") : []),
     ...(c.cluster ? block("cluster {", clusterLines(c.cluster), "") : []),
     ...(c.leafnodes ? block("leafnodes {", leafLines(c.leafnodes), "") : []),
+    ...(c.operator ? operatorLines(c.operator) : []),
     ...(c.include ?? []).map((file) => `include ${q(file)}`),
     ...(c.extra ? [c.extra.replace(/\n+$/, "")] : []),
   ];
   return `${lines.join("\n")}\n`;
 }
 
-/** The connections a user may make: a client's, or a leaf server's. */
-export type NatsConnectionType = "STANDARD" | "LEAFNODE";
-
-/** Subjects a user may publish to and subscribe to (nothing else). */
-export interface NatsPermissions {
-  publish: readonly string[];
-  subscribe: readonly string[];
-}
-
-/** A user of an account: an nkey (and its permissions), or a user and a password. */
-export type NatsUser =
-  | {
-    nkey: string;
-    connectionTypes: readonly NatsConnectionType[];
-    permissions?: NatsPermissions;
-  }
-  | { user: string; password: string; connectionTypes: readonly NatsConnectionType[] };
-
-/** What an account takes from another: a service (requests) or a stream (messages). */
-export interface NatsImport {
-  kind: "service" | "stream";
-  account: string;
-  subject: string;
-  /** The subject it arrives as here (the same when absent). */
-  to?: string;
-}
-
-/** What an account offers the accounts it names. */
-export interface NatsExport {
-  kind: "service" | "stream";
-  subject: string;
-  accounts: readonly string[];
-}
-
-/** One account of a server, described. */
-export interface NatsAccount {
-  name: string;
-  /** A comment inside its block (what a reader of the file should know). */
-  note?: string;
-  jetstream?: boolean;
-  users?: readonly NatsUser[];
-  exports?: readonly NatsExport[];
-  imports?: readonly NatsImport[];
-  /** Account limits (`max_payload`, `max_connections`, …). */
-  limits?: Readonly<Record<string, number>>;
-  /** Subject mappings (source → destination). */
-  mappings?: Readonly<Record<string, string>>;
-}
-
-/** A list of values, one per line (`[]` when empty). */
-function valueList(values: readonly string[], indent: string): string {
-  return values.length === 0
-    ? "[]"
-    : `[\n${values.map((v) => `${indent}  ${v}`).join("\n")}\n${indent}]`;
-}
-
-const strings = (xs: readonly string[]) => `[${xs.map(q).join(", ")}]`;
-
-function userValue(u: NatsUser): string {
-  const types = `allowed_connection_types: ${strings(u.connectionTypes)}`;
-  if ("user" in u) return `{ user: ${q(u.user)}, password: ${q(u.password)}, ${types} }`;
-  const p = u.permissions;
-  const permissions = p
-    ? `, permissions: { publish: { allow: ${strings(p.publish)} }, ` +
-      `subscribe: { allow: ${strings(p.subscribe)} } }`
-    : "";
-  return `{ nkey: ${q(u.nkey)}, ${types}${permissions} }`;
-}
-
-function importValue(i: NatsImport): string {
-  const to = i.to !== undefined && i.to !== i.subject ? `, to: ${q(i.to)}` : "";
-  return `{ ${i.kind}: { account: ${q(i.account)}, subject: ${q(i.subject)} }${to} }`;
-}
-
-function exportValue(e: NatsExport): string {
-  return `{ ${e.kind}: ${q(e.subject)}, accounts: ${strings(e.accounts)} }`;
-}
-
-function accountLines(a: NatsAccount): string[] {
-  const indent = "    ";
-  const limits = Object.entries(a.limits ?? {}).map(([k, v]) => {
-    if (!/^[a-z_]+$/.test(k)) refuse(`an account limit named ${q(k)}`);
-    return `${k}: ${count(v, k)}`;
-  });
-  const mappings = Object.entries(a.mappings ?? {}).map(([from, to]) => `${q(from)}: ${q(to)}`);
-  return [
-    ...(a.note ?? "").split("\n").filter((l) => l !== "").map((l) => `# ${l}`),
-    ...(a.jetstream ? ["jetstream: enabled"] : []),
-    ...(a.users ? [`users: ${valueList(a.users.map(userValue), indent)}`] : []),
-    ...(a.exports ? [`exports: ${valueList(a.exports.map(exportValue), indent)}`] : []),
-    ...(a.imports ? [`imports: ${valueList(a.imports.map(importValue), indent)}`] : []),
-    ...(a.limits ? [`limits: { ${limits.join(", ")} }`] : []),
-    ...(a.mappings ? [`mappings: { ${mappings.join(", ")} }`] : []),
-  ];
-}
-
-/**
- * The text of a file holding an `accounts` block (a server includes it): the control
- * plane's accounts, rendered after every change and checked by `nats-server -t`.
- */
-export function renderNatsAccounts(header: string, accounts: readonly NatsAccount[]): string {
-  const names = new Set<string>();
-  for (const a of accounts) {
-    if (names.has(a.name)) refuse(`two accounts named ${q(a.name)}`);
-    names.add(a.name);
-  }
-  const lines = [
-    ...header.split("\n").map((l) => `# ${l}`.trimEnd()),
-    ...block(
-      "accounts {",
-      accounts.flatMap((a) => block(`${q(a.name)} {`, accountLines(a), "")),
-      "",
-    ),
-  ];
-  return `${lines.join("\n")}\n`;
+/** The resolver and the include of operator mode. */
+function operatorLines(o: NatsOperator): string[] {
+  const resolver = o.resolver === "memory"
+    ? "resolver: MEMORY"
+    : `resolver: { type: full, dir: ${q(o.resolver.dir)}, allow_delete: false, interval: "2m" }`;
+  return [resolver, `include ${q(o.include)}`];
 }

@@ -2,13 +2,18 @@
  * `deno task mesh …`: the stand-in control plane as a small CLI (tests and the
  * lab only; it is not part of the host).
  *
- *   up      --dir D [--listen HOST:PORT]   run a loopback broker + enrolment service (foreground)
+ *   up      --dir D [--listen HOST:PORT]   run a loopback broker + enrolment and node services
+ *                                          (foreground)
  *   init    --dir D --url U [--control-url U] --ca FILE --cert FILE --pid-file F --log-file F
- *                                          state for a broker run elsewhere (the lab's)
+ *                                          state for a broker run elsewhere (the lab's): a new
+ *                                          operator; the broker includes D/operator.conf
  *   serve   --dir D [--once] [--timeout S] answer enrolments (foreground; --once: one, then exit)
- *   serve-objects --dir D                  answer the nodes' reads of the object store (each
- *                                          only for what its declaration names), until a signal
- *   streams --dir D                        make sure the streams and the nodes' consumers exist
+ *   serve-nodes --dir D                    answer the nodes' reads of the object store (each
+ *                                          only for what its declaration names) and their
+ *                                          heartbeats, until a signal
+ *   streams --dir D                        make sure the streams exist
+ *   accounts --dir D                       push the account JWTs the state implies (revocations,
+ *                                          sites' scopes) to every server
  *   token   --dir D NODE [--ttl SECS]      mint a one-time enrolment token
  *   declare --dir D NODE FILE [--serial N] [--as-is] [--unsigned] [--valid-for SECS]
  *                                          publish a declaration to NODE, signed with the
@@ -33,7 +38,7 @@
  *                                          --records: {seq, msgId, body} each)
  *   heartbeat --dir D NODE                 NODE's last heartbeat (JSON, or null)
  *   watch   --dir D [NODE]                 print reports and heartbeats as they arrive
- *   revoke  --dir D NODE                   stop admitting NODE's key
+ *   revoke  --dir D NODE                   stop admitting NODE's key (pushed to every server)
  *   tokens  --dir D NODE... [--via LEAF]   one-time tokens for several nodes (JSON: node → token);
  *                                          --via: the tokens name that site's leaf server
  *   serve   --dir D --count N [--timeout S] answer N enrolments, then exit
@@ -57,7 +62,7 @@ import { parseArgs } from "node:util";
 import { initState, startLocalBroker } from "./local_broker.ts";
 import { fingerprintOf } from "../lib/certs.ts";
 import { ControlPlane } from "./control.ts";
-import { readState } from "./state.ts";
+import { JOIN_REVOCATION_DELAY_MS, readState } from "./state.ts";
 import { placement, rollout, stepDown, tallyReports } from "./fleet.ts";
 import { rolloutHost } from "./rollout.ts";
 
@@ -127,7 +132,7 @@ switch (command) {
     const broker = await startLocalBroker(dir, { host, port: Number(port) });
     const control = await ControlPlane.open(dir);
     control.serveEnrolments((line) => console.log(line));
-    control.serveObjects((line) => console.log(line));
+    control.serveNodes((line) => console.log(line));
     console.log(`broker ${broker.url} (pid ${broker.pid}); state in ${dir}; Ctrl-C stops it`);
     await untilSignal();
     await control.close();
@@ -146,7 +151,10 @@ switch (command) {
       pidFile: values["pid-file"],
       logFile: values["log-file"],
     });
-    console.log(`mesh state in ${dir}; include ${dir}/auth.conf in the broker's configuration`);
+    console.log(
+      `mesh state in ${dir}; the broker runs in operator mode: include ${dir}/operator.conf ` +
+        "in its configuration, with a full account resolver of its own (restart it)",
+    );
     break;
   }
   case "serve": {
@@ -156,31 +164,49 @@ switch (command) {
     let left = values.once ? 1 : Number(values.count ?? 0);
     control.serveEnrolments((line) => {
       console.log(line);
-      // --once: after the first answer; --count N: after N admitted nodes.
-      if ((values.once || line.startsWith("enrolled ")) && --left <= 0) answered();
+      // --once: after the first answer; --count N: after N admitted nodes (a second ask of
+      // one whose answer was lost is not another node).
+      const admitted = line.startsWith("enrolled ") && !line.endsWith("(asked again)");
+      if ((values.once || admitted) && --left <= 0) answered();
     });
     console.log("answering enrolments");
+    const signalled = untilSignal();
     const limit = values.timeout === undefined ? undefined : Number(values.timeout) * 1000;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const expired = new Promise<"expired">((resolve) => {
       if (limit !== undefined) timer = setTimeout(() => resolve("expired"), limit);
     });
     const end = await Promise.race([
-      values.once || values.count ? one : untilSignal(),
-      untilSignal(),
+      values.once || values.count ? one.then(() => "answered" as const) : signalled,
+      signalled,
       expired,
     ]);
     clearTimeout(timer);
+    if (end === "answered") {
+      // The join keys it spent are revoked before it ends (else they would wait for another
+      // control plane's push), once their answers surely arrived: when it is stopped (the
+      // lab stops it once the node's enrol ended, which needs the answer) or after the
+      // delay the service keeps anyway (JOIN_REVOCATION_DELAY_MS).
+      let wait: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        signalled,
+        new Promise((resolve) => wait = setTimeout(resolve, JOIN_REVOCATION_DELAY_MS + 100)),
+      ]);
+      clearTimeout(wait);
+      await control.revokeSpentJoins().catch((e) =>
+        console.error(`spent join keys not revoked: ${(e as Error).message}`)
+      );
+    }
     await control.close();
     if (end === "expired") fail(`no enrolment within ${values.timeout} s`, 1);
     Deno.exit(0);
     break;
   }
-  case "serve-objects": {
+  case "serve-nodes": {
     const control = await ControlPlane.open(dir);
-    control.serveObjects((line) => console.error(line));
+    control.serveNodes((line) => console.error(line));
     await control.nc.flush();
-    console.log("answering object reads");
+    console.log("answering object reads and heartbeats");
     await untilSignal();
     await control.close();
     Deno.exit(0);
@@ -189,6 +215,12 @@ switch (command) {
   case "streams": {
     await using _control = await ControlPlane.open(dir);
     console.log("streams ready");
+    break;
+  }
+  case "accounts": {
+    await using control = await ControlPlane.open(dir);
+    await control.pushAccounts();
+    console.log("accounts pushed to every server");
     break;
   }
   case "last": {

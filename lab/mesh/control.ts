@@ -1,17 +1,20 @@
 /**
  * The stand-in control plane (tests and the lab only; never imported by src/).
- * It connects to the broker with its own key (no permission limits), keeps the
- * JetStream streams, mints one-time tokens, answers enrolment requests by
- * admitting the node's own public key with per-node permissions, publishes
- * declarations, and reads reports and heartbeats.
+ * It connects to the broker as the control plane's user (NATS operator mode:
+ * lab/mesh/operator.ts), keeps the JetStream streams, mints one-time tokens (each a join
+ * user's JWT), answers enrolment requests by minting the node's own user JWT (its own
+ * subjects only), pushes account JWTs through the system account when a revocation or
+ * a site's scope changes them (no server reloads), publishes declarations, answers the
+ * nodes' object reads and heartbeats, and reads reports and heartbeats.
  */
 import {
   connect,
+  credsAuthenticator,
   headers,
   type Msg,
   type MsgHdrs,
   type NatsConnection,
-  nkeyAuthenticator,
+  type RequestStrategy,
   type Subscription,
   type TlsOptions,
 } from "@nats-io/transport-node";
@@ -34,26 +37,30 @@ import {
   CONTENT_SUBJECTS,
   contentDigestsOf,
   DECLARATION_STREAM,
-  declarationConsumer,
+  declarationGet,
   ENROL_SUBJECTS,
+  type HeartbeatAck,
   MESSAGE_ID_HEADER,
   OBJECT_READS,
   subjectsOf,
 } from "../../src/link/subjects.ts";
-import { namedNodes, pushSubjectOf } from "./auth.ts";
+import { signerOf, verifies } from "../../src/link/_nkeys.ts";
 import { CHUNK, OBJECT_STORE_BYTES, objectStoreConfig, streamConfig, STREAMS } from "./streams.ts";
 import { encodeToken } from "../../src/link/token.ts";
 import { signTrust, TRUST_HEADER } from "../../src/link/trust.ts";
 import { issueServerCertificate, makeCa } from "../lib/certs.ts";
 import { join } from "node:path";
 import { unbase64url } from "../../src/link/_base64url.ts";
+import { accountJwts, joinUserJwt, nodeUserJwt, serviceCreds } from "./operator.ts";
 import {
+  accountState,
   certifiedServers,
   checkNodeName,
+  JOIN_REVOCATION_DELAY_MS,
   type MeshState,
+  namedNodes,
   readState,
   reloadBroker,
-  reloader,
   tokenBrokers,
   withState,
 } from "./state.ts";
@@ -84,23 +91,56 @@ export interface NodeMessage {
 /** A connected stand-in control plane; close it when done. */
 export class ControlPlane implements AsyncDisposable {
   readonly dir: string;
-  readonly nc: NatsConnection;
-  #enrolSub: Subscription | undefined;
-  #objectSub: Subscription | undefined;
-  /** Every server loads the auth block as written now (coalesced, spaced; state.ts). */
-  readonly #reload: () => Promise<void>;
-
+  #nc: NatsConnection;
+  /** What the connection serves (enrolments, objects, heartbeats): made again on a new one. */
+  readonly #services: ((nc: NatsConnection) => Subscription[])[] = [];
+  #subs: Subscription[] = [];
+  #closing = false;
+  /** The connection's keeper: a client that closed (TLS refusals, a restart) is made again. */
+  #keeper: Promise<void> | undefined;
   readonly #replicas: number;
-
   /** The CAs its own connection trusts (grown in place by a rotation). */
   readonly #cas: string[];
+  /** The stream sequence of each node's last stored declaration (serveNodes), when known. */
+  readonly #declared = new Map<string, number>();
+  /** Account JWT pushes: one at a time, a change during one waits for the next. */
+  #pushing: Promise<void> | undefined;
+  #pushAgain: Promise<void> | undefined;
+  /** What each account said when this process last pushed it (claimsOf). */
+  readonly #pushed = new Map<string, string>();
+  /** The push waiting (#pushSoon), and when it is due. */
+  #pushTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Spent join keys are revoked at once from now on (revokeSpentJoins). */
+  #spentSettled = false;
+  #pushTimerAt = 0;
 
   private constructor(dir: string, nc: NatsConnection, replicas: number, cas: string[]) {
     this.dir = dir;
-    this.nc = nc;
+    this.#nc = nc;
     this.#replicas = replicas;
     this.#cas = cas;
-    this.#reload = reloader(dir);
+  }
+
+  /** The connection in use now (a new one after the client closed for good). */
+  get nc(): NatsConnection {
+    return this.#nc;
+  }
+
+  /** Connect as the control plane's user (forever reconnecting), per mesh directory `dir`. */
+  static async #connect(dir: string, cas: string[]): Promise<NatsConnection> {
+    const state = await readState(dir);
+    const creds = await serviceCreds(state.operator);
+    return await connect({
+      servers: state.controlUrls ?? state.controlUrl,
+      name: "nox-mesh stand-in control plane",
+      authenticator: credsAuthenticator(new TextEncoder().encode(creds.control)),
+      tls: controlTls(cas, state.controlUrls ?? [state.controlUrl]),
+      ignoreClusterUpdates: state.cluster !== undefined,
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 250,
+      pingInterval: 5000,
+      timeout: 20_000,
+    });
   }
 
   /** Connect to the broker of mesh directory `dir` and make sure the streams exist. */
@@ -109,19 +149,11 @@ export class ControlPlane implements AsyncDisposable {
     // The CAs it trusts the servers by: a CA rotated to later is added to this very list,
     // which the client reads again at each reconnect.
     const cas = publishedCas(state);
-    const nc = await connect({
-      servers: state.controlUrls ?? state.controlUrl,
-      name: "nox-mesh stand-in control plane",
-      authenticator: nkeyAuthenticator(new TextEncoder().encode(state.control.seed)),
-      tls: controlTls(cas, state.controlUrls ?? [state.controlUrl]),
-      ignoreClusterUpdates: state.cluster !== undefined,
-      maxReconnectAttempts: -1,
-      reconnectTimeWait: 250,
-      pingInterval: 5000,
-    });
+    const nc = await ControlPlane.#connect(dir, cas);
     // A cluster keeps every stream on three servers: losing one loses nothing.
     const replicas = state.cluster ? Math.min(3, state.cluster.length) : 1;
     const control = new ControlPlane(dir, nc, replicas, cas);
+    control.#keep();
     // A cluster that just started may still be electing its JetStream leader.
     for (let tries = 0;; tries++) {
       try {
@@ -129,7 +161,7 @@ export class ControlPlane implements AsyncDisposable {
         break;
       } catch (error) {
         if (!state.cluster || tries >= 60 || /storage|resources/i.test(`${error}`)) {
-          await nc.close().catch(() => {});
+          await control.close();
           throw error;
         }
         await new Promise((resolve) => setTimeout(resolve, 500));
@@ -139,8 +171,40 @@ export class ControlPlane implements AsyncDisposable {
   }
 
   /**
-   * Make (or bring to this configuration) every stream, sized for the nodes with an
-   * account plus `more` (a mint about to add them). A stream's reservation only grows:
+   * Keep a connection: the NATS client reconnects by itself, but gives up on some failures
+   * (a server refusing TLS while it restarts, seen in bench:scale's full restart); then a
+   * new one is made, and every service subscribed again on it.
+   */
+  #keep(): void {
+    this.#keeper = (async () => {
+      while (!this.#closing) {
+        const nc = this.#nc;
+        await nc.closed();
+        if (this.#closing) return;
+        for (let pause = 250;; pause = Math.min(pause * 2, 5000)) {
+          try {
+            this.#nc = await ControlPlane.#connect(this.dir, this.#cas);
+            break;
+          } catch {
+            if (this.#closing) return;
+            await new Promise((resolve) => setTimeout(resolve, pause));
+          }
+        }
+        const next = this.#nc;
+        this.#subs = this.#services.flatMap((start) => start(next));
+      }
+    })();
+  }
+
+  /** Serve `start` on this connection and on every later one. */
+  #serve(start: (nc: NatsConnection) => Subscription[]): void {
+    this.#services.push(start);
+    this.#subs.push(...start(this.#nc));
+  }
+
+  /**
+   * Make (or bring to this configuration) every stream, sized for the nodes with a
+   * record plus `more` (a mint about to add them). A stream's reservation only grows:
    * a second control plane process that counted fewer nodes never shrinks it.
    */
   async #ensureStreams(more = 0): Promise<void> {
@@ -153,8 +217,7 @@ export class ControlPlane implements AsyncDisposable {
     for (const config of wanted) {
       const name = String(config.name);
       const info = await this.#api(`$JS.API.STREAM.INFO.${name}`, "");
-      // An existing stream is brought to this configuration (a mesh made by an
-      // older stand-in had unacknowledged, undeduplicated reports, and no limits).
+      // An existing stream is brought to this configuration (its reservation grown).
       const verb = info.error ? "CREATE" : "UPDATE";
       const had = Number((info.config as { max_bytes?: number } | undefined)?.max_bytes ?? -1);
       if (had > Number(config.max_bytes)) config.max_bytes = had;
@@ -170,18 +233,28 @@ export class ControlPlane implements AsyncDisposable {
         );
       }
     }
-    await this.#ensureConsumers(state, namedNodes(state));
   }
 
-  /** Make every named node's declaration consumer as configured (`open` does it too). */
-  async ensureConsumers(): Promise<void> {
-    const state = await readState(this.dir);
-    await this.#whileElecting(() => this.#ensureConsumers(state, namedNodes(state)));
+  /** Make sure every stream exists as configured (`open` does it too). */
+  async ensureStreams(): Promise<void> {
+    await this.#whileElecting(() => this.#ensureStreams());
+  }
+
+  /**
+   * Reload every server's configuration (its certificates) and give each stream its
+   * configuration again: on nats-server 2.9.10 in operator mode a reload lost the direct
+   * get of the declaration stream (the one that republishes), so that every catch-up
+   * went unanswered until the stream was updated; an update with the same configuration
+   * brings it back (measured: tests/link_certificates_test.ts renews and rotates).
+   */
+  async #reloadServers(): Promise<void> {
+    await reloadBroker(this.dir, await this.state());
+    await this.ensureStreams();
   }
 
   /**
    * `work` (JetStream API requests), tried again for up to 30 s while a cluster has no
-   * answer (a server just restarted, a stream or consumer electing its leader).
+   * answer (a server just restarted, a stream electing its leader).
    */
   async #whileElecting(work: () => Promise<void>): Promise<void> {
     const deadline = Date.now() + 30_000;
@@ -198,41 +271,114 @@ export class ControlPlane implements AsyncDisposable {
   }
 
   /**
-   * Make each of `nodes`' declaration consumer (src/link/subjects.ts,
-   * `declarationConsumer`) unless it exists as configured: the node cannot make one
-   * (its permissions grant no JetStream API), so this is how its pushes reach it.
-   * A consumer of another configuration (an older stand-in, another heartbeat) is
-   * made again; it then delivers the node's last declaration once more.
+   * Push the account JWTs the state implies (revocations, sites' scopes) to every server,
+   * through the system account (`$SYS.REQ.CLAIMS.UPDATE`: each server's full resolver
+   * takes it live and keeps it in its directory, across restarts). No server reloads, and
+   * no server's configuration changes (operator.conf keeps the preloads it was written
+   * with: nats-server refuses a reload whose operator part changed, which a certificate's
+   * renewal needs). Pushes are made one at a time; a call during one waits for the next,
+   * which covers it. Resolves when every server answered (or says why not).
    */
-  async #ensureConsumers(state: MeshState, nodes: string[]): Promise<void> {
-    const existing = new Map<string, Record<string, unknown>>();
-    for (let offset = 0;;) {
-      const page = await this.#api(
-        `$JS.API.CONSUMER.LIST.${DECLARATION_STREAM}`,
-        JSON.stringify({ offset }),
-      ) as { consumers?: { name: string; config: Record<string, unknown> }[]; total?: number };
-      for (const c of page.consumers ?? []) existing.set(c.name, c.config);
-      offset += page.consumers?.length ?? 0;
-      if (!page.consumers?.length || offset >= (page.total ?? 0)) break;
+  pushAccounts(): Promise<void> {
+    if (this.#pushAgain) return this.#pushAgain;
+    if (!this.#pushing) {
+      return this.#pushing = this.#push().finally(() => this.#pushing = undefined);
     }
-    for (const node of nodes) {
-      const wanted = declarationConsumer(node, {
-        ...state.push,
-        deliverSubject: pushSubjectOf(state, node),
+    const after = this.#pushing;
+    return this.#pushAgain = after.catch(() => {}).then(() => {
+      this.#pushAgain = undefined;
+      return this.#pushing = this.#push().finally(() => this.#pushing = undefined);
+    });
+  }
+
+  /**
+   * Revoke every spent join key now, without waiting for JOIN_REVOCATION_DELAY_MS: for a
+   * caller that knows each answer arrived (a one-shot enrolment service whose nodes
+   * finished enrolling, before it ends: otherwise those keys would wait for another
+   * control plane's push). Resolves when every server answered.
+   */
+  async revokeSpentJoins(): Promise<void> {
+    this.#spentSettled = true;
+    clearTimeout(this.#pushTimer);
+    this.#pushTimer = undefined;
+    await this.pushAccounts();
+  }
+
+  /** A push `ms` from now (one waiting at a time: the earliest asked). */
+  #pushSoon(ms: number): void {
+    const at = Date.now() + ms;
+    if (this.#pushTimer && this.#pushTimerAt <= at) return;
+    clearTimeout(this.#pushTimer);
+    this.#pushTimerAt = at;
+    this.#pushTimer = setTimeout(() => {
+      this.#pushTimer = undefined;
+      this.pushAccounts().then(async () => {
+        // Join keys spent since, still within their delay: pushed when it ends.
+        const state = await readState(this.dir);
+        const waiting = Object.values(state.tokens)
+          .map((t) => t.usedAt ? Date.parse(t.usedAt) + JOIN_REVOCATION_DELAY_MS : 0)
+          .filter((when) => when > Date.now());
+        if (waiting.length > 0 && !this.#closing) {
+          this.#pushSoon(Math.min(...waiting) - Date.now() + 100);
+        }
+      }).catch((e) => {
+        // No server answered (every one restarting, say): the revocations it carries are
+        // pushed again shortly rather than left to whatever push comes next.
+        console.error(`account update: ${(e as Error).message} (tried again in 5 s)`);
+        if (!this.#closing) this.#pushSoon(5000);
       });
-      const had = existing.get(subjectsOf(node).consumer);
-      if (had && Object.entries(wanted).every(([k, v]) => had[k] === v)) continue;
-      const name = subjectsOf(node).consumer;
-      if (had) await this.#api(`$JS.API.CONSUMER.DELETE.${DECLARATION_STREAM}.${name}`, "");
-      const made = await this.#api(
-        `$JS.API.CONSUMER.DURABLE.CREATE.${DECLARATION_STREAM}.${name}`,
-        JSON.stringify({ stream_name: DECLARATION_STREAM, config: wanted }),
-      );
-      if (made.error) {
-        throw new Error(
-          `cannot make the declaration consumer of ${node}: ${JSON.stringify(made.error)}`,
-        );
+    }, ms);
+  }
+
+  async #push(): Promise<void> {
+    const state = await readState(this.dir);
+    const accounts = accountState(state, new Date(), this.#spentSettled ? 0 : undefined);
+    const all = await accountJwts(state.operator, accounts);
+    // Only what changed since this process's last push (each update makes every server
+    // take the account anew): at ten thousand nodes an enrolment changes the join account
+    // alone.
+    const jwts = Object.fromEntries(
+      Object.entries(all).filter(([name, jwt]) => this.#pushed.get(name) !== claimsOf(jwt)),
+    );
+    const creds = await serviceCreds(state.operator);
+    const servers = state.cluster?.length ?? 1;
+    const sys = await connect({
+      servers: state.controlUrls ?? state.controlUrl,
+      name: "nox-mesh stand-in control plane (account updates)",
+      authenticator: credsAuthenticator(new TextEncoder().encode(creds.sys)),
+      tls: controlTls(this.#cas, state.controlUrls ?? [state.controlUrl]),
+      ignoreClusterUpdates: state.cluster !== undefined,
+      timeout: 20_000,
+    });
+    try {
+      for (const [name, jwt] of Object.entries(jwts)) {
+        const answers: string[] = [];
+        const deadline = Date.now() + 30_000;
+        while (answers.length === 0) {
+          const replies = await sys.requestMany("$SYS.REQ.CLAIMS.UPDATE", jwt, {
+            strategy: "count" as RequestStrategy,
+            maxMessages: servers,
+            maxWait: 5000,
+          });
+          for await (const reply of replies) answers.push(reply.string());
+          if (answers.length === 0 && Date.now() > deadline) {
+            throw new Error(`no server answered the update of account ${name}`);
+          }
+        }
+        for (const answer of answers) {
+          const parsed = JSON.parse(answer) as {
+            data?: { code?: number; message?: string };
+            error?: { code?: number; description?: string };
+          };
+          const code = parsed.data?.code ?? parsed.error?.code;
+          if (code !== 200) {
+            throw new Error(`a server refused the update of account ${name}: ${answer}`);
+          }
+        }
+        this.#pushed.set(name, claimsOf(jwt));
       }
+    } finally {
+      await sys.close().catch(() => {});
     }
   }
 
@@ -281,11 +427,12 @@ export class ControlPlane implements AsyncDisposable {
   async #api(
     subject: string,
     body: string,
+    nc: NatsConnection = this.nc,
   ): Promise<Record<string, unknown> & { error?: unknown }> {
     const deadline = Date.now() + 60_000;
     for (let pause = 250;; pause = Math.min(pause * 2, 4000)) {
       try {
-        const reply = await this.nc.request(subject, body, { timeout: 10_000 });
+        const reply = await nc.request(subject, body, { timeout: 10_000 });
         return JSON.parse(reply.string());
       } catch (error) {
         const text = `${(error as Error).message} ${(error as Error).cause}`;
@@ -296,24 +443,25 @@ export class ControlPlane implements AsyncDisposable {
   }
 
   /**
-   * Mint a one-time token for `node`: its join key is admitted (ask-to-enrol only) until
-   * used or expired. `via`: the token names that site's leaf server, not the cluster.
-   * Every server has loaded the join key when this returns.
+   * Mint a one-time token for `node`: a join user (its JWT, signed by the join account,
+   * allows it only to ask to enrol `node` and hear the answer, until the token expires).
+   * `via`: the token names that site's leaf server, not the cluster (the site's scope
+   * then carries its join key and its node, pushed to every server before this returns).
    */
   async mintToken(node: string, ttlSeconds = 3600, via?: string): Promise<string> {
     return (await this.mintTokens([node], ttlSeconds, via))[node];
   }
 
-  /** Mint a one-time token for each of `nodes` (one reload for all); node → token. */
+  /** Mint a one-time token for each of `nodes` (one write of the state for all); node → token. */
   async mintTokens(
     nodes: string[],
     ttlSeconds = 3600,
     via?: string,
   ): Promise<Record<string, string>> {
     nodes.forEach(checkNodeName);
-    const expires = new Date(Date.now() + ttlSeconds * 1000).toISOString();
+    const expires = new Date(Date.now() + ttlSeconds * 1000);
     const joins = nodes.map((node) => ({ node, join: createUser() }));
-    // Each new node's share of every stream is reserved on the broker before its account
+    // Each new node's share of every stream is reserved on the broker before its token
     // exists: a broker that cannot hold another node says so here, and no token is made.
     const known = new Set(namedNodes(await readState(this.dir)));
     const added = new Set(nodes.filter((n) => !known.has(n))).size;
@@ -325,51 +473,144 @@ export class ControlPlane implements AsyncDisposable {
       for (const { node, join } of joins) {
         s.tokens[join.getPublicKey()] = {
           node,
-          expires,
+          expires: expires.toISOString(),
           mintedAt: new Date().toISOString(),
           ...(via === undefined ? {} : { via }),
         };
       }
       return s;
     });
-    await this.#whileElecting(() => this.#ensureConsumers(state, nodes));
-    await this.#reload();
+    // A site's leaf carries only its scope: its new nodes and join keys are pushed first.
+    if (via !== undefined) await this.pushAccounts();
     const tokens: Record<string, string> = {};
     for (const { node, join } of joins) {
+      const seed = join.getSeed();
+      const key = signerOf(seed).publicKey;
       tokens[node] = encodeToken({
-        v: 4,
+        v: 5,
         node,
         brokers: tokenBrokers(state, via),
         ca: state.caPem,
-        join: new TextDecoder().decode(join.getSeed()),
+        join: new TextDecoder().decode(seed),
+        jwt: await joinUserJwt(state.operator, node, key, expires),
         signer: state.signer.publicKey,
-        expires,
+        expires: expires.toISOString(),
       });
     }
     return tokens;
   }
 
   /**
-   * Answer the nodes' reads of the object store until close() (DESIGN.md §20): a node asks
-   * on its own subject, `mesh.node.<node>.obj.<sha256>.<meta|chunk>` (OBJECT_READS of
-   * src/link/subjects.ts), which only it may publish to; the request reaches CONTROL
-   * through its account's service import. The read is answered only when the node's
-   * current declaration names that object (its grants in mesh.json, which `declare` sets
-   * before it publishes: no server's configuration changes), with the object store's own
-   * answer (a direct get of that part, its bytes and status); otherwise with 403 and why.
-   * Several control plane processes may serve: one of them answers each read.
+   * Answer the nodes until close() (DESIGN.md §20), on this connection and every later one:
+   *
+   * - their reads of the object store: a node asks on its own subject,
+   *   `mesh.node.<node>.obj.<sha256>.<meta|chunk>` (OBJECT_READS of src/link/subjects.ts),
+   *   which only it may publish to; the request reaches CONTROL through the nodes'
+   *   account's service import. The read is answered only when the node's current
+   *   declaration names that object (its grants in mesh.json, which `declare` sets before
+   *   it publishes: no server's configuration changes), with the object store's own answer
+   *   (a direct get of that part, its bytes and status); otherwise with 403 and why.
+   * - their heartbeats (requests): acknowledged with the stream sequence of the node's last
+   *   stored declaration (HeartbeatAck), which this process learns from a headers-only
+   *   watch of the declaration stream (every node's last, then each one stored); a node
+   *   that took less asks for it once.
+   *
+   * Several control plane processes may serve: one of them answers each (queue groups).
    */
-  serveObjects(log: (line: string) => void = () => {}): void {
+  serveNodes(log: (line: string) => void = () => {}): void {
     const grants = grantsReader(this.dir);
-    this.#objectSub = this.nc.subscribe(OBJECT_READS.all, {
-      queue: "mesh-objects",
+    this.#serve((nc) => [
+      nc.subscribe(OBJECT_READS.all, {
+        queue: "mesh-objects",
+        callback: (error, msg) => {
+          if (error) return log(`object subscription: ${error.message}`);
+          this.#answerObject(msg, grants).catch((e) =>
+            log(`object read ${msg.subject} failed: ${(e as Error).message}`)
+          );
+        },
+      }),
+      nc.subscribe("mesh.node.*.heartbeat", {
+        queue: "mesh-heartbeats",
+        callback: (error, msg) => {
+          if (error || !msg.reply) return;
+          const node = msg.subject.split(".")[2];
+          const seq = this.#declared.get(node);
+          const ack: HeartbeatAck = { v: 1, ...(this.#watching ? { decl: seq ?? 0 } : {}) };
+          msg.respond(JSON.stringify(ack));
+        },
+      }),
+      this.#watchDeclarations(nc, log),
+    ]);
+  }
+
+  /** Whether the declaration watch has delivered what the stream held when it started. */
+  #watching = false;
+
+  /**
+   * Learn the stream sequence of every node's last declaration: an ephemeral consumer of
+   * the declaration stream that delivers only headers (`headers_only`: no declaration's
+   * bytes), every node's last one first, then each one stored; made again on every new
+   * connection, and when it falls silent (its idle heartbeat: a cluster that lost the
+   * server holding it). One consumer for the whole mesh, in the control plane's account.
+   */
+  #watchDeclarations(nc: NatsConnection, log: (line: string) => void): Subscription {
+    const inbox = `_INBOX.control.decl.${crypto.randomUUID().replaceAll("-", "")}`;
+    let heard = Date.now();
+    let making = false;
+    const make = async () => {
+      if (making || nc.isClosed()) return;
+      making = true;
+      this.#watching = false;
+      try {
+        const made = await this.#api(
+          `$JS.API.CONSUMER.CREATE.${DECLARATION_STREAM}`,
+          JSON.stringify({
+            stream_name: DECLARATION_STREAM,
+            config: {
+              deliver_subject: inbox,
+              deliver_policy: "last_per_subject",
+              filter_subject: "mesh.decl.*",
+              ack_policy: "none",
+              headers_only: true,
+              replay_policy: "instant",
+              idle_heartbeat: 5e9,
+              inactive_threshold: 30e9,
+              description: "the control plane's watch of every node's last declaration",
+            },
+          }),
+          nc,
+        ) as { error?: unknown; num_pending?: number };
+        if (made.error) throw new Error(JSON.stringify(made.error));
+        heard = Date.now();
+        if ((made.num_pending ?? 0) === 0) this.#watching = true;
+      } catch (error) {
+        log(`declaration watch: ${(error as Error).message}; trying again`);
+      } finally {
+        making = false;
+      }
+    };
+    const sub = nc.subscribe(inbox, {
       callback: (error, msg) => {
-        if (error) return log(`object subscription: ${error.message}`);
-        this.#answerObject(msg, grants).catch((e) =>
-          log(`object read ${msg.subject} failed: ${(e as Error).message}`)
-        );
+        if (error) return;
+        heard = Date.now();
+        if (msg.headers?.code === 100) return; // its idle heartbeat
+        const reply = msg.reply?.split(".") ?? [];
+        // $JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<ts>.<pending>
+        const seq = Number(reply[5]);
+        const node = msg.subject.split(".")[2];
+        if (node && Number.isSafeInteger(seq)) {
+          if (seq > (this.#declared.get(node) ?? 0)) this.#declared.set(node, seq);
+        }
+        if (reply[8] === "0") this.#watching = true;
       },
     });
+    make();
+    const timer = setInterval(() => {
+      if (nc.isClosed()) return clearInterval(timer);
+      if (Date.now() - heard > 15_000) make();
+    }, 5000);
+    sub.closed.finally(() => clearInterval(timer));
+    return sub;
   }
 
   async #answerObject(msg: Msg, grants: (node: string) => Promise<string[]>): Promise<void> {
@@ -402,24 +643,29 @@ export class ControlPlane implements AsyncDisposable {
     );
   }
 
-  /** Answer enrolment requests until close(). */
+  /** Answer enrolment requests until close() (also on every later connection). */
   serveEnrolments(log: (line: string) => void = () => {}): void {
-    this.#enrolSub = this.nc.subscribe(ENROL_SUBJECTS, {
-      callback: (error, msg) => {
-        if (error) return log(`enrolment subscription: ${error.message}`);
-        this.#enrol(msg).then(
-          (line) => log(line),
-          (e) => log(`enrolment failed: ${(e as Error).message}`),
-        );
-      },
-    });
+    this.#serve((nc) => [
+      nc.subscribe(ENROL_SUBJECTS, {
+        callback: (error, msg) => {
+          if (error) return log(`enrolment subscription: ${error.message}`);
+          this.#enrol(msg).then(
+            (line) => log(line),
+            (e) => log(`enrolment failed: ${(e as Error).message}`),
+          );
+        },
+      }),
+    ]);
   }
 
   /**
    * One enrolment request, on `mesh.enrol.<node>.<join key>`: the broker let only that
-   * join key publish there (joinPermissions), so the subject, not the request, says which
-   * token is spent and for which node. The new key must be an NKey user key (`U…`): an
-   * account or operator key in auth.conf would make every later reload fail.
+   * join user publish there (its JWT's permissions), so the subject, not the request,
+   * says which token is spent and for which node. The new key must be an NKey user key
+   * (`U…`): the node's JWT is minted for it (its own subjects only, nodePermissions),
+   * sent in the answer, and the join key revoked (pushed to every server, after the
+   * answer). A second ask with the key the token admitted (its answer was lost) is
+   * answered again; any other use of a spent token is refused.
    */
   async #enrol(msg: Msg): Promise<string> {
     const [, , node, joinKey] = msg.subject.split(".");
@@ -441,59 +687,87 @@ export class ControlPlane implements AsyncDisposable {
         }`,
       );
     }
+    let sig: Uint8Array;
     try {
-      const ok = fromPublic(request.publicKey).verify(
-        new TextEncoder().encode(enrolStatement(node, request.publicKey)),
-        unbase64url(request.sig),
-      );
-      if (!ok) return refuse("the signature does not match the public key");
+      sig = unbase64url(String(request.sig));
     } catch {
       return refuse("the public key or signature is malformed");
     }
-    // Admit the key and mark the token used in one locked step. The join key stays in
-    // the auth block until the answer is out, then goes; one reload (shared with the
-    // enrolments and mints of the moment: state.ts, reloader) loads both, so the node's
-    // own key works (enrol.ts proves it, waiting for this reload) only once every
-    // server has dropped the join key. A reload that falls between the two steps loads
-    // the admission with the join key still there, which is harmless.
-    const problem = await withState(this.dir, (s) => {
+    const statement = new TextEncoder().encode(enrolStatement(node, request.publicKey));
+    if (!verifies(request.publicKey, statement, sig)) {
+      return refuse("the signature does not match the public key");
+    }
+    // Admit the key and mark the token used in one step (written with the enrolments of
+    // the moment: state.ts withState).
+    const outcome = await withState(this.dir, (s) => {
       const token = s.tokens[joinKey];
-      if (!token || token.node !== node) return "no such token for this node";
-      if (token.usedAt) return `the token was already used at ${token.usedAt}`;
-      if (Date.parse(token.expires) <= Date.now()) return `the token expired at ${token.expires}`;
+      if (!token || token.node !== node) return { problem: "no such token for this node" };
+      if (token.usedAt) {
+        return token.admitted === request.publicKey
+          ? { again: true, replaced: false, seeds: s.operator }
+          : { problem: `the token was already used at ${token.usedAt}` };
+      }
+      if (Date.parse(token.expires) <= Date.now()) {
+        return { problem: `the token expired at ${token.expires}` };
+      }
       token.usedAt = new Date().toISOString();
+      token.admitted = request.publicKey;
+      const before = s.nodes[node];
+      const replaced = before !== undefined && before.publicKey !== request.publicKey;
       s.nodes[node] = {
         publicKey: request.publicKey,
         admittedAt: token.usedAt,
-        serial: s.nodes[node]?.serial ?? 0,
+        serial: before?.serial ?? 0,
+        // The key it had stops working: on the revocation list from now on.
+        ...(before
+          ? {
+            replaced: [
+              ...(before.replaced ?? []),
+              ...(replaced ? [{ publicKey: before.publicKey, at: token.usedAt }] : []),
+            ],
+          }
+          : {}),
         ...(token.via === undefined ? {} : { site: token.via }),
       };
-      return undefined;
+      if (s.nodes[node].replaced?.length === 0) delete s.nodes[node].replaced;
+      return { again: false, replaced, seeds: s.operator };
     });
-    if (problem) return refuse(problem);
-    msg.respond(JSON.stringify({ ok: true }));
-    await this.nc.flush();
-    await withState(this.dir, (s) => {
-      s.tokens[joinKey].retired = true;
-    });
-    await this.#reload();
-    return `enrolled ${node} with key ${request.publicKey}`;
+    if (outcome.problem !== undefined) return refuse(outcome.problem);
+    const jwt = await nodeUserJwt(outcome.seeds!, node, request.publicKey);
+    msg.respond(JSON.stringify({ ok: true, jwt }));
+    if (!outcome.again) {
+      // A key it replaced is refused by every server from now on; the join key spent once
+      // its answer surely arrived (JOIN_REVOCATION_DELAY_MS).
+      if (outcome.replaced) this.#pushSoon(0);
+      this.#pushSoon(JOIN_REVOCATION_DELAY_MS + 100);
+    }
+    return `enrolled ${node} with key ${request.publicKey}${outcome.again ? " (asked again)" : ""}`;
   }
 
-  /** Stop admitting `node`'s key (the broker then refuses it and drops its connection). */
+  /**
+   * Stop admitting `node`'s key: its key goes on the nodes' account's revocation list (and
+   * out of its site's scope), pushed to every server, which closes its connection and
+   * refuses it from then on. No server reloads.
+   */
   async revoke(node: string): Promise<void> {
     await withState(this.dir, (s) => {
-      if (s.nodes[node]) s.nodes[node].revoked = true;
+      if (s.nodes[node]) {
+        s.nodes[node].revoked = true;
+        s.nodes[node].revokedAt = new Date().toISOString();
+      }
     });
-    await this.#reload();
+    await this.pushAccounts();
   }
 
-  /** Admit a revoked node's key again. */
+  /** Admit a revoked node's key again (off the revocation list, pushed to every server). */
   async readmit(node: string): Promise<void> {
     await withState(this.dir, (s) => {
-      if (s.nodes[node]) delete s.nodes[node].revoked;
+      if (s.nodes[node]) {
+        delete s.nodes[node].revoked;
+        delete s.nodes[node].revokedAt;
+      }
     });
-    await this.#reload();
+    await this.pushAccounts();
   }
 
   /**
@@ -611,7 +885,7 @@ export class ControlPlane implements AsyncDisposable {
       });
       renewed.push(server.cert.certFile);
     }
-    await reloadBroker(this.dir, state);
+    await this.#reloadServers();
     return { renewed };
   }
 
@@ -675,10 +949,10 @@ export class ControlPlane implements AsyncDisposable {
       s.caPem = pem;
       s.trust = { serial, issued: new Date().toISOString(), cas: [{ pem }] };
     });
-    await reloadBroker(this.dir, await this.state());
+    await this.#reloadServers();
     if (bundle) {
       await Deno.writeTextFile(bundle, pem);
-      await reloadBroker(this.dir, await this.state());
+      await this.#reloadServers();
     }
     const { republished } = await this.republish(state.signer.publicKey);
     return { trust: serial, republished };
@@ -752,12 +1026,13 @@ export class ControlPlane implements AsyncDisposable {
     if (answer.error) {
       throw new Error(`the broker did not store the declaration: ${JSON.stringify(answer.error)}`);
     }
+    if (answer.seq > (this.#declared.get(node) ?? 0)) this.#declared.set(node, answer.seq);
     return { serial: used, seq: answer.seq };
   }
 
   /**
    * Let `node` read exactly the objects `body` (a declaration) names, and no others: its
-   * grants in mesh.json, which the object service (`serveObjects`) answers by. No server's
+   * grants in mesh.json, which the node service (`serveNodes`) answers by. No server's
    * configuration changes. Nothing to do when they are the ones it holds.
    */
   async #grantContent(node: string, body: Uint8Array): Promise<void> {
@@ -786,7 +1061,7 @@ export class ControlPlane implements AsyncDisposable {
   ): Promise<
     { seq: number; body: string; signature: string | null; rotation: string | null } | undefined
   > {
-    const reply = await this.nc.request(subjectsOf(node).directGet, new Uint8Array(0), {
+    const reply = await this.nc.request(declarationGet(node), new Uint8Array(0), {
       timeout: 10_000,
     });
     if (reply.headers?.code && reply.headers.code !== 200) return undefined;
@@ -796,18 +1071,6 @@ export class ControlPlane implements AsyncDisposable {
       signature: reply.headers?.has(SIGNATURE_HEADER) ? reply.headers.get(SIGNATURE_HEADER) : null,
       rotation: reply.headers?.has(ROTATION_HEADER) ? reply.headers.get(ROTATION_HEADER) : null,
     };
-  }
-
-  /**
-   * `node`'s declaration consumer as JetStream describes it (its configuration, what it
-   * delivered and had acknowledged, `push_bound` while the node listens), or undefined.
-   */
-  async consumerInfo(node: string): Promise<Record<string, unknown> | undefined> {
-    const info = await this.#api(
-      `$JS.API.CONSUMER.INFO.${DECLARATION_STREAM}.${subjectsOf(node).consumer}`,
-      "",
-    );
-    return info.error ? undefined : info;
   }
 
   /** How many messages a stream holds. */
@@ -917,9 +1180,14 @@ export class ControlPlane implements AsyncDisposable {
   }
 
   async close(): Promise<void> {
-    this.#enrolSub?.unsubscribe();
-    this.#objectSub?.unsubscribe();
+    this.#closing = true;
+    // A join key spent within its delay stays unrevoked until a later push (of any
+    // control plane process); the control plane refuses its second use meanwhile.
+    clearTimeout(this.#pushTimer);
+    for (const sub of this.#subs) sub.unsubscribe();
+    await this.#pushing?.catch(() => {});
     await this.nc.close().catch(() => {});
+    await this.#keeper;
   }
 
   [Symbol.asyncDispose](): Promise<void> {
@@ -943,6 +1211,13 @@ function grantsReader(dir: string): (node: string) => Promise<string[]> {
     }
     return seen.grants[node] ?? [];
   };
+}
+
+/** What an account JWT says, without when and under which id it was issued. */
+function claimsOf(jwt: string): string {
+  const text = new TextDecoder().decode(unbase64url(jwt.split(".")[1]));
+  const { iat: _iat, jti: _jti, ...claims } = JSON.parse(text);
+  return JSON.stringify(claims);
 }
 
 /** Whether `key` is an NKey user public key (prefix U, checksum right). */

@@ -1,25 +1,31 @@
 /**
  * A stand-in broker on the loopback interface, for tests and `deno task mesh up`:
- * Debian's nats-server with TLS (certs.ts), JetStream, and the auth block the
- * stand-in control plane maintains (state.ts). Lab scenarios use the lab's own
- * broker in a namespace instead and point it at the same auth block.
+ * Debian's nats-server with TLS (certs.ts), JetStream, in NATS's operator mode with the
+ * stand-in control plane's operator (operator.ts: the accounts as JWTs, a full resolver
+ * per server, no user in any configuration). Lab scenarios use the lab's own broker in a
+ * namespace instead and point it at the same operator file.
  */
-import { createUser } from "@nats-io/nkeys";
 import { dirname, join, relative } from "node:path";
 import { makeCertificates } from "../lib/certs.ts";
-import { type NatsSize, renderNatsConfig } from "../lib/nats_config.ts";
+import { type NatsOperator, type NatsSize, renderNatsConfig } from "../lib/nats_config.ts";
 import { newRouteCredentials, type RouteCredentials } from "../lib/routes.ts";
 import { createSigningKey } from "../../src/link/signature.ts";
 import {
+  atomicWrite,
   type ClusterServer,
   meshFiles,
   type MeshState,
-  newLeafCredentials,
   readState,
   withState,
   writeState,
 } from "./state.ts";
-import { UPLINK_ACCOUNT } from "./auth.ts";
+import {
+  newOperatorSeeds,
+  operatorInclude,
+  publicKeys,
+  siteJoinCreds,
+  siteLeafCreds,
+} from "./operator.ts";
 
 /** A running local broker; stop it (or `await using` it) when done. */
 export interface LocalBroker extends AsyncDisposable {
@@ -49,27 +55,55 @@ export function brokerConfig(
     pidFile: join(dir, "nats.pid"),
     jetstream: { storeDir: join(dir, "jetstream"), maxMemoryStore: "64MB", maxFileStore: "2GB" },
     tls: { certFile: certs.certFile, keyFile: certs.keyFile },
-    include: [authInclude(join(dir, "nats.conf"), dir)],
+    operator: meshOperator(join(dir, "nats.conf"), dir, join(dir, "jwt")),
   });
 }
 
 /**
- * The line that makes a nats-server configuration at `configFile` load the auth
- * block of mesh directory `meshDir` (nats-server resolves includes relative to
- * the including file, and only relative paths work); `site`: that site's leaf's block.
+ * Operator mode for a server whose configuration is `configFile`, trusting the operator of
+ * mesh directory `meshDir` (its operator.conf, included by a path relative to the
+ * configuration: nats-server resolves includes so, and only relative paths work), with a
+ * full resolver keeping JWTs in `resolverDir`, or the preloads alone ("memory": a site's
+ * leaf).
  */
-export function includeAuth(configFile: string, meshDir: string, site?: string): string {
-  return `include ${JSON.stringify(authInclude(configFile, meshDir, site))}`;
+export function meshOperator(
+  configFile: string,
+  meshDir: string,
+  resolverDir: string | "memory",
+): NatsOperator {
+  return {
+    include: relative(dirname(configFile), meshFiles(meshDir).operator),
+    resolver: resolverDir === "memory" ? "memory" : { dir: resolverDir },
+  };
 }
 
-/** The path `includeAuth` includes, relative to `configFile` (for `NatsConfig.include`). */
-export function authInclude(configFile: string, meshDir: string, site?: string): string {
-  const files = meshFiles(meshDir);
-  const file = site === undefined ? files.auth : files.leafAuth(site);
-  return relative(dirname(configFile), file);
+/**
+ * The lines (for a configuration appended as it is) that put a server of configuration
+ * `configFile` in operator mode with mesh directory `meshDir`'s operator, a full resolver
+ * keeping JWTs in `resolverDir` (each server its own), or the preloads alone ("memory":
+ * a site's leaf).
+ */
+export function operatorLines(
+  configFile: string,
+  meshDir: string,
+  resolverDir: string | "memory",
+): string {
+  const o = meshOperator(configFile, meshDir, resolverDir);
+  return [
+    resolverDir === "memory"
+      ? "resolver: MEMORY"
+      : `resolver: { type: full, dir: ${
+        JSON.stringify(resolverDir)
+      }, allow_delete: false, interval: "2m" }`,
+    `include ${JSON.stringify(o.include)}`,
+  ].join("\n");
 }
 
-/** Create a mesh directory's state for a broker at `url` (no nodes, no tokens yet). */
+/**
+ * Create a mesh directory's state for a broker at `url` (no nodes, no tokens yet): a new
+ * operator and its accounts (operator.ts), and operator.conf, which every server of the
+ * mesh includes.
+ */
 export async function initState(
   dir: string,
   fields:
@@ -77,15 +111,11 @@ export async function initState(
     & Partial<Pick<MeshState, "ca" | "cert">>,
 ): Promise<MeshState> {
   await Deno.mkdir(dir, { recursive: true });
-  const control = createUser();
   const signer = createSigningKey();
   const state: MeshState = {
-    v: 1,
+    v: 2,
     ...fields,
-    control: {
-      seed: new TextDecoder().decode(control.getSeed()),
-      publicKey: control.getPublicKey(),
-    },
+    operator: newOperatorSeeds(),
     signer: {
       seed: new TextDecoder().decode(signer.getSeed()),
       publicKey: signer.getPublicKey(),
@@ -94,6 +124,7 @@ export async function initState(
     tokens: {},
   };
   await writeState(dir, state);
+  await atomicWrite(meshFiles(dir).operator, await operatorInclude(state.operator));
   return state;
 }
 
@@ -266,9 +297,14 @@ export interface LocalCluster extends AsyncDisposable {
   leafHubs: string[];
   /**
    * Add a site: its leaf server (a cluster started with `{ sites: true }`), connecting to
-   * `hubs` (default `leafHubs`; a test puts a relay in between to cut the uplink).
+   * `hubs` (default `leafHubs`; a test puts a relay in between to cut the uplink); `push`
+   * sends the accounts to every server (the control plane's `pushAccounts`), so that the
+   * site's scoped keys are known before its leaf logs in.
    */
-  startLeaf(name: string, options?: { hubs?: string[] }): Promise<LocalLeaf>;
+  startLeaf(
+    name: string,
+    options: { hubs?: string[]; push: () => Promise<void> },
+  ): Promise<LocalLeaf>;
   stop(): Promise<void>;
 }
 
@@ -328,7 +364,7 @@ export function clusterMemberConfig(
       credentials,
     },
     ...(member.http ? { http: member.http } : {}),
-    include: [authInclude(configFile, dir)],
+    operator: meshOperator(configFile, dir, join(dir, `jwt-${member.name}`)),
   });
 }
 
@@ -430,9 +466,12 @@ export async function startLocalCluster(
     throw error;
   }
   const leafHubs = sites ? ports.map((p) => `${host}:${p.leaf}`) : [];
-  const startLeaf = async (name: string, { hubs = leafHubs }: { hubs?: string[] } = {}) => {
+  const startLeaf = async (
+    name: string,
+    { hubs = leafHubs, push }: { hubs?: string[]; push: () => Promise<void> },
+  ) => {
     if (!sites) throw new Error("a leaf needs a cluster started with { sites: true }");
-    const leaf = await startLocalLeaf(dir, name, host, hubs);
+    const leaf = await startLocalLeaf(dir, name, host, hubs, push);
     leaves.push(leaf);
     return leaf;
   };
@@ -449,52 +488,68 @@ export interface LocalLeaf {
   url: string;
   configFile: string;
   logFile: string;
-  /** The login it uses on the cluster's leaf port (its site's). */
-  login: { user: string; password: string };
+  /** Its logins on the cluster's leaf port (creds files: the site's scoped users). */
+  login: { nodes: string; join: string };
   stop(): Promise<void>;
 }
 
 /**
- * Start a site's leaf server `name` on loopback: recorded in the mesh's state with a
- * login of its own (the cluster reloads and knows it), its certificate under the mesh's
- * CA, the site's accounts included (auth-leaf-NAME.conf), UPLINK bound to the cluster
- * over one leaf connection to any of `hubs`. Resolves once that connection is up.
+ * Record site `name`'s leaf server in mesh directory `dir` and make its logins into the
+ * cluster: a user of the nodes' account and one of the join account, each signed by a
+ * signing key scoped to the site (operator.ts), their creds files 0600 beside mesh.json;
+ * the site's (empty) scope pushed to every server before the leaf connects.
+ */
+export async function addLeaf(
+  dir: string,
+  name: string,
+  server: Omit<ClusterServer, "cert"> & Partial<Pick<ClusterServer, "cert">>,
+  push: () => Promise<void>,
+): Promise<{ nodes: string; join: string }> {
+  const files = meshFiles(dir);
+  const login = { nodes: files.leafCreds(name), join: files.leafJoinCreds(name) };
+  await withState(dir, async (s) => {
+    await atomicWrite(login.nodes, await siteLeafCreds(s.operator, name));
+    await atomicWrite(login.join, await siteJoinCreds(s.operator, name));
+    s.leaves = {
+      ...s.leaves,
+      [name]: { ...server, credsFile: login.nodes, joinCredsFile: login.join },
+    };
+  });
+  await push();
+  return login;
+}
+
+/**
+ * Start a site's leaf server `name` on loopback: recorded in the mesh's state with its
+ * logins (addLeaf), its certificate under the mesh's CA, the operator trusted with the
+ * preloads alone, the nodes' and the join account each bound to the cluster over a leaf
+ * connection to any of `hubs`. Resolves once both connections are up.
  */
 async function startLocalLeaf(
   dir: string,
   name: string,
   host: string,
   hubs: string[],
+  push: () => Promise<void>,
 ): Promise<LocalLeaf> {
   const port = freePort(host);
   const certs = await makeCertificates(dir, { names: ["localhost"], ips: [host], server: name });
   const configFile = join(dir, `${name}.conf`);
   const logFile = join(dir, `${name}.log`);
   const pidFile = join(dir, `${name}.pid`);
-  const login = newLeafCredentials(name);
-  await withState(dir, (s) => {
-    s.leaves = {
-      ...s.leaves,
-      [name]: {
-        url: `tls://${host}:${port}`,
-        pin: certs.fingerprint256,
-        pidFile,
-        logFile,
-        cert: {
-          certFile: certs.certFile,
-          keyFile: certs.keyFile,
-          names: ["localhost"],
-          ips: [host],
-        },
-        ...login,
-      },
-    };
-  }, { reload: true });
+  const login = await addLeaf(dir, name, {
+    url: `tls://${host}:${port}`,
+    pin: certs.fingerprint256,
+    pidFile,
+    logFile,
+    cert: { certFile: certs.certFile, keyFile: certs.keyFile, names: ["localhost"], ips: [host] },
+  }, push);
+  const state = await readState(dir);
   await Deno.writeTextFile(
     configFile,
     localLeafConfig(
       dir,
-      { name, listen: `${host}:${port}`, pidFile, hubs, login },
+      { name, listen: `${host}:${port}`, pidFile, hubs, login, keys: publicKeys(state.operator) },
       certs,
       configFile,
     ),
@@ -509,7 +564,7 @@ async function startLocalLeaf(
   };
   try {
     await waitForLog(logFile, "Server is ready", 30_000, child);
-    await waitForLog(logFile, "Leafnode connection created", 30_000, child);
+    await waitForCount(logFile, "Leafnode connection created", 2, 30_000, child);
   } catch (error) {
     await stop();
     throw error;
@@ -517,10 +572,32 @@ async function startLocalLeaf(
   return { name, url: `tls://${host}:${port}`, configFile, logFile, login, stop };
 }
 
+/** Wait until `line` appears `count` times in the log at `path`. */
+async function waitForCount(
+  path: string,
+  line: string,
+  count: number,
+  timeoutMs: number,
+  child: Deno.ChildProcess,
+): Promise<void> {
+  let exited = false;
+  child.status.then(() => exited = true);
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const log = await Deno.readTextFile(path).catch(() => "");
+    if (log.split(line).length - 1 >= count) return;
+    if (exited) throw new Error(`nats-server exited while starting:\n${log.slice(-2000)}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`nats-server did not log "${line}" ${count} times within ${timeoutMs} ms`);
+}
+
 /**
  * The nats-server configuration of a site's leaf server on loopback: no JetStream, the
- * site's accounts included (auth-leaf-NAME.conf), UPLINK bound to the cluster over one
- * leaf connection to any of `hubs`, logging in as the site's user (exported for its test).
+ * operator trusted with its accounts preloaded (in memory: what the site's nodes may do
+ * is the site's scope on the cluster), the nodes' and the join account each bound to the
+ * cluster over one leaf connection to any of `hubs`, logging in as the site's scoped users
+ * (exported for its test).
  */
 export function localLeafConfig(
   dir: string,
@@ -529,7 +606,8 @@ export function localLeafConfig(
     listen: string;
     pidFile: string;
     hubs: readonly string[];
-    login: { user: string; password: string };
+    login: { nodes: string; join: string };
+    keys: { nodes: string; join: string };
   },
   certs: { certFile: string; keyFile: string; caFile: string },
   configFile: string,
@@ -545,9 +623,12 @@ export function localLeafConfig(
     ping: { interval: "2s", max: 2 },
     leafnodes: {
       reconnect: 1,
-      remotes: [{ hubs: leaf.hubs, login: leaf.login, account: UPLINK_ACCOUNT, tls: certs }],
+      remotes: [
+        { hubs: leaf.hubs, credentials: leaf.login.nodes, account: leaf.keys.nodes, tls: certs },
+        { hubs: leaf.hubs, credentials: leaf.login.join, account: leaf.keys.join, tls: certs },
+      ],
     },
-    include: [authInclude(configFile, dir, leaf.name)],
+    operator: meshOperator(configFile, dir, "memory"),
   });
 }
 

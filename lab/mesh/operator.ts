@@ -1,10 +1,11 @@
 /**
  * The mesh's broker in NATS's operator mode (DESIGN.md §20, issue 35, item 1): the
- * accounts and users as JWTs, minted with npm `@nats-io/jwt` and `@nats-io/nkeys`, and
- * the server configuration that trusts them. Nothing about a node is in any server's
- * configuration: a user JWT minted at any time connects at once, an account JWT pushed
- * through the system account (`$SYS.REQ.CLAIMS.UPDATE`) is taken live by every server
- * (a NATS-based full resolver), and a revocation is an account JWT pushed again.
+ * accounts and users as JWTs, minted with npm `@nats-io/jwt` (signed by the runtime's
+ * Ed25519: src/link/_nkeys.ts), and the server configuration that trusts them. Nothing
+ * about a node is in any server's configuration: a user JWT minted at any time connects
+ * at once, an account JWT pushed through the system account (`$SYS.REQ.CLAIMS.UPDATE`)
+ * is taken live by every server of the cluster (a NATS-based full resolver), and a
+ * revocation is an account JWT pushed again. No server reloads for any of it.
  *
  * The layout:
  * - `SYS`: the system account (its user pushes account JWTs).
@@ -12,22 +13,20 @@
  *   JWT without them takes no connection and has no JetStream, LAB-NOTES.md), and public
  *   exports of what nodes use, each one wildcard for every node: their reports,
  *   inventories, heartbeats and object reads (services), the catch-up direct get of a
- *   declaration (a service), and where a stored declaration is republished (a stream).
+ *   declaration (a service), where a stored declaration is republished (a stream), and
+ *   the enrolment service.
  * - `NODES`: every node, a user of this one account whose JWT permits only its own
- *   subjects (`nodeUserClaims`); it imports each of CONTROL's exports once, for all nodes
- *   (the account JWT does not grow with the fleet). The catch-up direct get is imported
- *   under the node's own subject, `mesh.node.<node>.decl`: a JetStream API subject never
- *   crosses a leaf connection (nats-server denies `$JS.API.>` there), a node's own does.
- *   Its revocation list holds the revoked nodes; a site's leaf logs in as a user of a
- *   signing key scoped to that site (`siteScope`): the scope lists the site's nodes'
- *   subjects, and a change of it makes every server close that leaf's connection, which
- *   reconnects under the new scope.
+ *   subjects (`nodePermissions` of src/link/subjects.ts); it imports each of CONTROL's
+ *   exports once, for all nodes (the account JWT does not grow with the fleet). The
+ *   catch-up direct get is imported under the node's own subject, `mesh.node.<node>.decl`:
+ *   a JetStream API subject never crosses a leaf connection (nats-server denies
+ *   `$JS.API.>` there), a node's own does. Its revocation list holds the revoked keys;
+ *   a site's leaf logs in as a user of a signing key scoped to that site (`siteScope`):
+ *   the scope lists the site's nodes' subjects, and a change of it makes every server
+ *   close that leaf's connection, which reconnects under the new scope.
  * - `JOIN`: each token's one-time join key, a user with only its enrolment subject and
- *   its own inbox, expiring with the token; used ones are revoked.
- *
- * Not yet wired into the stand-in control plane (lab/mesh/control.ts still renders the
- * accounts into auth.conf): tests/operator_mode_test.ts holds nats-server 2.9.10 to each
- * property this layout relies on.
+ *   its own inbox, expiring with the token; used ones are revoked. A site's leaf carries
+ *   its site's join keys under a second signing key, scoped to their subjects.
  */
 import {
   type Account,
@@ -39,8 +38,17 @@ import {
   type Import,
   type User,
 } from "@nats-io/jwt";
-import { createAccount, createOperator, createUser, fromSeed, type KeyPair } from "@nats-io/nkeys";
-import { DECLARATION_STREAM, NODE_LIMITS } from "../../src/link/subjects.ts";
+import { createAccount, createOperator, createUser, type KeyPair } from "@nats-io/nkeys";
+import {
+  DECLARATION_REPUBLISH,
+  declarationGet,
+  ENROL_SUBJECTS,
+  joinPermissions,
+  NODE_LIMITS,
+  nodePermissions,
+  subjectsOf,
+} from "../../src/link/subjects.ts";
+import { keyPairOf } from "../../src/link/_nkeys.ts";
 
 /** The seeds of the operator, the accounts and the control plane's and system's users. */
 export interface OperatorSeeds {
@@ -53,10 +61,22 @@ export interface OperatorSeeds {
   controlUser: string;
   /** A signing key of NODES per site (its leaf logs in as a user it signed, in its scope). */
   sites: Record<string, string>;
+  /** A signing key of JOIN per site (its leaf carries the site's join keys in its scope). */
+  siteJoins?: Record<string, string>;
 }
 
 const text = (seed: Uint8Array) => new TextDecoder().decode(seed);
-const pair = (seed: string): KeyPair => fromSeed(new TextEncoder().encode(seed));
+/** Key pairs of seeds, made once (each signs with the runtime's Ed25519). */
+const pairs = new Map<string, KeyPair>();
+const pair = (seed: string): KeyPair => {
+  let kp = pairs.get(seed);
+  if (!kp) {
+    kp = keyPairOf(seed);
+    if (pairs.size > 256) pairs.clear();
+    pairs.set(seed, kp);
+  }
+  return kp;
+};
 
 /** Fresh keys for a mesh in operator mode (kept 0600 with the control plane's state). */
 export function newOperatorSeeds(): OperatorSeeds {
@@ -69,26 +89,21 @@ export function newOperatorSeeds(): OperatorSeeds {
     sysUser: text(createUser().getSeed()),
     controlUser: text(createUser().getSeed()),
     sites: {},
+    siteJoins: {},
   };
 }
 
 /** Where a node's declaration is republished once stored (the stream's `republish`). */
-export const PUSH_SUBJECTS = { all: "mesh.push.*", node: (n: string) => `mesh.push.${n}` };
+export const PUSH_SUBJECTS = { all: "mesh.push.*", node: (n: string) => subjectsOf(n).push };
 
-/**
- * The republish of the declaration stream: every declaration stored for `mesh.decl.<n>` is
- * sent again, once stored, on `mesh.push.<n>` with headers naming the stream, the stored
- * subject and its sequence (`Nats-Stream`, `Nats-Subject`, `Nats-Sequence`): a node's
- * plain subscription gets it, and tells it from anything else sent there.
- */
-export const DECLARATION_REPUBLISH = { src: "mesh.decl.*", dest: "mesh.push.{{wildcard(1)}}" };
+export { DECLARATION_REPUBLISH };
 
 /** The subjects a node asks on for its own catch-up: imported as the declaration's direct get. */
 export const CATCH_UP = {
   all: "mesh.node.*.decl",
-  node: (n: string) => `mesh.node.${n}.decl`,
+  node: (n: string) => subjectsOf(n).catchUp,
   /** What it is in CONTROL: the direct get of the node's stored declaration. */
-  remote: `$JS.API.DIRECT.GET.${DECLARATION_STREAM}.mesh.decl.*`,
+  remote: declarationGet("*"),
 };
 
 /** What NODES imports from CONTROL (and CONTROL exports), one wildcard each. */
@@ -131,13 +146,39 @@ export function operatorJwt(seeds: OperatorSeeds): Promise<string> {
   return encodeOperator("nox-mesh", op, { system_account: publicKeys(seeds).sys });
 }
 
-/** A site's scope: what its leaf may carry, its nodes' own subjects only. */
+/**
+ * A site's scope: what its leaf may carry, its nodes' own subjects only (what each of
+ * them may publish and hear). An empty site carries nothing (a subject no one uses).
+ */
 export function siteScope(nodes: readonly string[]): Partial<User> {
+  const none = ["mesh.site.none"];
+  const pub = nodes.flatMap((n) => nodePermissions(n).publish);
+  const sub = nodes.flatMap((n) => nodePermissions(n).subscribe);
   return {
-    pub: { allow: nodes.map((n) => `mesh.node.${n}.>`) },
-    sub: { allow: nodes.flatMap((n) => [PUSH_SUBJECTS.node(n), `_INBOX.${n}.>`]) },
+    pub: { allow: pub.length ? pub : none },
+    sub: { allow: sub.length ? sub : none },
     allowed_connection_types: ["LEAFNODE"],
   };
+}
+
+/** A site's join scope: the enrolment subjects and inboxes of its live join keys only. */
+export function siteJoinScope(joins: readonly { node: string; key: string }[]): Partial<User> {
+  const none = ["mesh.site.none"];
+  const pub = joins.flatMap(({ node, key }) => joinPermissions(node, key).publish);
+  const sub = joins.flatMap(({ node, key }) => joinPermissions(node, key).subscribe);
+  return {
+    pub: { allow: pub.length ? pub : none },
+    sub: { allow: sub.length ? sub : none },
+    allowed_connection_types: ["LEAFNODE"],
+  };
+}
+
+/** One site as the account JWTs scope it. */
+export interface SiteAccounts {
+  /** Its nodes (their subjects cross its leaf). */
+  nodes: string[];
+  /** Its live join keys (their enrolment crosses its leaf). */
+  joins: { node: string; key: string }[];
 }
 
 /** What the account JWTs say at one moment (revocations, sites' scopes). */
@@ -146,8 +187,13 @@ export interface AccountState {
   revokedNodes?: Record<string, number>;
   /** Used or withdrawn join keys and when. */
   revokedJoins?: Record<string, number>;
-  /** Each site's nodes (its scoped signing key's template). */
-  sites?: Record<string, string[]>;
+  /** Each site's nodes and join keys (its scoped signing keys' templates). */
+  sites?: Record<string, SiteAccounts | string[]>;
+}
+
+/** A site's accounts from either form (a list of nodes: no join keys). */
+function siteOf(site: SiteAccounts | string[]): SiteAccounts {
+  return Array.isArray(site) ? { nodes: site, joins: [] } : site;
 }
 
 /** Every account's JWT (SYS, CONTROL, NODES, JOIN) for `state`, signed by the operator. */
@@ -160,7 +206,7 @@ export async function accountJwts(
   const exports: Export[] = [
     ...NODE_SERVICES.map((subject): Export => ({ name: subject, subject, type: "service" })),
     { name: "catch-up", subject: CATCH_UP.remote, type: "service" },
-    { name: "enrolment", subject: "mesh.enrol.*.*", type: "service" },
+    { name: "enrolment", subject: ENROL_SUBJECTS, type: "service" },
     { name: "pushes", subject: PUSH_SUBJECTS.all, type: "stream" },
   ];
   const imports: Import[] = [
@@ -180,15 +226,19 @@ export async function accountJwts(
     },
     { name: "pushes", subject: PUSH_SUBJECTS.all, account: keys.control, type: "stream" },
   ];
-  const siteKeys = Object.keys(state.sites ?? {}).sort().map((site) => {
-    const signer = pair(seeds.sites[site]);
-    return {
-      kind: "user_scope" as const,
-      key: signer.getPublicKey(),
-      role: `site-${site}`,
-      template: siteScope(state.sites![site]),
-    };
-  });
+  const sites = Object.keys(state.sites ?? {}).sort();
+  const siteKeys = sites.map((site) => ({
+    kind: "user_scope" as const,
+    key: pair(siteSeed(seeds, site)).getPublicKey(),
+    role: `site-${site}`,
+    template: siteScope(siteOf(state.sites![site]).nodes),
+  }));
+  const joinKeys = sites.map((site) => ({
+    kind: "user_scope" as const,
+    key: pair(siteJoinSeed(seeds, site)).getPublicKey(),
+    role: `site-${site}-join`,
+    template: siteJoinScope(siteOf(state.sites![site]).joins),
+  }));
   const sign = (name: string, seed: string, account: Partial<Account>) =>
     encodeAccount(name, pair(seed), account, { signer: op });
   return {
@@ -201,26 +251,32 @@ export async function accountJwts(
       limits: { ...NO_LIMITS, payload: NODE_LIMITS.maxPayload },
       imports,
       ...(siteKeys.length ? { signing_keys: siteKeys } : {}),
-      ...(state.revokedNodes ? { revocations: state.revokedNodes } : {}),
+      ...(state.revokedNodes && Object.keys(state.revokedNodes).length
+        ? { revocations: state.revokedNodes }
+        : {}),
     }),
     join: await sign("JOIN", seeds.join, {
       limits: { ...NO_LIMITS, payload: 4096 },
       imports: [{
         name: "enrolment",
-        subject: "mesh.enrol.*.*",
+        subject: ENROL_SUBJECTS,
         account: keys.control,
         type: "service",
       }],
-      ...(state.revokedJoins ? { revocations: state.revokedJoins } : {}),
+      ...(joinKeys.length ? { signing_keys: joinKeys } : {}),
+      ...(state.revokedJoins && Object.keys(state.revokedJoins).length
+        ? { revocations: state.revokedJoins }
+        : {}),
     }),
   };
 }
 
-/** The claims of node `node`'s user: its own subjects and nothing else. */
+/** The claims of node `node`'s user: its own subjects and nothing else (nodePermissions). */
 export function nodeUserClaims(node: string): Partial<User> {
+  const permissions = nodePermissions(node);
   return {
-    pub: { allow: [`mesh.node.${node}.>`] },
-    sub: { allow: [PUSH_SUBJECTS.node(node), `_INBOX.${node}.>`] },
+    pub: { allow: permissions.publish },
+    sub: { allow: permissions.subscribe },
     subs: 100,
     payload: NODE_LIMITS.maxPayload,
     allowed_connection_types: ["STANDARD"],
@@ -239,9 +295,10 @@ export function joinUserJwt(
   joinKey: string,
   expires: Date,
 ): Promise<string> {
+  const permissions = joinPermissions(node, joinKey);
   return encodeUser(`join ${node}`, joinKey, pair(seeds.join), {
-    pub: { allow: [`mesh.enrol.${node}.${joinKey}`] },
-    sub: { allow: [`_JOIN.${joinKey}.>`] },
+    pub: { allow: permissions.publish },
+    sub: { allow: permissions.subscribe },
     payload: 4096,
     allowed_connection_types: ["STANDARD"],
   }, { exp: Math.floor(expires.getTime() / 1000) });
@@ -261,31 +318,55 @@ export async function serviceCreds(
   };
 }
 
+/** The NODES signing key of site `site` (made on first use; kept in the seeds). */
+function siteSeed(seeds: OperatorSeeds, site: string): string {
+  return seeds.sites[site] ??= text(createAccount().getSeed());
+}
+
+/** The JOIN signing key of site `site` (made on first use; kept in the seeds). */
+function siteJoinSeed(seeds: OperatorSeeds, site: string): string {
+  seeds.siteJoins ??= {};
+  return seeds.siteJoins[site] ??= text(createAccount().getSeed());
+}
+
 /**
  * The creds of site `site`'s leaf: a user of NODES signed by the site's scoped key (so
  * its permissions are the scope's, changed with the account JWT), and its seed.
  */
 export async function siteLeafCreds(seeds: OperatorSeeds, site: string): Promise<string> {
-  seeds.sites[site] ??= text(createAccount().getSeed());
+  const signer = pair(siteSeed(seeds, site));
   const user = createUser();
   const jwt = await encodeUser(`site ${site}`, user, publicKeys(seeds).nodes, {}, {
-    signer: pair(seeds.sites[site]),
+    signer,
     scopedUser: true,
   });
   return text(fmtCreds(jwt, user));
 }
 
 /**
- * The lines of a server's configuration for operator mode: the operator, the system
- * account, a NATS-based full resolver keeping JWTs in `dir` (each server its own), and
- * every account preloaded (a newer JWT pushed later is kept over a preload: nats-server
- * stores a preload only when newer).
+ * The creds of site `site`'s leaf into JOIN: a user signed by the site's JOIN key, whose
+ * scope holds the site's live join keys' subjects.
  */
-export async function operatorConfig(
+export async function siteJoinCreds(seeds: OperatorSeeds, site: string): Promise<string> {
+  const signer = pair(siteJoinSeed(seeds, site));
+  const user = createUser();
+  const jwt = await encodeUser(`site ${site} join`, user, publicKeys(seeds).join, {}, {
+    signer,
+    scopedUser: true,
+  });
+  return text(fmtCreds(jwt, user));
+}
+
+/**
+ * The part of every server's configuration that trusts the operator (its own file, which
+ * each server includes): the operator's JWT, the system account, and every account
+ * preloaded (a newer JWT pushed later is kept over a preload: nats-server stores a
+ * preload only when newer). Rewritten when the accounts change, so that a server started
+ * later starts with them; no server reloads it.
+ */
+export async function operatorInclude(
   seeds: OperatorSeeds,
-  dir: string,
   state: AccountState = {},
-  { resolver = "full" }: { resolver?: "full" | "memory" } = {},
 ): Promise<string> {
   const keys = publicKeys(seeds);
   const jwts = await accountJwts(seeds, state);
@@ -296,12 +377,40 @@ export async function operatorConfig(
     [keys.join, jwts.join],
   ].map(([k, v]) => `  ${k}: ${JSON.stringify(v)}`).join("\n");
   return [
+    "# generated by lab/mesh (the stand-in control plane): the operator and its accounts",
     `operator: ${JSON.stringify(await operatorJwt(seeds))}`,
     `system_account: ${JSON.stringify(keys.sys)}`,
-    resolver === "full"
-      ? `resolver: { type: full, dir: ${JSON.stringify(dir)}, allow_delete: false, interval: "2m" }`
-      : "resolver: MEMORY",
     `resolver_preload: {\n${preload}\n}`,
+    "",
+  ].join("\n");
+}
+
+/**
+ * A server's account resolver: a NATS-based full resolver keeping JWTs in `dir` (each
+ * server its own; updates pushed through `$SYS` are kept across restarts), or an in-memory
+ * one holding the preloads alone (a site's leaf: it reaches the cluster's system account
+ * through no connection, and needs no update: what its nodes may do is its scope on the
+ * cluster).
+ */
+export function resolverLine(dir: string | "memory"): string {
+  return dir === "memory"
+    ? "resolver: MEMORY"
+    : `resolver: { type: full, dir: ${JSON.stringify(dir)}, allow_delete: false, interval: "2m" }`;
+}
+
+/**
+ * The lines of a server's configuration for operator mode (tests/operator_mode_test.ts):
+ * the operator part and the resolver, in one text.
+ */
+export async function operatorConfig(
+  seeds: OperatorSeeds,
+  dir: string,
+  state: AccountState = {},
+  { resolver = "full" }: { resolver?: "full" | "memory" } = {},
+): Promise<string> {
+  return [
+    await operatorInclude(seeds, state),
+    resolverLine(resolver === "full" ? dir : "memory"),
     "",
   ].join("\n");
 }

@@ -1,21 +1,24 @@
 /**
- * The stand-in control plane's own records (DIR/mesh.json): the broker's
- * address and certificate facts, the control plane's key, admitted nodes and
- * minted tokens. From them it renders DIR/auth.conf, the `accounts` block
- * nats-server includes (and a site leaf's DIR/auth-leaf-NAME.conf; auth.ts), checks
- * each with `nats-server -t` before it replaces the one in use, and makes nats-server
- * reload it (SIGHUP); a reload a server refuses puts the files it last loaded back.
- * Every change runs under an exclusive lock on DIR/mesh.lock, so the CLI and a
- * running `serve` never overwrite each other.
+ * The stand-in control plane's own records (DIR/mesh.json): the broker's address and
+ * certificate facts, the operator's and accounts' keys (NATS operator mode:
+ * lab/mesh/operator.ts), admitted nodes and minted tokens. No server's configuration
+ * holds a node, a key or a grant: what the broker must know of them goes to the servers
+ * as account JWTs pushed through the system account (control.ts), which each server's
+ * full resolver keeps in its own directory, across restarts. DIR/operator.conf (the
+ * operator part every server includes, written once when the mesh is made) never
+ * changes. Nothing here reloads a server for them.
+ *
+ * Every change runs under an exclusive lock on DIR/mesh.lock, so the CLI and a running
+ * `serve` never overwrite each other; the changes one process makes at the same moment
+ * share one read and one write of mesh.json (`withState`), which at ten thousand nodes
+ * is a few megabytes.
  */
 import { join } from "node:path";
 import type { RouteCredentials } from "../lib/routes.ts";
 import type { ServerCertificate } from "../lib/certs.ts";
 import type { TrustList } from "../../src/link/trust.ts";
-import { checkRendered, renderAuth, renderLeafAuth } from "./auth.ts";
-import { checkNodeName } from "./node_name.ts";
-
-export { checkNodeName };
+import { NODE_ID } from "../../src/declaration/fields.ts";
+import type { AccountState, OperatorSeeds } from "./operator.ts";
 
 /** One admitted node. */
 export interface NodeRecord {
@@ -24,6 +27,10 @@ export interface NodeRecord {
   /** The last serial published to it. */
   serial: number;
   revoked?: boolean;
+  /** When it was revoked (its key is on the nodes' account's revocation list since). */
+  revokedAt?: string;
+  /** Keys it was admitted with before (enrolled again): each revoked when it was replaced. */
+  replaced?: { publicKey: string; at: string }[];
   /** The site (leaf server) it was admitted through, when not the cluster. */
   site?: string;
 }
@@ -33,16 +40,17 @@ export interface TokenRecord {
   node: string;
   expires: string;
   mintedAt: string;
+  /** When it was spent (its join key is revoked since, until it expires). */
   usedAt?: string;
-  /** Dropped from the broker (after its enrolment was answered, or never used). */
-  retired?: boolean;
+  /** The key it admitted (a second ask with that key is answered as the first). */
+  admitted?: string;
   /** The site (leaf server) the token names, when not the cluster. */
   via?: string;
 }
 
 /** Everything the stand-in remembers. */
 export interface MeshState {
-  v: 1;
+  v: 2;
   /** The broker URL nodes use (goes into tokens). */
   url: string;
   /** The URL the control plane itself connects to (may differ inside a lab namespace). */
@@ -66,7 +74,11 @@ export interface MeshState {
   trust?: TrustList;
   /** The single broker's certificate (no cluster), to renew it. */
   cert?: ServerCertificate;
-  control: { seed: string; publicKey: string };
+  /**
+   * The operator's, the accounts' and the control plane's and system's users' seeds
+   * (lab/mesh/operator.ts). Whoever holds them holds the broker.
+   */
+  operator: OperatorSeeds;
   /**
    * The declaration signing key (an NKey operator pair): every declaration is
    * signed with it and tokens pin its public key. Whoever holds the seed holds
@@ -80,13 +92,13 @@ export interface MeshState {
    * not kept.
    */
   rotations?: string[];
-  /** nats-server's pid file and log, for reloads. */
+  /** nats-server's pid file and log (the single broker), for certificate reloads. */
   pidFile: string;
   logFile: string;
   /**
    * A cluster: every server (its URL for nodes, its certificate's pin, and its
-   * pid file and log for reloads). Tokens then name every server; absent, the
-   * one broker above.
+   * pid file and log for certificate reloads). Tokens then name every server; absent,
+   * the one broker above.
    */
   cluster?: ClusterServer[];
   /** The URLs the control plane itself uses for a cluster (may differ inside a lab namespace). */
@@ -97,32 +109,23 @@ export interface MeshState {
    */
   routes?: RouteCredentials;
   /**
-   * Leaf servers of sites (by name, a node id's form): each holds its site's accounts
-   * (reloaded with the cluster), logs in as its site, and a site's tokens name its leaf
-   * instead of the cluster's servers.
+   * Leaf servers of sites (by name, a node id's form): each logs into the cluster as a
+   * user of its site's scoped signing keys (its creds files, 0600 in the mesh
+   * directory), and a site's tokens name its leaf instead of the cluster's servers.
    */
   leaves?: Record<string, LeafServer>;
-  /**
-   * The cluster's JetStream domain. A leaf without JetStream gets `$JS.API.>` denied on
-   * its connection (nats-server: "JetStream Not Extended"), so on a leaf a node's
-   * direct get is mapped to the domain's API (`$JS.<domain>.API.…`), which the
-   * cluster maps back to its own.
-   */
+  /** The cluster's JetStream domain (when sites were planned). */
   domain?: string;
   nodes: Record<string, NodeRecord>;
   tokens: Record<string, TokenRecord>;
   /**
    * The objects each node may read (SHA-256 hex): those its last declaration names.
-   * The broker grants exactly these (auth.ts); `declare` sets them before it publishes.
+   * The object service answers by these (control.ts); `declare` sets them before it
+   * publishes. No server's configuration follows them.
    */
   grants?: Record<string, string[]>;
   /** How much JetStream storage the object store reserves (bytes; streams.ts OBJECT_STORE_BYTES). */
   objectStoreBytes?: number;
-  /**
-   * The nodes' declaration consumers' idle heartbeat and acknowledgement wait (ms);
-   * absent: DECLARATION_PUSH of src/link/subjects.ts (tests shorten them).
-   */
-  push?: { idleHeartbeatMs?: number; ackWaitMs?: number };
 }
 
 /** One server of a cluster, as the stand-in knows it. */
@@ -136,22 +139,13 @@ export interface ClusterServer {
 }
 
 /**
- * A site's leaf server: as a server of the cluster, plus its own login to the
- * cluster's leaf port (a user and a password random per site, for its site's account
- * only; nats-server 2.9 takes no nkey for a remote).
+ * A site's leaf server: as a server of the cluster, plus the creds files of its two
+ * logins into the cluster (a user of the nodes' account and one of the join account,
+ * each signed by the site's scoped signing key).
  */
 export interface LeafServer extends ClusterServer {
-  user?: string;
-  password?: string;
-}
-
-/** Fresh login credentials for the leaf server of site `site` (keep them in mesh.json). */
-export function newLeafCredentials(site: string): { user: string; password: string } {
-  const bytes = crypto.getRandomValues(new Uint8Array(24));
-  return {
-    user: `site-${site}`,
-    password: Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join(""),
-  };
+  credsFile?: string;
+  joinCredsFile?: string;
 }
 
 /**
@@ -175,36 +169,104 @@ export function certifiedServers(state: MeshState): { cert: ServerCertificate }[
   return all.filter((s): s is { cert: ServerCertificate } => s.cert !== undefined);
 }
 
-/** The state file, the auth blocks and the lock of a mesh directory. */
+/** The state file, the operator include and the lock of a mesh directory. */
 export function meshFiles(
   dir: string,
-): { state: string; auth: string; leafAuth: (site: string) => string; lock: string } {
+): {
+  state: string;
+  operator: string;
+  lock: string;
+  leafCreds: (site: string) => string;
+  leafJoinCreds: (site: string) => string;
+} {
   return {
     state: join(dir, "mesh.json"),
-    auth: join(dir, "auth.conf"),
-    leafAuth: (site: string) => join(dir, `auth-leaf-${site}.conf`),
+    operator: join(dir, "operator.conf"),
     lock: join(dir, "mesh.lock"),
+    leafCreds: (site: string) => join(dir, `site-${site}.creds`),
+    leafJoinCreds: (site: string) => join(dir, `site-${site}-join.creds`),
   };
 }
 
-/** Every broker configuration file the state renders, with its text. */
-function renderAll(dir: string, state: MeshState): [string, string][] {
-  const files = meshFiles(dir);
-  // A site's name becomes an account name and a file name: the same rule as a node's.
-  for (const site of Object.keys(state.leaves ?? {})) checkNodeName(site);
-  return [
-    [files.auth, renderAuth(state)],
-    ...Object.keys(state.leaves ?? {}).sort().map((site): [string, string] => [
-      files.leafAuth(site),
-      renderLeafAuth(state, site),
-    ]),
-  ];
+/**
+ * Every node with a record: admitted ones and those a token was minted for (each stream
+ * reserves a share for each; streams.ts).
+ */
+export function namedNodes(state: MeshState): string[] {
+  const named = new Set([
+    ...Object.keys(state.nodes),
+    ...Object.values(state.tokens).map((token) => token.node),
+  ]);
+  return [...named].sort();
+}
+
+/** The sites a node belongs to: those its tokens named, and the one it was admitted through. */
+export function sitesOf(state: MeshState, node: string): string[] {
+  const sites = new Set<string>();
+  for (const token of Object.values(state.tokens)) {
+    if (token.node === node && token.via !== undefined) sites.add(token.via);
+  }
+  const site = state.nodes[node]?.site;
+  if (site !== undefined) sites.add(site);
+  return [...sites].filter((s) => state.leaves?.[s] !== undefined).sort();
+}
+
+const epoch = (iso: string) => Math.floor(Date.parse(iso) / 1000);
+
+/**
+ * How long after its enrolment was answered a spent join key goes on the join account's
+ * revocation list. The servers close a revoked user's connection at once, and the answer
+ * may still be on its way to it (across a route, from another server): revoked at once,
+ * one node in six lost its answer on a three-server cluster (the answer's JWT with it).
+ * Meanwhile the control plane refuses the key's second use itself; the enrolment
+ * request's own timeout is 20 s.
+ */
+export const JOIN_REVOCATION_DELAY_MS = 25_000;
+
+/**
+ * What the account JWTs must say for `state` (lab/mesh/operator.ts): the nodes' account's
+ * revocations (revoked nodes' keys, and keys a node was admitted with before), the join
+ * account's (spent join keys, `joinDelayMs` after their answer, JOIN_REVOCATION_DELAY_MS
+ * unless said, and until their token expires: the JWT ends then anyway), and each site's scope (its nodes that are not
+ * revoked, its live join keys).
+ */
+export function accountState(
+  state: MeshState,
+  now: Date = new Date(),
+  joinDelayMs: number = JOIN_REVOCATION_DELAY_MS,
+): AccountState {
+  const revokedNodes: Record<string, number> = {};
+  for (const record of Object.values(state.nodes)) {
+    for (const old of record.replaced ?? []) revokedNodes[old.publicKey] = epoch(old.at);
+    if (record.revoked) {
+      revokedNodes[record.publicKey] = epoch(record.revokedAt ?? record.admittedAt);
+    }
+  }
+  const revokedJoins: Record<string, number> = {};
+  const live = (t: TokenRecord) => Date.parse(t.expires) > now.getTime();
+  const settled = (t: TokenRecord) => Date.parse(t.usedAt!) + joinDelayMs <= now.getTime();
+  for (const [key, token] of Object.entries(state.tokens)) {
+    if (token.usedAt && live(token) && settled(token)) revokedJoins[key] = epoch(token.usedAt);
+  }
+  const sites: AccountState["sites"] = {};
+  for (const site of Object.keys(state.leaves ?? {}).sort()) {
+    const nodes = namedNodes(state).filter((n) =>
+      sitesOf(state, n).includes(site) && !state.nodes[n]?.revoked
+    );
+    const joins = Object.entries(state.tokens)
+      .filter(([, t]) => t.via === site && live(t))
+      .map(([key, t]) => ({ node: t.node, key }))
+      .sort((a, b) => a.key.localeCompare(b.key));
+    sites[site] = { nodes, joins };
+  }
+  return { revokedNodes, revokedJoins, sites };
 }
 
 /** Read the state of a mesh directory. */
 export async function readState(dir: string): Promise<MeshState> {
+  let state: MeshState;
   try {
-    return JSON.parse(await Deno.readTextFile(meshFiles(dir).state));
+    state = JSON.parse(await Deno.readTextFile(meshFiles(dir).state));
   } catch (error) {
     throw new Error(
       `${dir} is not a mesh directory (${
@@ -212,130 +274,125 @@ export async function readState(dir: string): Promise<MeshState> {
       }); run "deno task mesh up" or "init" first`,
     );
   }
+  if (state.v !== 2 || !state.operator) {
+    throw new Error(
+      `${dir} holds a mesh of the stand-in from before operator mode (every node's key in ` +
+        "the servers' configuration): make a new mesh directory, and enrol its nodes again " +
+        "with new tokens",
+    );
+  }
+  return state;
 }
 
 /**
- * Write state and the auth blocks it implies (atomically each). Every block is rendered
- * and each one that changed is checked by nats-server (`-t`) first: a state that cannot
- * be rendered (a hostile node name) or that the broker would not load (a key of the
- * wrong type) writes nothing.
+ * Refuses a node name that is not a node id (src/declaration/fields.ts NODE_ID): the
+ * name becomes subject tokens of a node's permissions and of a site's scope, where a
+ * `.`, `*` or `>` would widen a node's permissions to other nodes' subjects, and a JWT's
+ * names.
+ */
+export function checkNodeName(node: string): void {
+  if (!NODE_ID.test(node)) {
+    throw new Error(
+      `refusing node name ${JSON.stringify(node)}: a node id is 1–63 lowercase letters, ` +
+        "digits and -, starting with a letter or digit",
+    );
+  }
+}
+
+/**
+ * Write `state` (atomically). Every node and site name is checked first: a state with a
+ * name that is not a node id writes nothing.
  */
 export async function writeState(dir: string, state: MeshState): Promise<void> {
-  const rendered = renderAll(dir, state);
-  for (const [path, text] of rendered) {
-    if (text !== await Deno.readTextFile(path).catch(() => undefined)) {
-      await checkRendered(path, text);
-    }
-  }
-  await atomicWrite(meshFiles(dir).state, JSON.stringify(state, null, 2) + "\n");
-  for (const [path, text] of rendered) await atomicWrite(path, text);
+  for (const node of namedNodes(state)) checkNodeName(node);
+  for (const site of Object.keys(state.leaves ?? {})) checkNodeName(site);
+  await atomicWrite(meshFiles(dir).state, JSON.stringify(state) + "\n");
 }
 
+/** Changes waiting for a write of one directory, in this process. */
+interface Batch {
+  changes: {
+    change: (state: MeshState) => unknown;
+    resolve: (value: unknown) => void;
+    reject: (error: unknown) => void;
+  }[];
+  running?: Promise<void>;
+}
+
+const batches = new Map<string, Batch>();
+
 /**
- * Run `change` on the state under the directory's lock, write it, and (with
- * `reload`) make nats-server load the new auth block before the lock is released.
+ * Run `change` on the state under the directory's lock and write it. Changes that arrive
+ * while a write of the same directory is under way in this process wait for it and are
+ * then made together, on one read and one write (an enrolment service admitting many
+ * nodes at once writes mesh.json once for all of them). A change that throws is refused
+ * alone (it must throw before it changes anything: the others' changes are written).
  */
-export async function withState<T>(
+export function withState<T>(
   dir: string,
   change: (state: MeshState) => T | Promise<T>,
-  { reload = false }: { reload?: boolean } = {},
 ): Promise<T> {
-  const lock = await Deno.open(meshFiles(dir).lock, { create: true, write: true });
-  try {
-    await lock.lock(true);
-    const state = await readState(dir);
-    const result = await change(state);
-    await writeState(dir, state);
-    if (reload) await reloadBroker(dir, state);
-    return result;
-  } finally {
-    lock.close();
-  }
+  let batch = batches.get(dir);
+  if (!batch) batches.set(dir, batch = { changes: [] });
+  const done = new Promise<T>((resolve, reject) => {
+    batch!.changes.push({
+      change,
+      resolve: resolve as (value: unknown) => void,
+      reject,
+    });
+  });
+  if (!batch.running) batch.running = drain(dir, batch);
+  return done;
 }
 
-/**
- * Reloads of mesh directory `dir` for one process (the enrolment service): a caller
- * waits for a reload that starts after its call; callers that arrive while one waits
- * or runs share the next one, and reloads are at least `gapMs` apart (the first is
- * at once). Each reload is a configuration reload of every server, and nats-server
- * closes on each one every connection still in its handshake (src/link/enrol.ts,
- * JOIN_RETRY_MS): eight enrolments at a time asked for sixteen back-to-back reloads,
- * and a node connecting then was refused on every try. Changes are written with
- * `withState` (no reload) before the call; the reload takes the lock, so it never
- * interleaves with another process's.
- */
-export function reloader(dir: string, gapMs = 500): () => Promise<void> {
-  let pending: Promise<void> | undefined;
-  let previous: Promise<void> = Promise.resolve();
-  let lastEnded = 0;
-  return () => {
-    if (pending) return pending;
-    const after = previous;
-    const next: Promise<void> = (async () => {
-      await after.catch(() => {});
-      const wait = lastEnded + gapMs - Date.now();
-      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-      // From here on a caller's change may miss this reload's read: it waits for the next.
-      pending = undefined;
+async function drain(dir: string, batch: Batch): Promise<void> {
+  // Let the changes of this moment gather.
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  while (batch.changes.length > 0) {
+    const changes = batch.changes.splice(0);
+    const results: { ok: boolean; value: unknown }[] = [];
+    try {
+      const lock = await Deno.open(meshFiles(dir).lock, { create: true, write: true });
       try {
-        await withState(dir, () => {}, { reload: true });
+        await lock.lock(true);
+        const state = await readState(dir);
+        for (const { change } of changes) {
+          try {
+            results.push({ ok: true, value: await change(state) });
+          } catch (error) {
+            results.push({ ok: false, value: error });
+          }
+        }
+        await writeState(dir, state);
       } finally {
-        lastEnded = Date.now();
+        lock.close();
       }
-    })();
-    pending = next;
-    previous = next;
-    return next;
-  };
+    } catch (error) {
+      changes.forEach(({ reject }) => reject(error));
+      continue;
+    }
+    changes.forEach(({ resolve, reject }, i) =>
+      results[i].ok ? resolve(results[i].value) : reject(results[i].value)
+    );
+  }
+  batch.running = undefined;
 }
 
 /**
- * Make every server load the current auth blocks: SIGHUP, then wait for each log to
- * say it reloaded (or why it did not). The files every server took are kept
- * (`FILE.loaded`); when a server refuses them, those last loaded go back in place and
- * are loaded again, so that no server keeps a file on disk it would not start with,
- * and the error says what the server refused.
+ * Make every server load its certificate files again (SIGHUP), then wait for each log to
+ * say it reloaded, or why it did not: a renewed certificate, a rotated CA. Nothing about
+ * nodes, tokens or grants is in a server's configuration: none of those reloads.
  */
 export async function reloadBroker(
-  dir: string,
+  _dir: string,
   state: MeshState,
   timeoutMs = 10_000,
 ): Promise<void> {
-  // A server that is down (killed by a scenario) reads the file when it starts again.
+  // A server that is down (killed by a scenario) reads the files when it starts again.
   const servers = state.cluster ? [...state.cluster, ...Object.values(state.leaves ?? {})] : [
     state,
   ];
-  const files = renderedFiles(dir, state);
-  try {
-    await Promise.all(servers.map((server) => reloadOne(server, timeoutMs, !!state.cluster)));
-  } catch (error) {
-    let restored = 0;
-    for (const path of files) {
-      const loaded = await Deno.readTextFile(`${path}.loaded`).catch(() => undefined);
-      if (loaded === undefined) continue;
-      await atomicWrite(path, loaded);
-      restored++;
-    }
-    if (restored > 0) {
-      await Promise.allSettled(servers.map((server) => reloadOne(server, timeoutMs, true)));
-    }
-    throw new Error(
-      `${(error as Error).message}; ${
-        restored > 0
-          ? "the configuration every server loaded last is back in place and loaded again"
-          : "no configuration had been loaded before, nothing to put back"
-      }`,
-    );
-  }
-  for (const path of files) {
-    await atomicWrite(`${path}.loaded`, await Deno.readTextFile(path));
-  }
-}
-
-/** The auth files of a mesh directory's state (auth.conf, then each site's). */
-function renderedFiles(dir: string, state: MeshState): string[] {
-  const files = meshFiles(dir);
-  return [files.auth, ...Object.keys(state.leaves ?? {}).sort().map(files.leafAuth)];
+  await Promise.all(servers.map((server) => reloadOne(server, timeoutMs, !!state.cluster)));
 }
 
 async function reloadOne(
@@ -380,8 +437,9 @@ async function readLog(path: string): Promise<string> {
   }
 }
 
-async function atomicWrite(path: string, text: string): Promise<void> {
+/** Write `text` to `path` through a temporary file (0600: mesh.json holds every seed). */
+export async function atomicWrite(path: string, text: string): Promise<void> {
   const temp = `${path}.tmp`;
-  await Deno.writeTextFile(temp, text, { mode: 0o600 }); // mesh.json holds the signing seed
+  await Deno.writeTextFile(temp, text, { mode: 0o600 });
   await Deno.rename(temp, path);
 }

@@ -5,6 +5,7 @@
 import {
   CONTENT_STREAM,
   CONTENT_SUBJECTS,
+  DECLARATION_REPUBLISH,
   DECLARATION_STREAM,
   NODE_LIMITS,
 } from "../../src/link/subjects.ts";
@@ -40,6 +41,8 @@ export interface StreamPlan {
   duplicate_window?: number;
   /** 0: kept until replaced or deleted. */
   max_age: number;
+  /** Where each stored message is sent again (the declarations: to each node's push subject). */
+  republish?: { src: string; dest: string };
 }
 
 /**
@@ -56,7 +59,8 @@ export interface StreamPlan {
  * (the node keeps a report in its outbox until then) and deduplicated by their
  * `Nats-Msg-Id` within a day: nodes reach them through a service import, whose reply
  * subject is the broker's own mapping of the node's inbox. The heartbeat stream never
- * acknowledges (`no_ack`).
+ * acknowledges (`no_ack`): the control plane does (its answer says where the node's
+ * declaration stands).
  */
 export const STREAMS: Record<string, StreamPlan> = {
   [DECLARATION_STREAM]: {
@@ -66,6 +70,9 @@ export const STREAMS: Record<string, StreamPlan> = {
     discard: "new",
     no_ack: false,
     max_age: 0,
+    // Each declaration stored goes on to its node's push subject, with the stream's
+    // headers (src/link/subjects.ts): the node's plain subscription hears it; no consumer.
+    republish: DECLARATION_REPUBLISH,
   },
   MESH_REPORT: {
     subjects: ["mesh.node.*.report"],
@@ -114,6 +121,7 @@ export function streamConfig(
     no_ack,
     duplicate_window,
     max_age,
+    republish,
   } = STREAMS[name];
   return {
     name,
@@ -126,6 +134,7 @@ export function streamConfig(
     discard,
     no_ack,
     ...(duplicate_window ? { duplicate_window } : {}),
+    ...(republish ? { republish } : {}),
     max_age,
     max_bytes: Math.max(1, nodes) * nodeShare(STREAMS[name]),
   };

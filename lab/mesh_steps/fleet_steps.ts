@@ -71,8 +71,8 @@ export function enrolFleet(nodes: string[], via?: string): Step {
         string
       >;
       await using service = await serveEnrolments(ctx, nodes.length, 60 + nodes.length * 10);
-      // Eight at a time, as an operator with a batch of tokens would: the service shares
-      // its reloads, and a node whose handshake a reload closed tries again (enrol.ts).
+      // Eight at a time, as an operator with a batch of tokens would (no server reloads for
+      // any of it: each answer carries the node's JWT).
       await eachLimited(nodes, ENROL_AT_ONCE, async (node) => {
         const m = ctx.machine(node);
         const r = await m.exec([hostCommand(m), "enrol", "--token", "-"], {

@@ -10,7 +10,7 @@ import { bundle, CHECKOUT } from "../lib/bundle.ts";
 import { HOST_INSTALLS, HOST_PATH, hostCommand, hostInstall } from "../lib/host.ts";
 import { MACHINE_DENO } from "../lib/machine.ts";
 import { fail, type Step, type StepContext } from "../lib/scenario.ts";
-import { includeAuth, initClusterState, initState } from "../mesh/local_broker.ts";
+import { initClusterState, initState, operatorLines } from "../mesh/local_broker.ts";
 import { JS_DOMAIN } from "../lib/cluster.ts";
 import { newRouteCredentials } from "../lib/routes.ts";
 import { run } from "../lib/_process.ts";
@@ -98,10 +98,13 @@ export function meshArgs(ctx: StepContext, args: readonly string[]): string[] {
   ];
 }
 
-/** The control plane comes up: mesh state, the broker loads its users, the streams exist. */
+/**
+ * The control plane comes up: mesh state (a new operator), the broker started again in
+ * operator mode (an operator cannot be added by a reload), the streams exist.
+ */
 export function meshUp(): Step {
   return {
-    title: "the control plane comes up on the broker (users, permissions, streams)",
+    title: "the control plane comes up on the broker (operator mode, accounts, streams)",
     async run(ctx) {
       const broker = ctx.lab.runningBroker ?? await ctx.lab.broker();
       const dir = meshDir(ctx.lab);
@@ -113,23 +116,25 @@ export function meshUp(): Step {
         pidFile: join(dir, "nats.pid"),
         logFile: join(broker.dir, "nats.log"),
       });
-      await broker.reload(
-        `pid_file: "${join(dir, "nats.pid")}"\n${includeAuth(join(broker.dir, "nats.conf"), dir)}`,
+      await broker.restart(
+        `pid_file: "${join(dir, "nats.pid")}"\n${
+          operatorLines(join(broker.dir, "nats.conf"), dir, join(broker.dir, "jwt"))
+        }`,
       );
       await mesh(ctx, ["streams"]);
-      await serveObjects(ctx);
+      await serveNodes(ctx);
     },
   };
 }
 
 /**
- * The control plane's object service (`mesh serve-objects`) in its namespace for the rest
- * of the lab run: it answers the nodes' reads of the object store (each only for what its
- * declaration names). Stopped at the lab's teardown.
+ * The control plane's node service (`mesh serve-nodes`) in its namespace for the rest of
+ * the lab run: it answers the nodes' reads of the object store (each only for what its
+ * declaration names) and their heartbeats. Stopped at the lab's teardown.
  */
-async function serveObjects(ctx: StepContext): Promise<void> {
+async function serveNodes(ctx: StepContext): Promise<void> {
   const child = new Deno.Command("nsenter", {
-    args: meshArgs(ctx, ["serve-objects"]),
+    args: meshArgs(ctx, ["serve-nodes"]),
     cwd: CHECKOUT,
     stdin: "null",
     stdout: "piped",
@@ -145,9 +150,9 @@ async function serveObjects(ctx: StepContext): Promise<void> {
   const errors = new Response(child.stderr).text();
   const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
   let seen = "";
-  while (!seen.includes("answering object reads")) {
+  while (!seen.includes("answering object reads and heartbeats")) {
     const { value, done } = await reader.read();
-    if (done) fail("the control plane's object service to start", seen + (await errors));
+    if (done) fail("the control plane's node service to start", seen + (await errors));
     seen += value;
   }
   // What it says from now on is drained, so that it never blocks on a full pipe.
@@ -158,12 +163,12 @@ async function serveObjects(ctx: StepContext): Promise<void> {
 
 /**
  * The control plane comes up on a three-server cluster in the lab network: its mesh
- * state names every server (tokens list all three), the servers start with its
- * accounts included, the streams are made with 3 replicas.
+ * state names every server (tokens list all three), the servers start in operator mode
+ * with its operator (each its own account resolver), the streams are made with 3 replicas.
  */
 export function meshUpCluster(): Step {
   return {
-    title: "a three-server NATS cluster comes up with the control plane's accounts " +
+    title: "a three-server NATS cluster comes up with the control plane's operator " +
       "(routes, JetStream with 3 replicas)",
     timeoutS: 180,
     async run(ctx) {
@@ -198,12 +203,12 @@ export function meshUpCluster(): Step {
               domain: JS_DOMAIN,
             },
           );
-          // Every server's configuration lies at the same depth: one relative include.
-          return includeAuth(servers[0].configFile, dir);
+          // Each server trusts the operator, with an account resolver of its own.
+          return (server) => operatorLines(server.configFile, dir, join(server.dir, "jwt"));
         },
       });
       await mesh(ctx, ["streams"], 120_000);
-      await serveObjects(ctx);
+      await serveNodes(ctx);
     },
   };
 }
@@ -449,17 +454,28 @@ export function assertJournal(machine: string, text: string, after?: string): St
 }
 
 /**
- * From `machine`, with its own node key, tries to read `other`'s declarations and
- * to report as `other`; every attempt must be refused by the broker.
+ * Runs the isolation probe (lab/mesh_steps/clients/isolation_probe.ts) on `machine` as node
+ * `own` (its own key and JWT): each attempt on `other`'s subjects, objects and the JetStream
+ * API must be refused by the broker, and the replies it steers (into `other`'s push subject,
+ * into the stream's purge) must change nothing: `other`'s stored declaration and the stream
+ * intact, and, when `other`'s host runs on machine `otherMachine`, nothing applied or
+ * reported by it (it drops what is not its own declaration, without a word upward).
  */
-export function assertConfined(machine: string, own: string, other: string): Step {
+export function assertConfined(
+  machine: string,
+  own: string,
+  other: string,
+  otherMachine?: string,
+): Step {
   return {
-    title:
-      `assert ${machine} (${own}) cannot read ${other}'s declarations nor report as ${other}, ` +
-      `nor use the consumer API, nor steer a reply into ${other}'s subject or the JetStream API`,
+    title: `assert ${machine} (${own}) cannot read ${other}'s declarations, catch-up or objects, ` +
+      `nor report as ${other}, nor use the JetStream API; the replies it steers into ` +
+      `${other}'s push subject and the JetStream API change nothing`,
+    timeoutS: 120,
     async run(ctx) {
       const last = async () => JSON.parse(await mesh(ctx, ["last", other]));
       const before = await last();
+      const reportsBefore = await mesh(ctx, ["reports", other]);
       const probe = join(ctx.lab.shareDir, "isolation-probe.js");
       await bundle("lab/mesh_steps/clients/isolation_probe.ts", probe);
       const broker = ctx.lab.runningBroker!;
@@ -472,7 +488,7 @@ export function assertConfined(machine: string, own: string, other: string): Ste
         "/lab/isolation-probe.js",
         broker.url,
         "/lab/broker-ca.pem",
-        "/var/lib/mesh-host/node.nk",
+        "/var/lib/mesh-host",
         own,
         other,
       ]);
@@ -483,15 +499,18 @@ export function assertConfined(machine: string, own: string, other: string): Ste
         fail("one JSON line from the probe", `exit ${r.code}: ${r.stderr.trim()}`);
       }
       const shown = JSON.stringify(seen);
-      if (seen.ownDirectGet !== "ok") fail("its own declaration readable", shown);
+      if (seen.ownCatchUp !== "ok") fail("its own declaration readable", shown);
       for (
         const key of [
+          "otherCatchUp",
           "otherDirectGet",
           "bodyDirectGet",
+          "otherObjects",
+          "objectStore",
           "otherSubscribe",
           "otherPushSubscribe",
           "otherPublish",
-          "consumerApi",
+          "jetStreamApi",
         ]
       ) {
         if (!/Permissions Violation/.test(seen[key] ?? "")) {
@@ -506,6 +525,8 @@ export function assertConfined(machine: string, own: string, other: string): Ste
         if (Date.now() > deadline) fail(`the probe's own report from ${own} to arrive`, "");
         await new Promise((resolve) => setTimeout(resolve, 500));
       }
+      // Time for the other node to have taken what was steered at it, had it taken it.
+      await new Promise((resolve) => setTimeout(resolve, 5000));
       const after = await last();
       if (JSON.stringify(after) !== JSON.stringify(before)) {
         fail(
@@ -514,6 +535,19 @@ export function assertConfined(machine: string, own: string, other: string): Ste
             JSON.stringify(after).slice(0, 300)
           }`,
         );
+      }
+      const reportsAfter = await mesh(ctx, ["reports", other]);
+      if (reportsAfter !== reportsBefore) {
+        fail(
+          `${other} reported nothing of what ${own} steered at it`,
+          reportsAfter.slice(reportsBefore.length - 2, reportsBefore.length + 500),
+        );
+      }
+      if (otherMachine) {
+        const files = await ctx.machine(otherMachine).exec(["ls", "/srv"]);
+        if (files.stdout.includes(`${own}-only`)) {
+          fail(`nothing of ${own}'s declaration on ${otherMachine}`, files.stdout.trim());
+        }
       }
     },
   };

@@ -10,24 +10,25 @@ import type { NatsServer } from "../lib/cluster.ts";
 import { SITE_PREFIX } from "../lib/net.ts";
 import { run, until } from "../lib/_process.ts";
 import { fail, type Step } from "../lib/scenario.ts";
-import { includeAuth } from "../mesh/local_broker.ts";
+import { addLeaf, operatorLines } from "../mesh/local_broker.ts";
+import { publicKeys } from "../mesh/operator.ts";
+import { readState } from "../mesh/state.ts";
 import { clusterOf, fleetDeclaration } from "./fleet_steps.ts";
 import { mesh } from "./link_steps.ts";
 import type { RolloutRow } from "../mesh/fleet.ts";
-import { newLeafCredentials, withState } from "../mesh/state.ts";
-import { UPLINK_ACCOUNT } from "../mesh/auth.ts";
 
 /**
  * A site's leaf server comes up: its own namespace with an uplink on the lab switch
- * and a link on the site's switch (10.251.0.2); the accounts of its site's nodes only;
- * its UPLINK bound over one leaf connection to its site's account on the cluster, with
- * a login of its own. The control plane records it (reloads reach it; `tokens --via
- * NAME` name it) and reloads the cluster, which then knows the site's login.
+ * and a link on the site's switch (10.251.0.2); the mesh's operator trusted with its
+ * accounts preloaded; the nodes' and the join account each bound over a leaf connection
+ * to the cluster, logging in as users of signing keys scoped to the site (their creds
+ * files made by the control plane, which records the leaf: `tokens --via NAME` name it,
+ * and pushes the site's scope to every server first; no server reloads).
  */
 export function siteLeafUp(): Step {
   return {
-    title: "a site's leaf server comes up (uplink to its site's account, its own login, " +
-      "no JetStream)",
+    title: "a site's leaf server comes up (its site's scoped users into the nodes' and " +
+      "the join account, no JetStream)",
     timeoutS: 60,
     async run(ctx) {
       const cluster = clusterOf(ctx.lab);
@@ -36,30 +37,25 @@ export function siteLeafUp(): Step {
         await ctx.lab.site(),
         `${SITE_PREFIX}.2`,
         async (facts) => {
-          const login = newLeafCredentials(facts.name);
-          await withState(dir, (s) => {
-            s.leaves = {
-              ...s.leaves,
-              [facts.name]: {
-                url: facts.url,
-                pin: facts.pin,
-                pidFile: facts.pidFile,
-                logFile: facts.logFile,
-                ...login,
-              },
-            };
-          }, { reload: true });
+          const login = await addLeaf(dir, facts.name, {
+            url: facts.url,
+            pin: facts.pin,
+            pidFile: facts.pidFile,
+            logFile: facts.logFile,
+          }, async () => void await mesh(ctx, ["accounts"]));
+          const keys = publicKeys((await readState(dir)).operator);
           return {
-            ...login,
-            account: UPLINK_ACCOUNT,
-            // The leaf's configuration lies beside the servers': the same depth.
-            extra: includeAuth(cluster.servers[0].configFile, dir, facts.name),
+            remotes: [
+              { account: keys.nodes, credentials: login.nodes },
+              { account: keys.join, credentials: login.join },
+            ],
+            extra: operatorLines(facts.configFile, dir, "memory"),
           };
         },
       );
-      await until("the leaf's connection to the cluster", 30_000, async () => {
+      await until("the leaf's two connections to the cluster", 30_000, async () => {
         const leafz = await leaf.monitor("leafz").catch(() => undefined);
-        return Number(leafz?.leafnodes ?? 0) >= 1 ? true : undefined;
+        return Number(leafz?.leafnodes ?? 0) >= 2 ? true : undefined;
       });
     },
   };
@@ -106,7 +102,7 @@ export function restoreLeafUplink(): Step {
   };
 }
 
-/** The leaf reports its connection to the cluster (`/leafz`), or none. */
+/** The leaf reports its connections to the cluster (`/leafz`), or none. */
 export function assertLeafConnected(connected: boolean): Step {
   return {
     title: `assert the leaf ${connected ? "is" : "is not"} connected to the cluster`,
@@ -137,9 +133,9 @@ export function assertOnlyThroughLeaf(machine: string): Step {
 /**
  * The control plane puts a file into the mesh's object store and rolls serial
  * `serial` out to `nodes` naming it by digest (with /srv/fleet): each node, behind its
- * site's leaf, fetches it through the leaf (its site's account imports exactly the
- * objects its nodes' declarations name), applies and reports; the file on each machine
- * has the digest.
+ * site's leaf, fetches it through the leaf (asked on its own subject, answered by the
+ * control plane for exactly the objects its declaration names), applies and reports;
+ * the file on each machine has the digest.
  */
 export function rolloutContent(nodes: string[], serial: number): Step {
   return {

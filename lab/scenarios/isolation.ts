@@ -1,21 +1,23 @@
-import { type Scenario } from "../lib/scenario.ts";
+import { type Scenario, waitFor } from "../lib/scenario.ts";
 import {
+  assertApplies,
   assertConfined,
-  assertNoReports,
   declare,
   enrol,
   HOST_UNIT_FILES,
   meshUp,
+  startHost,
 } from "../mesh_steps/link_steps.ts";
 import { files, srvFile } from "./_link.ts";
 
 /** The broker, not the host's code, confines each node to its own subjects. */
 export const scenario: Scenario = {
   name: "isolation",
-  summary: "with its own key, node A cannot read node B's declarations (direct get in either " +
-    "form, or where B's consumer delivers) nor publish B's reports or heartbeats, nor use the " +
-    "consumer API (make, read, pull from or delete a consumer, acknowledge for B's), nor make " +
-    "a reply land in B's subject or purge the declaration stream: the broker refuses each",
+  summary: "with its own key and JWT, node A cannot read node B's catch-up, declarations " +
+    "(direct get in either form, where the stream republishes them, the stream's subject) " +
+    "or objects, nor publish B's reports or heartbeats, nor use the JetStream API: the " +
+    "broker refuses each; a reply A steers into B's push subject reaches B, which applies " +
+    "and reports nothing of it, and one aimed at the stream's purge changes nothing",
   broker: true,
   machines: {
     alpha: { flavour: "systemd", host: true, files: HOST_UNIT_FILES },
@@ -27,9 +29,11 @@ export const scenario: Scenario = {
     enrol("beta", "beta"),
     declare("beta", files(srvFile("secret", "/srv/beta-only", "for beta\n"))),
     declare("alpha", files(srvFile("mine", "/srv/alpha-only", "for alpha\n"))),
-    assertConfined("alpha", "alpha", "beta"),
-    // Before beta's own probe reports as beta (its own subject, allowed).
-    assertNoReports("beta"),
+    // beta runs: what alpha steers into its push subject reaches a live node.
+    startHost("beta"),
+    waitFor(assertApplies("beta", [1]), 60),
+    assertConfined("alpha", "alpha", "beta", "beta"),
+    assertApplies("beta", [1]),
     assertConfined("beta", "beta", "alpha"),
   ],
 };

@@ -2,7 +2,9 @@
  * One NATS connection to the broker: TLS that trusts only the mesh's CA (the CAs of
  * the node's trust list: trust.ts) and requires the broker's certificate to name the
  * broker the node asked for (both checked during the handshake, before the CONNECT
- * that carries the signature), NKey auth, and the node's own inbox prefix. The
+ * that carries the signature), the user's JWT and its key's signature of the broker's
+ * nonce (NATS's operator mode: the JWT says what the key may do), and the node's own
+ * inbox prefix. The
  * broker's own certificate is never pinned: it renews. A certificate refused is
  * explained (certificate.ts): expired and when, or issued by a CA the node does not
  * trust. No reconnect inside the client: the link's loop rebuilds connections itself
@@ -10,9 +12,9 @@
  * here, so the transport can be swapped in one place.
  */
 import {
+  type Authenticator,
   connect,
   type NatsConnection,
-  nkeyAuthenticator,
   type TlsOptions,
 } from "@nats-io/transport-node";
 import { checkServerIdentity, type PeerCertificate } from "node:tls";
@@ -25,6 +27,32 @@ import {
 } from "./certificate.ts";
 import { classifyLinkError, hostPort, LinkError, NameMismatch } from "./errors.ts";
 import { caFacts, type TrustList, usableCas } from "./trust.ts";
+import { signerOf } from "./_nkeys.ts";
+import { base64url } from "./_base64url.ts";
+
+/** Who connects: a user's seed and its JWT (never sent: the JWT and a signature are). */
+export interface ConnectionAuth {
+  seed: Uint8Array;
+  /** The user's JWT (signed by its account): what the broker lets this key do. */
+  jwt: string;
+  publicKey: string;
+  inboxPrefix: string;
+  name: string;
+}
+
+/**
+ * The client's authenticator for a user JWT: the JWT, the key's public part and its
+ * signature of the server's nonce, made by the runtime's Ed25519 (`_nkeys.ts`: the NATS
+ * client's own signs with nkeys.js, 25 ms a connection here).
+ */
+export function jwtAuth(jwt: string, seed: Uint8Array): Authenticator {
+  const signer = signerOf(seed);
+  return (nonce?: string) => ({
+    jwt,
+    nkey: signer.publicKey,
+    sig: nonce ? base64url(signer.sign(new TextEncoder().encode(nonce))) : "",
+  });
+}
 
 /** Where to connect and whom to trust. */
 export interface BrokerTarget {
@@ -63,7 +91,7 @@ export const CONNECTION_TIMING: ConnectionTiming = {
  */
 export async function openConnection(
   target: BrokerTarget,
-  auth: { seed: Uint8Array; publicKey: string; inboxPrefix: string; name: string },
+  auth: ConnectionAuth,
   timing: ConnectionTiming = CONNECTION_TIMING,
 ): Promise<NatsConnection> {
   guardOrphanTlsErrors();
@@ -79,7 +107,7 @@ export async function openConnection(
       pingInterval: timing.pingIntervalMs,
       maxPingOut: timing.maxPingOut,
       inboxPrefix: auth.inboxPrefix,
-      authenticator: nkeyAuthenticator(auth.seed),
+      authenticator: jwtAuth(auth.jwt, auth.seed),
       tls: brokerTls(target),
     });
   } catch (error) {
@@ -118,7 +146,7 @@ async function explained(failure: LinkError, target: BrokerTarget): Promise<Link
 export async function openAny(
   brokers: { url: string; pin?: string }[],
   trust: TrustList,
-  auth: { seed: Uint8Array; publicKey: string; inboxPrefix: string; name: string },
+  auth: ConnectionAuth,
   options: {
     timing?: ConnectionTiming;
     first?: number;

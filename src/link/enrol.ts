@@ -1,17 +1,20 @@
 /**
  * Enrolment (`enrol --token -` or `--token-file F`): check the token, make this node's own NKey pair
  * (the seed is written 0600 and never leaves the machine), ask the control plane
- * over TLS under the mesh's CA, using the token's one-time join key, to admit the
- * new public key, prove the admission by connecting with the node's own key,
- * and only then record the identity in the store.
+ * over TLS under the mesh's CA, as the token's one-time join user (its seed and JWT), to
+ * admit the new public key; the answer carries the node's own user JWT (NATS's operator
+ * mode: what the broker lets this key do, minted by the control plane; nothing about the
+ * node is in any server's configuration). The JWT is written beside the seed (0600), the
+ * admission proved by connecting with the node's own key and JWT, and only then the
+ * identity recorded in the store.
  *
- * Enrolment request (on mesh.enrol.<node>.<join public key>, as the join key, which
+ * Enrolment request (on mesh.enrol.<node>.<join public key>, as the join user, which
  * the broker lets publish there and nowhere else: the subject names the token spent):
  *   { "v": 1, "node": N, "publicKey": "U…" (the node's new user key),
  *     "sig": base64url(sign(enrolStatement)) }
- * Answer: { "ok": true } or { "ok": false, "error": "why" }.
+ * Answer: { "ok": true, "jwt": "…" } or { "ok": false, "error": "why" }.
  */
-import { createUser, fromSeed } from "@nats-io/nkeys";
+import { createUser } from "@nats-io/nkeys";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Engine } from "../engine/mod.ts";
 import { CONNECTION_TIMING, type ConnectionTiming, openAny } from "./connection.ts";
@@ -19,6 +22,7 @@ import { classifyLinkError, LinkError } from "./errors.ts";
 import {
   brokerList,
   type Identity,
+  jwtPath,
   readIdentity,
   seedPath,
   writeIdentity,
@@ -28,6 +32,7 @@ import { enrolSubject, joinInboxPrefix, subjectsOf } from "./subjects.ts";
 import { type BrokerEntry, decodeToken } from "./token.ts";
 import type { TrustList } from "./trust.ts";
 import { base64url } from "./_base64url.ts";
+import { signerOf } from "./_nkeys.ts";
 
 /** What the new key signs, so the control plane knows the requester holds it. */
 export function enrolStatement(node: string, publicKey: string): string {
@@ -56,7 +61,10 @@ export interface EnrolOptions {
   requestTimeoutMs?: number;
   /** How long the broker may take to start accepting the new key (ms). */
   admitWaitMs?: number;
-  /** How long a refused join key is tried again before the token counts as refused (ms). */
+  /**
+   * How long a join connection dropped in its handshake, or an enrolment request nobody
+   * answered, is tried again before the enrolment fails (ms).
+   */
   joinRetryMs?: number;
   timing?: ConnectionTiming;
   log?: (line: string) => void;
@@ -85,52 +93,40 @@ export async function enrol(
   const timing = options.timing ?? CONNECTION_TIMING;
   const log = options.log ?? (() => {});
 
-  const pair = createUser();
-  const seed = pair.getSeed();
-  const publicKey = pair.getPublicKey();
+  // A fresh random seed; its public key and signatures by the runtime (_nkeys.ts).
+  const seed = createUser().getSeed();
+  const signer = signerOf(seed);
+  const publicKey = signer.publicKey;
   const finalSeedFile = seedPath(host.config.stateDir);
   const pendingSeedFile = `${finalSeedFile}.pending`;
+  const jwtFile = jwtPath(host.config.stateDir);
   await Deno.mkdir(host.config.stateDir, { recursive: true, mode: 0o700 });
   await writeSeed(pendingSeedFile, seed);
 
-  const join = fromSeed(new TextEncoder().encode(token.join));
+  const join = { seed: new TextEncoder().encode(token.join), jwt: token.jwt };
+  const joinKey = signerOf(join.seed).publicKey;
+  const windowMs = options.joinRetryMs ?? JOIN_RETRY_MS;
   log(`connecting to ${brokerList({ brokers })} with the token's one-time key`);
-  const { nc, url } = await openWithJoinKey(brokers, trust, join, token.node, {
+  const { nc, url } = await openWithJoinKey(brokers, trust, { ...join, publicKey: joinKey }, {
+    node: token.node,
     timing,
     log,
-    windowMs: options.joinRetryMs ?? JOIN_RETRY_MS,
+    windowMs,
   });
-  let answer: { ok?: boolean; error?: string };
+  let answer: { ok?: boolean; error?: string; jwt?: unknown };
   try {
     const request: EnrolRequest = {
       v: 1,
       node: token.node,
       publicKey,
-      sig: base64url(pair.sign(new TextEncoder().encode(enrolStatement(token.node, publicKey)))),
+      sig: base64url(signer.sign(new TextEncoder().encode(enrolStatement(token.node, publicKey)))),
     };
-    const subject = enrolSubject(token.node, join.getPublicKey());
-    const reply = await nc.request(subject, JSON.stringify(request), {
-      timeout: options.requestTimeoutMs ?? 20_000,
-    });
-    answer = JSON.parse(reply.string());
-  } catch (error) {
-    const e = error as { name?: string; message?: string; cause?: { name?: string } };
-    if (
-      /no responders/i.test(`${e.message} ${e.cause?.name}`) ||
-      /timeout/i.test(`${e.name} ${e.message}`)
-    ) {
-      throw new LinkError(
-        "enrol",
-        "broker",
-        `no control plane answered the enrolment request on ${url} (${e.message})`,
-        {
-          hint:
-            "the broker is up but the control plane's enrolment service is not; try again later",
-          cause: error,
-        },
-      );
-    }
-    throw classifyLinkError(error, { url });
+    answer = await ask(
+      nc,
+      enrolSubject(token.node, joinKey),
+      JSON.stringify(request),
+      { url, timeoutMs: options.requestTimeoutMs ?? 20_000, windowMs, log },
+    );
   } finally {
     await nc.close().catch(() => {});
   }
@@ -142,12 +138,23 @@ export async function enrol(
       { hint: "mint a new token" },
     );
   }
+  if (typeof answer.jwt !== "string" || !/^[\w-]+\.[\w-]+\.[\w-]+$/.test(answer.jwt)) {
+    throw new LinkError(
+      "enrol",
+      "broker",
+      `the control plane admitted "${token.node}" but sent no JWT for its key (an answer of ` +
+        "a control plane from before operator mode?)",
+      { hint: "enrol with a token of the mesh's current control plane" },
+    );
+  }
+  const jwt = answer.jwt;
   await Deno.rename(pendingSeedFile, finalSeedFile);
+  await writeSeed(jwtFile, new TextEncoder().encode(`${jwt}\n`));
   log(`admitted; checking that the broker accepts this node's own key ${publicKey}`);
   await proveAdmission(
     brokers,
     trust,
-    { seed, publicKey, node: token.node },
+    { seed, jwt, publicKey, node: token.node },
     options.admitWaitMs ?? 20_000,
     timing,
   );
@@ -158,6 +165,7 @@ export async function enrol(
     ca: token.ca,
     trust,
     seedFile: finalSeedFile,
+    jwtFile,
     publicKey,
     enrolledAt: new Date().toISOString(),
     signer: token.signer,
@@ -167,28 +175,32 @@ export async function enrol(
 }
 
 /**
- * How long a join key the broker refused is tried again. A broker refuses a good key for a
- * moment: nats-server (2.9.10, and the same code today) checks, on every reload of its
- * configuration, every connection it has accepted, and closes with "Authorization
- * Violation" those whose CONNECT has not arrived yet (still in their TLS handshake). A
- * control plane that reloads for each admission does so while other nodes are enrolling,
- * and a real one propagates a new join key to its servers with some delay as well. A key
- * the broker really does not hold (a used, expired or revoked token) is refused on every
- * try, and the enrolment then fails with the same words a few seconds later.
+ * How long a join connection the broker dropped in its handshake, or an enrolment request
+ * that nobody answered, is tried again. A refusal of the join user itself is final at
+ * once: in operator mode the broker holds no join key in its configuration and never
+ * reloads one (what version 4 tokens needed), so a refused join JWT is a used, expired or
+ * revoked token. An enrolment request may find no responder for a moment (a site's leaf
+ * connecting again after its scope changed for a new token), and a lost answer is asked
+ * again (the control plane answers a second ask with the same key as the first).
  */
 export const JOIN_RETRY_MS = 5_000;
 
 /**
- * Connect as the token's join key to any of `brokers`. An auth refusal is tried again,
- * on the next broker, after a doubling pause with jitter (0.2 s, 0.4 s, 0.8 s, 1.6 s at
- * most, each between half and all of it) until `windowMs` has passed; then it is final.
+ * Connect as the token's join user to any of `brokers`. A refusal of the user is final;
+ * a connection dropped in its handshake is tried again, on the next broker, after a
+ * doubling pause with jitter (0.2 s, 0.4 s, 0.8 s, 1.6 s at most) until `windowMs` has
+ * passed.
  */
 async function openWithJoinKey(
   brokers: BrokerEntry[],
   trust: TrustList,
-  join: ReturnType<typeof fromSeed>,
-  node: string,
-  options: { timing: ConnectionTiming; log: (line: string) => void; windowMs: number },
+  join: { seed: Uint8Array; jwt: string; publicKey: string },
+  options: {
+    node: string;
+    timing: ConnectionTiming;
+    log: (line: string) => void;
+    windowMs: number;
+  },
 ): Promise<{ nc: NatsConnection; url: string }> {
   const started = Date.now();
   let first = 0;
@@ -196,10 +208,11 @@ async function openWithJoinKey(
   for (let attempt = 1;; attempt++) {
     try {
       const opened = await openAny(brokers, trust, {
-        seed: join.getSeed(),
-        publicKey: join.getPublicKey(),
-        inboxPrefix: joinInboxPrefix(join.getPublicKey()),
-        name: `${node} enrolment`,
+        seed: join.seed,
+        jwt: join.jwt,
+        publicKey: join.publicKey,
+        inboxPrefix: joinInboxPrefix(join.publicKey),
+        name: `${options.node} enrolment`,
       }, {
         timing: options.timing,
         first,
@@ -214,29 +227,23 @@ async function openWithJoinKey(
       });
       return { nc: opened.nc, url: brokers[opened.index].url };
     } catch (error) {
-      if (!(error instanceof LinkError) || !momentary(error)) throw error;
-      const step = Math.min(1600, 200 * 2 ** (attempt - 1));
-      const pause = step / 2 + Math.random() * (step / 2);
-      const spent = Date.now() - started;
-      if (spent + pause > options.windowMs && error.reason !== "auth") throw error;
-      if (spent + pause > options.windowMs) {
+      if (error instanceof LinkError && error.reason === "auth") {
         throw new LinkError(
           "auth",
           "broker",
           `the broker at ${url} refused the token's one-time key: the token was already used, ` +
-            `has expired, or was revoked (refused ${attempt} ${
-              attempt === 1 ? "time" : "times"
-            } in ${(spent / 1000).toFixed(1)} s)`,
+            "has expired, or was revoked",
           { hint: "mint a new token", cause: error },
         );
       }
+      if (!(error instanceof LinkError) || !momentary(error)) throw error;
+      const step = Math.min(1600, 200 * 2 ** (attempt - 1));
+      const pause = step / 2 + Math.random() * (step / 2);
+      if (Date.now() - started + pause > options.windowMs) throw error;
       options.log(
-        `${url} ${
-          error.reason === "auth"
-            ? "refused the token's one-time key (a broker refuses connections for a moment " +
-              "while it reloads)"
-            : "closed the connection in its handshake (a broker drops those while it reloads)"
-        }; trying again in ${(pause / 1000).toFixed(1)} s`,
+        `${url} closed the connection in its handshake; trying again in ${
+          (pause / 1000).toFixed(1)
+        } s`,
       );
       await new Promise((resolve) => setTimeout(resolve, pause));
     }
@@ -244,23 +251,66 @@ async function openWithJoinKey(
 }
 
 /**
- * Whether a failure to connect with the join key may pass: a refusal of the key, or a
- * connection the broker accepted and then dropped (EPIPE, ECONNRESET). nats-server
- * 2.9.10 drops, on each reload of its configuration, every connection still in its
- * handshake, and the client sees one or the other depending on the moment.
+ * Ask the enrolment request and parse its answer. No responder (nobody listens yet:
+ * a site's leaf reconnecting) is asked again after a pause, a timeout at once (the
+ * control plane answers the same key's second ask as its first), while `windowMs` lasts
+ * (at least two asks).
+ */
+async function ask(
+  nc: NatsConnection,
+  subject: string,
+  body: string,
+  options: { url: string; timeoutMs: number; windowMs: number; log: (line: string) => void },
+): Promise<{ ok?: boolean; error?: string; jwt?: unknown }> {
+  const started = Date.now();
+  for (let asked = 1;; asked++) {
+    try {
+      const reply = await nc.request(subject, body, { timeout: options.timeoutMs });
+      return JSON.parse(reply.string());
+    } catch (error) {
+      const e = error as { name?: string; message?: string; cause?: { name?: string } };
+      const unanswered = /no responders/i.test(`${e.message} ${e.cause?.name}`);
+      const late = /timeout/i.test(`${e.name} ${e.message}`);
+      if (!unanswered && !late) throw classifyLinkError(error, { url: options.url });
+      if (asked >= 2 && Date.now() - started > options.windowMs) {
+        throw new LinkError(
+          "enrol",
+          "broker",
+          `no control plane answered the enrolment request on ${options.url} (${e.message}; ` +
+            `asked ${asked} times)`,
+          {
+            hint:
+              "the broker is up but the control plane's enrolment service is not; try again later",
+            cause: error,
+          },
+        );
+      }
+      options.log(
+        `${options.url}: ${
+          unanswered ? "no enrolment service answers yet" : "the enrolment answer did not come"
+        }; asking again`,
+      );
+      if (unanswered) {
+        await new Promise((resolve) => setTimeout(resolve, 500 + Math.random() * 500));
+      }
+    }
+  }
+}
+/**
+ * Whether a failure to connect with the join key may pass: a connection the broker
+ * accepted and then dropped (EPIPE, ECONNRESET; a busy server).
  */
 function momentary(error: LinkError): boolean {
-  if (error.reason === "auth") return true;
   const cause = error.cause as { code?: string; cause?: { code?: string } } | undefined;
   const code = cause?.code ?? cause?.cause?.code;
   return error.reason === "tcp" && (code === "EPIPE" || code === "ECONNRESET");
 }
 
-/** Connect with the node's own key, allowing the broker a moment to load the admission. */
+/** Connect with the node's own key and JWT (a dropped or timed-out attempt is tried again). */
 async function proveAdmission(
   brokers: BrokerEntry[],
   trust: TrustList,
-  key: { seed: Uint8Array; publicKey: string; node: string },
+  key: { seed: Uint8Array; jwt: string; publicKey: string; node: string },
   waitMs: number,
   timing: ConnectionTiming,
 ): Promise<void> {
@@ -269,6 +319,7 @@ async function proveAdmission(
     try {
       const { nc } = await openAny(brokers, trust, {
         seed: key.seed,
+        jwt: key.jwt,
         publicKey: key.publicKey,
         inboxPrefix: subjectsOf(key.node).inboxPrefix,
         name: key.node,
@@ -276,10 +327,10 @@ async function proveAdmission(
       await nc.close();
       return;
     } catch (error) {
-      // The broker reloads its users around an enrolment: a refused or dropped attempt
-      // is expected for a moment. Certificate and name problems are not.
+      // A dropped or slow attempt (a busy server) is tried again; a refused key, a
+      // certificate or a name problem is final.
       const transient = error instanceof LinkError &&
-        ["auth", "tcp", "closed", "timeout", "protocol"].includes(error.reason);
+        ["tcp", "closed", "timeout", "protocol"].includes(error.reason);
       if (!transient || Date.now() >= deadline) throw error;
       await new Promise((resolve) => setTimeout(resolve, 250));
     }

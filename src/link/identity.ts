@@ -1,11 +1,12 @@
 /**
  * The node's identity: who it is and where its link goes, in the store's meta
- * table, plus its NKey seed in <state-dir>/node.nk (mode 0600). The seed never
- * leaves the machine and is never copied into the store; the store holds no
- * credential to anything (only the path of the seed file).
+ * table, plus its NKey seed in <state-dir>/node.nk (mode 0600) and its user JWT in
+ * <state-dir>/node.jwt (0600 too: not a secret, but state like the rest). The seed
+ * never leaves the machine and is never copied into the store; the store holds no
+ * credential to anything (only the paths of those files).
  */
 import { posix } from "node:path";
-import { fromSeed } from "@nats-io/nkeys";
+import { signerOf } from "./_nkeys.ts";
 import { META } from "../store/meta.ts";
 import type { Store } from "../store/store.ts";
 import { LinkError } from "./errors.ts";
@@ -14,6 +15,9 @@ import { isTrustProblem, parseTrustList, type TrustList } from "./trust.ts";
 
 /** The seed file's name inside the state directory. */
 export const SEED_FILE = "node.nk";
+
+/** The user JWT file's name inside the state directory (beside the seed). */
+export const JWT_FILE = "node.jwt";
 
 /** Who this node is and where its link goes. */
 export interface Identity {
@@ -31,6 +35,11 @@ export interface Identity {
    */
   trust: TrustList;
   seedFile: string;
+  /**
+   * The node's user JWT (lab/mesh mints it at enrolment: its own subjects only); empty for
+   * a node enrolled before the broker ran in operator mode, which must enrol again.
+   */
+  jwtFile: string;
   publicKey: string;
   enrolledAt: string;
   /**
@@ -58,6 +67,7 @@ export function readIdentity(store: Store): Identity | undefined {
     ca,
     trust: readTrust(store) ?? { serial: 0, cas: [{ pem: ca }] },
     seedFile,
+    jwtFile: store.meta(META.jwtFile) ?? "",
     publicKey,
     enrolledAt: store.meta(META.enrolledAt) ?? "",
     signer: store.meta(META.signer) ?? "",
@@ -78,6 +88,7 @@ export function writeIdentity(store: Store, identity: Identity): void {
   store.setMeta(META.pin, undefined);
   store.setMeta(META.ca, identity.ca);
   store.setMeta(META.seedFile, identity.seedFile);
+  store.setMeta(META.jwtFile, identity.jwtFile || undefined);
   store.setMeta(META.publicKey, identity.publicKey);
   store.setMeta(META.enrolledAt, identity.enrolledAt);
   store.setMeta(META.signer, identity.signer);
@@ -127,6 +138,11 @@ export function seedPath(stateDir: string): string {
   return posix.join(stateDir, SEED_FILE);
 }
 
+/** Where the user JWT lives for a state directory. */
+export function jwtPath(stateDir: string): string {
+  return posix.join(stateDir, JWT_FILE);
+}
+
 /** Write a seed: a new file created 0600 beside it, then renamed over, then the directory synced. */
 export async function writeSeed(path: string, seed: Uint8Array): Promise<void> {
   const temp = `${path}.new`;
@@ -141,10 +157,62 @@ export async function writeSeed(path: string, seed: Uint8Array): Promise<void> {
   await Deno.rename(temp, path);
 }
 
+/** A JWT's shape: three base64url parts. */
+const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
+
+/**
+ * The refusal of an identity enrolled before the broker ran in NATS's operator mode: its
+ * key is in no server's configuration any more, and it has no JWT.
+ */
+export function oldLayoutError(identity: Pick<Identity, "node" | "publicKey">): LinkError {
+  return new LinkError(
+    "auth",
+    "node",
+    `this node ("${identity.node}", key ${identity.publicKey}) was enrolled when the broker ` +
+      "kept every node's key in its configuration; the mesh's broker now admits a key only " +
+      "with its JWT (NATS operator mode), which this node has none of",
+    {
+      hint: "enrol it again with a new token: nox-mesh-host enrol --replace --token-file FILE " +
+        "(the machine keeps holding its last declaration meanwhile)",
+    },
+  );
+}
+
+/** Read the user JWT (the identity's `jwtFile`); refused for an identity of the old layout. */
+export async function readJwt(
+  identity: Pick<Identity, "jwtFile" | "node" | "publicKey">,
+): Promise<string> {
+  if (!identity.jwtFile) throw oldLayoutError(identity);
+  let text: string;
+  try {
+    text = (await Deno.readTextFile(identity.jwtFile)).trim();
+  } catch (error) {
+    throw new LinkError(
+      "auth",
+      "node",
+      `cannot read this node's JWT ${identity.jwtFile}: ${(error as Error).message}`,
+      {
+        hint: "the JWT is written at enrolment; enrol again with a fresh token if it is lost",
+        cause: error,
+      },
+    );
+  }
+  if (!JWT.test(text)) {
+    throw new LinkError("auth", "node", `${identity.jwtFile} does not hold a JWT`, {
+      hint: "enrol again with a fresh token",
+    });
+  }
+  return text;
+}
+
 /** Read the seed and check that it is private and is the key the store names. */
 export async function readSeed(
-  identity: Pick<Identity, "seedFile" | "publicKey">,
+  identity: Pick<Identity, "seedFile" | "publicKey"> & Partial<Pick<Identity, "jwtFile" | "node">>,
 ): Promise<Uint8Array> {
+  // An identity of the old layout (no JWT) cannot link: said here, where the run starts it.
+  if (identity.jwtFile === "") {
+    throw oldLayoutError({ node: identity.node ?? "?", publicKey: identity.publicKey });
+  }
   const path = identity.seedFile;
   let seed: Uint8Array;
   try {
@@ -172,7 +240,7 @@ export async function readSeed(
   }
   let publicKey: string;
   try {
-    publicKey = fromSeed(seed).getPublicKey();
+    publicKey = signerOf(seed).publicKey;
   } catch (error) {
     throw new LinkError("auth", "node", `the key file ${path} does not hold an NKey seed`, {
       hint: "enrol again with a fresh token",

@@ -1,9 +1,15 @@
 /**
- * The link (R5): one outbound connection, kept forever. It connects, subscribes
- * to where the node's declaration consumer delivers (a durable push consumer the
- * control plane made: src/link/subjects.ts, DECLARATION_PUSH), fetches the last
- * declaration once (direct get), and hands both to the run loop. Nothing polls: an
- * idle node hears only the consumer's idle heartbeats.
+ * The link (R5): one outbound connection, kept forever. It connects, subscribes to the
+ * node's push subject (where the declaration stream republishes each declaration stored
+ * for this node: src/link/subjects.ts, DECLARATION_REPUBLISH), fetches the last
+ * declaration once (the catch-up: a request on the node's own `mesh.node.<node>.decl`,
+ * which the broker answers with the stream's direct get), and hands both to the run loop.
+ * Nothing is kept per node on the broker, and nothing polls: an idle node sends only its
+ * heartbeats and hears only their acknowledgements. A heartbeat is a request the control
+ * plane acknowledges with the stream sequence of the node's last stored declaration; the
+ * link asks for it once more (one catch-up) when that is later than what it took, or
+ * after a heartbeat that went unacknowledged (the path to the cluster was cut: a site's
+ * leaf lost its uplink while this connection stayed up).
  * When the connection drops, or the broker stops answering pings, or the client
  * closes for any reason, it rebuilds the connection and the subscription after
  * an exponential backoff with jitter, re-resolving the broker's name each time.
@@ -12,28 +18,30 @@
  * at a random one, so a fleet spreads over the cluster, and moves to the next
  * whenever one refuses or goes away; the backoff grows only when a whole round
  * of servers failed. Its place is kept by the broker, not by the connection: on
- * every (re)connect, to whichever server, the direct get fetches the last
+ * every (re)connect, to whichever server, the catch-up fetches the last
  * declaration of this node, which every server of the cluster answers (the
  * stream is replicated).
  */
-import {
-  headers,
-  type MsgHdrs,
-  type NatsConnection,
-  type Subscription,
-} from "@nats-io/transport-node";
+import type { Msg, MsgHdrs, NatsConnection, Subscription } from "@nats-io/transport-node";
+import { headers } from "@nats-io/transport-node";
 import { BACKOFF, type Backoff, backoffDelay } from "./backoff.ts";
 import { CONNECTION_TIMING, type ConnectionTiming, openConnection } from "./connection.ts";
 import { classifyLinkError, LinkError } from "./errors.ts";
-import type { Identity } from "./identity.ts";
+import { type Identity, readJwt } from "./identity.ts";
 import type { CertificateFacts } from "./certificate.ts";
 import type { BrokerEntry } from "./token.ts";
 import { TRUST_HEADER, type TrustList } from "./trust.ts";
 import type { LogLevel } from "../log.ts";
 import { ROTATION_HEADER, SIGNATURE_HEADER } from "./signature.ts";
-import { DECLARATION_PUSH, MESSAGE_ID_HEADER, NODE_LIMITS, subjectsOf } from "./subjects.ts";
+import {
+  DECLARATION_STREAM,
+  type HeartbeatAck,
+  MESSAGE_ID_HEADER,
+  NODE_LIMITS,
+  PUSH_HEADERS,
+  subjectsOf,
+} from "./subjects.ts";
 import { objectStoreSource } from "./object_source.ts";
-import { type Delivery, PushSubscription } from "./push.ts";
 import type { ContentSource } from "../store/content.ts";
 
 /** The most the broker stores of each kind of message a node sends (NODE_LIMITS). */
@@ -109,22 +117,32 @@ export interface LinkOptions {
   random?: () => number;
   /** Timeout of the catch-up request (ms). */
   catchUpTimeoutMs?: number;
-  /**
-   * How long the push subscription may hear nothing (no declaration, no idle heartbeat
-   * of the consumer) before the link says so and subscribes again (ms); default three
-   * of DECLARATION_PUSH's idle heartbeats.
-   */
-  pushSilenceMs?: number;
+  /** How long a heartbeat waits for the control plane's acknowledgement (ms). */
+  heartbeatAckMs?: number;
 }
 
 /** The node's one connection to the control plane. */
 export class Link {
   readonly #identity: Identity;
   readonly #seed: Uint8Array;
+  /** The node's user JWT, read at each connection (enrol --replace writes a new one). */
+  #jwt = "";
   readonly #handlers: LinkHandlers;
   readonly #options: Required<LinkOptions>;
   #state: LinkState;
   #nc: NatsConnection | undefined;
+  /**
+   * The latest stream sequence of a declaration this process handed on (pushed or caught
+   * up): a heartbeat's acknowledgement naming a later one asks for it.
+   */
+  #seen = 0;
+  /**
+   * A catch-up is owed: from each connection's start until one is answered, and again
+   * after a heartbeat that went unacknowledged (something may have been missed).
+   */
+  #owed = true;
+  /** The catch-up under way after a heartbeat (one at a time). */
+  #catching: Promise<void> | undefined;
   /** The broker the link is up on (while it is). */
   #up: BrokerEntry | undefined;
   /** What the brokers' certificates must chain to (the identity's, then each update taken). */
@@ -153,7 +171,7 @@ export class Link {
       backoff: options.backoff ?? BACKOFF,
       random: options.random ?? Math.random,
       catchUpTimeoutMs: options.catchUpTimeoutMs ?? 10_000,
-      pushSilenceMs: options.pushSilenceMs ?? 3 * DECLARATION_PUSH.idleHeartbeatMs,
+      heartbeatAckMs: options.heartbeatAckMs ?? 10_000,
     };
     this.#state = {
       phase: "connecting",
@@ -199,19 +217,64 @@ export class Link {
 
   /**
    * Publish a JSON message on one of the node's subjects; false when the link is not
-   * up, or the message is larger than the broker stores of its kind (NODE_LIMITS).
+   * up, or the message is larger than the broker stores of its kind (NODE_LIMITS). A
+   * heartbeat goes as a request: its acknowledgement (HeartbeatAck) may ask for one
+   * catch-up (`#acknowledged`).
    */
   publish(kind: "report" | "heartbeat", message: unknown): boolean {
     const nc = this.#nc;
     if (!nc || this.#state.phase !== "up") return false;
     const body = new TextEncoder().encode(JSON.stringify(message));
     if (body.length > KIND_LIMIT[kind]) return false;
+    const subject = subjectsOf(this.#identity.node)[kind];
     try {
-      nc.publish(subjectsOf(this.#identity.node)[kind], body);
+      if (kind === "report") {
+        nc.publish(subject, body);
+        return true;
+      }
+      nc.request(subject, body, { timeout: this.#options.heartbeatAckMs }).then(
+        (reply) => this.#acknowledged(nc, reply),
+        () => {
+          // Unacknowledged: the path to the control plane may have been cut meanwhile
+          // (a site's leaf without its uplink), and a push lost on it. The next
+          // acknowledged heartbeat brings one catch-up.
+          if (this.#nc === nc) this.#owed = true;
+        },
+      );
       return true;
     } catch {
       return false;
     }
+  }
+
+  /**
+   * A heartbeat's acknowledgement: one catch-up when one is owed (the connection's own
+   * failed, or a heartbeat went unacknowledged since), or when the stream holds a later
+   * declaration for this node than the link handed on. Never more than one at a time.
+   */
+  #acknowledged(nc: NatsConnection, reply: Msg): void {
+    if (this.#nc !== nc || this.#state.phase !== "up" || this.#catching) return;
+    let stored: number | undefined;
+    try {
+      const ack = JSON.parse(reply.string()) as HeartbeatAck;
+      if (Number.isSafeInteger(ack?.decl)) stored = ack.decl;
+    } catch { /* not an acknowledgement of ours: nothing said about the stream */ }
+    const behind = stored !== undefined && stored > this.#seen;
+    if (!this.#owed && !behind) return;
+    const why = behind
+      ? `the control plane holds declaration ${stored} for this node, later than ${this.#seen}`
+      : "a heartbeat went unacknowledged before this one";
+    this.#catching = this.#catchUp(nc).then((caught) => {
+      this.#owed = false;
+      this.#handlers.log?.(`link: caught up (${why})`, "debug");
+      if (caught && this.#nc === nc) this.#hand(caught);
+    }, (error) => {
+      const failed = classifyLinkError(error, this.#where(this.#state.url));
+      this.#handlers.log?.(
+        `link: cannot fetch the declaration (${why}): ${failed.message}`,
+        "warning",
+      );
+    }).finally(() => this.#catching = undefined);
   }
 
   /**
@@ -291,6 +354,42 @@ export class Link {
     return false;
   }
 
+  /** Hand a declaration on to the run loop, once per connection. */
+  #hand(pushed: Pushed): void {
+    if (this.#again(pushed.seq, pushed.data.length)) return;
+    if (pushed.seq !== undefined && pushed.seq > this.#seen) this.#seen = pushed.seq;
+    this.#handlers.onDeclaration(pushed);
+  }
+
+  /**
+   * The last declaration stored for this node (the catch-up), or undefined when there is
+   * none; throws when the broker did not answer it.
+   */
+  async #catchUp(nc: NatsConnection): Promise<Pushed | undefined> {
+    const s = subjectsOf(this.#identity.node);
+    const reply = await nc.request(s.catchUp, new Uint8Array(0), {
+      timeout: this.#options.catchUpTimeoutMs,
+    });
+    const code = reply.headers?.code ?? 0;
+    if (code === 404) return undefined;
+    if (code !== 0 && (code < 200 || code >= 300)) {
+      throw new LinkError(
+        "protocol",
+        "broker",
+        `the broker answered the catch-up request with ${code} ${reply.headers?.description ?? ""}`,
+      );
+    }
+    const stored = fromStream(reply, s.declaration);
+    if (!stored) {
+      throw new LinkError(
+        "protocol",
+        "broker",
+        `the answer to the catch-up does not name ${s.declaration} of ${DECLARATION_STREAM}`,
+      );
+    }
+    return stored;
+  }
+
   /**
    * Whether the broker answers on this connection now: a PING and its PONG, within
    * `timeoutMs`. Everything published before (a heartbeat) reached the broker first,
@@ -330,6 +429,7 @@ export class Link {
       this.#target(broker, false),
       {
         seed: this.#seed,
+        jwt: this.#jwt,
         publicKey: this.#identity.publicKey,
         inboxPrefix: subjectsOf(this.#identity.node).inboxPrefix,
         name: `${this.#identity.node} (confirm probe)`,
@@ -393,10 +493,12 @@ export class Link {
       this.#set("connecting");
       let nc: NatsConnection;
       try {
+        this.#jwt = await readJwt(this.#identity);
         nc = await openConnection(
           target,
           {
             seed: this.#seed,
+            jwt: this.#jwt,
             publicKey: this.#identity.publicKey,
             inboxPrefix: subjectsOf(this.#identity.node).inboxPrefix,
             name: this.#identity.node,
@@ -479,6 +581,7 @@ export class Link {
     // A new connection hands the last declaration on again (the catch-up): the run loop
     // knows it as held, and reconciles for the reconnect.
     this.#delivered = [];
+    this.#owed = true;
     let failure: LinkError | undefined;
     const watch = (async () => {
       for await (const status of nc.status()) {
@@ -500,21 +603,32 @@ export class Link {
         }
       }
     })();
-    // Declarations arrive from the node's consumer as soon as its interest reaches it;
-    // those that come before the link is up wait for the catch-up, which they most often
-    // repeat (what was published while away arrives as the reconnect's, once).
-    let early: Delivery[] | undefined = [];
-    const deliver = ({ data, headers, seq }: Delivery) => {
-      // Delivered again (its acknowledgement was lost), or the catch-up's: handed on once.
-      if (this.#again(seq, data.length)) return;
-      this.#handlers.onDeclaration({ ...pushed(data, headers), ...(seq ? { seq } : {}) });
-    };
-    const push = new PushSubscription(nc, s.push, this.#options.pushSilenceMs, {
-      onDelivery: (delivery) => early ? early.push(delivery) : deliver(delivery),
-      log: this.#handlers.log,
+    // Declarations arrive as the stream stores them; those that come before the link is
+    // up wait for the catch-up, which they most often repeat (handed on once).
+    let early: Pushed[] | undefined = [];
+    let dropped = 0;
+    const sub: Subscription = nc.subscribe(s.push, {
+      callback: (error, msg) => {
+        if (error) return;
+        const stored = fromStream(msg, s.declaration);
+        if (!stored) {
+          // Not the stream's republish of this node's declaration: a reply another node
+          // steered here (its own catch-up, an acknowledgement). Dropped without a word
+          // upward, so that no neighbour can make this node report noise.
+          if (dropped++ === 0) {
+            this.#handlers.log?.(
+              `link: dropped a message on ${s.push} that is not a declaration stored for ` +
+                `${this.#identity.node} (another node may have aimed a reply here)`,
+              "debug",
+            );
+          }
+          return;
+        }
+        if (early) early.push(stored);
+        else this.#hand(stored);
+      },
     });
     await nc.flush();
-    const sub: Subscription = push.subscription;
     if (sub.isClosed()) {
       const error = await sub.closed;
       await race(nc.close().catch(() => {}), 5000);
@@ -530,27 +644,14 @@ export class Link {
     // one behind the others included: an older answer than what the node holds is ignored).
     let catchUp: Pushed | undefined;
     try {
-      const reply = await nc.request(s.directGet, new Uint8Array(0), {
-        timeout: this.#options.catchUpTimeoutMs,
-      });
-      const code = reply.headers?.code ?? 0;
-      if (code === 0 || (code >= 200 && code < 300)) {
-        const seq = Number(reply.headers?.get("Nats-Sequence"));
-        const known = Number.isSafeInteger(seq) && seq > 0 ? seq : undefined;
-        if (!this.#again(known, reply.data.length)) {
-          catchUp = { ...pushed(reply.data, reply.headers), ...(known ? { seq: known } : {}) };
-        }
-      } else if (code !== 404) {
-        throw new LinkError(
-          "protocol",
-          "broker",
-          `the broker answered the catch-up request with ${code} ${
-            reply.headers?.description ?? ""
-          }`,
-        );
+      const stored = await this.#catchUp(nc);
+      this.#owed = false;
+      if (stored && !this.#again(stored.seq, stored.data.length)) {
+        catchUp = stored;
+        if (stored.seq !== undefined && stored.seq > this.#seen) this.#seen = stored.seq;
       }
     } catch (error) {
-      // Live declarations still arrive: stay up, but say what is missing.
+      // Live declarations still arrive, and the next acknowledged heartbeat asks again.
       const failed = classifyLinkError(error, this.#where(this.#state.url));
       this.#handlers.log?.(
         `link: cannot fetch the declaration published while away: ${failed.message}`,
@@ -568,10 +669,8 @@ export class Link {
     this.#handlers.onUp({ reconnect, ...(catchUp ? { catchUp } : {}) });
     const waited = early;
     early = undefined;
-    waited.forEach(deliver);
-    push.watch();
+    waited.forEach((p) => this.#hand(p));
     const closedWith = await nc.closed();
-    push.close();
     await race(watch, 5000);
     if (failure) return failure;
     if (closedWith instanceof Error) {
@@ -616,11 +715,24 @@ export class Link {
   }
 }
 
-function pushed(data: Uint8Array, headers: MsgHdrs | undefined): Pushed {
-  const out: Pushed = { data };
-  if (headers?.has(SIGNATURE_HEADER)) out.signature = headers.get(SIGNATURE_HEADER);
-  if (headers?.has(ROTATION_HEADER)) out.rotation = headers.get(ROTATION_HEADER);
-  if (headers?.has(TRUST_HEADER)) out.trust = headers.get(TRUST_HEADER);
+/**
+ * A declaration as the stream gave it (its republish, or a direct get's answer): only a
+ * message whose headers name the declaration stream and `subject` (this node's own
+ * declaration subject); undefined for anything else. No other node can make the broker
+ * send that: what it can aim at this node's push subject is a reply to what it asks on
+ * its own subjects, which names its own declaration subject or none.
+ */
+export function fromStream(msg: Msg, subject: string): Pushed | undefined {
+  const h: MsgHdrs | undefined = msg.headers;
+  if (!h || h.hasError) return undefined;
+  if (h.get(PUSH_HEADERS.stream) !== DECLARATION_STREAM) return undefined;
+  if (h.get(PUSH_HEADERS.subject) !== subject) return undefined;
+  const out: Pushed = { data: msg.data };
+  if (h.has(SIGNATURE_HEADER)) out.signature = h.get(SIGNATURE_HEADER);
+  if (h.has(ROTATION_HEADER)) out.rotation = h.get(ROTATION_HEADER);
+  if (h.has(TRUST_HEADER)) out.trust = h.get(TRUST_HEADER);
+  const seq = Number(h.get(PUSH_HEADERS.sequence));
+  if (Number.isSafeInteger(seq) && seq > 0) out.seq = seq;
   return out;
 }
 

@@ -36,8 +36,9 @@
  * the node trusts leads nowhere and is refused. The broker is transport, not
  * authority: whoever holds the current signing key holds root on every node.
  */
-import { createOperator, fromPublic, fromSeed, type KeyPair } from "@nats-io/nkeys";
+import { createOperator, fromPublic, type KeyPair } from "@nats-io/nkeys";
 import { base64url, unbase64url } from "./_base64url.ts";
+import { keyPairOf, verifies as ed25519Verifies } from "./_nkeys.ts";
 
 /** The NATS header that carries a declaration's signature. */
 export const SIGNATURE_HEADER = "Mesh-Signature";
@@ -94,14 +95,14 @@ export function isSigningKey(key: string): boolean {
   }
 }
 
-/** A new signing key pair (the control plane's side). */
+/** A new signing key pair (the control plane's side; it signs with the runtime's Ed25519). */
 export function createSigningKey(): KeyPair {
-  return createOperator();
+  return keyPairOf(createOperator().getSeed());
 }
 
 /** The signing key pair of a seed ("SO…"). */
 export function signingKeyFromSeed(seed: string): KeyPair {
-  return fromSeed(new TextEncoder().encode(seed));
+  return keyPairOf(seed);
 }
 
 /** The exact bytes signed for a declaration to `node` (see the module's comment). */
@@ -327,10 +328,7 @@ function followRotations(pinned: string, target: string, header: string): string
   return `leads from ${pinned} to ${path[path.length - 1]}, never to ${target}`;
 }
 
+/** Checked by the runtime's Ed25519 (src/link/_nkeys.ts: 0.05 ms, against 19 for nkeys.js). */
 function verifies(key: string, statement: Uint8Array, sig: Uint8Array): boolean {
-  try {
-    return fromPublic(key).verify(statement, sig);
-  } catch {
-    return false;
-  }
+  return ed25519Verifies(key, statement, sig);
 }

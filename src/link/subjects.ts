@@ -98,110 +98,85 @@ export const NODE_LIMITS = {
 export const MESSAGE_ID_HEADER = "Nats-Msg-Id";
 
 /**
- * How declarations reach a node (DESIGN.md §7): a durable push consumer of
- * DECLARATION_STREAM per node, made by the control plane (never by the node), named
- * as the node, filtered to the node's declaration subject, delivering the last one
- * and every later one to the node's push subject. The broker delivers only while the
- * node's subscription is there (its interest reaches the consumer, through a site's
- * leaf too), keeps what it delivered until the node acknowledges it (`ack_wait`: a
- * delivery lost on a connection that was dying is delivered again), sends an idle
- * heartbeat when it has nothing to say (a silence the node can notice) and asks for
- * flow control. Nothing polls: an idle node receives only those heartbeats.
+ * How declarations reach a node (DESIGN.md §7, §20): the declaration stream keeps the last
+ * one per node and republishes each one it stores, once stored, on the node's push subject
+ * (`mesh.push.<node>`, DECLARATION_REPUBLISH) with headers naming the stream, the stored
+ * subject and its sequence (PUSH_HEADERS): the node's plain subscription there hears it.
+ * Nothing is kept per node on the broker (no consumer): what is published while the node
+ * is away is fetched once on each link-up, by the catch-up (`mesh.node.<node>.decl`: the
+ * stream's direct get of the node's own subject, imported under its own subject), and
+ * after a heartbeat whose acknowledgement says the stream holds a later declaration than
+ * the node took, or after one that was not acknowledged (HeartbeatAck). Never polled.
  */
-export const DECLARATION_PUSH = {
-  /** The consumer's idle heartbeat (ms): how often an idle node hears from it. */
-  idleHeartbeatMs: 30_000,
-  /** How long a delivery waits for the node's acknowledgement before it is sent again (ms). */
-  ackWaitMs: 30_000,
+export const DECLARATION_REPUBLISH = {
+  src: "mesh.decl.*",
+  dest: "mesh.push.{{wildcard(1)}}",
 } as const;
 
 /**
- * Where the declaration consumers of site `site`'s nodes deliver, on the cluster: one
- * subject per node below the site's own prefix, `mesh.site.<site>.push.<node>` (the site's
- * leaf carries it to the node as its push subject). The site's account imports the
- * whole prefix once, when the site is made: nats-server 2.9.10 gives a leaf connection
- * no stream import added by a later reload (its subscriptions stay without the
- * exporting account's interest until the leaf connects again).
+ * The headers the declaration stream sets on what it republishes and on a direct get's
+ * answer: a node takes from its push subject only what names the stream and its own
+ * declaration subject (anything else there is a reply another node steered into it).
  */
-export const SITE_PUSH = {
-  /** Every node of the site. */
-  all: (site: string): string => `mesh.site.${site}.push.*`,
-  /** Node `node` of the site. */
-  node: (site: string, node: string): string => `mesh.site.${site}.push.${node}`,
+export const PUSH_HEADERS = {
+  stream: "Nats-Stream",
+  subject: "Nats-Subject",
+  sequence: "Nats-Sequence",
 } as const;
 
 /**
- * The configuration of node `node`'s declaration consumer (`$JS.API.CONSUMER.DURABLE.
- * CREATE.MESH_DECL.<node>`), made by the control plane. It delivers to the node's push
- * subject, or to `deliverSubject` (a site's node: SITE_PUSH). `idleHeartbeatMs` and
- * `ackWaitMs` may be shortened (tests).
+ * The control plane's answer to a heartbeat (the heartbeat is a request): `decl`, the
+ * stream sequence of the last declaration stored for the node (0: none), when the control
+ * plane knows it. A node that took less asks for it once (the catch-up).
  */
-export function declarationConsumer(
-  node: string,
-  {
-    idleHeartbeatMs = DECLARATION_PUSH.idleHeartbeatMs,
-    ackWaitMs = DECLARATION_PUSH.ackWaitMs,
-    deliverSubject,
-  }: { idleHeartbeatMs?: number; ackWaitMs?: number; deliverSubject?: string } = {},
-): Record<string, unknown> {
-  const s = subjectsOf(node);
-  return {
-    durable_name: s.consumer,
-    description: `declarations to node ${node}`,
-    deliver_subject: deliverSubject ?? s.push,
-    filter_subject: s.declaration,
-    deliver_policy: "last_per_subject",
-    ack_policy: "explicit",
-    ack_wait: ackWaitMs * 1e6,
-    max_deliver: -1,
-    idle_heartbeat: idleHeartbeatMs * 1e6,
-    flow_control: true,
-    replay_policy: "instant",
-  };
+export interface HeartbeatAck {
+  v: 1;
+  decl?: number;
 }
 
 /** Every subject one node uses. */
 export interface NodeSubjects {
   /** Declarations to the node (captured by DECLARATION_STREAM, last per subject). */
   declaration: string;
-  /** The node's declaration consumer (DECLARATION_PUSH), named as the node. */
-  consumer: string;
-  /** Where that consumer delivers: the node subscribes here, and nowhere else for declarations. */
+  /** Where the stream republishes them: the node subscribes here, and nowhere else for them. */
   push: string;
-  /** The acknowledgements of that consumer's deliveries (the reply subject of each). */
-  ack: string;
-  /** That consumer's flow control answers (the reply subject of its requests). */
-  flowControl: string;
+  /** The catch-up: a request (empty body) answered by the stream's direct get of `declaration`. */
+  catchUp: string;
   /** Apply reports and refusals from the node. */
   report: string;
-  /** Heartbeats from the node. */
+  /** Heartbeats from the node (requests: the control plane acknowledges them, HeartbeatAck). */
   heartbeat: string;
   /** The node's inventory (identity, profile, held resources, overlay key). */
   inventory: string;
   /** Where the node asks for parts of the object store (OBJECT_READS), every one. */
   objects: string;
+  /** Everything the node may publish: every subject above that it sends on is below it. */
+  own: string;
   /** The node's inbox prefix: replies to its requests arrive below it. */
   inboxPrefix: string;
-  /** Direct get of the node's last declaration (subject-in-the-name form, empty body). */
-  directGet: string;
 }
 
 /** The subjects of node `node` (a node id: safe as a NATS token). */
 export function subjectsOf(node: string): NodeSubjects {
-  const declaration = `mesh.decl.${node}`;
   return {
-    declaration,
-    consumer: node,
+    declaration: `mesh.decl.${node}`,
     push: `mesh.push.${node}`,
-    ack: `$JS.ACK.${DECLARATION_STREAM}.${node}.>`,
-    flowControl: `$JS.FC.${DECLARATION_STREAM}.${node}.>`,
+    catchUp: `mesh.node.${node}.decl`,
     report: `mesh.node.${node}.report`,
     heartbeat: `mesh.node.${node}.heartbeat`,
     inventory: `mesh.node.${node}.inventory`,
     objects: `mesh.node.${node}.obj.>`,
+    own: `mesh.node.${node}.>`,
     inboxPrefix: `_INBOX.${node}`,
-    directGet: `$JS.API.DIRECT.GET.${DECLARATION_STREAM}.${declaration}`,
   };
+}
+
+/**
+ * The stream's direct get of node `node`'s last declaration (subject-in-the-name form,
+ * empty body): what the node's catch-up is imported as; the control plane asks it itself.
+ */
+export function declarationGet(node: string): string {
+  return `$JS.API.DIRECT.GET.${DECLARATION_STREAM}.mesh.decl.${node}`;
 }
 
 /** What a broker user may publish and subscribe to. */
@@ -211,30 +186,19 @@ export interface Permissions {
 }
 
 /**
- * What the broker grants an enrolled node: publish its own report, heartbeat and
- * inventory, its reads of the object store (OBJECT_READS: answered only for the objects
- * its declaration names, by the control plane), the direct get of its own declaration
- * (once per connection, the catch-up), the acknowledgements and flow control answers of
- * its own declaration consumer; subscribe to its own push subject (where its consumer
- * delivers) and its own inbox (where JetStream's acknowledgements of its reports and
- * inventory arrive). Nothing else: no `$JS.API.>` (it cannot make, read or delete a
- * consumer, its own included: the control plane makes it, so the node never chooses
- * where it delivers; nor read the object store's stream), no wildcards across nodes.
- * The one place that says what a node may do: the control plane renders it, the tests
- * hold the broker to it.
+ * What the broker grants an enrolled node (its user JWT's permissions: lab/mesh/operator.ts
+ * mints it): publish below its own `mesh.node.<node>.` only (its report, heartbeat and
+ * inventory, its catch-up, its reads of the object store: the control plane answers only
+ * for the objects its declaration names); subscribe to its own push subject and its own
+ * inbox (where every answer to what it asks arrives). Nothing else: no `$JS.API.>` (its
+ * catch-up is imported under its own subject, so it neither names the stream nor reaches
+ * the JetStream API), no wildcard across nodes. The one place that says what a node may
+ * do: the control plane mints it, the tests hold the broker to it.
  */
 export function nodePermissions(node: string): Permissions {
   const s = subjectsOf(node);
   return {
-    publish: [
-      s.report,
-      s.heartbeat,
-      s.inventory,
-      s.objects,
-      s.directGet,
-      s.ack,
-      s.flowControl,
-    ],
+    publish: [s.own],
     subscribe: [s.push, `${s.inboxPrefix}.>`],
   };
 }

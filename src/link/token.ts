@@ -1,22 +1,26 @@
 /**
- * The enrolment token (version 4): base64url (no padding) of a JSON object
+ * The enrolment token (version 5): base64url (no padding) of a JSON object
  *
- *   { "v": 4, "node": "laptop-7",
+ *   { "v": 5, "node": "laptop-7",
  *     "brokers": [ "tls://nats-1.example:4222", … ],
  *     "ca": "-----BEGIN CERTIFICATE-----…" (the mesh's CA: the trust anchor),
- *     "join": "SU…" (a one-time NKey user seed), "signer": "O…" (the control
- *     plane's signing public key), "expires": "2026-01-01T00:00:00Z" }
+ *     "join": "SU…" (a one-time NKey user seed), "jwt": "eyJ…" (that user's JWT,
+ *     signed by the mesh's join account), "signer": "O…" (the control plane's
+ *     signing public key), "expires": "2026-01-01T00:00:00Z" }
  *
  * `brokers` lists the servers of one NATS cluster (1 to 16). Before any credential is
  * sent to a server, its certificate must chain to `ca` and name that server (the host
  * of its URL): no server's own certificate is pinned, so a renewed one is taken without
  * anything done on the node, and the CA itself moves on by a signed trust update over
  * the link (trust.ts). The node connects to any of them and moves to the next when one
- * goes away (link.ts). `join` is a key the control plane admitted for exactly one
- * enrolment of `node`; it may only ask to enrol and hear the answer. `signer` is pinned
- * at enrolment: only declarations it signed are applied (signature.ts). Version 1 had
- * no `signer`, version 2 carried one broker, version 3 pinned each broker's own
- * certificate; each is refused with what to do. Unknown fields and versions are refused.
+ * goes away (link.ts). `join` and `jwt` are a one-time user the control plane minted for
+ * exactly one enrolment of `node` (NATS's operator mode: the JWT says what the key may
+ * do, no server's configuration names it); it may only ask to enrol and hear the answer.
+ * `signer` is pinned at enrolment: only declarations it signed are applied
+ * (signature.ts). Version 1 had no `signer`, version 2 carried one broker, version 3
+ * pinned each broker's own certificate, version 4 carried a join key the broker had to
+ * hold in its configuration; each is refused with what to do. Unknown fields and
+ * versions are refused.
  */
 import * as v from "valibot";
 import { X509Certificate } from "node:crypto";
@@ -27,7 +31,7 @@ import { base64url, unbase64url } from "./_base64url.ts";
 import { isSigningKey } from "./signature.ts";
 
 /** The token version this host writes and reads. */
-export const TOKEN_VERSION = 4;
+export const TOKEN_VERSION = 5;
 
 /** At most this many brokers in one token. */
 export const MAX_BROKERS = 16;
@@ -46,17 +50,23 @@ export interface BrokerEntry {
 
 /** A decoded enrolment token. */
 export interface EnrolmentToken {
-  v: 4;
+  v: 5;
   node: string;
   /** The cluster's servers (`tls://HOST:PORT`), in the order the control plane listed them. */
   brokers: string[];
   /** The mesh's CA (PEM): every broker's certificate must chain to it. */
   ca: string;
+  /** The one-time join user's seed ("SU…"). */
   join: string;
+  /** That user's JWT (signed by the mesh's join account: what the key may do, until when). */
+  jwt: string;
   /** The control plane's signing public key ("O…"): declarations must carry its signature. */
   signer: string;
   expires: string;
 }
+
+/** A JWT's shape: three base64url parts (the broker checks what it says). */
+const JWT = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/;
 
 const TokenSchema = v.strictObject({
   v: v.literal(TOKEN_VERSION),
@@ -75,6 +85,7 @@ const TokenSchema = v.strictObject({
     v.check((pem) => caProblem(pem) === undefined, (i) => `${caProblem(i.input)}`),
   ),
   join: v.pipe(v.string(), v.check(isUserSeed, "a NATS user seed (SU…)")),
+  jwt: v.pipe(v.string(), v.regex(JWT, "a NATS user JWT (three base64url parts)")),
   signer: v.pipe(v.string(), v.check(isSigningKey, "an NKey operator public key (O…)")),
   expires: v.pipe(v.string(), v.isoTimestamp("an ISO 8601 time with zone")),
 });
@@ -91,7 +102,7 @@ export function normalisePin(pin: string): string {
  * @example
  * ```ts
  * const brokers = ["tls://b1:4222", "tls://b2:4222"];
- * const text = encodeToken({ v: 4, node: "n1", brokers, ca, join, signer, expires });
+ * const text = encodeToken({ v: 5, node: "n1", brokers, ca, join, jwt, signer, expires });
  * ```
  */
 export function encodeToken(token: EnrolmentToken): string {
@@ -132,7 +143,17 @@ export function decodeToken(text: string, now: Date = new Date()): EnrolmentToke
       } own certificate: every node enrolled with it is cut off when that certificate is ` +
         `renewed; this host reads version ${TOKEN_VERSION}, which carries the mesh's CA and ` +
         "the brokers' names (a renewed certificate is taken, the CA moves on by a signed update)",
-      { hint: "make a new token with a control plane that writes version 4 tokens" },
+      { hint: `make a new token with a control plane that writes version ${TOKEN_VERSION} tokens` },
+    );
+  }
+  if (version === 4) {
+    throw new TokenError(
+      "token.version",
+      "the enrolment token has version 4, whose one-time key the broker had to hold in its " +
+        `configuration; this host reads version ${TOKEN_VERSION}, whose key comes with its own ` +
+        "JWT (the broker runs in NATS's operator mode and names no node or key in its " +
+        "configuration)",
+      { hint: "make a new token with a control plane that writes version 5 tokens" },
     );
   }
   if (version !== TOKEN_VERSION) {

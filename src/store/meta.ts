@@ -21,6 +21,11 @@ export const META = {
    */
   trust: "link_trust",
   seedFile: "link_seed_file",
+  /**
+   * The node's user JWT file (beside the seed; what the broker lets this key do). Absent:
+   * enrolled before the broker ran in operator mode, and refused until enrolled again.
+   */
+  jwtFile: "link_jwt_file",
   publicKey: "link_public_key",
   enrolledAt: "link_enrolled_at",
   /**

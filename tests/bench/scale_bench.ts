@@ -12,7 +12,9 @@
  *   on loopback) with every node linked, less what they held before any token, over N;
  * - CPU seconds of the servers and of the simulated nodes in each phase (/proc);
  * - publish-to-report p50/p99 and the whole wave for a declaration (naming one object) to
- *   every node, the control plane's clock from publish to the report's arrival in CONTROL;
+ *   every node, the control plane's clock from publish to the report's arrival in CONTROL
+ *   (published K at a time, each awaiting its JetStream acknowledgement: `--publish-at-once`,
+ *   1 unless given);
  *   and the same for a single node at a time with the fleet idle (20 samples);
  * - after every server is killed and started again: the time until every node's link is
  *   up again and its catch-up answered.
@@ -37,6 +39,7 @@ const { values } = parseArgs({
     heartbeat: { type: "string" },
     write: { type: "string" },
     "enrol-at-once": { type: "string" },
+    "publish-at-once": { type: "string" },
     "enrol-limit": { type: "string" },
   },
 });
@@ -44,6 +47,8 @@ const N = Number(values.nodes ?? 100);
 const P = Math.min(N, Number(values.processes ?? Math.max(1, Math.ceil(N / 2500))));
 const HEARTBEAT_S = Number(values.heartbeat ?? 30);
 const AT_ONCE = Number(values["enrol-at-once"] ?? 8);
+/** How many declarations of the wave to all are awaiting their acknowledgement at once. */
+const PUBLISH_AT_ONCE = Math.max(1, Number(values["publish-at-once"] ?? 1));
 /** How long enrolling may take before the bench gives up and prints what it measured (s). */
 const ENROL_LIMIT_S = Number(values["enrol-limit"] ?? 3600);
 if (!Number.isSafeInteger(N) || N < 1 || N > 20_000) {
@@ -62,7 +67,7 @@ const reserveGb = Math.max(4, Math.ceil((N * 9) / 1024) + 2);
 const cluster = await startLocalCluster(dir, { size: 3, maxFileStore: `${reserveGb}GB` });
 const control = await ControlPlane.open(dir);
 control.serveEnrolments();
-control.serveObjects();
+control.serveNodes();
 const workers: Deno.ChildProcess[] = [];
 
 /** CPU seconds (user + system) of a process, from /proc. */
@@ -81,6 +86,13 @@ async function cpu(): Promise<{ servers: number; nodes: number }> {
   const servers = (await Promise.all((await serverPids()).map(cpuOf))).reduce((a, b) => a + b, 0);
   const nodes = (await Promise.all(workers.map((w) => cpuOf(w.pid)))).reduce((a, b) => a + b, 0);
   return { servers, nodes };
+}
+/** Each server's resident memory (MiB), client connections and subscriptions, from /varz. */
+async function perServer(): Promise<string> {
+  const varz = await Promise.all(cluster.members.map((m) => m.monitor("varz")));
+  return varz.map((v) =>
+    `${(Number(v.mem) / 2 ** 20).toFixed(0)} MiB, ${v.connections} conns, ${v.subscriptions} subs`
+  ).join("; ");
 }
 async function memory(): Promise<number> {
   const mems = await Promise.all(
@@ -205,6 +217,7 @@ try {
   const cpu1 = await cpu();
   await new Promise((resolve) => setTimeout(resolve, 5000));
   const linkedMem = await memory();
+  const linkedServers = await perServer();
   rows.push(["nodes (processes)", `${N} (${P})`]);
   rows.push(["tokens minted", seconds(minted)]);
   rows.push(["time to enrol all", seconds(enrolMs)]);
@@ -221,6 +234,7 @@ try {
       (baseline / 2 ** 20).toFixed(0)
     } MiB before, ${(linkedMem / 2 ** 20).toFixed(0)} MiB linked)`,
   ]);
+  rows.push(["each server, linked", linkedServers]);
   rows.push([
     "CPU while enrolling",
     `servers ${(cpu1.servers - cpu0.servers).toFixed(0)} s, nodes ${
@@ -271,7 +285,15 @@ try {
     xs.length ? xs[Math.min(xs.length - 1, Math.ceil(q * xs.length) - 1)] : NaN;
   const cpu2 = await cpu();
   const published = new Map<string, number>();
-  for (const node of nodes) published.set(node, await publish(node, 1));
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(PUBLISH_AT_ONCE, N) }, async () => {
+      while (next < N) {
+        const node = nodes[next++];
+        published.set(node, await publish(node, 1));
+      }
+    }),
+  );
   await wait("reported serial 1", () => nodes.every((n) => arrived.has(`${n} 1`)), 600_000)
     .catch((e) => say(String(e)));
   const cpu3 = await cpu();
@@ -284,7 +306,7 @@ try {
     "declaration to all: publish to report",
     `p50 ${quantile(wave, 0.5)} ms, p99 ${quantile(wave, 0.99)} ms; first publish to last report ${
       seconds(whole)
-    } (${wave.length} of ${N})`,
+    } (${wave.length} of ${N}; ${PUBLISH_AT_ONCE} published at once)`,
   ]);
   rows.push([
     "CPU for that wave",
