@@ -44,8 +44,31 @@ export function processIo(): CliIo {
     },
     profile: async () => (await import("./os/mod.ts")).detectProfile(),
     signal: aborter.signal,
+    memoryTrim,
     ownPaths: OWN_PATHS,
     bundlePath: BUNDLE_PATH,
+  };
+}
+
+/**
+ * Giving freed memory back (issue 37): glibc keeps what the process freed, and Deno 2.9
+ * calls malloc_trim on a SIGUSR2 when started with DENO_USR2_MEMORY_TRIM=1 (the launcher
+ * sets it for the host it starts). A listener of our own comes first: without the variable
+ * (a `run` started by hand) or before the runtime's handler is in place, a SIGUSR2 would end
+ * the process; with it the signal is harmless, and the runtime's handler runs beside it.
+ * Signalling its own process needs no permission in Deno 2.9 (a scoped `--allow-run` does
+ * not matter: measured under the packaged set, tests/memory_trim_test.ts).
+ */
+function memoryTrim(): () => void {
+  Deno.addSignalListener("SIGUSR2", () => {});
+  let failed = false;
+  return () => {
+    if (failed) return;
+    try {
+      Deno.kill(Deno.pid, "SIGUSR2");
+    } catch {
+      failed = true; // a runtime that refuses it: memory is not given back, nothing else changes
+    }
   };
 }
 

@@ -60,6 +60,7 @@ import type { Profile } from "../profile.ts";
 import { OutboxSender } from "./outbox.ts";
 import { InventoryReporter } from "./inventory.ts";
 import { ConfirmWindow } from "./confirm.ts";
+import { GiveBack } from "./give_back.ts";
 
 /** How to run the service. */
 export interface RunOptions {
@@ -84,6 +85,12 @@ export interface RunOptions {
   now?: () => number;
   /** How often to look for a hold lifted or a rescue made (ms, default 2 s). */
   holdCheckMs?: number;
+  /**
+   * Give the memory an apply freed back to the system (the command line passes the
+   * process's: cli/io.ts `memoryTrim`); called when the loop waits for work, at most once
+   * per 5 s (give_back.ts).
+   */
+  giveBackMemory?: () => void;
 }
 
 /** Why the service ended (signal, upgrade: exit 0; memory, identity, rescue: EXIT.restart). */
@@ -166,6 +173,7 @@ class RunLoop {
   #phase: ServicePhase = "starting";
   readonly #holdWatch: HoldWatch;
   readonly #metrics: MetricsFile | undefined;
+  readonly #giveBack: GiveBack | undefined;
 
   constructor(host: Engine, options: RunOptions) {
     this.#host = host;
@@ -202,6 +210,7 @@ class RunLoop {
       },
       rescued: (rescue) => this.#rescued(rescue.by),
     });
+    this.#giveBack = options.giveBackMemory ? new GiveBack(options.giveBackMemory) : undefined;
     const metricsFile = host.config.metricsFile;
     this.#metrics = metricsFile
       ? new MetricsFile(metricsFile, () => host.providers.fs, options.log)
@@ -259,6 +268,7 @@ class RunLoop {
 
     for (let work = await this.#queue.next(); work; work = await this.#queue.next()) {
       this.#busy = true;
+      this.#giveBack?.busy();
       try {
         await this.#do(work);
       } catch (error) {
@@ -273,6 +283,9 @@ class RunLoop {
         this.#busy = false;
         this.#worked = true;
       }
+      // What the work freed goes back while the loop waits (give_back.ts: not between the
+      // pieces of a burst, at most once per few seconds in a stream).
+      if (this.#queue.size === 0) this.#giveBack?.idle();
       this.#checkMemory();
       if (!this.#stop) await this.#checkUpgrade();
     }
@@ -852,6 +865,7 @@ class RunLoop {
       ? "restarting"
       : "stopping";
     this.#drift.clear();
+    this.#giveBack?.busy();
     this.#holdWatch.stop();
     this.#confirm.stop();
     this.#stopTicking?.();
