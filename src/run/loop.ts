@@ -87,8 +87,8 @@ export interface RunOptions {
   holdCheckMs?: number;
   /**
    * Give the memory an apply freed back to the system (the command line passes the
-   * process's: cli/io.ts `memoryTrim`); called when the loop waits for work, at most once
-   * per 5 s (give_back.ts).
+   * process's: cli/io.ts `memoryTrim`); called once the loop has had no work for a second
+   * (give_back.ts).
    */
   giveBackMemory?: () => void;
 }
@@ -283,8 +283,8 @@ class RunLoop {
         this.#busy = false;
         this.#worked = true;
       }
-      // What the work freed goes back while the loop waits (give_back.ts: not between the
-      // pieces of a burst, at most once per few seconds in a stream).
+      // What the work freed goes back once the loop has waited a second (give_back.ts: not
+      // between the pieces of a stream).
       if (this.#queue.size === 0) this.#giveBack?.idle();
       this.#checkMemory();
       if (!this.#stop) await this.#checkUpgrade();
