@@ -56,8 +56,9 @@ export function processIo(): CliIo {
  * sets it for the host it starts). A listener of our own comes first: without the variable
  * (a `run` started by hand) or before the runtime's handler is in place, a SIGUSR2 would end
  * the process; with it the signal is harmless, and the runtime's handler runs beside it.
- * Signalling its own process needs no permission in Deno 2.9 (a scoped `--allow-run` does
- * not matter: measured under the packaged set, tests/memory_trim_test.ts).
+ * Signalling its own process needs no permission in Deno 2.9.6 (another process's would:
+ * `--allow-run`); tests/run_memory_test.ts runs it under the development set, bench:link
+ * --packaged under the tarball's.
  */
 function memoryTrim(): () => void {
   Deno.addSignalListener("SIGUSR2", () => {});

@@ -18,7 +18,7 @@ export interface CliIo {
   signal?: AbortSignal;
   /**
    * Ready the process to give freed memory back to the system and return the function that
-   * asks for it (`run` calls it after each apply; main.ts: a SIGUSR2 to itself, which the
+   * asks for it (`run` calls it once idle after an apply; main.ts: a SIGUSR2 to itself, which the
    * runtime answers with malloc_trim when the launcher started it with
    * DENO_USR2_MEMORY_TRIM=1, and which does nothing otherwise).
    */
