@@ -88,7 +88,7 @@ export interface RunOptions {
   /**
    * Give the memory an apply freed back to the system (the command line passes the
    * process's: cli/io.ts `memoryTrim`); called once the loop has had no work for a second
-   * (give_back.ts).
+   * after a piece of work or a heartbeat tick (give_back.ts).
    */
   giveBackMemory?: () => void;
 }
@@ -366,6 +366,9 @@ class RunLoop {
     if (!this.#busy) this.#checkUpgrade().catch(() => {});
     this.#writeStatus();
     this.#writeMetrics();
+    // What the timers' own work allocated since (heartbeats, the inventory's detection after
+    // a burst) goes back too, a second from now unless work comes first.
+    if (!this.#busy && this.#queue.size === 0) this.#giveBack?.idle();
   }
 
   // ---- the work loop --------------------------------------------------------
