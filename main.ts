@@ -44,8 +44,35 @@ export function processIo(): CliIo {
     },
     profile: async () => (await import("./os/mod.ts")).detectProfile(),
     signal: aborter.signal,
+    memoryTrim,
     ownPaths: OWN_PATHS,
     bundlePath: BUNDLE_PATH,
+  };
+}
+
+/**
+ * Giving freed memory back (issue 37): glibc keeps what the process freed, and Deno 2.9
+ * calls malloc_trim on a SIGUSR2 when started with DENO_USR2_MEMORY_TRIM=1 (the launcher
+ * sets it for the host it starts). A listener of our own comes first: without the variable
+ * (a `run` started by hand) or before the runtime's handler is in place, a SIGUSR2 would end
+ * the process; with it the signal is harmless, and the runtime's handler runs beside it.
+ * Signalling its own process needs no permission in Deno 2.9.6 (another process's would:
+ * `--allow-run`); tests/run_memory_test.ts runs it under the development set, bench:link
+ * --packaged under the tarball's.
+ */
+function memoryTrim(): () => void {
+  Deno.addSignalListener("SIGUSR2", () => {});
+  let failed = false;
+  return () => {
+    if (failed) return;
+    // Where V8 exposes its collector (--expose-gc), the garbage goes first, so its pages and
+    // the memory they held outside the heap are free before the trim.
+    (globalThis as { gc?: () => void }).gc?.();
+    try {
+      Deno.kill(Deno.pid, "SIGUSR2");
+    } catch {
+      failed = true; // a runtime that refuses it: memory is not given back, nothing else changes
+    }
   };
 }
 

@@ -121,10 +121,13 @@ const repo = (p: string): string => new URL(`../${p}`, import.meta.url).pathname
  * need: the peak resident memory of an apply drops without costing its time; and
  * `--optimize-for-size`, V8's own trade of speed for memory: `run` holding 550
  * resources peaks about 30 MiB lower under a stream of pushes, for about a tenth
- * more CPU per push (tests/bench/RESULTS.md, "The resident run").
+ * more CPU per push (tests/bench/RESULTS.md, "The resident run"); and `--expose-gc`, so
+ * that `run`, before it gives freed memory back while it waits (main.ts, `memoryTrim`),
+ * collects V8's garbage first: about 4 MiB more off its idle resident set, no CPU per push
+ * measured (RESULTS.md, "Issue 37").
  */
 export const RUNTIME_FLAGS: readonly string[] = [
-  "--v8-flags=--max-semi-space-size=1,--optimize-for-size",
+  "--v8-flags=--max-semi-space-size=1,--optimize-for-size,--expose-gc",
 ];
 
 /** The `deno compile` argv (after `deno`) for a set; the flags are `permissionFlags`. */

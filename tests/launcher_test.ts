@@ -59,6 +59,21 @@ async function upgradeScript(w: World, version: string, extra = ""): Promise<str
   return script;
 }
 
+Deno.test("launcher: starts the host with DENO_USR2_MEMORY_TRIM=1 (its runtime then gives freed memory back on the host's SIGUSR2)", async () => {
+  const w = await makeWorld({ steps: [] });
+  const probe = join(w.dir, "probe-env");
+  await Deno.writeTextFile(
+    probe,
+    `#!/bin/sh\necho "env trim=\${DENO_USR2_MEMORY_TRIM:-unset}" >> '${join(w.plan, "log")}'\n`,
+    { mode: 0o755 },
+  );
+  await Deno.writeTextFile(join(w.plan, "steps"), `confirm run ${probe} wait\n`);
+  const r = await runUntilReady(w);
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual((await hostLog(w)).filter((l) => l.startsWith("env ")), ["env trim=1"]);
+  await cleanup(w);
+});
+
 Deno.test("launcher: exit 0 with nothing upgraded counts as a failure: three roll back", async () => {
   const w = await makeWorld({ steps: ["exit 0", "exit 0", "exit 0", "confirm wait"] });
   await Deno.writeTextFile(join(w.state, "known-good"), "1.0\n");

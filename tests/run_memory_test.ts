@@ -66,3 +66,61 @@ Deno.test("below the memory ceiling the service keeps running", async () => {
   assert.doesNotMatch(host.log(), /ceiling/);
   assert.equal(await host.stop(), 0);
 });
+
+Deno.test("a second after each apply the service signals itself SIGUSR2 (the runtime's malloc_trim under the launcher's DENO_USR2_MEMORY_TRIM=1), which ends it neither with that variable nor without", async () => {
+  for (const trim of [false, true]) {
+    const pkg = await Deno.makeTempDir({ prefix: "noxln-pkg-" });
+    await using _pkg = {
+      [Symbol.asyncDispose]: () => Deno.remove(pkg, { recursive: true }).catch(() => {}),
+    };
+    await using s = await scratch();
+    const bundle = posix.join(pkg, "substrate.lock");
+    await Deno.writeTextFile(s.configPath, JSON.stringify({ managedRoots: [s.root], bundle }));
+    await Deno.writeTextFile(
+      bundle,
+      JSON.stringify({ version: 1, resources: [fileResource("f", `${s.root}/f`, "t\n")] }),
+    );
+    const trace = posix.join(pkg, "trace");
+    // strace sees the kill calls only (seccomp: the rest runs untraced) and reports no signals.
+    const strace = [
+      "strace",
+      "-f",
+      "-qq",
+      "--seccomp-bpf",
+      "-e",
+      "trace=kill",
+      "-e",
+      "signal=none",
+    ];
+    await using host = await spawnHost(
+      ["run", "--drift-interval", "3"],
+      { ...s.env, ...(trim ? { DENO_USR2_MEMORY_TRIM: "1" } : {}) },
+      { source: true },
+      [...strace, "-o", trace],
+    );
+    /** The host's own pid: the first process strace ran. */
+    let pid: number | undefined;
+    try {
+      await host.waitLog(/apply \(start, bundle[^)]*\): converged/);
+      // Two drift passes after the start's apply, each an apply too; each apply is followed by
+      // a second without work (the drift timer fires 3 s after it), which trims.
+      await host.waitLog(/apply \(drift[^]*apply \(drift/);
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      const text = await Deno.readTextFile(trace);
+      pid = Number(/^(\d+) /.exec(text)?.[1]);
+      const sent = [...text.matchAll(/^\d+ +kill\((\d+), SIGUSR2\)\s+= 0$/gm)];
+      assert.ok(sent.length >= 3, `trim=${trim}: SIGUSR2 sent ${sent.length} times:\n${text}`);
+      assert.ok(sent.every((m) => Number(m[1]) === pid), `not to itself:\n${text}`);
+      // One from outside (the launcher, a person) does not end it either.
+      Deno.kill(pid, "SIGUSR2");
+      const drifts = host.log().split("apply (drift").length;
+      await host.waitLog(new RegExp(`(apply \\(drift[^]*){${drifts}}`));
+      assert.equal(await Deno.readTextFile(`${s.root}/f`), "t\n");
+      Deno.kill(pid, "SIGTERM");
+      assert.equal(await host.exited, 0, `trim=${trim}:\n${host.log()}`);
+      pid = undefined;
+    } finally {
+      if (pid) Deno.kill(pid, "SIGKILL");
+    }
+  }
+});

@@ -79,6 +79,7 @@ Exit codes: 0 stopped by a signal or for a self-upgrade, 10 restart wanted (memo
       signal: ctx.io.signal,
       log: (line, level) => ctx.io.stderr(logLine(line, level, journal)),
       profile: ctx.io.profile,
+      giveBackMemory: ctx.io.memoryTrim?.(),
       driftIntervalSeconds,
       heartbeatIntervalSeconds,
     });

@@ -17,6 +17,13 @@ export interface CliIo {
   /** Aborted on SIGTERM/SIGINT. */
   signal?: AbortSignal;
   /**
+   * Ready the process to give freed memory back to the system and return the function that
+   * asks for it (`run` calls it once idle after an apply; main.ts: a SIGUSR2 to itself, which the
+   * runtime answers with malloc_trim when the launcher started it with
+   * DENO_USR2_MEMORY_TRIM=1, and which does nothing otherwise).
+   */
+  memoryTrim?(): () => void;
+  /**
    * The installation's own paths, which no declaration may name (the entry point
    * passes the list its build carries: packaging/own_paths_by_os.ts).
    */

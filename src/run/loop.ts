@@ -61,6 +61,7 @@ import type { Profile } from "../profile.ts";
 import { OutboxSender } from "./outbox.ts";
 import { InventoryReporter } from "./inventory.ts";
 import { ConfirmWindow } from "./confirm.ts";
+import { GiveBack } from "./give_back.ts";
 
 /** How to run the service. */
 export interface RunOptions {
@@ -85,6 +86,12 @@ export interface RunOptions {
   now?: () => number;
   /** How often to look for a hold lifted or a rescue made (ms, default 2 s). */
   holdCheckMs?: number;
+  /**
+   * Give the memory an apply freed back to the system (the command line passes the
+   * process's: cli/io.ts `memoryTrim`); called once the loop has had no work for a second
+   * after a piece of work or a heartbeat tick (give_back.ts).
+   */
+  giveBackMemory?: () => void;
 }
 
 /** Why the service ended (signal, upgrade: exit 0; memory, identity, rescue: EXIT.restart). */
@@ -167,6 +174,7 @@ class RunLoop {
   #phase: ServicePhase = "starting";
   readonly #holdWatch: HoldWatch;
   readonly #metrics: MetricsFile | undefined;
+  readonly #giveBack: GiveBack | undefined;
 
   constructor(host: Engine, options: RunOptions) {
     this.#host = host;
@@ -203,6 +211,7 @@ class RunLoop {
       },
       rescued: (rescue) => this.#rescued(rescue.by),
     });
+    this.#giveBack = options.giveBackMemory ? new GiveBack(options.giveBackMemory) : undefined;
     const metricsFile = host.config.metricsFile;
     this.#metrics = metricsFile
       ? new MetricsFile(metricsFile, () => host.providers.fs, options.log)
@@ -260,6 +269,7 @@ class RunLoop {
 
     for (let work = await this.#queue.next(); work; work = await this.#queue.next()) {
       this.#busy = true;
+      this.#giveBack?.busy();
       try {
         await this.#do(work);
       } catch (error) {
@@ -274,6 +284,9 @@ class RunLoop {
         this.#busy = false;
         this.#worked = true;
       }
+      // What the work freed goes back once the loop has waited a second (give_back.ts: not
+      // between the pieces of a stream).
+      if (this.#queue.size === 0) this.#giveBack?.idle();
       this.#checkMemory();
       if (!this.#stop) await this.#checkUpgrade();
     }
@@ -354,6 +367,9 @@ class RunLoop {
     if (!this.#busy) this.#checkUpgrade().catch(() => {});
     this.#writeStatus();
     this.#writeMetrics();
+    // What the timers' own work allocated since (heartbeats, the inventory's detection after
+    // a burst) goes back too, a second from now unless work comes first.
+    if (!this.#busy && this.#queue.size === 0) this.#giveBack?.idle();
   }
 
   // ---- the work loop --------------------------------------------------------
@@ -855,6 +871,7 @@ class RunLoop {
       ? "restarting"
       : "stopping";
     this.#drift.clear();
+    this.#giveBack?.busy();
     this.#holdWatch.stop();
     this.#confirm.stop();
     this.#stopTicking?.();

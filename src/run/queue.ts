@@ -54,6 +54,11 @@ export class WorkQueue {
     return undefined;
   }
 
+  /** How many pieces of work wait. */
+  get size(): number {
+    return this.#queue.length;
+  }
+
   /** Take no more work; a waiting `next()` returns `undefined`. */
   close(): void {
     this.#closed = true;

@@ -51,6 +51,17 @@ const SMOKE: Record<string, Smoke> = {
     ],
     boundS: 300,
   },
+  "bench:soak": {
+    // A few events, no bound that counts: tests/run_soak_guard_test.ts runs the small form.
+    args: () => ["--pushes", "4", "--drifts", "1", "--sample", "1", "--max-slope", "1e12"],
+    root: "the pushed file is owned by root",
+    table: [
+      /^pushes applied \/ drift passes +4 \/ 1 /m,
+      /^RSS slope over the last half \(\d+ samples\) +-?[\d.]+ KiB\/1000 /m,
+      /^exit on SIGTERM +0 /m,
+    ],
+    boundS: 300,
+  },
   "bench:parse": {
     // One shape: tests/declaration_limits_test.ts parses every shape at the limit already.
     args: () => ["--runs", "1", "--only", "sysctls"],

@@ -27,7 +27,9 @@
  * node:sqlite), and the peak RSS of one drift pass after the idle figures (the drift interval
  * is set so the timer fires just after them; the peak is reset first, /proc/PID/clear_refs).
  * --env K=V (repeatable) adds to the host's environment (to try MALLOC_ARENA_MAX and the
- * like). The full run is never part of the
+ * like). --packaged starts the host with DENO_USR2_MEMORY_TRIM=1, as the launcher does (the host
+ * gives freed memory back after its applies, issue 37); --no-trim leaves it out. The full run
+ * is never part of the
  * tests; tests/bench/bench_smoke_test.ts runs a smoke form (2 pushes, 1 start, 1 s idle).
  */
 import { posix } from "node:path";
@@ -52,6 +54,8 @@ const { values } = parseArgs({
     resources: { type: "string" },
     /** An extra environment variable for the host, K=V (repeatable). */
     env: { type: "string", multiple: true },
+    /** Packaged: start the host without DENO_USR2_MEMORY_TRIM=1 (the launcher sets it). */
+    "no-trim": { type: "boolean" },
   },
 });
 const PUSHES = Number(values.pushes ?? 200);
@@ -109,6 +113,8 @@ const env: Record<string, string> = {
   NOX_MESH_HOST_STATE_DIR: stateDir,
   NOX_MESH_HOST_CONFIG: posix.join(dir, "host.json"),
 };
+// As the launcher starts the host (launcher/nox-mesh-host-launch, run_host).
+if (PACKAGED && !values["no-trim"]) env.DENO_USR2_MEMORY_TRIM = "1";
 for (const kv of values.env ?? []) {
   const at = kv.indexOf("=");
   if (at < 1) throw new Error(`--env wants K=V, not ${kv}`);
@@ -392,6 +398,7 @@ try {
         ? "host packaged (the tarball's bundled build, run as its shim runs it)"
         : "host bundled, development flags") +
       `; ${RESOURCES} resource${RESOURCES === 1 ? "" : "s"} held` +
+      (env.DENO_USR2_MEMORY_TRIM ? "; DENO_USR2_MEMORY_TRIM=1" : "") +
       (values["deno-flag"] ? `; extra deno flags: ${values["deno-flag"].join(" ")}` : ""),
     await context.line(),
   );
