@@ -16,9 +16,11 @@ set -eu
 #   qemu-user-static arch-test          the arm64 machine (scenario arm64-tarball): QEMU runs its
 #                                       programs through binfmt_misc; mmdebstrap --arch=arm64
 #                                       needs arch-test
+#   acl                                 setfacl: tests/fs_trust_test.ts gives a user write through
+#                                       a POSIX ACL and shows its mask in the mode's group bits
 PACKAGES="mmdebstrap debian-archive-keyring systemd-container util-linux iproute2 nats-server
 openssl pacman-package-manager makepkg libarchive-tools gpg minisign scdoc wireguard-go
-wireguard-tools nftables faketime prometheus-node-exporter qemu-user-static arch-test"
+wireguard-tools nftables faketime prometheus-node-exporter qemu-user-static arch-test acl"
 
 say() { printf 'lab setup: %s\n' "$*" >&2; }
 

@@ -43,10 +43,21 @@ export async function testEngine(
     store,
     stateDir: dir,
     async apply(resources: unknown[]) {
-      return applyDeclaration(ctx, await parse(resources), { source: "file", origin: "test" });
+      try {
+        return await applyDeclaration(ctx, await parse(resources), {
+          source: "file",
+          origin: "test",
+        });
+      } finally {
+        await providers.fs.release?.();
+      }
     },
     async plan(resources: unknown[]) {
-      return planDeclaration(ctx, await parse(resources));
+      try {
+        return await planDeclaration(ctx, await parse(resources));
+      } finally {
+        await providers.fs.release?.();
+      }
     },
     async [Symbol.asyncDispose]() {
       store.close();

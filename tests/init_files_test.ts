@@ -70,12 +70,13 @@ Deno.test("init files: the unit waits for network-online.target (After= and Want
   assert.match(script, /^\tneed net$/m, "OpenRC's net: the interfaces are up");
 });
 
-Deno.test("init files: shellcheck passes on the launcher, the OpenRC script, conf.d and the stand-in", async () => {
+Deno.test("init files: shellcheck passes on the launcher, the OpenRC script, conf.d, the stand-in and the development shim", async () => {
   const files = [
     repo("launcher/nox-mesh-host-launch"),
     OPENRC,
     CONFD,
     repo("tests/fixtures/stand-in-host"),
+    repo("packaging/dev/nox-mesh-host"),
   ];
   const r = await output("shellcheck", ["--shell=sh", ...files]);
   assert.equal(r.code, 0, r.text);
