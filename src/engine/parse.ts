@@ -24,7 +24,7 @@ import {
 } from "../declaration/envelope.ts";
 import { parseStrictJson } from "../declaration/json.ts";
 import { compileOwnPaths } from "../declaration/paths.ts";
-import type { RuleScope } from "../resources/kind.ts";
+import { permitSets, type RuleScope } from "../resources/kind.ts";
 import { kindOf, KINDS, PathTree, placeOf, type Resource } from "../resources/mod.ts";
 
 /**
@@ -107,7 +107,7 @@ async function parse(
   const resources = parsed.map(([, resource]) => resource);
 
   const declaration = { ...head, resources };
-  return { ...declaration, digest: await digestOf(declaration) };
+  return { ...declaration, digest: await digestOf(declaration), ...(trusted ? { trusted } : {}) };
 }
 
 function parseResource(
@@ -176,10 +176,7 @@ function checkTogether(
     own: compileOwnPaths(options.own.paths),
     ownServices: options.own.services,
     trusted,
-    permit: {
-      sysctls: new Set(options.permit?.sysctls ?? []),
-      services: new Set(options.permit?.services ?? []),
-    },
+    permit: permitSets(options.permit),
     claim(what, at) {
       const first = claims.get(what);
       if (first === undefined) claims.set(what, at);

@@ -4,7 +4,7 @@
  * and the link report them.
  */
 import type { ContentSource } from "../store/content.ts";
-import type { OwnResources } from "../declaration/envelope.ts";
+import type { OwnResources, Permit } from "../declaration/envelope.ts";
 import type { FileIdentity, Providers } from "../providers.ts";
 import type { Resource } from "../resources/mod.ts";
 import type { Store } from "../store/store.ts";
@@ -100,6 +100,8 @@ export interface EngineContext {
      * `fullReadBackEvery`, default 6); the others trust a file's identity.
      */
     fullReadBackEvery?: number;
+    /** What host.json permits (the checks refuse on the machine what the parse could not see). */
+    permit?: Permit;
   };
   /** Host versions the launcher rolled back from here (see src/launcher_files.ts). */
   rolledBackFrom?: ReadonlySet<string>;

@@ -364,6 +364,63 @@ if (INSIDE) {
     assert.equal(table().filter((e) => e.target.startsWith(b.dir)).length, 0, "nothing mounted");
   });
 
+  Deno.test("mount kind: onto root's configuration (here /srv), a bind source a user can write (theirs, or root's with an ACL naming them) is refused; the way to a source through a directory an ACL lets a user write too", async () => {
+    await using b = await bench();
+    await using host = await testEngine(b.providers);
+    // The target under /srv (a directory made here on this machine's disk, and removed;
+    // the mount itself lives and dies in this namespace).
+    const srv = await Deno.makeTempDir({ dir: "/srv", prefix: "noxmnt-" });
+    try {
+      await Deno.chmod(srv, 0o755);
+      const target = `${srv}/t`;
+      // The sources beside it (a source under /tmp or /home is refused at the parse).
+      const theirs = `${srv}/src-theirs`;
+      await Deno.mkdir(theirs);
+      await Deno.chown(theirs, NOBODY, NOBODY);
+      const refused = await host.apply([
+        directory("t", target),
+        mount("m", target, theirs, "bind"),
+      ]);
+      assert.equal(refused.outcome, "failed");
+      assert.match(
+        refused.error!,
+        /a bind of .*src-theirs onto .*\/t \(under \/srv\) is refused: .*src-theirs belongs to uid 65534, so a local user could write what root reads from there/,
+      );
+      const acl = `${srv}/src-acl`;
+      await Deno.mkdir(acl, { mode: 0o755 });
+      await Deno.chmod(acl, 0o755);
+      await run("setfacl", "-m", "u:nobody:rwx", acl);
+      const viaAcl = await host.apply([directory("t", target), mount("m", target, acl, "bind")]);
+      assert.match(
+        viaAcl.error!,
+        /src-acl onto .* is refused: .*src-acl is writable by group 0 \(or by a user or group its ACL names\)/,
+      );
+      // Its ACL masked (no write in the mask: no named entry writes), it is root's alone.
+      await run("setfacl", "-m", "m::r-x", acl);
+      const bound = await host.apply([directory("t", target), mount("m", target, acl, "bind")]);
+      assert.equal(bound.outcome, "converged", JSON.stringify(bound.results));
+      assert.ok(at(target), "bound");
+      assert.equal((await host.apply([directory("t", target)])).outcome, "converged");
+      // A source reached through a directory of root's whose ACL lets nobody write (gid 0).
+      await Deno.mkdir(`${srv}/shared/src`, { recursive: true });
+      await Deno.chmod(`${srv}/shared`, 0o755);
+      await run("setfacl", "-m", "u:nobody:rwx", `${srv}/shared`);
+      const through = await host.apply([
+        directory("t", target),
+        mount("m", target, `${srv}/shared/src`, "bind"),
+      ]);
+      assert.match(
+        through.error!,
+        /the bind source .*shared\/src is refused: .*shared is writable by group 0 \(and by any user or group a POSIX ACL on it names: the group bits are the ACL's mask\)/,
+      );
+    } finally {
+      for (const e of table().filter((m) => m.target.startsWith(srv)).reverse()) {
+        await new Deno.Command("umount", { args: ["-l", e.target] }).output();
+      }
+      await Deno.remove(srv, { recursive: true });
+    }
+  });
+
   Deno.test("mount kind: mount(8) runs no /sbin/mount.TYPE helper (-i)", async () => {
     await using b = await bench();
     await using host = await testEngine(b.providers);
