@@ -90,10 +90,12 @@ export interface FileSystem {
    * Write a regular file atomically: a new temporary file in the same directory
    * (never opened through a symlink), data written, owner and mode set and data
    * synced on its descriptor, then `beforeRename()` (which may throw to abandon
-   * the write), then, in the directory at that path (proven again), the temporary
-   * name checked to still be the file written and renamed over the last name.
-   * The temporary file never survives a failure, unless its directory was swapped
-   * away meanwhile (then it is left where it was made).
+   * the write), then the temporary name checked to still be the file written and
+   * renamed over the last name. Where the adapter acts as another user it awaits
+   * `beforeRename()` first and then writes the whole file (so it never holds that
+   * user's process while another write waits for its turn). The temporary file
+   * never survives a failure, unless its directory was swapped away meanwhile
+   * (then it is left where it was made).
    */
   writeFileAtomic(
     path: string,

@@ -310,3 +310,80 @@ Deno.test("trust: the host's helper never acts as root, nor as another user than
   assert.match(refused.stdout, /cannot give a file to uid 0/);
   assert.deepEqual([...Deno.readDirSync(s.home)], []);
 });
+
+const REPO = new URL("..", import.meta.url).pathname;
+
+/**
+ * The processes now serving as an owner's helper for a host run from this checkout (its
+ * program with `__as-owner`; a packaged host elsewhere on the machine is not counted).
+ */
+function helpers(): number {
+  let count = 0;
+  for (const entry of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    try {
+      const argv = Deno.readTextFileSync(`/proc/${entry.name}/cmdline`).split("\0");
+      // The deno process the shim becomes (not the shell, nor a subshell of its own).
+      const deno = argv[0].endsWith("deno");
+      if (deno && argv.includes("__as-owner") && argv.some((a) => a.startsWith(REPO))) count++;
+    } catch { /* ended meanwhile */ }
+  }
+  return count;
+}
+
+Deno.test("trust: acting for more users than the helpers it keeps alive (4), the host ends the one idle longest: every file is made as its owner, and never more than 4 run at once", async () => {
+  await using s = await world();
+  // The OS's own accounts (Debian's base-passwd), each owning a directory of its own.
+  const users = [
+    ["daemon", "daemon"],
+    ["bin", "bin"],
+    ["sys", "sys"],
+    ["games", "games"],
+    ["man", "man"],
+    ["lp", "lp"],
+  ] as const;
+  const resources = [];
+  for (const [user, group] of users) {
+    const dir = `${s.root}/home-${user}`;
+    await Deno.mkdir(dir, { mode: 0o755 });
+    const out = await new Deno.Command("chown", { args: [`${user}:${group}`, dir] }).output();
+    assert.ok(out.success, `chown ${user}`);
+    resources.push({
+      type: "file",
+      id: `f-${user}`,
+      path: `${dir}/conf`,
+      content: `${user}\n`,
+      mode: "0640",
+      owner: user,
+      group,
+    });
+  }
+  let most = 0;
+  let running = true;
+  const watch = (async () => {
+    while (running) {
+      most = Math.max(most, helpers());
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
+  let report;
+  try {
+    report = await apply(s, resources);
+  } finally {
+    running = false;
+    await watch;
+  }
+  assert.equal(report.outcome, "converged", JSON.stringify(report));
+  for (const [user] of users) {
+    const info = await Deno.lstat(`${s.root}/home-${user}/conf`);
+    const uid = Number(
+      new TextDecoder().decode(
+        (await new Deno.Command("id", { args: ["-u", user], stdout: "piped" }).output()).stdout,
+      ),
+    );
+    assert.equal(info.uid, uid, user);
+  }
+  assert.ok(most >= 1, "the helpers were seen (the count below counts them)");
+  assert.ok(most <= 4, `at most 4 helpers at once (seen ${most})`);
+  assert.equal(helpers(), 0, "none left once the apply ended");
+});

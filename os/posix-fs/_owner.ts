@@ -3,8 +3,10 @@
  * own program (`self`) started as that user (Deno.Command's uid and gid: supplementary
  * groups reduced to that gid, every capability dropped by the kernel on the change from
  * root), working directory /, a minimal environment; started on first need, ended when
- * the pass ends (`release`), or once the writes it holds are done. Its answers are parsed
- * strictly (./_protocol.ts) and trusted only as far as that user's own files go.
+ * the pass ends (`release`), or once the writes it holds are done. At most
+ * {@link MAX_CHILDREN} live at once (each is a Deno process): a pass that acts for more
+ * users ends the one idle longest first. Its answers are parsed strictly (./_protocol.ts)
+ * and trusted only as far as that user's own files go.
  */
 import { HostError } from "../../src/errors.ts";
 import { lastLines } from "../_run.ts";
@@ -61,8 +63,10 @@ export class OwnerChild {
   #holding = 0;
   #retiring = false;
   #closed = false;
+  readonly #onIdle: () => void;
 
-  constructor(uid: number, gid: number, options: HelperOptions) {
+  constructor(uid: number, gid: number, options: HelperOptions, onIdle: () => void = () => {}) {
+    this.#onIdle = onIdle;
     this.uid = uid;
     this.gid = gid;
     this.#options = options;
@@ -163,6 +167,12 @@ export class OwnerChild {
     this.#pending.delete(answer.id);
     if ("ok" in answer) pending.resolve({ ok: answer.ok, parts: pending.parts });
     else pending.reject(failed(answer.error));
+    if (this.idle) this.#onIdle();
+  }
+
+  /** Whether it does nothing for anyone now (no request under way, no write held). */
+  get idle(): boolean {
+    return this.#pending.size === 0 && this.#holding === 0;
   }
 
   /** Ask one thing; `max`: how many bytes of parts the answer may carry. */
@@ -195,6 +205,7 @@ export class OwnerChild {
   unhold(): void {
     this.#holding--;
     if (this.#retiring && this.#holding === 0) this.#closeInput();
+    if (this.idle) this.#onIdle();
   }
 
   /** End it once the writes it holds are done; resolves when it has exited. */
@@ -225,19 +236,47 @@ function failed(f: Failure): Error {
   }
 }
 
-/** The children of one pass, by (uid, gid). */
+/** The most children alive at once (each a Deno process of some 30–40 MiB). */
+export const MAX_CHILDREN = 4;
+
+/** The children of one pass, by (uid, gid), the one used last at the end. */
 export class OwnerPool {
   readonly #children = new Map<string, OwnerChild>();
+  #waiting: (() => void)[] = [];
 
-  /** The child acting as uid/gid, started now when there is none. */
-  child(uid: number, gid: number, options: () => HelperOptions): OwnerChild {
+  /**
+   * The child acting as uid/gid, started now when there is none; with {@link MAX_CHILDREN}
+   * alive, the one idle longest is ended first (and, none idle, one is waited for).
+   */
+  async child(uid: number, gid: number, options: () => HelperOptions): Promise<OwnerChild> {
     const key = `${uid}:${gid}`;
-    let child = this.#children.get(key);
-    if (child === undefined || child.ended) {
-      child = new OwnerChild(uid, gid, options());
-      this.#children.set(key, child);
+    for (;;) {
+      const found = this.#children.get(key);
+      this.#children.delete(key);
+      if (found !== undefined && !found.ended) {
+        this.#children.set(key, found);
+        return found;
+      }
+      for (const [k, c] of this.#children) if (c.ended) this.#children.delete(k);
+      if (this.#children.size < MAX_CHILDREN) {
+        const child = new OwnerChild(uid, gid, options(), () => this.#wake());
+        this.#children.set(key, child);
+        return child;
+      }
+      const idle = [...this.#children].find(([, c]) => c.idle);
+      if (idle !== undefined) {
+        this.#children.delete(idle[0]);
+        await idle[1].retire();
+        continue;
+      }
+      await new Promise<void>((resolve) => this.#waiting.push(resolve));
     }
-    return child;
+  }
+
+  #wake(): void {
+    const waiting = this.#waiting;
+    this.#waiting = [];
+    for (const resolve of waiting) resolve();
   }
 
   /** End every child (each once the writes it holds are done). */
@@ -245,5 +284,6 @@ export class OwnerPool {
     const children = [...this.#children.values()];
     this.#children.clear();
     await Promise.all(children.map((c) => c.retire()));
+    this.#wake();
   }
 }

@@ -128,7 +128,11 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
   }
 
   /** The child acting as the owner, with `gid` (its primary group by default). */
-  function childOf(path: string, a: Extract<Actor, { as: "owner" }>, gid?: number): OwnerChild {
+  async function childOf(
+    path: string,
+    a: Extract<Actor, { as: "owner" }>,
+    gid?: number,
+  ): Promise<OwnerChild> {
     const user = a.user;
     if (user === undefined) {
       throw new AsOwnerError(
@@ -146,7 +150,7 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
         "use a packaged build of the host (its permission file's binary), or run it from a checkout",
       );
     }
-    return pool.child(a.uid, gid ?? user.gid, () => ({
+    return await pool.child(a.uid, gid ?? user.gid, () => ({
       self,
       who: accounts.nameOf(a.uid),
       env: {
@@ -187,12 +191,13 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
    * The child that makes `attributes` as the owner: refused, before anything is done, when
    * that user cannot (another owner, a group the user is not in).
    */
-  function makerOf(
+  /** Refuse, before anything is done, what the owner cannot make (another owner, a group). */
+  function refuseForOwner(
     path: string,
     a: Extract<Actor, { as: "owner" }>,
     { uid, gid }: Attributes,
     what: string,
-  ): OwnerChild {
+  ): void {
     const user = a.user;
     const name = accounts.nameOf(a.uid);
     const why = `${a.at} belongs to ${name}, who alone can swap names in it, so the host acts ` +
@@ -215,7 +220,6 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
         hint,
       );
     }
-    return childOf(path, a, gid);
   }
 
   async function writeAsRoot(
@@ -244,7 +248,6 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
     from: string,
     data: Uint8Array,
     attributes: Attributes,
-    beforeRename?: () => Promise<void>,
   ): Promise<void> {
     beforeAct("create", path);
     child.hold();
@@ -258,7 +261,6 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
         await child.ask({ verb: "write", token, data: data.subarray(at, at + PART).toBase64() });
       }
       await child.ask({ verb: "seal", token });
-      await beforeRename?.();
       beforeAct("rename", path);
       await child.ask({ verb: "commit", token });
       done = true;
@@ -278,7 +280,11 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
       beforeAct("lstat", path);
       if (a.as === "missing") return null;
       if (a.as === "root") return lstatAt(path);
-      const { ok } = await ask(childOf(path, a), a, path, { verb: "lstat", path, from: a.at });
+      const { ok } = await ask(await childOf(path, a), a, path, {
+        verb: "lstat",
+        path,
+        from: a.at,
+      });
       return decodeInfo(ok);
     },
 
@@ -288,7 +294,7 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
       if (a.as === "missing") throw new Deno.errors.NotFound(`${path} does not exist`);
       if (a.as === "root") return readAt(path, size);
       const max = size ?? MAX_UNSIZED_READ;
-      const { ok, parts } = await ask(childOf(path, a), a, path, {
+      const { ok, parts } = await ask(await childOf(path, a), a, path, {
         verb: "read",
         path,
         from: a.at,
@@ -304,9 +310,13 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
         throw new Deno.errors.NotFound(`the directory above ${path} is missing`);
       }
       if (a.as === "root") return await writeAsRoot(path, data, attributes, beforeRename);
-      const child = makerOf(path, a, attributes, "a file");
+      refuseForOwner(path, a, attributes, "a file");
+      // Its turn to commit first (the engine's, in declared order), then the whole write:
+      // a write never holds a child while it waits for another one's turn, so a bounded
+      // pool of children never waits for itself.
+      await beforeRename?.();
       try {
-        await writeAsOwner(child, path, a.at, data, attributes, beforeRename);
+        await writeAsOwner(await childOf(path, a, attributes.gid), path, a.at, data, attributes);
       } catch (error) {
         throw said(a, path, error);
       }
@@ -316,7 +326,7 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
       const a = await actor(path);
       if (a.as === "missing") return;
       if (a.as === "root") return discardAt(path);
-      await ask(childOf(path, a), a, path, { verb: "discard", path, from: a.at });
+      await ask(await childOf(path, a), a, path, { verb: "discard", path, from: a.at });
     },
 
     async makeDirectory(path, attributes): Promise<void> {
@@ -327,7 +337,8 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
         throw new Deno.errors.NotFound(`the directory above ${path} is missing`);
       }
       if (a.as === "root") return makeDirectoryAt(path, attributes);
-      const child = makerOf(path, a, attributes, "a directory");
+      refuseForOwner(path, a, attributes, "a directory");
+      const child = await childOf(path, a, attributes.gid);
       await ask(child, a, path, { verb: "mkdir", path, from: a.at, ...attributes });
     },
 
@@ -339,7 +350,8 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
         throw new Deno.errors.NotFound(`the directory above ${path} is missing`);
       }
       if (a.as === "root") return setAttributesAt(path, attributes);
-      const child = makerOf(path, a, attributes, "a directory");
+      refuseForOwner(path, a, attributes, "a directory");
+      const child = await childOf(path, a, attributes.gid);
       await ask(child, a, path, { verb: "attrs", path, from: a.at, ...attributes });
     },
 
@@ -349,7 +361,7 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
       walks.forget(path);
       if (a.as === "missing") return "gone";
       if (a.as === "root") return removeAt(path, kind);
-      const { ok } = await ask(childOf(path, a), a, path, {
+      const { ok } = await ask(await childOf(path, a), a, path, {
         verb: "remove",
         path,
         from: a.at,
@@ -366,7 +378,11 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
       beforeAct("list", path);
       if (a.as === "missing") throw new Deno.errors.NotFound(`${path} does not exist`);
       if (a.as === "root") return isEmptyAt(path);
-      const { ok } = await ask(childOf(path, a), a, path, { verb: "empty", path, from: a.at });
+      const { ok } = await ask(await childOf(path, a), a, path, {
+        verb: "empty",
+        path,
+        from: a.at,
+      });
       if (typeof ok !== "boolean") throw new Error("the helper's listing answered no yes or no");
       return ok;
     },
@@ -376,7 +392,7 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
       beforeAct("sync", path);
       if (a.as === "missing") throw new Deno.errors.NotFound(`${path} does not exist`);
       if (a.as === "owner") {
-        await ask(childOf(path, a), a, path, { verb: "sync", path, from: a.at });
+        await ask(await childOf(path, a), a, path, { verb: "sync", path, from: a.at });
         return;
       }
       using dir = openForSync(path);
@@ -390,7 +406,7 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
       const a = await actor(path);
       if (a.as !== "owner") return { uid: 0, gid: 0 };
       const user = a.user;
-      if (user === undefined) childOf(path, a); // throws: no account
+      if (user === undefined) await childOf(path, a); // throws: no account
       return { uid: a.uid, gid: user!.gid };
     },
 
