@@ -283,7 +283,8 @@ export function makeCurrent(
   declaration: Declaration,
   options: Pick<ApplyOptions, "source" | "origin">,
 ): void {
-  const { digest, ...body } = declaration;
+  // The body is the declaration's text as parsed again: which parse took it is not part of it.
+  const { digest, trusted: _trusted, ...body } = declaration;
   const current = store.currentHead();
   if (
     current?.digest !== digest || current.source !== options.source ||
