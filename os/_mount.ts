@@ -10,26 +10,16 @@ import type { Program } from "./provider.ts";
 import { mustRun, refuseOption, runProgram, type RunVia } from "./_run.ts";
 
 /**
- * The programs both mount providers run, where each distribution has them (one table: a
- * program two descriptors name must be found at the same paths; the tarball carries both).
+ * The programs both mount providers run (where each lies is its distribution's to say:
+ * os/distros/).
  */
 export const MOUNT_PROGRAMS: Readonly<Record<"mount" | "umount" | "findfs" | "cat", Program>> = {
-  mount: {
-    why: "mount resources: mount, remount (util-linux, or busybox on Alpine)",
-    at: { arch: ["/usr/bin/mount"], alpine: ["/bin/mount", "/usr/bin/mount"] },
-  },
-  umount: {
-    why: "mount resources: unmount what the host mounted",
-    at: { arch: ["/usr/bin/umount"], alpine: ["/bin/umount", "/usr/bin/umount"] },
-  },
-  findfs: {
-    why: "mount resources: the device a UUID= or LABEL= names (the read-back)",
-    at: { arch: ["/usr/bin/findfs"], alpine: ["/sbin/findfs", "/usr/sbin/findfs"] },
-  },
+  mount: { why: "mount resources: mount, remount (util-linux, or busybox on Alpine)" },
+  umount: { why: "mount resources: unmount what the host mounted" },
+  findfs: { why: "mount resources: the device a UUID= or LABEL= names (the read-back)" },
   cat: {
     why:
       "mount resources: read /proc/self/mountinfo (Deno opens /proc only with every permission granted)",
-    at: { arch: ["/usr/bin/cat"], alpine: ["/bin/cat", "/usr/bin/cat"] },
   },
 };
 

@@ -5,10 +5,10 @@
  * `builds` name that OS (packaging/build.ts), so an Arch build carries no apk or OpenRC
  * code and an Alpine build no pacman or systemd code (DESIGN.md §1).
  */
-import type { ProviderDescriptor } from "./provider.ts";
+import { type ProviderDescriptor, selects } from "./provider.ts";
 import { PROVIDERS } from "./provider_list.ts";
 
 /** The checkout's providers: the development and test default. */
 export const CARRIED: readonly ProviderDescriptor[] = PROVIDERS.filter((p) =>
-  p.builds.includes("checkout")
+  selects(p.builds, "checkout")
 );

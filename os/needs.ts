@@ -6,21 +6,16 @@
  * packaging/<os>/permissions to it.
  */
 import { PROFILE_NEEDS } from "./detect/needs.ts";
-import type {
-  Build,
-  Distribution,
-  Needs,
-  PackagedBuild,
-  Program,
-  ProviderDescriptor,
-} from "./provider.ts";
-import { DISTRIBUTIONS } from "./provider.ts";
+import type { Build, Needs, PackagedBuild, ProviderDescriptor } from "./provider.ts";
+import { distributionsOf, selects } from "./provider.ts";
+import { type Distribution, DISTRIBUTIONS } from "./distros/mod.ts";
 import { PROVIDERS } from "./provider_list.ts";
 
 /** Where a program is found on one distribution (one allow-run line). */
 export interface Spelling {
   path: string;
-  on: Distribution;
+  /** The distribution that places it there (its id). */
+  on: string;
 }
 
 /** What one build needs from its permission set, beyond the managed roots. */
@@ -39,37 +34,37 @@ export interface OsNeeds {
 export function carriedBy(
   build: Build,
   list: readonly ProviderDescriptor[] = PROVIDERS,
+  distros: readonly Distribution[] = DISTRIBUTIONS,
 ): ProviderDescriptor[] {
-  return list.filter((p) => p.builds.includes(build));
+  return list.filter((p) => selects(p.builds, build, distros));
 }
 
 /**
  * The needs of a build: its providers' (in the list's order), then the profile's. A name or
- * path two of them need once, with both reasons.
+ * path two of them need once, with both reasons. Where each program lies is its
+ * distributions' to say (os/distros/).
  *
  * @example
  * ```ts
  * needsOf("arch").at.pacman; // [{ path: "/usr/bin/pacman", on: "arch" }]
  * ```
  */
-export function needsOf(build: Build, list: readonly ProviderDescriptor[] = PROVIDERS): OsNeeds {
+export function needsOf(
+  build: Build,
+  list: readonly ProviderDescriptor[] = PROVIDERS,
+  distros: readonly Distribution[] = DISTRIBUTIONS,
+): OsNeeds {
   const needs: OsNeeds = { run: {}, at: {}, read: {}, sys: {} };
   const join = (had: string | undefined, why: string) =>
     had === undefined || had === why ? why : `${had}; ${why}`;
   const sources: [string, Needs][] = [
-    ...carriedBy(build, list).map((p): [string, Needs] => [`os/${p.folder}`, p]),
+    ...carriedBy(build, list, distros).map((p): [string, Needs] => [`os/${p.folder}`, p]),
     ["os/detect/needs.ts", PROFILE_NEEDS],
   ];
-  const found: Record<string, { from: string; at: Program["at"] }> = {};
   for (const [from, source] of sources) {
     for (const [name, program] of Object.entries(source.programs ?? {})) {
-      const earlier = found[name];
-      if (earlier && !samePaths(earlier.at, program.at)) {
-        throw new Error(`${from} and ${earlier.from} say ${name} is found at different paths`);
-      }
-      found[name] = { from, at: program.at };
       needs.run[name] = join(needs.run[name], program.why);
-      if (build !== "checkout") needs.at[name] = spellings(name, program.at, build, from);
+      if (build !== "checkout") needs.at[name] = spellings(name, build, from, distros);
     }
     for (const [path, why] of Object.entries(source.reads ?? {})) {
       needs.read[path] = join(needs.read[path], why);
@@ -81,34 +76,37 @@ export function needsOf(build: Build, list: readonly ProviderDescriptor[] = PROV
   return needs;
 }
 
-/** Whether two sources place a program at the same paths on every distribution. */
-function samePaths(a: Program["at"], b: Program["at"]): boolean {
-  const keys = new Set([...Object.keys(a), ...Object.keys(b)]) as Set<Distribution>;
-  return [...keys].every((d) => (a[d] ?? []).join("\n") === (b[d] ?? []).join("\n"));
-}
-
-/** A program's spellings on the build's distributions; a single-distribution build needs one. */
+/**
+ * A program's spellings on the build's distributions, in their order; a distribution's own
+ * build needs its distribution to place it, the tarball one of them.
+ */
 function spellings(
   name: string,
-  at: Program["at"],
   build: PackagedBuild,
   from: string,
+  distros: readonly Distribution[],
 ): Spelling[] {
+  const on = distributionsOf(build, distros);
   const out: Spelling[] = [];
-  for (const on of DISTRIBUTIONS[build]) {
-    const paths = at[on] ?? [];
-    if (paths.length === 0 && DISTRIBUTIONS[build].length === 1) {
-      throw new Error(`${from}: ${name} is carried by the ${build} build but has no path on ${on}`);
+  for (const distro of on) {
+    const paths = distro.programs[name] ?? [];
+    if (paths.length === 0 && build !== "tarball") {
+      throw new Error(
+        `${from} runs ${name}, and the ${build} build carries it, but ${distro.name} places no ` +
+          `${name} (os/distros/${distro.id}.ts programs)`,
+      );
     }
-    for (const path of paths) if (!out.some((s) => s.path === path)) out.push({ path, on });
+    for (const path of paths) {
+      if (!out.some((s) => s.path === path)) out.push({ path, on: distro.id });
+    }
   }
-  if (out.length === 0) throw new Error(`${from}: ${name} has no path for the ${build} build`);
+  if (out.length === 0) {
+    throw new Error(`${from} runs ${name}, which no distribution places (os/distros/)`);
+  }
   return out;
 }
 
 /** Needs by packaged build (the names of packaging/<os>/). */
-export const NEEDS: Readonly<Record<PackagedBuild, OsNeeds>> = {
-  arch: needsOf("arch"),
-  alpine: needsOf("alpine"),
-  tarball: needsOf("tarball"),
-};
+export const NEEDS: Readonly<Record<PackagedBuild, OsNeeds>> = Object.fromEntries(
+  [...DISTRIBUTIONS.map((d) => d.id), "tarball" as const].map((b) => [b, needsOf(b)]),
+) as Record<PackagedBuild, OsNeeds>;

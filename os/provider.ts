@@ -6,43 +6,74 @@
  * descriptors (os/provider_list.ts): the choice of providers (os/mod.ts), the needs per build
  * (os/needs.ts), the permission sets' allow-run and allow-read lines and the `host` task
  * (packaging/derive_providers.ts, `deno task providers`), and the providers each per-OS build
- * carries (packaging/build.ts).
+ * carries (packaging/build.ts). Where a program lies is not the provider's to say but each
+ * distribution's (os/distros/): a descriptor names programs only.
  */
 import type { CapabilityName } from "../src/profile.ts";
 import type { Providers } from "../src/providers.ts";
+import { type Distribution, DISTRIBUTIONS, type DistroId } from "./distros/mod.ts";
 
-/** The builds the host ships as (the folders of packaging/). */
-export type PackagedBuild = "arch" | "alpine" | "tarball";
+/** The builds the host ships as (the folders of packaging/): one per distribution, and the tarball. */
+export type PackagedBuild = DistroId | "tarball";
 
 /** A build, or the checkout itself (`deno task host`, the tests). */
 export type Build = PackagedBuild | "checkout";
 
 /** Every build that can carry a provider. */
-export const EVERY_BUILD: readonly Build[] = ["arch", "alpine", "tarball", "checkout"];
+export const EVERY_BUILD: readonly Build[] = [
+  ...DISTRIBUTIONS.map((d) => d.id),
+  "tarball",
+  "checkout",
+];
 
-/** The distributions whose layout says where a program is found (its allow-run spellings). */
-export type Distribution = "arch" | "alpine";
+/**
+ * Which builds carry a provider: a build by name; `every` build; or every distribution's
+ * build whose init (`init:systemd`) or package manager (`packages:apt`) it is, so that a
+ * distribution added to os/distros/ gets the providers that fit it without their
+ * descriptors changing (Puppet's `defaultfor`, turned around). The tarball and the checkout
+ * are named where they carry it.
+ */
+export type BuildSelector =
+  | Build
+  | "every"
+  | `init:${Distribution["init"]}`
+  | `packages:${string}`;
 
-/** The distributions each packaged build runs on: the tarball on either. */
-export const DISTRIBUTIONS: Readonly<Record<PackagedBuild, readonly Distribution[]>> = {
-  arch: ["arch"],
-  alpine: ["alpine"],
-  tarball: ["arch", "alpine"],
-};
+/** Whether a descriptor's `builds` select `build` (its distribution's facts: os/distros/). */
+export function selects(
+  selectors: readonly BuildSelector[],
+  build: Build,
+  distros: readonly Distribution[] = DISTRIBUTIONS,
+): boolean {
+  const distro = distros.find((d) => d.id === build);
+  return selectors.some((s) =>
+    s === build || s === "every" ||
+    (distro !== undefined &&
+      (s === `init:${distro.init}` || s === `packages:${distro.packages.name}`))
+  );
+}
+
+/**
+ * The distributions a packaged build runs on, whose program paths its allow-run lines name:
+ * a distribution's own build on it alone, the tarball on every one (os/distros/mod.ts).
+ */
+export function distributionsOf(
+  build: PackagedBuild,
+  distros: readonly Distribution[] = DISTRIBUTIONS,
+): Distribution[] {
+  return build === "tarball" ? [...distros] : distros.filter((d) => d.id === build);
+}
 
 /** A port of src/providers.ts (`packages`, `services`, `fs` …). */
 export type Port = keyof Providers;
 
-/** One program a provider (or the profile) runs. */
+/**
+ * One program a provider (or the profile) runs, by the name it is run as: where it lies is
+ * each distribution's to say (os/distros/, `programs`), never the provider's.
+ */
 export interface Program {
   /** What it is run for (the permission sets' comment; exact argv in the folder's README). */
   why: string;
-  /**
-   * Where each distribution has it, as the host finds it through the init files' PATH
-   * (/usr/bin:/usr/sbin:/bin:/sbin): every spelling Deno may be asked to run, first the
-   * distribution's own. These are the permission sets' allow-run lines.
-   */
-  at: Readonly<Partial<Record<Distribution, readonly string[]>>>;
 }
 
 /** What something needs from a permission set: programs, paths read, system information. */
@@ -92,8 +123,8 @@ export interface ProviderDescriptor<P extends Port = Port> extends Needs {
   port: P;
   /** The names it answers to: the profile's provider names, and AdapterSet's (tests). */
   names: readonly string[];
-  /** The builds that carry its code (an Arch build carries no apk code). */
-  builds: readonly Build[];
+  /** The builds that carry its code (an Arch build carries no apk code): {@link BuildSelector}. */
+  builds: readonly BuildSelector[];
   /** When it is used; without it, always (when carried). */
   confine?: Confine;
   /** Its factory. */

@@ -8,6 +8,7 @@
 import type { ProviderDescriptor } from "./provider.ts";
 import { PROVIDER as archPacman } from "./arch-pacman/provider.ts";
 import { PROVIDER as alpineApk } from "./alpine-apk/provider.ts";
+import { PROVIDER as debianApt } from "./debian-apt/provider.ts";
 import { PROVIDER as systemd } from "./systemd/provider.ts";
 import { PROVIDER as openrc } from "./openrc/provider.ts";
 import { PROVIDER as containerCli } from "./container-cli/provider.ts";
@@ -26,6 +27,7 @@ import { PROVIDER as openrcMount } from "./openrc-mount/provider.ts";
 export const PROVIDERS: readonly ProviderDescriptor[] = [
   archPacman,
   alpineApk,
+  debianApt,
   systemd,
   openrc,
   containerCli,

@@ -10,10 +10,18 @@ import { pathToFileURL } from "node:url";
 import { HostError } from "../src/errors.ts";
 import { VERSION } from "../src/version.ts";
 import { OWN_PATHS_BY_OS } from "./own_paths_by_os.ts";
+import { DISTRIBUTIONS } from "../os/distros/mod.ts";
 import { carriedModule } from "./derive_providers.ts";
 import { completion, SHELLS } from "../src/cli/completions.ts";
 import { IMAGE_FILE, IMAGE_NAME, pauseImage } from "./image.ts";
-import { ensureRuntime, type RuntimeArch, runtimePins } from "./tarball/runtime.ts";
+import {
+  ensureGlibc,
+  ensureRuntime,
+  GLIBC,
+  type Glibc,
+  type RuntimeArch,
+  runtimePins,
+} from "./tarball/runtime.ts";
 import {
   actionPrograms,
   loadPermissionSet,
@@ -78,10 +86,16 @@ export interface BuildResult {
   /** Why the form is what it is. */
   note: string;
   /**
-   * The bundled form of the tarball and the Arch package: the Deno version it carries
+   * The bundled form (every package carries its runtime): the Deno version it carries
    * (`deno`, `deno.LICENSE`).
    */
   runtime?: string;
+  /**
+   * The tarball and Alpine: the glibc loader and libraries carried beside the runtime, in
+   * `glibc/` (packaging/tarball/runtime.ts ensureGlibc): the loader's name, every file, and
+   * the Debian packages they were copied from.
+   */
+  glibc?: Pick<Glibc, "loader" | "files" | "packages">;
   /**
    * The bundled form: the program's files in `dir`, installed side by side (the entry,
    * nox-mesh-host.js, first; then the parts it loads when a command needs them).
@@ -129,17 +143,34 @@ export function compileArgs(
   ];
 }
 
+/**
+ * The argv that starts the runtime, before `run`: `deno` itself, or where the set carries a
+ * glibc loader (the tarball, Alpine) that loader with its libraries' directory and then
+ * `deno` (`LIB/ld-linux-x86-64.so.2 --library-path LIB DIR/deno`), which runs on musl and on
+ * any glibc. The loader's name is the architecture's (`arch`, default this machine's).
+ */
+export function runtimeArgs(set: PermissionSet, arch: RuntimeArch = hostArch()): string[] {
+  if (!set.glibc) return [set.deno];
+  return [posix.join(set.glibc, GLIBC[arch].loader), "--library-path", set.glibc, set.deno];
+}
+
+const hostArch = () => Deno.build.arch as RuntimeArch;
+
 /** The argv the bundled form's shim execs (without the trailing "$@"). */
-export function shimArgs(set: PermissionSet, flags: readonly string[]): string[] {
-  return [set.deno, "run", "--no-config", ...RUNTIME_FLAGS, ...flags, set.bundle];
+export function shimArgs(
+  set: PermissionSet,
+  flags: readonly string[],
+  arch: RuntimeArch = hostArch(),
+): string[] {
+  return [...runtimeArgs(set, arch), "run", "--no-config", ...RUNTIME_FLAGS, ...flags, set.bundle];
 }
 
 const quote = (a: string) => `'${a.replaceAll("'", `'\\''`)}'`;
 
 /**
  * Whether an OS's bundled form carries its runtime (beside the bundle, in the package's own
- * library directory): the tarball and Arch do; Alpine runs on the distribution's deno
- * (Deno publishes no musl build).
+ * library directory): every one does (the tarball and Alpine with the glibc loader that
+ * starts it, since Deno publishes no musl build).
  */
 export function carried(set: PermissionSet): boolean {
   return posix.dirname(set.deno) === posix.dirname(set.bundle);
@@ -148,46 +179,74 @@ export function carried(set: PermissionSet): boolean {
 /**
  * The shim: a sh script that runs the bundle on deno with exactly `flags`. For the
  * tarball it runs the runtime the tarball carries, found relative to the shim (in
- * ../lib/nox-mesh-host/ from its own directory), never a deno on PATH; for the Arch package
- * the runtime it carries in /usr/lib/nox-mesh-host; for Alpine the system deno the package
- * depends on.
+ * ../lib/nox-mesh-host/ from its own directory), through the glibc loader beside it, never
+ * a deno on PATH; for the Arch package the runtime it carries in /usr/lib/nox-mesh-host;
+ * for Alpine the runtime it carries there, through the glibc loader beside it.
  */
-export function shimText(set: PermissionSet, flags: readonly string[], version = VERSION): string {
-  const args = shimArgs(set, flags);
+export function shimText(
+  set: PermissionSet,
+  flags: readonly string[],
+  version = VERSION,
+  arch: RuntimeArch = hostArch(),
+): string {
+  const args = shimArgs(set, flags, arch);
+  const through = set.glibc
+    ? ` (started through the glibc loader carried beside it, ${GLIBC[arch].loader}: ${arch})`
+    : "";
+  /** The shim's comment: `text` as lines of at most 90 characters, each after "# ". */
+  const comment = (text: string) =>
+    text.split(" ").reduce<string[]>((lines, word) => {
+      const last = lines.at(-1);
+      if (last !== undefined && last.length + word.length < 88) {
+        lines[lines.length - 1] += ` ${word}`;
+      } else lines.push(`# ${word}`);
+      return lines;
+    }, []).join("\n");
   if (set.os !== "tarball") {
     return `#!/bin/sh
-# nox-mesh-host ${version}, bundled form for ${set.os}: runs the bundle on ${
-      carried(set) ? "the Deno\n# runtime the package carries" : "the system\n# deno"
-    } with the permission set of packaging/${set.os}/permissions.
-# Generated by packaging/build.ts; do not edit.
+${
+      comment(
+        `nox-mesh-host ${version}, bundled form for ${set.os}: runs the bundle on ${
+          carried(set) ? "the Deno runtime the package carries" : "the system deno"
+        }${through} with the permission set of packaging/${set.os}/permissions. Generated by ` +
+          "packaging/build.ts; do not edit.",
+      )
+    }
 exec ${args.map(quote).join(" \\\n\t")} \\\n\t"$@"
 `;
   }
   const lib = posix.dirname(set.deno);
-  if (posix.dirname(set.bundle) !== lib) {
+  if (posix.dirname(set.bundle) !== lib || (set.glibc && posix.dirname(set.glibc) !== lib)) {
     throw new BuildError(
-      `${set.source}: the tarball's deno and bundle must share a directory (${lib})`,
-      "put both in lib/nox-mesh-host/",
+      `${set.source}: the tarball's deno, glibc and bundle must lie in one directory (${lib})`,
+      "put them in lib/nox-mesh-host/",
     );
   }
   const fromBin = posix.relative(posix.dirname(set.binary), lib);
-  const middle = args.slice(1, -1).map(quote);
+  const deno = `$lib/${posix.basename(set.deno)}`;
+  const glibc = set.glibc ? `$lib/${posix.basename(set.glibc)}` : undefined;
+  const loader = glibc ? `${glibc}/${GLIBC[arch].loader}` : undefined;
+  const start = loader ? [loader, "--library-path", glibc!, deno] : [deno];
+  const need = loader ? [deno, loader] : [deno];
+  const middle = args.slice(runtimeArgs(set, arch).length, -1).map(quote);
   return `#!/bin/sh
-# nox-mesh-host ${version}, bundled form from the tarball: runs the bundle on the Deno
-# runtime the tarball carries (${fromBin}/deno from this script's directory, never a
-# deno on PATH) with the permission set of packaging/tarball/permissions. Generated by
-# packaging/build.ts; do not edit.
+${
+    comment(
+      `nox-mesh-host ${version}, bundled form from the tarball: runs the bundle on the Deno ` +
+        `runtime the tarball carries (${fromBin}/deno from this script's directory, never a ` +
+        `deno on PATH)${through} with the permission set of packaging/tarball/permissions. ` +
+        "Generated by packaging/build.ts; do not edit.",
+    )
+  }
 set -eu
 lib=$(CDPATH='' cd -- "$(dirname -- "$0")/${fromBin}" 2>/dev/null && pwd) || lib=''
-if [ -z "$lib" ] || [ ! -x "$lib/${posix.basename(set.deno)}" ]; then
-	printf '%s\\n' "nox-mesh-host: no Deno runtime at $(dirname -- "$0")/${fromBin}/${
-    posix.basename(set.deno)
-  }: unpack the whole tarball into one prefix (tar -xz -C /usr/local)" >&2
+if [ -z "$lib" ]${need.map((p) => ` || [ ! -x "${p}" ]`).join("")}; then
+	printf '%s\\n' "nox-mesh-host: no Deno runtime (or its loader) at $(dirname -- "$0")/${fromBin}/: unpack the whole tarball into one prefix (tar -xz -C /usr/local)" >&2
 	exit 127
 fi
-exec "$lib/${posix.basename(set.deno)}" ${middle.join(" \\\n\t")} \\\n\t"$lib/${
-    posix.basename(set.bundle)
-  }" "$@"
+exec ${start.map((a) => a.startsWith("$") ? `"${a}"` : quote(a)).join(" ")} ${
+    middle.join(" \\\n\t")
+  } \\\n\t"$lib/${posix.basename(set.bundle)}" "$@"
 `;
 }
 
@@ -235,7 +294,7 @@ async function writeImportMap(os: TargetOs, stamp: Stamp, dir: string): Promise<
     carriedModule(os, new URL("../", import.meta.url).href),
   );
   imports[new URL("../os/carried.ts", import.meta.url).href] = pathToFileURL(providers).href;
-  // Its own paths: packaging/<os>/own_paths.ts, as a literal list in place of every OS's list.
+  // Its own paths (packaging/own_paths_by_os.ts), as a literal list in place of every OS's list.
   imports[new URL("./program_own_paths.ts", import.meta.url).href] = pathToFileURL(
     await embedOwnPaths(os),
   ).href;
@@ -248,7 +307,7 @@ async function writeImportMap(os: TargetOs, stamp: Stamp, dir: string): Promise<
 }
 
 /**
- * Writes a module stating `os`'s own paths (packaging/<os>/own_paths.ts) as a
+ * Writes a module stating `os`'s own paths (packaging/own_paths_by_os.ts) as a
  * literal list, where its installation puts substrate.lock (the permission
  * file's `substrate`) and the program (its `binary`, which the file system runs as a
  * directory's owner), as a generated module; returns its path. The program then carries its
@@ -258,7 +317,7 @@ async function embedOwnPaths(os: TargetOs): Promise<string> {
   const set = await loadPermissionSet(os);
   return await generatedModule(
     "own_paths.ts",
-    `// The host's own paths on ${os}, from packaging/${os}/own_paths.ts, and its bundle\n` +
+    `// The host's own paths on ${os}, from packaging/own_paths_by_os.ts, and its bundle\n` +
       `// (packaging/${os}/permissions). Generated by packaging/build.ts; do not edit.\n` +
       `export const OWN_PATHS: readonly string[] = ${
         JSON.stringify(OWN_PATHS_BY_OS[os], null, 2)
@@ -387,13 +446,15 @@ async function buildWith(
   const binary = join(dir, "nox-mesh-host");
 
   let result: BuildResult | undefined;
-  if (form === "compiled" && os === "alpine") {
+  // A musl distribution (Alpine) has no compiled form: Deno publishes no musl runtime.
+  const musl = DISTRIBUTIONS.find((d) => d.id === os)?.libc === "musl";
+  if (form === "compiled" && musl) {
     throw new BuildError(
-      "alpine has no compiled form: Deno publishes no musl runtime",
-      "build alpine with --form bundled (the default picks it)",
+      `${os} has no compiled form: Deno publishes no musl runtime`,
+      `build ${os} with --form bundled (the default picks it)`,
     );
   }
-  if (form !== "bundled" && os !== "alpine") {
+  if (form !== "bundled" && !musl) {
     const command = compileArgs(flags, { output: binary, entry, target });
     const mapArgs = ["--import-map", await importMap("compiled")];
     const compiled = await deno([command[0], ...mapArgs, ...command.slice(1)]);
@@ -426,9 +487,10 @@ async function buildWith(
     if (!bundled.ok) throw new BuildError(`deno bundle failed:\n${bundled.text}`, "fix the entry");
     const files = await placeBundle(parts, entry, dir);
     for (const file of files) await reproducible(join(dir, file));
-    await Deno.writeTextFile(binary, shimText(set, flags, version), { mode: 0o755 });
+    await Deno.writeTextFile(binary, shimText(set, flags, version, arch), { mode: 0o755 });
     await Deno.chmod(binary, 0o755);
-    const note = os === "alpine" ? "bundled (Alpine: always)" : "bundled (no denort available)";
+    const name = DISTRIBUTIONS.find((d) => d.id === os)?.name;
+    const note = musl ? `bundled (${name}: always)` : "bundled (no denort available)";
     result = {
       os,
       form: "bundled",
@@ -436,18 +498,30 @@ async function buildWith(
       arch,
       dir,
       flags,
-      command: shimArgs(set, flags),
+      command: shimArgs(set, flags, arch),
       note,
       bundle: files,
     };
     if (carried(set)) {
-      // The tarball and the Arch package need no deno on the machine: they carry the
-      // runtime the shim runs, for the architecture they are built for.
-      const runtime = await ensureRuntime(options.runtimeCache ?? repo("dist/runtime"), { arch });
+      // No package needs a deno on the machine: each carries the runtime the shim runs,
+      // for the architecture it is built for; the tarball and Alpine also the glibc loader
+      // and libraries that start it on musl (and on any glibc).
+      const cache = options.runtimeCache ?? repo("dist/runtime");
+      const runtime = await ensureRuntime(cache, { arch });
       for (const [from, to] of [[runtime.deno, "deno"], [runtime.licence, "deno.LICENSE"]]) {
         await Deno.link(from, join(dir, to)).catch(() => Deno.copyFile(from, join(dir, to)));
       }
       result.runtime = runtime.version;
+      if (set.glibc) {
+        const glibc = await ensureGlibc(cache, runtime);
+        await Deno.mkdir(join(dir, "glibc"));
+        for (const name of glibc.files) {
+          const [from, to] = [join(glibc.dir, name), join(dir, "glibc", name)];
+          await Deno.link(from, to).catch(() => Deno.copyFile(from, to));
+        }
+        const { loader, files, packages } = glibc;
+        result.glibc = { loader, files, packages };
+      }
     }
   }
   // Shell completions from the CLI's command table (the packages install them).

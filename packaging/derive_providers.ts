@@ -12,6 +12,8 @@ import { DEFAULTS } from "../src/config.ts";
 import { carriedBy, needsOf, type Spelling } from "../os/needs.ts";
 import type { PackagedBuild, ProviderDescriptor } from "../os/provider.ts";
 import { PROVIDERS } from "../os/provider_list.ts";
+import { type Distribution, DISTRIBUTIONS } from "../os/distros/mod.ts";
+import { TARGET_OSES } from "./permissions.ts";
 
 /** The block kinds written into a permission file. */
 const BLOCKS = ["allow-run", "allow-read"] as const;
@@ -36,14 +38,15 @@ export function permissionBlock(
   os: PackagedBuild,
   kind: typeof BLOCKS[number],
   list: readonly ProviderDescriptor[] = PROVIDERS,
+  distros: readonly Distribution[] = DISTRIBUTIONS,
 ): string[] {
-  const needs = needsOf(os, list);
+  const needs = needsOf(os, list, distros);
   const rows: [string, string][] = [];
   if (kind === "allow-run") {
     for (const [name, why] of Object.entries(needs.run)) {
       const seen: Spelling[] = [];
       for (const spelling of needs.at[name]) {
-        rows.push([spelling.path, seen.length === 0 ? why : sameAs(spelling, seen)]);
+        rows.push([spelling.path, seen.length === 0 ? why : sameAs(spelling, seen, distros)]);
         seen.push(spelling);
       }
     }
@@ -57,9 +60,9 @@ export function permissionBlock(
 }
 
 /** The comment of a program's further spelling. */
-function sameAs(spelling: Spelling, seen: Spelling[]): string {
+function sameAs(spelling: Spelling, seen: Spelling[], distros: readonly Distribution[]): string {
   if (seen.some((s) => spelling.path === `/usr${s.path}`)) return "the same, where /usr is merged";
-  return `the same, on ${spelling.on === "arch" ? "Arch" : "Alpine"}`;
+  return `the same, on ${distros.find((d) => d.id === spelling.on)?.name ?? spelling.on}`;
 }
 
 /** A permission file, or deno.json, lacks what the generator rewrites. */
@@ -77,6 +80,7 @@ export function rewritePermissionFile(
   text: string,
   os: PackagedBuild,
   list: readonly ProviderDescriptor[] = PROVIDERS,
+  distros: readonly Distribution[] = DISTRIBUTIONS,
 ): string {
   let out = text;
   for (const kind of BLOCKS) {
@@ -86,7 +90,7 @@ export function rewritePermissionFile(
     if (first < 0 || last < 0) {
       throw new GeneratedError(`no "${begin(kind)}" … "# END ${kind}" block`, `packaging/${os}`);
     }
-    lines.splice(first + 1, last - first - 1, ...permissionBlock(os, kind, list));
+    lines.splice(first + 1, last - first - 1, ...permissionBlock(os, kind, list, distros));
     out = lines.join("\n");
   }
   return out;
@@ -171,7 +175,7 @@ export function carriedModule(
 if (import.meta.main) {
   const root = new URL("../", import.meta.url);
   const files: [URL, (text: string) => string][] = [
-    ...(["arch", "alpine", "tarball"] as const).map((os): [URL, (text: string) => string] => [
+    ...TARGET_OSES.map((os): [URL, (text: string) => string] => [
       new URL(`packaging/${os}/permissions`, root),
       (text) => rewritePermissionFile(text, os),
     ]),

@@ -13,7 +13,7 @@ import { parseArgs } from "node:util";
 import { join } from "node:path";
 import { HostError } from "../src/errors.ts";
 import { build, BUILD_ARCHES, type BuildResult } from "./build.ts";
-import { type RuntimeArch, runtimePins } from "./tarball/runtime.ts";
+import type { RuntimeArch } from "./tarball/runtime.ts";
 import { TARGET_OSES, type TargetOs } from "./permissions.ts";
 import { SHELLS } from "../src/cli/completions.ts";
 import { IMAGE_FILE } from "./image.ts";
@@ -228,6 +228,7 @@ export async function packageArch(
     "substrate.lock": "substrate.lock",
     "pause-image.oci": `images/${IMAGE_FILE}`,
     "nox-mesh-host-launch": repo("launcher/nox-mesh-host-launch"),
+    "launch-pacman.sh": repo("launcher/pkg/pacman.sh"),
     "nox-mesh-host.service": repo("packaging/arch/nox-mesh-host.service"),
   });
   const pkgbuild = (await Deno.readTextFile(repo("packaging/arch/PKGBUILD")))
@@ -284,6 +285,8 @@ export async function tarballEntries(b: BuildResult): Promise<Record<string, [st
     ],
     [`${TARBALL_LAYOUT.initDir}/nox-mesh-host.initd`]: [join(dir, "nox-mesh-host.initd"), 0o755],
     [`${TARBALL_LAYOUT.initDir}/nox-mesh-host.confd`]: [join(dir, "nox-mesh-host.confd"), 0o644],
+    // The launcher's tarball path (launcher/pkg/), which it sources.
+    [`${TARBALL_LAYOUT.launchDir}/tarball.sh`]: [repo("launcher/pkg/tarball.sh"), 0o644],
     [`${share}/substrate.lock`]: [join(b.dir, "substrate.lock"), 0o644],
     [`${share}/LICENSE`]: [repo("LICENSE"), 0o644],
   };
@@ -297,12 +300,26 @@ export async function tarballEntries(b: BuildResult): Promise<Record<string, [st
     for (const name of programFiles(b)) entries[`${lib}/${name}`] = [join(b.dir, name), 0o644];
     entries[`${lib}/deno`] = [join(b.dir, "deno"), 0o755];
     entries[`${lib}/deno.LICENSE`] = [join(b.dir, "deno.LICENSE"), 0o644];
+    // The glibc loader and libraries that start it (packaging/tarball/runtime.ts), with
+    // their licences and SOURCES.
+    if (!b.glibc) {
+      throw new PackageError(
+        `the bundled build in ${b.dir} carries no glibc loader for its runtime`,
+        "build it with packaging/build.ts for os tarball",
+      );
+    }
+    for (const name of b.glibc.files) {
+      entries[`${lib}/glibc/${name}`] = [
+        join(b.dir, "glibc", name),
+        name === b.glibc.loader ? 0o755 : 0o644,
+      ];
+    }
   }
   return entries;
 }
 
 /** The time every entry of the tarball carries: SOURCE_DATE_EPOCH, else the commit's. */
-async function tarballTime(): Promise<number> {
+export async function tarballTime(): Promise<number> {
   const fixed = Deno.env.get("SOURCE_DATE_EPOCH");
   if (fixed && /^[0-9]+$/.test(fixed)) return Number(fixed);
   const out = await new Deno.Command("git", {
@@ -383,12 +400,82 @@ export async function packageTarball(
   return tarball;
 }
 
-/** Stages the APKBUILD and its sources (with sha512sums filled in) for abuild on Alpine. */
-export async function stageAlpine(b: BuildResult): Promise<string> {
+/** Alpine's architectures, each with its runtime among the APKBUILD's sources. */
+export const ALPINE_ARCHES: readonly RuntimeArch[] = ["x86_64", "aarch64"];
+
+/**
+ * Writes `nox-mesh-host-runtime-<arch>.tar` beside the build: under `runtime-<arch>/` the
+ * program (the shim naming that architecture's loader), `deno`, `deno.LICENSE` and `glibc/`,
+ * owner 0:0, the tarball's time. Returns its path.
+ */
+async function runtimeArchive(b: BuildResult): Promise<string> {
+  if (!b.runtime || !b.glibc) {
+    throw new PackageError(
+      `the Alpine build in ${b.dir} carries no runtime with its glibc loader`,
+      "build it with packaging/build.ts for os alpine",
+    );
+  }
+  const top = `runtime-${b.arch}`;
+  const work = join(b.dir, top);
+  await Deno.remove(work, { recursive: true }).catch(() => {});
+  await Deno.mkdir(join(work, "glibc"), { recursive: true });
+  const files: [string, number][] = [
+    ["nox-mesh-host", 0o755],
+    ["deno", 0o755],
+    ["deno.LICENSE", 0o644],
+    ...b.glibc.files.map((f): [string, number] => [
+      `glibc/${f}`,
+      f === b.glibc!.loader ? 0o755 : 0o644,
+    ]),
+  ];
+  for (const [name, mode] of files) {
+    await Deno.copyFile(join(b.dir, name), join(work, name));
+    await Deno.chmod(join(work, name), mode);
+  }
+  const archive = join(b.dir, `nox-mesh-host-${top}.tar`);
+  await run("tar", [
+    "--create",
+    "--file",
+    archive,
+    ...await reproducibleTar(),
+    "-C",
+    b.dir,
+    "--",
+    top,
+    `${top}/glibc`,
+    ...files.map(([name]) => `${top}/${name}`),
+  ]);
+  await Deno.remove(work, { recursive: true });
+  return archive;
+}
+
+/**
+ * Stages the APKBUILD and its sources (with sha512sums filled in) for abuild on Alpine:
+ * the bundle and the documentation of the first build, and the runtime of each build (one
+ * per architecture of ALPINE_ARCHES: the APKBUILD installs the one of the architecture it
+ * is built on).
+ */
+export async function stageAlpine(builds: readonly BuildResult[]): Promise<string> {
+  const b = builds[0];
+  const missing = ALPINE_ARCHES.filter((a) => !builds.some((x) => x.arch === a));
+  if (!b || missing.length > 0) {
+    throw new PackageError(
+      `the Alpine package carries the runtime of ${ALPINE_ARCHES.join(" and ")}; no build for ` +
+        missing.join(", "),
+      "build alpine for every architecture (deno task package alpine)",
+    );
+  }
   const dir = join(b.dir, "apkbuild");
+  const runtimes: Record<string, string> = {};
+  for (const arch of ALPINE_ARCHES) {
+    const built = builds.find((x) => x.arch === arch)!;
+    runtimes[`nox-mesh-host-runtime-${arch}.tar`] = await runtimeArchive(built);
+  }
   const sources: Record<string, string> = {
-    ...await hostFiles(b),
+    ...runtimes,
+    [PROGRAM_ARCHIVE]: await programArchive(b),
     "nox-mesh-host-launch": repo("launcher/nox-mesh-host-launch"),
+    "launch-apk.sh": repo("launcher/pkg/apk.sh"),
     "nox-mesh-host.initd": repo("packaging/alpine/nox-mesh-host.initd"),
     "nox-mesh-host.confd": repo("packaging/alpine/nox-mesh-host.confd"),
     "substrate.lock": "substrate.lock",
@@ -401,12 +488,12 @@ export async function stageAlpine(b: BuildResult): Promise<string> {
     sums.push(`${await digest(join(dir, name), "SHA-512")}  ${name}`);
   }
   const recipe = await Deno.readTextFile(repo("packaging/alpine/APKBUILD"));
-  const tested = (await runtimePins()).version;
-  if (!recipe.includes(`\ndepends="deno~${tested}"\n`)) {
+  if (/^depends=".*\bdeno\b/m.test(recipe)) {
     throw new PackageError(
-      `packaging/alpine/APKBUILD does not depend on deno~${tested}, the Deno the host is ` +
-        "tested on (packaging/tarball/runtime.json)",
-      `write depends="deno~${tested}" there`,
+      "packaging/alpine/APKBUILD depends on a deno: the package carries its own runtime (the " +
+        "Deno it is tested on, packaging/tarball/runtime.json), and a distribution's deno " +
+        "would only add a second one",
+      'write depends="" there',
     );
   }
   const apkbuild = recipe
@@ -416,7 +503,12 @@ export async function stageAlpine(b: BuildResult): Promise<string> {
   return dir;
 }
 
-if (import.meta.main) {
+/**
+ * The command (`deno task package`). Not awaited at the top: a distribution's own packaging
+ * (packaging/<os>/recipe.ts, imported when it is asked for) imports this module's helpers,
+ * which must have finished loading first.
+ */
+async function main(): Promise<void> {
   const { positionals, values } = parseArgs({
     allowPositionals: true,
     options: {
@@ -441,11 +533,17 @@ if (import.meta.main) {
   }
   // This machine's architecture first: its build goes to dist/<os>/ (which a build empties),
   // another's to dist/<os>-<arch>/; the tarballs of all of them and one SHA256SUMS go to
-  // dist/tarball/. Alpine's package is noarch (the bundle on Alpine's deno): staged once.
-  const arches = os === "alpine"
-    ? [Deno.build.arch as RuntimeArch]
-    : [...wanted].sort((a, b) => Number(b === Deno.build.arch) - Number(a === Deno.build.arch));
+  // dist/tarball/. Alpine's package carries every architecture's runtime: built for each,
+  // staged once.
+  const arches = (os === "alpine" ? ALPINE_ARCHES : [...wanted])
+    .toSorted((a, b) => Number(b === Deno.build.arch) - Number(a === Deno.build.arch));
   const release = repo("dist/tarball");
+  const alpine: BuildResult[] = [];
+  // A distribution added since packages itself: packaging/<os>/recipe.ts, its packageFor.
+  const own: BuildResult[] = [];
+  const sign = values.sign ? { key: values.sign } : undefined;
+  const key = values["minisign-key"];
+  const minisign = key ? { secretKey: key, publicKey: key.replace(/\.key$/, ".pub") } : undefined;
   try {
     for (const arch of arches) {
       const b = await build({
@@ -455,15 +553,9 @@ if (import.meta.main) {
         version: values.version,
         ...(arch === Deno.build.arch ? {} : { out: repo(`dist/${os}-${arch}`) }),
       });
-      const sign = values.sign ? { key: values.sign } : undefined;
-      const key = values["minisign-key"];
-      const minisign = key
-        ? { secretKey: key, publicKey: key.replace(/\.key$/, ".pub") }
-        : undefined;
       if (os === "arch") {
         console.log(`built ${await packageArch(b, Number(values.pkgrel), { sign })}`);
-      }
-      if (os === "tarball") {
+      } else if (os === "tarball") {
         const tarball = await packageTarball(b, undefined, { minisign, into: release });
         const mib = ((await Deno.stat(tarball)).size / 2 ** 20).toFixed(1);
         console.log(
@@ -471,13 +563,19 @@ if (import.meta.main) {
             b.runtime ? ` with Deno ${b.runtime}` : ""
           }) and SHA256SUMS${minisign ? " (signed)" : ""}`,
         );
-      }
-      if (os === "alpine") {
-        console.log(
-          `staged ${await stageAlpine(b)}: run abuild there on Alpine (no apk/abuild here; ` +
-            "noarch: the bundle runs on Alpine's deno on every architecture)",
-        );
-      }
+      } else if (os === "alpine") alpine.push(b);
+      else own.push(b);
+    }
+    if (os === "alpine") {
+      console.log(
+        `staged ${await stageAlpine(alpine)}: run abuild there on Alpine (no apk/abuild here; ` +
+          `${ALPINE_ARCHES.join(", ")}: each package carries its architecture's runtime)`,
+      );
+    }
+    if (own.length > 0) {
+      const { packageFor } = await import(`./${os}/recipe.ts`);
+      const revision = Number(values.pkgrel);
+      for (const line of await packageFor(own, { sign, revision })) console.log(line);
     }
   } catch (e) {
     if (!(e instanceof HostError)) throw e;
@@ -485,6 +583,8 @@ if (import.meta.main) {
     Deno.exit(1);
   }
 }
+
+if (import.meta.main) main();
 
 /** GNU tar's flags for an archive the same for the same files: owners, order, times. */
 async function reproducibleTar(): Promise<string[]> {

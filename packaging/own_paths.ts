@@ -4,15 +4,18 @@
  * them, nor a directory, file or container mount source above one; the
  * permission sets' deny-write lists refuse them again at run time.
  *
- * Each OS states its facts in packaging/<os>/own_paths.ts; the build embeds that
- * OS's list in the program (packaging/build.ts), and the entry point hands it to
- * the core (mod.ts → CliIo.ownPaths → HostConfig.own). src/ never imports this.
+ * Each distribution states its facts in os/distros/<id>.ts (the tarball in
+ * packaging/tarball/own_paths.ts), packaging/own_paths_by_os.ts derives each build's list
+ * here; the build embeds that OS's list in the program (packaging/build.ts), and the entry
+ * point hands it to the core (mod.ts → CliIo.ownPaths → HostConfig.own). src/ never imports
+ * this.
  *
  * An entry is an absolute path; a component may hold `*`, which matches any run
  * of characters within that one component (`/etc/conf.d/nox-mesh-host*`,
  * `/etc/runlevels/*\/nox-mesh-host`).
  */
 import { PROGRAM } from "../src/version.ts";
+import { LAUNCHER_METRICS_FILE } from "../src/launcher_files.ts";
 
 /** What an OS's package (or tarball) installs, and which init starts it. */
 export interface Installation {
@@ -115,6 +118,17 @@ export function shellOwnPaths(install: Installation, name: string = PROGRAM): st
   return dirs.map((dir) => `${dir}/${name}*`);
 }
 
+/**
+ * node_exporter's textfile directories the permission sets know: Debian's and Ubuntu's
+ * (prometheus-node-exporter's default) and the one node_exporter's own documentation and
+ * most configuration tools use. The launcher writes its state beside the host's metricsFile
+ * (launcher/README.md); a set can deny the host writing it only at a path it names.
+ */
+export const TEXTFILE_DIRS: readonly string[] = [
+  "/var/lib/prometheus/node-exporter",
+  "/var/lib/node_exporter/textfile_collector",
+];
+
 /** The paths every installation owns, whatever the OS: state, configuration, bundle, log. */
 export function commonOwnPaths(name: string = PROGRAM): string[] {
   return [
@@ -123,6 +137,8 @@ export function commonOwnPaths(name: string = PROGRAM): string[] {
     `/usr/share/${name}`, // the bundle substrate.lock
     `/usr/lib/${name}`, // the bundled form's program
     `/var/log/${name}*`, // its own log (OpenRC's output_log) and rotated copies
+    // The launcher's state for node_exporter, in the textfile directories the sets know.
+    ...TEXTFILE_DIRS.map((dir) => `${dir}/${LAUNCHER_METRICS_FILE}`),
   ];
 }
 

@@ -9,12 +9,13 @@ import { ALL_OWN_PATHS } from "./own_paths_by_os.ts";
 import { parseTrustedDeclaration } from "../src/engine/parse.ts";
 import { PROGRAM } from "../src/version.ts";
 import type { PackagedBuild } from "../os/provider.ts";
+import { DISTRIBUTIONS } from "../os/distros/mod.ts";
 
-/** The operating systems the host is built for (os/provider.ts names them for the providers). */
+/** The operating systems the host is built for: each distribution's build, and the tarball. */
 export type TargetOs = PackagedBuild;
 
-/** Every target, in the order builds and docs list them. */
-export const TARGET_OSES: readonly TargetOs[] = ["arch", "alpine", "tarball"];
+/** Every target, in the order builds and docs list them (os/distros/mod.ts, then the tarball). */
+export const TARGET_OSES: readonly TargetOs[] = [...DISTRIBUTIONS.map((d) => d.id), "tarball"];
 
 /** One OS's permission set, and where its build installs the host. */
 export interface PermissionSet {
@@ -27,6 +28,11 @@ export interface PermissionSet {
   bundle: string;
   /** The deno the shim runs (bundled form). */
   deno: string;
+  /**
+   * Where the glibc loader and libraries carried beside `deno` lie, which start it (the
+   * tarball, Alpine: packaging/tarball/runtime.ts); absent where the runtime starts by itself.
+   */
+  glibc?: string;
   /** Where the build installs the bundle substrate.lock (the program's default bundle). */
   substrate: string;
   allowRead: string[];
@@ -60,7 +66,16 @@ const LISTS = {
   "deny-net": "denyNet",
 } as const;
 const PLACES = ["binary", "bundle", "deno", "substrate"] as const;
-const PATH_KINDS = new Set(["allow-read", "allow-write", "deny-write", "allow-run", ...PLACES]);
+/** Places a set may name (once), or not. */
+const OPTIONAL_PLACES = ["glibc"] as const;
+const PATH_KINDS = new Set([
+  "allow-read",
+  "allow-write",
+  "deny-write",
+  "allow-run",
+  ...PLACES,
+  ...OPTIONAL_PLACES,
+]);
 
 /** Reads packaging/<os>/permissions of this repository. */
 export async function loadPermissionSet(os: TargetOs): Promise<PermissionSet> {
@@ -111,8 +126,8 @@ export function parsePermissionFile(text: string, os: TargetOs, source: string):
       else if (set.allowNet === "all") {
         throw new PermissionFileError("allow-net * is already all", where);
       } else set.allowNet.push(value);
-    } else if ((PLACES as readonly string[]).includes(kind)) {
-      const place = kind as typeof PLACES[number];
+    } else if ([...PLACES, ...OPTIONAL_PLACES].includes(kind as typeof PLACES[number])) {
+      const place = kind as typeof PLACES[number] | typeof OPTIONAL_PLACES[number];
       if (set[place]) throw new PermissionFileError(`${kind} is given twice`, where);
       set[place] = value;
     } else if (kind in LISTS) {

@@ -17,6 +17,7 @@ import { canonicalSetting, isGuardedSetting, isSettingName } from "./resources/s
 import { stopsTheNode } from "./resources/service.ts";
 import { ACCOUNT_NAME, confersRoot, RESERVED_NAMES } from "./resources/_accounts.ts";
 import { PROGRAM } from "./version.ts";
+import { LAUNCHER_METRICS_FILE } from "./launcher_files.ts";
 
 /** Everything the host needs to know about where it lives and what it may manage. */
 export interface HostConfig {
@@ -202,7 +203,7 @@ export interface ConfigFlags {
   /** Read an environment variable; `undefined` when unset or not permitted. */
   env?: (name: string) => string | undefined;
   /**
-   * The installation's own paths (packaging/<os>/own_paths.ts, which the entry
+   * The installation's own paths (packaging/own_paths_by_os.ts, which the entry
    * point hands in); the configured state, configuration and bundle paths and the
    * running program are added to them.
    */
@@ -259,6 +260,10 @@ export async function loadConfig(flags: ConfigFlags = {}): Promise<HostConfig> {
         configPath === DEFAULTS.configPath ? posix.dirname(configPath) : configPath,
         posix.dirname(bundlePath),
         ...runningProgramFiles(),
+        // The launcher writes its state beside the metrics file (launcher/README.md).
+        ...(file.metricsFile
+          ? [posix.join(posix.dirname(file.metricsFile), LAUNCHER_METRICS_FILE)]
+          : []),
       ],
       services: [PROGRAM],
     },
@@ -340,6 +345,8 @@ function runningProgramFiles(): string[] {
     if (Deno.mainModule.startsWith("file:")) files.push(new URL(Deno.mainModule).pathname);
   } catch { /* not knowable under this permission set */ }
   try {
+    // The runtime's executable; started through the glibc loader a package carries (the
+    // tarball, Alpine), that loader: a file of the installation too.
     files.push(Deno.execPath());
   } catch { /* not knowable under this permission set */ }
   return files.filter((f) => pathProblem(f) === undefined);

@@ -21,6 +21,13 @@ export const KNOWN_GOOD_FILE = "known-good";
 export const FAILURES_FILE = "failures";
 
 /**
+ * The launcher's state for node_exporter's textfile collector, which it writes beside the
+ * host's metricsFile (host.json): running, restarting, halted and why, the failures of this
+ * incident, a rollback (launcher/README.md). The host never writes it.
+ */
+export const LAUNCHER_METRICS_FILE = "nox_mesh_host_launcher.prom";
+
+/**
  * Record that `version` works on this machine: known-good first, then the
  * failure counter cleared, so a crash in between leaves the older, safer state.
  *

@@ -16,8 +16,9 @@ export const COMMIT = "unknown";
 /**
  * The Deno version this build is tested on (packaging/tarball/runtime.json pins it, and the
  * build stamps it here like VERSION); null when run from a checkout, where any runtime goes.
- * A built host refuses to start on another (runtimeProblem): the Arch package and the tarball
- * carry exactly this runtime, while Alpine's package runs on Alpine's own `deno`.
+ * A built host refuses to start on another (runtimeProblem): every package carries exactly
+ * this runtime and its program runs it, so only a bundle started by hand on another deno
+ * meets the refusal.
  */
 export const RUNTIME_TESTED: string | null = null;
 
@@ -29,7 +30,7 @@ export function runtimeVersion(): string {
 /**
  * Why this process must not run on `running`, or undefined when it may: a built host runs
  * only on the Deno version it was tested on (any build of it: "2.9.6" accepts "2.9.6" and
- * "2.9.6.1", as apk's `deno~2.9.6` does, never 2.9.7 or 2.10.0).
+ * "2.9.6.1", as apk's `deno~2.9.6` would, never 2.9.7 or 2.10.0).
  */
 export function runtimeProblem(
   running: string = runtimeVersion(),
@@ -37,6 +38,6 @@ export function runtimeProblem(
 ): string | undefined {
   if (tested === null || running === tested || running.startsWith(`${tested}.`)) return undefined;
   return `${PROGRAM} ${VERSION} is tested on Deno ${tested} and refuses to run on Deno ${running}: ` +
-    `install deno ${tested} (on Alpine: apk add 'deno~${tested}'), or a ${PROGRAM} tested on ` +
-    `Deno ${running}`;
+    `start it with the program its package installs (${PROGRAM}, which runs the Deno ${tested} ` +
+    `the package carries), or install a ${PROGRAM} tested on Deno ${running}`;
 }

@@ -5,6 +5,8 @@ import { join } from "node:path";
 
 export const LAUNCHER: string = new URL("../launcher/nox-mesh-host-launch", import.meta.url)
   .pathname;
+/** The package kinds' includes the launcher sources (launcher/pkg/<kind>.sh). */
+export const LAUNCH_LIB: string = new URL("../launcher/pkg", import.meta.url).pathname;
 const STAND_IN: string = new URL("./fixtures/stand-in-host", import.meta.url).pathname;
 
 /** One temporary directory holding everything a launcher test touches. */
@@ -54,6 +56,8 @@ export async function makeWorld(
     NOX_MESH_HOST_STATE_DIR: w.state,
     NOX_MESH_HOST_BIN: w.bin,
     NOX_MESH_HOST_PKG: pkg,
+    // The checkout's includes (a package installs its kind's in lib/nox-mesh-host/launch/).
+    NOX_MESH_HOST_LAUNCH_LIB: LAUNCH_LIB,
     NOX_MESH_HOST_BACKOFF: "0",
   };
   return w;

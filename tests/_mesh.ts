@@ -26,7 +26,6 @@ export interface Mesh extends AsyncDisposable {
   startBroker(): Promise<void>;
 }
 
-/** Start a mesh in a temp dir; `await using` stops everything and removes the dir. */
 /** A three-server cluster on 127.0.0.1 and its control plane, in a fresh directory. */
 export interface ClusterMesh extends AsyncDisposable {
   dir: string;
@@ -54,6 +53,7 @@ export async function startClusterMesh(
     cluster = await startLocalCluster(dir, { size: 3, sites, leafAdvertise });
     const control = await ControlPlane.open(dir);
     if (enrolments) control.serveEnrolments();
+    control.serveObjects();
     const started = cluster;
     return {
       dir,
@@ -72,14 +72,19 @@ export async function startClusterMesh(
   }
 }
 
-export async function startMesh(): Promise<Mesh> {
+/**
+ * Start a broker on loopback and its control plane, answering enrolments; `ips`: more
+ * addresses the broker's certificate names (where a test's relay makes it reachable).
+ */
+export async function startMesh({ ips }: { ips?: string[] } = {}): Promise<Mesh> {
   const dir = await Deno.makeTempDir({ prefix: "noxln-mesh-" });
   let broker: LocalBroker | undefined;
   let control: ControlPlane | undefined;
   try {
-    broker = await startLocalBroker(dir);
+    broker = await startLocalBroker(dir, { ips });
     control = await ControlPlane.open(dir);
     control.serveEnrolments();
+    control.serveObjects();
   } catch (error) {
     await control?.close();
     await broker?.stop();
@@ -94,7 +99,7 @@ export async function startMesh(): Promise<Mesh> {
       await mesh.broker.stop();
     },
     async startBroker() {
-      mesh.broker = await startLocalBroker(dir);
+      mesh.broker = await startLocalBroker(dir, { ips });
     },
     async [Symbol.asyncDispose]() {
       await mesh.control.close();

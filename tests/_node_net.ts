@@ -16,7 +16,10 @@ export const BROKER_ADDRESS = "10.254.0.1";
 const BROKER_PORT = 4222;
 const RELAY = new URL("./fixtures/unix_relay.ts", import.meta.url).pathname;
 
-/** The node's namespace, its uplink, and the broker URL as the node sees it. */
+/**
+ * The node's namespace, its uplink, and the broker URL as the node sees it (the broker's
+ * certificate must name BROKER_ADDRESS: `startMesh({ ips: [BROKER_ADDRESS] })`).
+ */
 export interface NodeNet extends AsyncDisposable {
   node: Netns;
   uplink: Netns;
@@ -95,7 +98,7 @@ export async function nodeNet(brokerPort: number): Promise<NodeNet> {
     url,
     token(text) {
       const token = decodeToken(text);
-      return encodeToken({ ...token, brokers: token.brokers.map((b) => ({ ...b, url })) });
+      return encodeToken({ ...token, brokers: token.brokers.map(() => url) });
     },
     [Symbol.asyncDispose]: dispose,
   };

@@ -14,12 +14,14 @@ export interface Built {
   os: TargetOs;
   out: string;
   bundle: string[];
+  /** The glibc loader and libraries the build carries (Alpine's and the tarball's), if any. */
+  glibc?: string[];
 }
 
 /** Builds `entry` for `os` in the bundled form into `out`. */
 export async function buildBundled(os: TargetOs, entry: string, out: string): Promise<Built> {
   const built = await build({ os, form: "bundled", out, entry });
-  return { os, out, bundle: built.bundle! };
+  return { os, out, bundle: built.bundle!, ...(built.glibc ? { glibc: built.glibc.files } : {}) };
 }
 
 /**
@@ -40,11 +42,15 @@ export async function installBuilt(
   for (const name of built.bundle!) {
     await place(s, join(dirname(set.bundle), name), await Deno.readFile(join(out, name)));
   }
-  if (os !== "alpine") {
-    // The Arch package's and the tarball's shims run the runtime they carry (a hard link: 95 MB);
-    // Alpine's runs the distribution's deno.
-    await Deno.mkdir(s.upper(dirname(set.deno)), { recursive: true });
-    await Deno.link(join(out, "deno"), s.upper(set.deno));
+  // Every package's shim runs the runtime it carries (a hard link: 95 MB); Alpine's and the
+  // tarball's through the glibc loader and libraries beside it.
+  await Deno.mkdir(s.upper(dirname(set.deno)), { recursive: true });
+  await Deno.link(join(out, "deno"), s.upper(set.deno));
+  if (set.glibc) {
+    await Deno.mkdir(s.upper(set.glibc), { recursive: true });
+    for (const name of built.glibc ?? []) {
+      await Deno.link(join(out, "glibc", name), s.upper(join(set.glibc, name)));
+    }
   }
   return set;
 }

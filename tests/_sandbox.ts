@@ -89,3 +89,34 @@ export async function runInSandbox(
 export async function removeSandbox(s: Sandbox): Promise<void> {
   await Deno.remove(s.dir, { recursive: true });
 }
+
+/**
+ * Hides every deno of this machine inside the sandbox (overlay whiteouts): the one in each
+ * directory of the standard PATH, and the npm package it points into, wherever npm put them
+ * (/usr/bin and /usr/lib/node_modules here; /usr/local/bin and /usr/local/lib/node_modules
+ * where npm's prefix is /usr/local, as Debian's own npm has it).
+ */
+export async function hideDeno(s: Sandbox): Promise<void> {
+  const hidden = new Set<string>();
+  for (
+    const dir of ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+  ) {
+    let real: string;
+    try {
+      real = await Deno.realPath(dir);
+      await Deno.lstat(`${real}/deno`);
+    } catch {
+      continue;
+    }
+    hidden.add(`${real}/deno`);
+    const target = await Deno.realPath(`${real}/deno`).catch(() => "");
+    const pkg = target.match(/^(.*\/node_modules\/deno)\//);
+    if (pkg) hidden.add(pkg[1]);
+  }
+  for (const path of hidden) {
+    const upper = s.upper(path);
+    await Deno.mkdir(dirname(upper), { recursive: true });
+    const mk = await new Deno.Command("mknod", { args: [upper, "c", "0", "0"] }).output();
+    if (!mk.success) throw new Error(`mknod ${upper}: ${new TextDecoder().decode(mk.stderr)}`);
+  }
+}

@@ -19,7 +19,14 @@ import { EMULATORS, runtimePins } from "../packaging/tarball/runtime.ts";
 import { VERSION } from "../src/version.ts";
 import { IMAGE_FILE, IMAGE_NAME, pauseImage } from "../packaging/image.ts";
 import { privatePodman } from "./os/_podman.ts";
-import { makeSandbox, place, removeSandbox, runInSandbox, type Sandbox } from "./_sandbox.ts";
+import {
+  hideDeno,
+  makeSandbox,
+  place,
+  removeSandbox,
+  runInSandbox,
+  type Sandbox,
+} from "./_sandbox.ts";
 
 const { qemu: QEMU, libs: LIBS } = EMULATORS.aarch64;
 const BINFMT = "/proc/sys/fs/binfmt_misc";
@@ -78,12 +85,7 @@ async function aarch64Sandbox(): Promise<Sandbox> {
     s.upper("/usr/lib/ld-linux-aarch64.so.1"),
   );
   await Deno.symlink(`${LIBS}/lib`, s.upper("/usr/lib/aarch64-linux-gnu"));
-  for (const hidden of ["/usr/bin/deno", "/usr/lib/node_modules/deno"]) {
-    const mk = await sh(
-      `mkdir -p "$(dirname '${s.upper(hidden)}')" && mknod '${s.upper(hidden)}' c 0 0`,
-    );
-    assert.equal(mk.code, 0, mk.out);
-  }
+  await hideDeno(s);
   return s;
 }
 

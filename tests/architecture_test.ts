@@ -165,6 +165,7 @@ Deno.test("the rule above catches what it should (a race run in-process, through
 const MARKS = {
   pacman: ["function archPacman(", "function parsePacmanQuery("],
   apk: ["function alpineApk(", "function parseApkInfoExists("],
+  apt: ["function debianApt(", "function parseDpkgStatus("],
   systemd: ["function systemd(", "function parseShow("],
   openrc: ["function openrc(", "function parseRcUpdateShow("],
   tarballSelf: ["function tarballSelf(", "function readTarball("],
@@ -173,7 +174,7 @@ const MARKS = {
 Deno.test("each OS build carries its own adapters only (the builds its descriptors name)", async () => {
   const dir = await Deno.makeTempDir({ prefix: "noxpk-arch-" });
   try {
-    const carries = async (os: "arch" | "alpine") => {
+    const carries = async (os: "arch" | "alpine" | "debian") => {
       const result = await build({ os, form: "bundled", out: join(dir, os) });
       // The whole program: the entry and every part it loads.
       const text = (await Promise.all(
@@ -185,6 +186,7 @@ Deno.test("each OS build carries its own adapters only (the builds its descripto
     assert.deepEqual(await carries("arch"), {
       pacman: true,
       apk: false,
+      apt: false,
       systemd: true,
       openrc: false,
       tarballSelf: false,
@@ -192,8 +194,17 @@ Deno.test("each OS build carries its own adapters only (the builds its descripto
     assert.deepEqual(await carries("alpine"), {
       pacman: false,
       apk: true,
+      apt: false,
       systemd: false,
       openrc: true,
+      tarballSelf: false,
+    });
+    assert.deepEqual(await carries("debian"), {
+      pacman: false,
+      apk: false,
+      apt: true,
+      systemd: true,
+      openrc: false,
       tarballSelf: false,
     });
   } finally {
@@ -201,11 +212,13 @@ Deno.test("each OS build carries its own adapters only (the builds its descripto
   }
 });
 
-/** The folders of os/ that are providers (every one but the profile's detect/). */
+/** The folders of os/ that are providers (every one but the profile's detect/ and distros/). */
 async function providerFolders(): Promise<string[]> {
   const folders: string[] = [];
   for await (const entry of Deno.readDir(join(root, "os"))) {
-    if (entry.isDirectory && entry.name !== "detect") folders.push(entry.name);
+    if (entry.isDirectory && !["detect", "distros"].includes(entry.name)) {
+      folders.push(entry.name);
+    }
   }
   return folders.sort();
 }

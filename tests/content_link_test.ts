@@ -1,15 +1,22 @@
 /**
- * Content by reference over the link (DESIGN.md §19): the mesh's object store on a
- * real nats-server (the stand-in control plane puts objects), read by a node with
- * its own key and the broker's per-node account: fetch, cache, tampered object and
- * missing object refused, and the node can read but never write or delete objects.
+ * Content by reference over the link (DESIGN.md §19, §20): the mesh's object store on a
+ * real nats-server (the stand-in control plane puts objects), read by a node with its
+ * own key on its own subject and answered by the control plane, only for the objects
+ * its declaration names: fetch, cache, tampered object and missing object refused, and
+ * the node can read but never write or delete objects, nor read the stream itself.
  */
 import assert from "node:assert/strict";
 import { posix } from "node:path";
 import { connect, type NatsConnection, nkeyAuthenticator } from "@nats-io/transport-node";
-import { pinnedTls } from "../src/link/connection.ts";
+import { brokerTls } from "../src/link/connection.ts";
+import { caTrust } from "../src/link/trust.ts";
 import { objectStoreSource } from "../src/link/object_source.ts";
-import { CONTENT_STREAM, CONTENT_SUBJECTS, subjectsOf } from "../src/link/subjects.ts";
+import {
+  CONTENT_STREAM,
+  CONTENT_SUBJECTS,
+  OBJECT_READS,
+  subjectsOf,
+} from "../src/link/subjects.ts";
 import { ContentCache, contentResolver, type ContentSource } from "../src/store/content.ts";
 import { sha256Hex } from "../src/declaration/canonical.ts";
 import { runHost, type Scratch, scratch } from "./_helpers.ts";
@@ -33,7 +40,7 @@ async function connectAs(mesh: Mesh, node: string, s: Scratch): Promise<NatsConn
     servers: state.url,
     authenticator: nkeyAuthenticator(new TextEncoder().encode(seed)),
     inboxPrefix: subjectsOf(node).inboxPrefix,
-    tls: pinnedTls({ url: state.url, ca: state.caPem, pin: state.pin }),
+    tls: brokerTls({ url: state.url, trust: caTrust(state.caPem) }),
     reconnect: false,
   });
 }
@@ -58,8 +65,8 @@ async function declareObjects(mesh: Mesh, node: string, objects: [string, number
   });
 }
 
-const sourceOver = (nc: NatsConnection): ContentSource =>
-  objectStoreSource((subject, body) => nc.request(subject, body, { timeout: 10_000 }));
+const sourceOver = (nc: NatsConnection, node: string): ContentSource =>
+  objectStoreSource(node, (subject, body) => nc.request(subject, body, { timeout: 10_000 }));
 
 Deno.test("a node fetches an object by digest from the mesh's object store; the cache serves it next", async () => {
   await using mesh = await startMesh();
@@ -71,7 +78,7 @@ Deno.test("a node fetches an object by digest from the mesh's object store; the 
   await declareObjects(mesh, "node-a", [[sha, BYTES.length], [missing, 10]]);
   const nc = await connectAs(mesh, "node-a", s);
   try {
-    const resolve = contentResolver(new ContentCache(s.stateDir), [sourceOver(nc)]);
+    const resolve = contentResolver(new ContentCache(s.stateDir), [sourceOver(nc, "node-a")]);
     assert.deepEqual(await resolve(sha, BYTES.length, "/srv/big.bin"), BYTES);
     assert.deepEqual(await Deno.readFile(`${s.stateDir}/content/${sha}`), BYTES);
     // Cached: a source that fails is never asked.
@@ -83,7 +90,7 @@ Deno.test("a node fetches an object by digest from the mesh's object store; the 
     assert.deepEqual(await cached(sha, BYTES.length, "/srv/big.bin"), BYTES);
 
     // A missing object: no source holds it, and the error names the file and the store.
-    assert.equal(await sourceOver(nc).get(missing, 10), null);
+    assert.equal(await sourceOver(nc, "node-a").get(missing, 10), null);
     await assert.rejects(
       resolve(missing, 10, "/srv/gone.bin"),
       /the content of \/srv\/gone\.bin \(sha256 cdcd.*, 10 bytes\) is in none of its sources: the mesh's object store/,
@@ -114,7 +121,7 @@ Deno.test("an object a replica does not hold yet at the first ask (404) is asked
     // before the next ask, as a lagging replica catches up.
     const lagging = (retryMs: number[], bytes: Uint8Array) => {
       let arrived: Promise<string> | undefined;
-      return objectStoreSource(async (subject, body) => {
+      return objectStoreSource("node-c", async (subject, body) => {
         const reply = await nc.request(subject, body, { timeout: 10_000 });
         if (reply.headers?.code === 404) arrived ??= mesh.control.putContent(bytes);
         await arrived;
@@ -130,7 +137,10 @@ Deno.test("an object a replica does not hold yet at the first ask (404) is asked
     );
     // The same first answer without a second ask: missing.
     assert.equal(await lagging([], second).get(secondSha, second.length), null);
-    assert.equal(await digestOf(await sourceOver(nc).get(secondSha, second.length)), secondSha);
+    assert.equal(
+      await digestOf(await sourceOver(nc, "node-c").get(secondSha, second.length)),
+      secondSha,
+    );
   } finally {
     await nc.close();
   }
@@ -160,10 +170,10 @@ Deno.test("an answer that does not come in time is asked for again; answers lost
   const nc = await connectAs(mesh, "node-d", s);
   try {
     // The broker stops answering (SIGSTOP) while chunk 1 is asked for, as an answer
-    // lost while it reloads its permissions is never heard; the client times out for real.
+    // lost while it reloads is never heard; the client times out for real.
     const losing = (lose: (subject: string) => boolean) => {
       const asked: string[] = [];
-      const source = objectStoreSource(async (subject, body) => {
+      const source = objectStoreSource("node-d", async (subject, body) => {
         asked.push(subject);
         if (!lose(subject)) return await nc.request(subject, body, { timeout: 10_000 });
         await stopped(mesh.broker.pid);
@@ -175,7 +185,7 @@ Deno.test("an answer that does not come in time is asked for again; answers lost
       });
       return { source, asked };
     };
-    const chunk1 = CONTENT_SUBJECTS.get(CONTENT_SUBJECTS.chunk(sha, 1));
+    const chunk1 = OBJECT_READS.chunk("node-d", sha, 1);
     let lost = 0;
     const once = losing((subject) => subject === chunk1 && lost++ < 2);
     const got = await once.source.get(sha, bytes.length);
@@ -209,7 +219,7 @@ Deno.test("a tampered object (other bytes under the declared digest) is refused 
   await declareObjects(mesh, "node-a", [[wanted, BYTES.length]]);
   const nc = await connectAs(mesh, "node-a", s);
   try {
-    const resolve = contentResolver(new ContentCache(s.stateDir), [sourceOver(nc)]);
+    const resolve = contentResolver(new ContentCache(s.stateDir), [sourceOver(nc, "node-a")]);
     await assert.rejects(
       resolve(wanted, BYTES.length, "/srv/app.bin"),
       /the content of \/srv\/app\.bin from the mesh's object store .* is not what was declared: its sha256 is [0-9a-f]{64}, the declaration names/,
@@ -241,6 +251,8 @@ Deno.test("a node can read the mesh's objects but never write, replace or delete
         `$JS.API.STREAM.CREATE.${CONTENT_STREAM}`,
         CONTENT_SUBJECTS.meta(sha),
         CONTENT_SUBJECTS.chunk(sha, 0),
+        CONTENT_SUBJECTS.get(CONTENT_SUBJECTS.meta(sha)),
+        CONTENT_SUBJECTS.get(CONTENT_SUBJECTS.chunk(sha, 0)),
       ]
     ) {
       await assert.rejects(
@@ -265,7 +277,7 @@ Deno.test("a node can read the mesh's objects but never write, replace or delete
   // The object is intact: read again, as a node would.
   const again = await connectAs(mesh, "node-a", s);
   try {
-    assert.deepEqual(await sourceOver(again).get(sha, 1000), BYTES.subarray(0, 1000));
+    assert.deepEqual(await sourceOver(again, "node-a").get(sha, 1000), BYTES.subarray(0, 1000));
   } finally {
     await again.close();
   }
@@ -299,7 +311,7 @@ Deno.test("run: a declaration pushed over the link with a file by digest gets it
   assert.deepEqual(await new ContentCache(s.stateDir).digests(), [sha]);
 });
 
-Deno.test("a node reads only the objects its declaration names: node-a asks for node-b's object by digest and by sequence, and the broker refuses both", async () => {
+Deno.test("a node reads only the objects its declaration names: node-a asks for node-b's object on its own subject, by node-b's subject, from the stream by digest and by sequence; each is refused", async () => {
   await using mesh = await startMesh();
   await using a = await scratch();
   await using b = await scratch();
@@ -315,13 +327,34 @@ Deno.test("a node reads only the objects its declaration names: node-a asks for 
   const nb = await connectAs(mesh, "node-b", b);
   try {
     // node-b reads its own object; both read the one both are declared.
-    assert.deepEqual(await sourceOver(nb).get(secretSha, secret.length), secret);
-    assert.deepEqual(await sourceOver(na).get(sharedSha, shared.length), shared);
-    assert.deepEqual(await sourceOver(nb).get(sharedSha, shared.length), shared);
+    assert.deepEqual(await sourceOver(nb, "node-b").get(secretSha, secret.length), secret);
+    assert.deepEqual(await sourceOver(na, "node-a").get(sharedSha, shared.length), shared);
+    assert.deepEqual(await sourceOver(nb, "node-b").get(sharedSha, shared.length), shared);
 
-    // By digest: the description and every chunk of node-b's object.
+    // On its own subject: the control plane answers 403, its declaration names it not.
     for (
       const subject of [
+        OBJECT_READS.meta("node-a", secretSha),
+        OBJECT_READS.chunk("node-a", secretSha, 0),
+      ]
+    ) {
+      const reply = await na.request(subject, "", { timeout: 5000 });
+      assert.equal(reply.headers?.code, 403, subject);
+      assert.match(
+        reply.headers?.description ?? "",
+        /the current declaration of node-a does not name object/,
+      );
+      assert.equal(reply.data.length, 0);
+    }
+    await assert.rejects(
+      sourceOver(na, "node-a").get(secretSha, secret.length),
+      /the control plane refused to give object [0-9a-f]{64} to this node: the current declaration of node-a does not name/,
+    );
+    // As node-b, and from the stream by digest: the broker refuses the publish.
+    for (
+      const subject of [
+        OBJECT_READS.meta("node-b", secretSha),
+        OBJECT_READS.chunk("node-b", secretSha, 0),
         CONTENT_SUBJECTS.get(CONTENT_SUBJECTS.meta(secretSha)),
         CONTENT_SUBJECTS.get(CONTENT_SUBJECTS.chunk(secretSha, 0)),
         `$JS.API.DIRECT.GET.${CONTENT_STREAM}.mesh.obj.${secretSha}.>`,
@@ -333,7 +366,6 @@ Deno.test("a node reads only the objects its declaration names: node-a asks for 
         subject,
       );
     }
-    await assert.rejects(sourceOver(na).get(secretSha, secret.length), /Permissions Violation/);
     // By sequence, walking the stream (the body form of the direct get), with and
     // without a subject filter, and the next-by-subject form: refused, whatever it names.
     const walked: string[] = [];
@@ -358,14 +390,13 @@ Deno.test("a node reads only the objects its declaration names: node-a asks for 
       }
     }
     assert.deepEqual(walked, [], "the broker answered node-a a direct get by sequence");
-    // A body on its own object's subject-in-the-name get reads nothing else either.
+    // A body on its own read is ignored: the control plane answers the part the subject names.
     const bodied = await na.request(
-      CONTENT_SUBJECTS.get(CONTENT_SUBJECTS.chunk(sharedSha, 0)),
+      OBJECT_READS.chunk("node-a", secretSha, 0),
       JSON.stringify({ seq: 1 }),
       { timeout: 5000 },
     );
-    assert.equal(bodied.headers?.code, 408);
-    assert.equal(bodied.data.length, 0);
+    assert.equal(bodied.headers?.code, 403);
     // Nor through the stream's other API subjects.
     for (const api of ["STREAM.MSG.GET", "STREAM.INFO", "CONSUMER.CREATE"]) {
       await assert.rejects(
@@ -376,10 +407,22 @@ Deno.test("a node reads only the objects its declaration names: node-a asks for 
       );
     }
 
-    // A later declaration that no longer names an object withdraws it.
+    // A later declaration that no longer names an object withdraws it, and one that
+    // names a new object grants it: no server's configuration changes for either.
+    const reloads = () =>
+      Deno.readTextFile(posix.join(mesh.dir, "nats.log")).then((t) =>
+        t.split("Reloaded server configuration").length
+      );
+    const before = await reloads();
     await declareObjects(mesh, "node-b", [[sharedSha, shared.length]]);
-    await assert.rejects(sourceOver(nb).get(secretSha, secret.length), /Permissions Violation/);
-    assert.deepEqual(await sourceOver(nb).get(sharedSha, shared.length), shared);
+    await assert.rejects(
+      sourceOver(nb, "node-b").get(secretSha, secret.length),
+      /the control plane refused to give object/,
+    );
+    assert.deepEqual(await sourceOver(nb, "node-b").get(sharedSha, shared.length), shared);
+    await declareObjects(mesh, "node-a", [[secretSha, secret.length]]);
+    assert.deepEqual(await sourceOver(na, "node-a").get(secretSha, secret.length), secret);
+    assert.equal(await reloads(), before, "no reload for what a declaration names");
   } finally {
     await na.close();
     await nb.close();

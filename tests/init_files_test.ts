@@ -57,7 +57,7 @@ Deno.test("init files: the unit starts the launcher, restarts it as a backstop, 
   }
 });
 
-Deno.test("init files: the unit waits for network-online.target (After= and Wants=, as the record's unit); the OpenRC script needs net", async () => {
+Deno.test("init files: the unit waits for network-online.target (After= and Wants=, as the record's unit); the OpenRC script uses net, never needs it", async () => {
   const unit = await Deno.readTextFile(UNIT);
   assert.match(unit, /^After=network-online\.target$/m);
   assert.match(unit, /^Wants=network-online\.target$/m);
@@ -67,12 +67,17 @@ Deno.test("init files: the unit waits for network-online.target (After= and Want
     "a machine without network still starts it",
   );
   const script = await Deno.readTextFile(OPENRC);
-  assert.match(script, /^\tneed net$/m, "OpenRC's net: the interfaces are up");
+  assert.match(script, /^\tuse net$/m, "OpenRC's net: started first when it is in the runlevel");
+  assert.match(script, /^\tafter net firewall$/m, "and after it, whatever its outcome");
+  assert.doesNotMatch(script, /^\s*need\b/m, "a machine whose networking failed still starts it");
 });
 
-Deno.test("init files: shellcheck passes on the launcher, the OpenRC script, conf.d, the stand-in and the development shim", async () => {
+Deno.test("init files: shellcheck passes on the launcher and its package kinds' includes, the OpenRC script, conf.d, the stand-in and the development shim", async () => {
+  const kinds = [...Deno.readDirSync(repo("launcher/pkg"))].map((e) => e.name).sort();
+  assert.ok(kinds.length >= 3 && kinds.every((k) => k.endsWith(".sh")), kinds.join(" "));
   const files = [
     repo("launcher/nox-mesh-host-launch"),
+    ...kinds.map((k) => repo(`launcher/pkg/${k}`)),
     OPENRC,
     CONFD,
     repo("tests/fixtures/stand-in-host"),
@@ -82,10 +87,10 @@ Deno.test("init files: shellcheck passes on the launcher, the OpenRC script, con
   assert.equal(r.code, 0, r.text);
 });
 
-Deno.test("init files: the OpenRC script needs net, runs the launcher, and conf.d overrides its defaults", async () => {
+Deno.test("init files: the OpenRC script uses net, runs the launcher, and conf.d overrides its defaults", async () => {
   const script = await Deno.readTextFile(OPENRC);
   assert.match(script, /^#!\/sbin\/openrc-run$/m);
-  assert.match(script, /depend\(\) \{\n\tneed net\n/);
+  assert.match(script, /depend\(\) \{\n\tuse net\n/);
   const probe = (pre: string) =>
     output("sh", [
       "-c",

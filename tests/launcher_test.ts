@@ -7,6 +7,7 @@ import {
   fileSha256,
   hostLog,
   launch,
+  LAUNCH_LIB,
   makeWorld,
   RunningLauncher,
   starts,
@@ -405,6 +406,30 @@ Deno.test("launcher: halted refuses to start and names the file to remove", asyn
   assert.match(r.stderr, /HALTED: a person put this here/);
   assert.ok(r.stderr.includes(`remove ${w.state}/halted`), r.stderr);
   assert.deepEqual(await hostLog(w), [], "the host was never started");
+  await cleanup(w);
+});
+
+Deno.test("launcher: it sources its package kind's include from lib/nox-mesh-host/launch/ beside the installation; an unknown or missing kind stops it (exit 64) naming what it has", async () => {
+  const w = await makeWorld({ pkg: "tarball", steps: ["confirm wait"] });
+  delete w.env.NOX_MESH_HOST_LAUNCH_LIB;
+  const lib = join(w.prefix, "lib/nox-mesh-host/launch");
+  await Deno.mkdir(lib, { recursive: true });
+  await Deno.copyFile(join(LAUNCH_LIB, "tarball.sh"), join(lib, "tarball.sh"));
+  const ok = await runUntilReady(w);
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.match(ok.stderr, /kept the package file of nox-mesh-host 1\.0/, "its tarball path ran");
+  for (
+    const [pkg, said] of [
+      ["apk", `NOX_MESH_HOST_PKG is 'apk', but ${lib}/ has no apk.sh (it has: tarball)`],
+      ["../x", "NOX_MESH_HOST_PKG is '../x', expected a package kind (launcher/pkg/)"],
+    ]
+  ) {
+    w.env.NOX_MESH_HOST_PKG = pkg;
+    const r = await launch(w);
+    assert.equal(r.code, 64, r.stderr);
+    assert.ok(r.stderr.includes(said), r.stderr);
+  }
+  assert.deepEqual(await starts(w), ["1.0"], "the host was started by the first launcher only");
   await cleanup(w);
 });
 
@@ -822,6 +847,33 @@ for (const apkVersion of APK_VERSIONS) {
           originPackages(snapshot("b1", "installed")),
         );
         assert.match(await Deno.readTextFile(w.bin), /^version=2\.0$/m);
+        await cleanup(w);
+      },
+    );
+
+    await t.step(
+      "a kept copy that is missing is said to be missing (not a checksum mismatch): nothing changes, the launcher halts",
+      async () => {
+        const w = await apkWorld([upgrade, "exit 1", "exit 1", "exit 1", "wait"]);
+        const plan = join(w.plan, "steps");
+        const remove = join(w.dir, "remove");
+        const file = kept(w, "1.0", "nox-mesh-host-1.0-r0.apk");
+        await Deno.writeTextFile(remove, `#!/bin/sh\nrm '${file}'\n`, { mode: 0o755 });
+        await Deno.writeTextFile(
+          plan,
+          (await Deno.readTextFile(plan)).replace("exit 1", `run ${remove} exit 1`),
+        );
+        const res = await launch(w);
+        assert.equal(res.code, 78, res.stderr);
+        const halted = (await stateFile(w, "halted"))!;
+        assert.match(
+          halted,
+          /the kept package file .*\/rollback\/1\.0\/nox-mesh-host-1\.0-r0\.apk is missing \(its checksum list names it\)/,
+        );
+        assert.doesNotMatch(halted, /does not match the checksum/);
+        assert.match(await Deno.readTextFile(w.bin), /^version=2\.0$/m, "2.0 is still installed");
+        assert.equal(await Deno.readTextFile(w.world), snapshot("a2", "world"));
+        assert.ok(!(await calls(w)).some((c) => c.startsWith("add --no-progress /")));
         await cleanup(w);
       },
     );

@@ -10,7 +10,8 @@ import assert from "node:assert/strict";
 import { posix } from "node:path";
 import { connect, type NatsConnection, nkeyAuthenticator } from "@nats-io/transport-node";
 import { createAccount, createOperator, createUser, fromSeed, type KeyPair } from "@nats-io/nkeys";
-import { pinnedTls } from "../src/link/connection.ts";
+import { brokerTls } from "../src/link/connection.ts";
+import { caTrust } from "../src/link/trust.ts";
 import { enrolStatement } from "../src/link/enrol.ts";
 import { decodeToken, encodeToken } from "../src/link/token.ts";
 import { enrolSubject, joinInboxPrefix } from "../src/link/subjects.ts";
@@ -23,10 +24,10 @@ async function connectAsJoin(token: string): Promise<{ nc: NatsConnection; key: 
   const t = decodeToken(token);
   const join = fromSeed(new TextEncoder().encode(t.join));
   const nc = await connect({
-    servers: t.brokers[0].url,
+    servers: t.brokers[0],
     authenticator: nkeyAuthenticator(new TextEncoder().encode(t.join)),
     inboxPrefix: joinInboxPrefix(join.getPublicKey()),
-    tls: pinnedTls({ url: t.brokers[0].url, ca: t.ca, pin: t.brokers[0].pin }),
+    tls: brokerTls({ url: t.brokers[0], trust: caTrust(t.ca) }),
     reconnect: false,
   });
   return { nc, key: join.getPublicKey() };
@@ -178,7 +179,7 @@ Deno.test("enrol: a join connection the broker drops in its handshake (a reload)
   const { s, run } = await enrolHost(
     encodeToken({
       ...token,
-      brokers: [{ url: `tls://127.0.0.1:${relay.port}`, pin: token.brokers[0].pin }],
+      brokers: [`tls://127.0.0.1:${relay.port}`],
     }),
   );
   await using _s = s;

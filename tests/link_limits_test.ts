@@ -8,7 +8,8 @@
 import assert from "node:assert/strict";
 import { posix } from "node:path";
 import { connect, headers, type NatsConnection, nkeyAuthenticator } from "@nats-io/transport-node";
-import { pinnedTls } from "../src/link/connection.ts";
+import { brokerTls } from "../src/link/connection.ts";
+import { caTrust } from "../src/link/trust.ts";
 import { MESSAGE_ID_HEADER, NODE_LIMITS, subjectsOf } from "../src/link/subjects.ts";
 import { nodeShare, REPORTS_KEPT, STREAMS } from "../lab/mesh/streams.ts";
 import { fromSeed } from "@nats-io/nkeys";
@@ -32,7 +33,7 @@ async function connectAs(mesh: Mesh, node: string, s: Scratch): Promise<NatsConn
     servers: state.url,
     authenticator: nkeyAuthenticator(new TextEncoder().encode(seed)),
     inboxPrefix: subjectsOf(node).inboxPrefix,
-    tls: pinnedTls({ url: state.url, ca: state.caPem, pin: state.pin }),
+    tls: brokerTls({ url: state.url, trust: caTrust(state.caPem) }),
     reconnect: false,
   });
 }

@@ -208,8 +208,9 @@ Deno.test("verifyDeclaration: a rotation signed by the pinned key leads to the n
 function enrolAs(host: Engine, node: string, signer: string): void {
   const identity: Identity = {
     node,
-    brokers: [{ url: "tls://broker:4222", pin: "AB:CD" }],
+    brokers: [{ url: "tls://broker:4222" }],
     ca: "PEM",
+    trust: { serial: 0, cas: [{ pem: "PEM" }] },
     seedFile: "/nonexistent/node.nk",
     publicKey: "UNODE",
     enrolledAt: new Date().toISOString(),

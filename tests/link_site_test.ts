@@ -10,12 +10,13 @@
 import assert from "node:assert/strict";
 import { join, posix } from "node:path";
 import { connect, type NatsConnection, nkeyAuthenticator } from "@nats-io/transport-node";
-import { pinnedTls } from "../src/link/connection.ts";
+import { brokerTls } from "../src/link/connection.ts";
+import { caTrust } from "../src/link/trust.ts";
 import { enrol as enrolInProcess } from "../src/link/enrol.ts";
 import { Link, type Pushed } from "../src/link/link.ts";
 import { withState } from "../lab/mesh/state.ts";
 import { objectStoreSource } from "../src/link/object_source.ts";
-import { CONTENT_SUBJECTS, subjectsOf } from "../src/link/subjects.ts";
+import { CONTENT_SUBJECTS, OBJECT_READS, subjectsOf } from "../src/link/subjects.ts";
 import { LOCAL_DOMAIN } from "../lab/mesh/local_broker.ts";
 import { makeCertificates } from "../lab/lib/certs.ts";
 import { hostOn, runHost, type Scratch, scratch } from "./_helpers.ts";
@@ -42,7 +43,6 @@ async function connectAs(
   node: string,
   s: Scratch,
   url: string,
-  pin: string,
 ): Promise<NatsConnection> {
   const state = await mesh.control.state();
   const seed = (await Deno.readTextFile(posix.join(s.stateDir, "node.nk"))).trim();
@@ -50,7 +50,7 @@ async function connectAs(
     servers: url,
     authenticator: nkeyAuthenticator(new TextEncoder().encode(seed)),
     inboxPrefix: subjectsOf(node).inboxPrefix,
-    tls: pinnedTls({ url, ca: state.caPem, pin }),
+    tls: brokerTls({ url, trust: caTrust(state.caPem) }),
     reconnect: false,
   });
 }
@@ -168,16 +168,19 @@ Deno.test("a site's leaf carries only its own site's nodes: a compromised leaf r
   }
 
   // Through its leaf a site node gets its declaration, its object, and reports.
-  const pins = (await control.state()).leaves!;
-  const n1 = await connectAs(mesh, "s1", s1, leaf1.url, pins.leaf1.pin);
+  const n1 = await connectAs(mesh, "s1", s1, leaf1.url);
   try {
     const decl = await n1.request(subjectsOf("s1").directGet, "", { timeout: 10_000 });
     assert.equal(JSON.parse(decl.string()).node, "s1");
-    const source = objectStoreSource((subject, body) =>
-      n1.request(subject, body, { timeout: 10_000 })
+    const source = objectStoreSource(
+      "s1",
+      (subject, body) => n1.request(subject, body, { timeout: 10_000 }),
     );
     assert.deepEqual(await source.get(sha.s1, bytes("s1").length), bytes("s1"));
-    await assert.rejects(source.get(sha.s2, bytes("s2").length), /Permissions Violation/);
+    await assert.rejects(
+      source.get(sha.s2, bytes("s2").length),
+      /the control plane refused to give object/,
+    );
     const ack = await n1.request(subjectsOf("s1").report, JSON.stringify({ kind: "apply" }), {
       timeout: 10_000,
     });
@@ -248,17 +251,19 @@ leafnodes {
       await tryRequest(evil, `${js}.DIRECT.GET.MESH_DECL.mesh.decl.s1`),
       /^answered 200: \{"node":"s1"/,
     );
-    assert.match(
-      await tryRequest(evil, `${js}.DIRECT.GET.MESH_OBJ.${CONTENT_SUBJECTS.meta(sha.s1)}`),
-      /^answered 200/,
-    );
+    assert.match(await tryRequest(evil, OBJECT_READS.meta("s1", sha.s1)), /^answered 200/);
+    // Its own site's node's read of another object: the control plane refuses it.
+    assert.match(await tryRequest(evil, OBJECT_READS.meta("s1", sha.s2)), /^answered 403/);
     // Nothing else: other nodes' declarations and objects, the JetStream API.
     for (
       const subject of [
         `${js}.DIRECT.GET.MESH_DECL.mesh.decl.s2`,
         `${js}.DIRECT.GET.MESH_DECL.mesh.decl.c1`,
+        `${js}.DIRECT.GET.MESH_OBJ.${CONTENT_SUBJECTS.meta(sha.s1)}`,
         `${js}.DIRECT.GET.MESH_OBJ.${CONTENT_SUBJECTS.meta(sha.s2)}`,
         `${js}.DIRECT.GET.MESH_OBJ.${CONTENT_SUBJECTS.chunk(sha.c1, 0)}`,
+        OBJECT_READS.meta("s2", sha.s2),
+        OBJECT_READS.chunk("c1", sha.c1, 0),
         `${js}.INFO`,
         `${js}.STREAM.INFO.MESH_DECL`,
         `${js}.STREAM.PURGE.MESH_DECL`,
@@ -334,7 +339,7 @@ leafnodes {
       servers: member.url,
       user: leaf1.login.user,
       pass: leaf1.login.password,
-      tls: pinnedTls({ url: member.url, ca: state.caPem, pin: state.cluster![0].pin }),
+      tls: brokerTls({ url: member.url, trust: caTrust(state.caPem) }),
       reconnect: false,
     }),
     /Authorization Violation/,
@@ -352,8 +357,7 @@ Deno.test("a site keeps its replies after its leaf moved to another server and t
   const leaf = await cluster.startLeaf("leaf1");
   await using s = await enrol(mesh, "s1", "leaf1");
   await control.declare("s1", { version: 1, resources: [] });
-  const pin = (await control.state()).leaves!.leaf1.pin;
-  const nc = await connectAs(mesh, "s1", s, leaf.url, pin);
+  const nc = await connectAs(mesh, "s1", s, leaf.url);
   try {
     const works = async () => {
       const decl = await nc.request(subjectsOf("s1").directGet, "", { timeout: 5000 });

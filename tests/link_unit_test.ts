@@ -4,7 +4,7 @@ import { posix } from "node:path";
 import { createUser } from "@nats-io/nkeys";
 import { makeCertificates } from "../lab/lib/certs.ts";
 import { backoffDelay } from "../src/link/backoff.ts";
-import { classifyLinkError, LinkError, PinMismatch, TokenError } from "../src/link/errors.ts";
+import { classifyLinkError, LinkError, NameMismatch, TokenError } from "../src/link/errors.ts";
 import { heartbeatMessage, heldSummary } from "../src/link/messages.ts";
 import { decodeToken, encodeToken, type EnrolmentToken } from "../src/link/token.ts";
 import { unbase64url } from "../src/link/_base64url.ts";
@@ -23,14 +23,10 @@ async function sampleToken(): Promise<EnrolmentToken> {
   const dir = await Deno.makeTempDir({ prefix: "noxln-certs-" });
   try {
     const certs = await makeCertificates(dir);
-    const second = await makeCertificates(dir, { server: "second" });
     return {
-      v: 3,
+      v: 4,
       node: "node-7",
-      brokers: [
-        { url: "tls://broker.example:4222", pin: certs.fingerprint256 },
-        { url: "tls://broker-2.example:4222", pin: second.fingerprint256 },
-      ],
+      brokers: ["tls://broker.example:4222", "tls://broker-2.example:4222"],
       ca: certs.caPem,
       join: new TextDecoder().decode(createUser().getSeed()),
       signer: createSigningKey().getPublicKey(),
@@ -53,17 +49,13 @@ function refusal(text: string, code: string): void {
   });
 }
 
-Deno.test("a token round-trips: base64url JSON, version 3, several brokers, pins normalised", async () => {
+Deno.test("a token round-trips: base64url JSON, version 4, several brokers, the mesh's CA, no pin", async () => {
   const token = await sampleToken();
-  assert.notEqual(token.brokers[0].pin, token.brokers[1].pin, "each server has its own pin");
-  const text = encodeToken({
-    ...token,
-    brokers: token.brokers.map((b) => ({ ...b, pin: b.pin.replace(/:/g, "").toLowerCase() })),
-  });
+  const text = encodeToken(token);
   assert.match(text, /^[A-Za-z0-9_-]+$/);
   const json = JSON.parse(new TextDecoder().decode(unbase64url(text)));
-  assert.equal(json.v, 3);
-  assert.equal(json.brokers.length, 2);
+  assert.equal(json.v, 4);
+  assert.deepEqual(json.brokers, ["tls://broker.example:4222", "tls://broker-2.example:4222"]);
   assert.equal(json.signer, token.signer);
   assert.deepEqual(decodeToken(text), token);
   assert.deepEqual(decodeToken(`  ${text}\n`), token, "surrounding whitespace is ignored");
@@ -73,41 +65,54 @@ Deno.test("a token is refused when it is not one, of another version, malformed 
   const token = await sampleToken();
   refusal("not a token!", "token.format");
   refusal(b64url([1, 2]), "token.version");
-  refusal(b64url({ ...token, v: 4 }), "token.version");
-  // Version 2 named one broker: refused with what to do, not parsed as half a token.
+  refusal(b64url({ ...token, v: 5 }), "token.version");
+  // Versions 2 and 3 pinned each broker's own certificate: refused with what to do and
+  // why, not parsed as half a token.
   const { brokers, ...rest } = token;
-  const v2 = { ...rest, v: 2, url: brokers[0].url, pin: brokers[0].pin };
-  assert.throws(() => decodeToken(b64url(v2)), (error: unknown) => {
-    assert.ok(error instanceof TokenError);
-    assert.equal(error.code, "token.version");
-    assert.match(error.message, /version 2, which names a single broker/);
-    assert.match(error.hint ?? "", /version 3/);
-    return true;
-  });
+  const v2 = { ...rest, v: 2, url: brokers[0], pin: "AB:CD" };
+  const v3 = { ...rest, v: 3, brokers: brokers.map((url) => ({ url, pin: "AB:CD" })) };
+  for (const [old, version] of [[v2, 2], [v3, 3]] as const) {
+    assert.throws(() => decodeToken(b64url(old)), (error: unknown) => {
+      assert.ok(error instanceof TokenError);
+      assert.equal(error.code, "token.version");
+      assert.match(
+        error.message,
+        new RegExp(
+          `version ${version}, which pins .* own certificate: every node enrolled with it is cut off when that certificate is renewed`,
+        ),
+      );
+      assert.match(error.hint ?? "", /make a new token .* version 4/);
+      return true;
+    });
+  }
   refusal(b64url({ ...token, brokers: [] }), "token.invalid");
   refusal(b64url({ ...token, brokers: [brokers[0], brokers[0]] }), "token.invalid");
   refusal(
-    b64url({
-      ...token,
-      brokers: Array(17).fill(0).map((_, i) => ({ url: `tls://b${i}:1`, pin: brokers[0].pin })),
-    }),
+    b64url({ ...token, brokers: Array(17).fill(0).map((_, i) => `tls://b${i}:1`) }),
     "token.invalid",
   );
-  refusal(b64url({ ...token, brokers: [{ ...brokers[0], extra: 1 }] }), "token.invalid");
-  refusal(b64url({ ...token, url: brokers[0].url }), "token.invalid");
+  refusal(b64url({ ...token, brokers: [{ url: brokers[0] }] }), "token.invalid");
+  refusal(b64url({ ...token, url: brokers[0] }), "token.invalid");
   refusal(b64url({ ...token, signer: createUser().getPublicKey() }), "token.invalid");
   const { signer: _, ...withoutSigner } = token;
   refusal(b64url(withoutSigner), "token.invalid");
   refusal(b64url({ ...token, extra: true }), "token.invalid");
-  refusal(
-    b64url({ ...token, brokers: [brokers[0], { url: "nats://broker:4222", pin: brokers[1].pin }] }),
-    "token.invalid",
-  );
-  refusal(b64url({ ...token, brokers: [{ ...brokers[0], pin: "AB:CD" }] }), "token.invalid");
+  refusal(b64url({ ...token, brokers: [brokers[0], "nats://broker:4222"] }), "token.invalid");
   refusal(
     b64url({ ...token, ca: "-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----" }),
     "token.invalid",
   );
+  // A server's certificate is no trust anchor: the token must carry a CA.
+  const dir = await Deno.makeTempDir({ prefix: "noxln-certs-" });
+  try {
+    const certs = await makeCertificates(dir);
+    assert.throws(
+      () => decodeToken(b64url({ ...token, ca: Deno.readTextFileSync(certs.certFile) })),
+      /ca: a CA certificate/,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
   refusal(b64url({ ...token, join: "SAnotaseed" }), "token.invalid");
   refusal(b64url({ ...token, node: "Bad_Node" }), "token.invalid");
   refusal(
@@ -115,15 +120,8 @@ Deno.test("a token is refused when it is not one, of another version, malformed 
     "token.expired",
   );
   assert.throws(
-    () =>
-      decodeToken(
-        b64url({
-          ...token,
-          brokers: [{ url: "nats://broker:4222", pin: brokers[0].pin }],
-          extra: 1,
-        }),
-      ),
-    /brokers\.0\.url: .*must use tls:\/\/[^]*extra: is not a token field|extra: is not a token field[^]*url: .*must use tls:\/\//,
+    () => decodeToken(b64url({ ...token, brokers: ["nats://broker:4222"], extra: 1 })),
+    /brokers\.0: .*must use tls:\/\/[^]*extra: is not a token field|extra: is not a token field[^]*brokers\.0: .*must use tls:\/\//,
   );
 });
 
@@ -171,7 +169,7 @@ Deno.test("the memory ceiling: only above it, only after the minimum uptime, wit
   assert.deepEqual([m.kind, m.reason, m.ceilingBytes], ["restart", "memory", 256 * 1024 * 1024]);
 });
 
-Deno.test("an identity enrolled before token version 3 (one url and pin) reads as one broker", async () => {
+Deno.test("an identity enrolled before token version 4 (a url and pin, or brokers with pins) is read with its pins", async () => {
   await using s = await scratch();
   using host = await hostOn(s);
   host.store.setMeta(META.url, "tls://old.example:4222");
@@ -184,12 +182,18 @@ Deno.test("an identity enrolled before token version 3 (one url and pin) reads a
     { url: "tls://old.example:4222", pin: "AB:CD" },
   ]);
   const identity = readIdentity(host.store)!;
+  assert.deepEqual(identity.trust, { serial: 0, cas: [{ pem: "PEM" }] }, "the token's CA");
   writeIdentity(host.store, {
     ...identity,
     brokers: [{ url: "tls://a:1", pin: "P1" }, { url: "tls://b:2", pin: "P2" }],
   });
   assert.equal(host.store.meta(META.url), undefined);
-  assert.deepEqual(readIdentity(host.store)?.brokers.map((b) => b.url), ["tls://a:1", "tls://b:2"]);
+  assert.deepEqual(readIdentity(host.store)?.brokers, [
+    { url: "tls://a:1", pin: "P1" },
+    { url: "tls://b:2", pin: "P2" },
+  ]);
+  writeIdentity(host.store, { ...identity, brokers: [{ url: "tls://c:3" }] });
+  assert.deepEqual(readIdentity(host.store)?.brokers, [{ url: "tls://c:3" }], "version 4: no pin");
 });
 
 Deno.test("link failures name the side and the reason", () => {
@@ -208,10 +212,10 @@ Deno.test("link failures name the side and the reason", () => {
       /TCP: broker\.lab:4222 refused/,
     ],
     [
-      new PinMismatch("AA:BB", "CC:DD"),
-      "link.tls-pin",
+      new NameMismatch("broker.lab", "Host: broker.lab. is not in the cert's altnames: DNS:other"),
+      "link.tls-name",
       "broker",
-      /fingerprint AA:BB, but this node pins CC:DD; refused before sending any credential/,
+      /certificate of the mesh's CA that does not name broker\.lab .*; refused before sending any credential/,
     ],
     [
       Object.assign(new Error("unable to verify the first certificate"), {

@@ -12,6 +12,8 @@ import { metricsFacts, metricsText } from "../src/run/metrics.ts";
 import { Store } from "../src/store/store.ts";
 import { bundledMachine, runHost, scratch } from "./_helpers.ts";
 import { fileResource, spawnHost, startMesh, until } from "./_mesh.ts";
+import { count, hostLog, launch, makeWorld, RunningLauncher, waitFor } from "./_launcher_world.ts";
+import { LAUNCHER_METRICS_FILE } from "../src/launcher_files.ts";
 
 const EXPORTER = "/usr/bin/prometheus-node-exporter";
 
@@ -82,6 +84,24 @@ Deno.test("metrics: node_exporter parses the file the service writes; its values
   await serves(exporter, "nox_mesh_host_link_up", "1");
   const info = await exporter.scrape();
   assert.match(info, /^nox_mesh_host_info\{node="node-m",runtime="[0-9.]+",version="[^"]+"\} 1$/m);
+  // When the link's TLS expires, as node_exporter serves it: the broker's certificate the
+  // link came up with (30 days, the stand-in's) and the mesh's CA, in days left.
+  const tls = await until("the TLS expiry series", async () => {
+    const text = await exporter.scrape();
+    return /^nox_mesh_host_broker_certificate_days_left\{/m.test(text) ? text : undefined;
+  });
+  assert.match(
+    tls,
+    /^nox_mesh_host_broker_certificate_days_left\{issuer="CN=nox-mesh stand-in CA",url="tls:\/\/127\.0\.0\.1:\d+"\} (29|30)$/m,
+  );
+  assert.match(
+    tls,
+    /^nox_mesh_host_trusted_ca_days_left\{ca="CN=nox-mesh stand-in CA",fingerprint="[0-9A-F:]{95}"\} (29|30)$/m,
+  );
+  const expiry = Number(
+    /^nox_mesh_host_broker_certificate_expiry_timestamp_seconds\{[^}]*\} (\S+)$/m.exec(tls)?.[1],
+  );
+  assert.ok(expiry > Date.now() / 1000 + 28 * 86_400, `expiry ${expiry}`);
   const st = await Deno.lstat(file);
   assert.ok(st.isFile);
   assert.equal(st.mode! & 0o777, 0o644);
@@ -207,6 +227,8 @@ Deno.test("metrics: a metricsFile among the host's own files, outside the manage
       [posix.join(s.stateDir, "m.prom"), /lies among the host's own files/],
       [posix.join(s.dir, "elsewhere.prom"), /is outside the managed roots/],
       [posix.join(s.root, "m.txt"), /end the name with \.prom/],
+      // The launcher's own file (it writes its state beside the metrics file).
+      [posix.join(s.root, "nox_mesh_host_launcher.prom"), /lies among the host's own files/],
     ] as const
   ) {
     await Deno.writeTextFile(s.configPath, JSON.stringify({ managedRoots: [s.root], metricsFile }));
@@ -214,6 +236,31 @@ Deno.test("metrics: a metricsFile among the host's own files, outside the manage
     assert.equal(r.code, 78, r.stderr);
     assert.match(r.stderr, why);
   }
+});
+
+Deno.test("metrics: a declaration naming the launcher's file beside the metrics file is refused by name", async () => {
+  await using s = await scratch();
+  const metricsFile = posix.join(s.root, "textfiles", "nox_mesh_host.prom");
+  await Deno.writeTextFile(s.configPath, JSON.stringify({ managedRoots: [s.root], metricsFile }));
+  const launcher = posix.join(s.root, "textfiles", "nox_mesh_host_launcher.prom");
+  const r = await runHost(["apply", "--json", "-"], {
+    env: s.env,
+    stdin: JSON.stringify({
+      version: 1,
+      resources: [{
+        type: "file",
+        id: "forged",
+        path: launcher,
+        content: 'nox_mesh_host_launcher_state{state="running"} 1\n',
+        mode: "0644",
+        owner: "root",
+        group: "root",
+      }],
+    }),
+  });
+  assert.equal(r.code, 2, r.stdout + r.stderr);
+  assert.match(r.stdout + r.stderr, /nox_mesh_host_launcher\.prom/);
+  await assert.rejects(Deno.lstat(launcher), Deno.errors.NotFound);
 });
 
 Deno.test("metrics: an apply still running is not the last apply the file describes (it has no outcome yet)", async () => {
@@ -230,4 +277,177 @@ Deno.test("metrics: an apply still running is not the last apply the file descri
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+// ------------------------------------------------------------------ the launcher's file
+
+/**
+ * A launcher world (tests/_launcher_world.ts) whose host.json names a metricsFile in a
+ * textfile directory only root can change (0755, the test runs as root), and a
+ * node_exporter reading that directory.
+ */
+async function launcherWithExporter(steps: string[]) {
+  const w = await makeWorld({ steps });
+  const textfiles = posix.join(w.dir, "node-exporter");
+  await Deno.mkdir(textfiles, { mode: 0o755 });
+  await Deno.chmod(textfiles, 0o755);
+  const config = posix.join(w.dir, "host.json");
+  await Deno.writeTextFile(
+    config,
+    // As a person writes it: spread over lines, another key after it.
+    `{\n  "metricsFile": "${textfiles}/nox_mesh_host.prom",\n  "driftIntervalSeconds": 60\n}\n`,
+  );
+  w.env.NOX_MESH_HOST_CONFIG = config;
+  const exporter = await nodeExporter(textfiles);
+  return {
+    w,
+    exporter,
+    textfiles,
+    file: posix.join(textfiles, LAUNCHER_METRICS_FILE),
+    async [Symbol.asyncDispose]() {
+      await exporter[Symbol.asyncDispose]();
+      await Deno.remove(w.dir, { recursive: true });
+    },
+  };
+}
+
+const L = "nox_mesh_host_launcher";
+
+Deno.test("metrics: node_exporter sees the launcher's state beside the host's: running with this incident's failures, then stopped", async () => {
+  await using t = await launcherWithExporter(["exit 1", "exit 1", "wait"]);
+  await Deno.writeTextFile(posix.join(t.w.state, "known-good"), "1.0\n");
+  const l = new RunningLauncher(t.w);
+  try {
+    await waitFor(
+      "the host to be ready",
+      async () => (await hostLog(t.w)).some((x) => x.startsWith("ready")),
+    );
+    await serves(t.exporter, `${L}_state{state="running"}`, "1");
+    assert.equal(await t.exporter.value(`${L}_state{state="restarting"}`), "0");
+    assert.equal(await t.exporter.value(`${L}_halted`), "0");
+    assert.equal(
+      await t.exporter.value(`${L}_failures`),
+      "2",
+      "two failed starts in this incident",
+    );
+    assert.equal(await t.exporter.value(`${L}_rolled_back`), "0");
+    assert.equal(await t.exporter.value(`${L}_started_info{version="1.0"}`), "1");
+    const at = Number(await t.exporter.value(`${L}_updated_timestamp_seconds`));
+    assert.ok(Math.abs(at - Date.now() / 1000) < 300, `${at}`);
+    const st = await Deno.lstat(t.file);
+    assert.ok(st.isFile);
+    assert.equal(st.mode! & 0o777, 0o644);
+  } finally {
+    l.process.kill("SIGTERM");
+    await l.exit();
+  }
+  await serves(t.exporter, `${L}_state{state="stopped"}`, "1");
+  assert.equal(await t.exporter.value(`${L}_state{state="running"}`), "0");
+});
+
+Deno.test("metrics: node_exporter sees a halted node: halted, why, the version rolled back to and from", async () => {
+  // Installed 2.0 fails 3 times (rolled back to the kept 1.0), 1.0 fails 3 more: halted.
+  await using t = await launcherWithExporter(
+    ["confirm exit 0", "exit 1", "exit 1", "exit 1", "exit 1", "exit 1", "exit 1"],
+  );
+  const upgrade = posix.join(t.w.dir, "upgrade");
+  await Deno.writeTextFile(
+    upgrade,
+    `#!/bin/sh\nsed 's/^version=.*/version=2.0/' '${t.w.bin}' > '${t.w.bin}.new' && ` +
+      `chmod 755 '${t.w.bin}.new' && mv '${t.w.bin}.new' '${t.w.bin}'\n`,
+    { mode: 0o755 },
+  );
+  const plan = posix.join(t.w.plan, "steps");
+  await Deno.writeTextFile(
+    plan,
+    (await Deno.readTextFile(plan)).replace("confirm exit 0", `confirm run ${upgrade} exit 0`),
+  );
+  const r = await launch(t.w);
+  assert.equal(r.code, 78, r.stderr);
+  await serves(t.exporter, `${L}_halted`, "1");
+  const text = await t.exporter.scrape();
+  assert.match(text, /^node_textfile_scrape_error 0$/m);
+  assert.equal(await t.exporter.value(`${L}_state{state="halted"}`), "1");
+  assert.equal(await t.exporter.value(`${L}_state{state="running"}`), "0");
+  const reason = text.split("\n").find((l) => l.startsWith(`${L}_halted_info{reason="`));
+  assert.ok(reason, text);
+  assert.match(
+    reason,
+    /nox-mesh-host failed 3 more times after rolling back to 1\.0: the machine, not the version, needs a look \(consecutive failures: 6\)"\} 1$/,
+  );
+  assert.equal(await t.exporter.value(`${L}_failures`), "6");
+  assert.equal(await t.exporter.value(`${L}_rolled_back{to="1.0"}`), "1");
+  assert.equal(await t.exporter.value(`${L}_rolled_back_from{version="2.0"}`), "1");
+  // The host's own metrics file in the same directory is not the launcher's business.
+  await assert.rejects(Deno.lstat(posix.join(t.textfiles, "nox_mesh_host.prom")));
+
+  // Started again while halted (a reboot): it refuses, and says so again, halted.
+  await Deno.remove(t.file);
+  const again = await launch(t.w);
+  assert.equal(again.code, 78);
+  await serves(t.exporter, `${L}_halted`, "1");
+});
+
+Deno.test("metrics: the launcher writes its file only in a directory only root can change, and never through a link", async () => {
+  await using t = await launcherWithExporter(["wait"]);
+  // A link at the file's name (to a file elsewhere) is replaced, not written through.
+  const victim = posix.join(t.w.dir, "victim");
+  await Deno.writeTextFile(victim, "# not the launcher's\n");
+  await Deno.symlink(victim, t.file);
+  const l = new RunningLauncher(t.w);
+  try {
+    await until("a regular file at the launcher's path", async () => {
+      const st = await Deno.lstat(t.file);
+      return st.isFile ? true : undefined;
+    });
+    await serves(t.exporter, `${L}_state{state="running"}`, "1");
+    assert.equal(await Deno.readTextFile(victim), "# not the launcher's\n");
+  } finally {
+    l.process.kill("SIGTERM");
+    await l.exit();
+  }
+  // A directory others may write: nothing is written there, and the launcher says why once.
+  await Deno.remove(t.file);
+  await Deno.chmod(t.textfiles, 0o777);
+  const again = new RunningLauncher(t.w);
+  await waitFor(
+    "the host to start again",
+    async () => (await hostLog(t.w)).filter((x) => x.startsWith("start")).length === 2,
+  );
+  again.process.kill("SIGTERM");
+  const { stderr } = await again.exit();
+  assert.equal(
+    count(stderr, "not writing nox_mesh_host_launcher.prom in"),
+    1,
+    stderr,
+  );
+  await assert.rejects(Deno.lstat(t.file), Deno.errors.NotFound);
+});
+
+Deno.test("metrics: the launcher writes nothing where a user owns a directory above the textfile directory (Debian's /var/lib/prometheus is prometheus's)", async () => {
+  await using t = await launcherWithExporter(["wait"]);
+  // The textfile directory is root's and 0755, but the one above it is nobody's: nobody could
+  // swap it for a link to any directory of root's between the launcher's look and its write.
+  const owned = posix.join(t.w.dir, "prometheus");
+  const textfiles = posix.join(owned, "node-exporter");
+  await Deno.mkdir(textfiles, { recursive: true });
+  await Deno.chmod(owned, 0o755);
+  await Deno.chmod(textfiles, 0o755);
+  await Deno.chown(owned, 65534, 65534);
+  await Deno.writeTextFile(
+    t.w.env.NOX_MESH_HOST_CONFIG,
+    `{ "metricsFile": "${textfiles}/nox_mesh_host.prom" }\n`,
+  );
+  const l = new RunningLauncher(t.w);
+  await waitFor(
+    "the host to start",
+    async () => (await hostLog(t.w)).some((x) => x.startsWith("start")),
+  );
+  l.process.kill("SIGTERM");
+  const { stderr } = await l.exit();
+  assert.equal(count(stderr, `not writing nox_mesh_host_launcher.prom in ${textfiles}`), 1, stderr);
+  await assert.rejects(
+    Deno.lstat(posix.join(textfiles, LAUNCHER_METRICS_FILE)),
+    Deno.errors.NotFound,
+  );
 });

@@ -7,7 +7,7 @@ import { build } from "../packaging/build.ts";
 import { packageArch, packageTarball, stageAlpine } from "../packaging/make_package.ts";
 import { VERSION } from "../src/version.ts";
 import { runtimePins } from "../packaging/tarball/runtime.ts";
-import { makeSandbox, place, removeSandbox, runInSandbox } from "./_sandbox.ts";
+import { hideDeno, makeSandbox, place, removeSandbox, runInSandbox } from "./_sandbox.ts";
 import { run } from "./_pacman.ts";
 
 const repo = (p: string): string => new URL(`../${p}`, import.meta.url).pathname;
@@ -64,15 +64,9 @@ Deno.test("arch: makepkg builds the package into a local repo; pacman installs i
       "/etc/noxpk-pacman.conf",
       `[options]\nArchitecture = auto\nSigLevel = Never\n[nox-mesh-host]\nServer = file://${repoDir}\n`,
     );
-    // No deno on this "machine": whiteouts hide the system's (/usr/bin/deno and the npm
-    // package it points into), and pacman is told of none: the package needs none.
-    for (const hidden of ["/usr/bin/deno", "/usr/lib/node_modules/deno"]) {
-      const mk = await run("sh", [
-        "-c",
-        `mkdir -p "$(dirname '${s.upper(hidden)}')" && mknod '${s.upper(hidden)}' c 0 0`,
-      ]);
-      assert.equal(mk, "");
-    }
+    // No deno on this "machine": whiteouts hide the system's (wherever npm put it, and the
+    // npm package it points into), and pacman is told of none: the package needs none.
+    await hideDeno(s);
     // Real paths, real pacman, inside the sandbox's overlays.
     const pacman = "pacman --config /etc/noxpk-pacman.conf --noconfirm";
     const script = `set -eu
@@ -130,15 +124,24 @@ Deno.test("alpine (lint only: no apk or abuild on this machine): APKBUILD is she
   }
   assert.match(apkbuild, /^pkgname=nox-mesh-host$/m);
   assert.match(apkbuild, new RegExp(`^pkgver=${VERSION.replaceAll(".", "\\.")}$`, "m"));
-  assert.match(apkbuild, /^depends="deno~\S+"$/m, "the bundled form runs on Alpine's deno");
+  assert.doesNotMatch(apkbuild, /^depends=/m, "the runtime is carried: no deno, nothing else");
   assert.match(apkbuild, /^package\(\) \{$/m);
   assert.match(apkbuild, /"\$pkgdir"\/etc\/init\.d\/nox-mesh-host$/m);
   assert.match(apkbuild, /"\$pkgdir"\/etc\/conf\.d\/nox-mesh-host$/m);
   const dir = await tempDir();
   try {
-    const b = await build({ os: "alpine", out: join(dir, "alpine") });
-    assert.equal(b.form, "bundled");
-    const staged = await stageAlpine(b);
+    const builds = [];
+    for (const arch of ["x86_64", "aarch64"] as const) {
+      const b = await build({ os: "alpine", arch, out: join(dir, `alpine-${arch}`) });
+      assert.equal(b.form, "bundled");
+      assert.equal(
+        b.glibc?.loader,
+        arch === "x86_64" ? "ld-linux-x86-64.so.2" : "ld-linux-aarch64.so.1",
+      );
+      builds.push(b);
+    }
+    await assert.rejects(stageAlpine(builds.slice(0, 1)), /no build for aarch64/);
+    const staged = await stageAlpine(builds);
     const text = await Deno.readTextFile(join(staged, "APKBUILD"));
     const sources = text.match(/^source="([^"]*)"/m)![1].trim().split(/\s+/);
     const sums = text.match(/^sha512sums="([^"]*)"/m)![1].trim().split("\n");

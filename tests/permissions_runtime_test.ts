@@ -29,6 +29,9 @@ const COMMON_REFUSED = [
   "write:/var/lib/mesh-host/rolled-back-from",
   "write:/var/lib/mesh-host/restart-streak",
   "write:/var/lib/mesh-host/rollback/nox-mesh-host-9.pkg.tar.gz",
+  // The launcher's state for node_exporter, in the textfile directories the sets know.
+  "write:/var/lib/prometheus/node-exporter/nox_mesh_host_launcher.prom",
+  "write:/var/lib/node_exporter/textfile_collector/nox_mesh_host_launcher.prom",
   "run:/usr/bin/id",
   "run:/bin/sh",
   "listen:0.0.0.0",
@@ -38,6 +41,8 @@ const COMMON_ALLOWED = [
   "write:/var/lib/mesh-host/known-good",
   "write:/var/lib/mesh-host/failures",
   "write:/srv/noxpk-managed",
+  // Its own metrics file beside the launcher's.
+  "write:/var/lib/prometheus/node-exporter/nox_mesh_host.prom",
 ];
 
 const CASES: Record<TargetOs, { refused: string[]; allowed: string[] }> = {
@@ -54,6 +59,21 @@ const CASES: Record<TargetOs, { refused: string[]; allowed: string[] }> = {
       "run:/usr/sbin/rc-service",
     ],
     allowed: ["run:/usr/bin/pacman", "write:/etc/systemd/system/noxpk-other.service"],
+  },
+  debian: {
+    refused: [
+      "write:/etc/systemd/system/nox-mesh-host.service",
+      "write:/etc/systemd/system/nox-mesh-host.service.d/override.conf",
+      "write:/usr/lib/systemd/system/nox-mesh-host.service",
+      "write:/usr/bin/nox-mesh-host",
+      "write:/usr/lib/nox-mesh-host/nox-mesh-host.js",
+      "write:/usr/lib/nox-mesh-host/chunk-ABCDEFGH.js",
+      "write:/usr/lib/nox-mesh-host/launch/apt.sh",
+      "write:/usr/bin/nox-mesh-host-launch",
+      "run:/usr/bin/pacman",
+      "run:/usr/bin/dpkg",
+    ],
+    allowed: ["run:/usr/bin/apt-get", "write:/etc/systemd/system/noxpk-other.service"],
   },
   alpine: {
     refused: [
@@ -91,7 +111,7 @@ const CASES: Record<TargetOs, { refused: string[]; allowed: string[] }> = {
   },
 };
 
-for (const os of ["arch", "alpine", "tarball"] as const) {
+for (const os of ["arch", "debian", "alpine", "tarball"] as const) {
   Deno.test(`runtime refusals ${os}: own unit/init file, own program, unlisted program, listening`, async () => {
     const s = await makeSandbox();
     try {
@@ -107,6 +127,8 @@ for (const os of ["arch", "alpine", "tarball"] as const) {
           "/usr/local/lib/nox-mesh-host/init",
           "/usr/local/share/nox-mesh-host",
           "/var/lib/mesh-host/upgrade",
+          "/var/lib/prometheus/node-exporter",
+          "/var/lib/node_exporter/textfile_collector",
         ]
       ) {
         await place(s, `${dir}/.keep`, "");

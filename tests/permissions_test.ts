@@ -9,10 +9,12 @@ import {
   permissionFlags,
   TARGET_OSES,
 } from "../packaging/permissions.ts";
-import { build, compileArgs, RUNTIME_FLAGS } from "../packaging/build.ts";
+import { build, compileArgs, RUNTIME_FLAGS, runtimeArgs } from "../packaging/build.ts";
 import { DEFAULTS } from "../src/config.ts";
 import { NEEDS } from "../os/needs.ts";
 import { OWN_PATHS_BY_OS } from "../packaging/own_paths_by_os.ts";
+import { TEXTFILE_DIRS } from "../packaging/own_paths.ts";
+import { LAUNCHER_METRICS_FILE } from "../src/launcher_files.ts";
 import { ownPathInstance } from "./_own_paths.ts";
 
 /** Exactly the programs each set may run: the adapters' tools and the profile's queries. */
@@ -85,6 +87,28 @@ const PROGRAMS = {
     "/bin/cat",
     "/usr/bin/cat",
   ],
+  debian: [
+    "/usr/bin/apt-get",
+    "/usr/bin/dpkg-query",
+    "/usr/bin/systemctl",
+    "/usr/bin/podman",
+    "/usr/bin/docker",
+    "/usr/bin/ip",
+    "/usr/bin/wg",
+    "/usr/bin/wireguard-go",
+    "/usr/sbin/nft",
+    "/usr/sbin/sysctl",
+    // users and groups (shadow's tools)
+    "/usr/sbin/useradd",
+    "/usr/sbin/usermod",
+    "/usr/sbin/userdel",
+    "/usr/sbin/groupadd",
+    "/usr/sbin/groupdel",
+    "/usr/bin/mount",
+    "/usr/bin/umount",
+    "/usr/sbin/findfs",
+    "/usr/bin/cat",
+  ],
   tarball: [
     "/usr/bin/pacman",
     "/sbin/apk",
@@ -148,6 +172,10 @@ const OWN_INIT_FILES = {
     "/usr/lib/systemd/system/nox-mesh-host.service",
     "/etc/systemd/system/nox-mesh-host.service",
   ],
+  debian: [
+    "/usr/lib/systemd/system/nox-mesh-host.service",
+    "/etc/systemd/system/nox-mesh-host.service",
+  ],
   alpine: ["/etc/init.d/nox-mesh-host", "/etc/conf.d/nox-mesh-host"],
   tarball: [
     "/etc/systemd/system/nox-mesh-host.service",
@@ -190,6 +218,11 @@ for (const os of TARGET_OSES) {
     for (const f of ["halted", "rolled-back", "rolled-back-from", "restart-streak", "rollback"]) {
       assert.ok(set.denyWrite.includes(`/var/lib/mesh-host/${f}`), `launcher-only ${f} denied`);
     }
+    for (const dir of TEXTFILE_DIRS) {
+      const file = `${dir}/${LAUNCHER_METRICS_FILE}`;
+      assert.ok(set.denyWrite.includes(file), `the launcher's state for node_exporter: ${file}`);
+      assert.ok(!set.denyWrite.some((d) => `${dir}/nox_mesh_host.prom`.startsWith(d)));
+    }
     for (const f of ["known-good", "failures"]) {
       assert.ok(
         !set.denyWrite.some((d) => `/var/lib/mesh-host/${f}`.startsWith(d)),
@@ -229,7 +262,7 @@ for (const os of TARGET_OSES) {
 }
 
 for (const os of TARGET_OSES) {
-  Deno.test(`permissions ${os}: every own path of packaging/${os}/own_paths.ts in a writable root is denied`, async () => {
+  Deno.test(`permissions ${os}: every own path of ${os} (packaging/own_paths_by_os.ts) in a writable root is denied`, async () => {
     const set = await loadPermissionSet(os);
     const within = (p: string, root: string) => p === root || p.startsWith(root + "/");
     const checked: string[] = [];
@@ -305,7 +338,7 @@ Deno.test("permissions: both build forms get identical permission flags", async 
         }],
       }),
     );
-    for (const os of ["arch", "tarball"] as const) {
+    for (const os of ["arch", "alpine", "tarball"] as const) {
       const set = await loadPermissionSet(os);
       const r = await build({ os, form: "bundled", out: join(out, os), bundleFile: lock });
       assert.equal(r.form, "bundled");
@@ -321,9 +354,12 @@ Deno.test("permissions: both build forms get identical permission flags", async 
         ],
       }).outputSync();
       const argv = new TextDecoder().decode(words.stdout).trim().split("\n");
-      assert.deepEqual(argv.slice(0, 3), [set.deno, "run", "--no-config"]);
+      // The runtime (through the glibc loader it carries: Alpine, the tarball), then `run`.
+      const runtime = runtimeArgs(set);
+      assert.deepEqual(runtime.length, os === "arch" ? 1 : 4);
+      assert.deepEqual(argv.slice(0, runtime.length + 2), [...runtime, "run", "--no-config"]);
       assert.equal(argv.at(-1), set.bundle);
-      const shimFlags = argv.slice(3, -1);
+      const shimFlags = argv.slice(runtime.length + 2, -1);
       // The compile command the builder runs where a denort exists.
       const compile = compileArgs(r.flags, {
         output: "/o",

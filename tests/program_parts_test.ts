@@ -87,7 +87,11 @@ Deno.test("program parts: version, plan FILE and apply FILE run as packaged with
   }
   assert.ok(removed.length > 0);
   // Run as the tarball's shim runs it (its flags), on this Deno (the version it carries).
-  const program = (bundle: string) => [Deno.execPath(), ...b.command.slice(1, -1), bundle];
+  const program = (bundle: string) => [
+    Deno.execPath(),
+    ...b.command.slice(b.command.indexOf("run"), -1),
+    bundle,
+  ];
   const host = program(join(without, "nox-mesh-host.js"));
   const whole = program(join(b.dir, "nox-mesh-host.js"));
   // The tarball's set writes only its managed roots: the scratch lives under /var/lib.

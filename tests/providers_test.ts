@@ -1,12 +1,14 @@
 // The providers' descriptors (os/provider.ts) and what is derived from them: adding a
-// provider is its descriptor and its line in the list (os/provider_list.ts); the choice of
-// providers, the needs, the permission sets' lines, the `host` task and the per-OS builds'
-// lists follow from the list alone.
+// provider is its descriptor and its line in the list (os/provider_list.ts), and where its
+// programs lie is each distribution's to say (os/distros/); the choice of providers, the
+// needs, the permission sets' lines, the `host` task and the per-OS builds' lists follow from
+// the lists alone.
 import assert from "node:assert/strict";
 import { providersFor } from "../os/mod.ts";
 import { carriedBy, needsOf } from "../os/needs.ts";
-import type { ProviderDescriptor } from "../os/provider.ts";
+import { type ProviderDescriptor, selects } from "../os/provider.ts";
 import { PROVIDERS } from "../os/provider_list.ts";
+import { DISTRIBUTIONS } from "../os/distros/mod.ts";
 import { CARRIED } from "../os/carried.ts";
 import {
   carriedModule,
@@ -20,7 +22,8 @@ import type { Capability, Profile } from "../src/profile.ts";
 
 /**
  * A provider that exists only as its descriptor (never run: only its factory is called,
- * which the test is about): a firewall carried by the Arch build and the checkout.
+ * which the test is about): a firewall carried by the Arch build and the checkout. It names
+ * its program; Arch places it (below), as a distribution's file would.
  */
 const STUB: ProviderDescriptor<"firewall"> = {
   folder: "stub-wall",
@@ -28,11 +31,15 @@ const STUB: ProviderDescriptor<"firewall"> = {
   names: ["stubwall"],
   builds: ["arch", "checkout"],
   confine: { capability: "nftables" },
-  programs: { stubwall: { why: "stub firewall resources", at: { arch: ["/usr/bin/stubwall"] } } },
+  programs: { stubwall: { why: "stub firewall resources" } },
   reads: { "/run/stubwall": "stub firewall: its state" },
   open: () => ({ name: "stubwall" }) as unknown as Firewall,
 };
 const LIST = [...PROVIDERS, STUB];
+/** The distributions, Arch's programs with the stub's beside them. */
+const DISTROS = DISTRIBUTIONS.map((d) =>
+  d.id === "arch" ? { ...d, programs: { ...d.programs, stubwall: ["/usr/bin/stubwall"] } } : d
+);
 
 const cap = (state: Capability["state"], provider?: string): Capability => ({
   state,
@@ -59,7 +66,7 @@ function profile(firewall: string): Profile {
 }
 
 Deno.test("providers: a provider added to the list is chosen by its confinement, as the others", () => {
-  const carried = LIST.filter((p) => p.builds.includes("checkout"));
+  const carried = LIST.filter((p) => selects(p.builds, "checkout"));
   assert.equal(providersFor(profile("stubwall"), { from: carried }).firewall?.name, "stubwall");
   assert.equal(providersFor(profile("nftables"), { from: carried }).firewall?.name, "nftables");
   // Not in the list: never chosen, whatever the profile says.
@@ -67,22 +74,30 @@ Deno.test("providers: a provider added to the list is chosen by its confinement,
 });
 
 Deno.test("providers: a provider added to the list joins the needs, the permission lines and the host task of its builds only", async () => {
-  assert.deepEqual(needsOf("arch", LIST).at.stubwall, [{ path: "/usr/bin/stubwall", on: "arch" }]);
-  assert.equal(needsOf("arch", LIST).read["/run/stubwall"], "stub firewall: its state");
-  assert.equal(needsOf("alpine", LIST).run.stubwall, undefined);
+  assert.deepEqual(needsOf("arch", LIST, DISTROS).at.stubwall, [
+    { path: "/usr/bin/stubwall", on: "arch" },
+  ]);
+  assert.equal(needsOf("arch", LIST, DISTROS).read["/run/stubwall"], "stub firewall: its state");
+  assert.equal(needsOf("alpine", LIST, DISTROS).run.stubwall, undefined);
   assert.ok(
-    permissionBlock("arch", "allow-run", LIST).some((l) =>
+    permissionBlock("arch", "allow-run", LIST, DISTROS).some((l) =>
       /^allow-run +\/usr\/bin\/stubwall +# stub firewall resources$/.test(l)
     ),
   );
-  assert.ok(!permissionBlock("alpine", "allow-run", LIST).join("\n").includes("stubwall"));
+  assert.ok(
+    !permissionBlock("alpine", "allow-run", LIST, DISTROS).join("\n").includes("stubwall"),
+  );
   assert.match(hostAllowRun(LIST), /^--allow-run=.*,stubwall,\.\/packaging\/dev\/nox-mesh-host$/);
   assert.doesNotMatch(hostAllowRun(), /stubwall/);
 
   // The committed Arch set, rewritten with it: the set gains exactly its program and path.
   const before = await loadPermissionSet("arch");
   const text = await Deno.readTextFile(before.source);
-  const after = parsePermissionFile(rewritePermissionFile(text, "arch", LIST), "arch", "x");
+  const after = parsePermissionFile(
+    rewritePermissionFile(text, "arch", LIST, DISTROS),
+    "arch",
+    "x",
+  );
   assert.deepEqual(after.allowRun, [...before.allowRun, "/usr/bin/stubwall"]);
   assert.deepEqual(
     after.allowRead.filter((p) => !before.allowRead.includes(p)),
@@ -101,7 +116,7 @@ Deno.test("providers: a per-OS build's list imports the descriptors its builds n
     for (const [os, text] of [["arch", arch], ["alpine", alpine]] as const) {
       assert.equal(
         text.includes(`from "${root}os/${p.folder}/provider.ts"`),
-        p.builds.includes(os),
+        selects(p.builds, os),
         `${os} and os/${p.folder}`,
       );
     }
@@ -114,22 +129,17 @@ Deno.test("providers: a per-OS build's list imports the descriptors its builds n
   assert.ok(!CARRIED.some((p) => p.folder === "tarball-self"));
 });
 
-Deno.test("providers: a descriptor that leaves a program without a path on a build's OS, or two that disagree, are refused", () => {
-  const pathless: ProviderDescriptor<"firewall"> = {
-    ...STUB,
-    builds: ["alpine"],
-  };
+Deno.test("providers: a program its build's distribution does not place is refused, naming the distribution's file", () => {
   assert.throws(
-    () => needsOf("alpine", [pathless]),
-    /os\/stub-wall: stubwall is carried by the alpine build but has no path on alpine/,
+    () => needsOf("arch", LIST),
+    /os\/stub-wall runs stubwall, and the arch build carries it, but Arch places no stubwall \(os\/distros\/arch\.ts programs\)/,
   );
-  const elsewhere: ProviderDescriptor<"firewall"> = {
-    ...STUB,
-    folder: "stub-elsewhere",
-    programs: { stubwall: { why: "x", at: { arch: ["/usr/sbin/stubwall"] } } },
-  };
-  assert.throws(
-    () => needsOf("arch", [STUB, elsewhere]),
-    /os\/stub-elsewhere and os\/stub-wall say stubwall is found at different paths/,
-  );
+  const pathless: ProviderDescriptor<"firewall"> = { ...STUB, builds: ["alpine"] };
+  assert.throws(() => needsOf("alpine", [pathless], DISTROS), /Alpine places no stubwall/);
+  // The tarball runs on every distribution: one that places it is enough.
+  const tarball: ProviderDescriptor<"firewall"> = { ...STUB, builds: ["tarball"] };
+  assert.deepEqual(needsOf("tarball", [tarball], DISTROS).at.stubwall, [
+    { path: "/usr/bin/stubwall", on: "arch" },
+  ]);
+  assert.throws(() => needsOf("tarball", [tarball]), /stubwall, which no distribution places/);
 });

@@ -12,7 +12,7 @@ import { bundledMachine, runHost, type Scratch, scratch } from "./_helpers.ts";
 import { Store } from "../src/store/store.ts";
 import { META } from "../src/store/meta.ts";
 import { fileResource, type HostProcess, type Mesh, spawnHost, startMesh, until } from "./_mesh.ts";
-import { type NodeNet, nodeNet } from "./_node_net.ts";
+import { BROKER_ADDRESS, type NodeNet, nodeNet } from "./_node_net.ts";
 
 type Report = Record<string, unknown>;
 
@@ -89,7 +89,7 @@ Deno.test({
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {
-    await using mesh = await startMesh();
+    await using mesh = await startMesh({ ips: [BROKER_ADDRESS] });
     await using net = await nodeNet(mesh.broker.port);
     await using s = await scratch({ confirmWindowSeconds: WINDOW_S });
     await enrolled(mesh, net, "node-a", s);
@@ -201,7 +201,7 @@ Deno.test({
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {
-    await using mesh = await startMesh();
+    await using mesh = await startMesh({ ips: [BROKER_ADDRESS] });
     await using net = await nodeNet(mesh.broker.port);
     await using s = await scratch({ confirmWindowSeconds: WINDOW_S });
     await enrolled(mesh, net, "node-a", s);
@@ -257,7 +257,7 @@ Deno.test({
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {
-    await using mesh = await startMesh();
+    await using mesh = await startMesh({ ips: [BROKER_ADDRESS] });
     await using net = await nodeNet(mesh.broker.port);
     await using s = await scratch({ confirmWindowSeconds: WINDOW_S });
     await enrolled(mesh, net, "node-a", s);
@@ -318,7 +318,7 @@ Deno.test({
   sanitizeResources: false,
   sanitizeOps: false,
   async fn() {
-    await using mesh = await startMesh();
+    await using mesh = await startMesh({ ips: [BROKER_ADDRESS] });
     await using net = await nodeNet(mesh.broker.port);
     await using s = await scratch({ confirmWindowSeconds: WINDOW_S });
     await enrolled(mesh, net, "node-a", s);

@@ -83,7 +83,17 @@ Deno.test("run outside the journal (the OpenRC log): a tool's hostile output rea
   await Deno.writeTextFile(s.configPath, JSON.stringify({ managedRoots: [s.root], bundle }));
   // ip(8) names the device it did not find as it was given: raw escape sequences, BEL, CR.
   const device = "x\u001b]0;pwned\u0007\r\u001b[2Kevil";
-  const ip = ["/usr/sbin/ip", "link", "show", "dev", device];
+  // ip as the development permission set's `--allow-run=ip` resolves it: the first on PATH
+  // (/usr/sbin/ip where /usr/sbin comes first, /usr/bin/ip where /usr/bin does).
+  const onPath = (Deno.env.get("PATH") ?? "").split(":").filter(Boolean).map((d) => `${d}/ip`)
+    .find((p) => {
+      try {
+        return Deno.statSync(p).isFile;
+      } catch {
+        return false;
+      }
+    });
+  const ip = [onPath ?? "/usr/sbin/ip", "link", "show", "dev", device];
   await Deno.writeTextFile(
     bundle,
     JSON.stringify({

@@ -1,10 +1,11 @@
 /**
  * One tarball layout (os/tarball_layout.ts): the tarball packaging lays out holds only
- * paths inside it, and the launcher (POSIX sh, which cannot import it) spells the same
- * paths in each place it knows them: packing the installation, checking a staged
- * tarball's listing, switching to it, and reading the VERSION file (and install-init,
- * where it finds the init files). The scripts' paths are read out of their text; a
- * launcher that drops or adds one is caught.
+ * paths inside it, and the launcher's tarball path (launcher/pkg/tarball.sh: POSIX sh,
+ * which cannot import it) spells the same paths in each place it knows them: packing the
+ * installation, checking a staged tarball's listing, switching to it, and reading the
+ * VERSION file (and install-init, where it finds the init files; the launcher, where it
+ * finds its include). The scripts' paths are read out of their text; a launcher that drops
+ * or adds one is caught.
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
@@ -13,7 +14,7 @@ import { tarballEntries } from "../packaging/make_package.ts";
 import type { BuildResult } from "../packaging/build.ts";
 import { readTarball } from "../os/tarball-self/_ustar.ts";
 
-const LAUNCHER = new URL("../launcher/nox-mesh-host-launch", import.meta.url).pathname;
+const LAUNCHER = new URL("../launcher/pkg/tarball.sh", import.meta.url).pathname;
 const NAME = "nox-mesh-host";
 
 /** The body of sh function `name` (from `name() {` to the `}` that closes it at column 0). */
@@ -76,6 +77,14 @@ function expected() {
 
 Deno.test("the launcher's paths are the tarball layout's (packing, checking a stage, switching, VERSION)", async () => {
   assert.deepEqual(launcherLayout(await Deno.readTextFile(LAUNCHER)), expected());
+});
+
+Deno.test("the launcher looks for its package kind's include where the layout puts it", async () => {
+  const launcher = await Deno.readTextFile(
+    new URL("../launcher/nox-mesh-host-launch", import.meta.url),
+  );
+  const lib = /^lib=\$\{NOX_MESH_HOST_LAUNCH_LIB:-\$prefix\/([^}]+)\}$/m.exec(launcher)?.[1];
+  assert.equal(lib, TARBALL_LAYOUT.launchDir);
 });
 
 Deno.test("install-init looks for the init files where the layout puts them (beside bin/, in its initDir)", async () => {

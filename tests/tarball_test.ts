@@ -10,7 +10,7 @@ import { loadPermissionSet } from "../packaging/permissions.ts";
 import { runtimePins } from "../packaging/tarball/runtime.ts";
 import { VERSION } from "../src/version.ts";
 import { readTarball } from "../os/tarball-self/_ustar.ts";
-import { makeSandbox, removeSandbox, runInSandbox } from "./_sandbox.ts";
+import { hideDeno, makeSandbox, removeSandbox, runInSandbox } from "./_sandbox.ts";
 
 const INIT_FILES = [
   "lib/nox-mesh-host/init/nox-mesh-host.confd",
@@ -26,9 +26,23 @@ const ENTRIES: Record<string, string> = {
   "lib/nox-mesh-host/VERSION": "-rw-r--r--",
   "lib/nox-mesh-host/deno": "-rwxr-xr-x",
   "lib/nox-mesh-host/deno.LICENSE": "-rw-r--r--",
+  // The glibc loader and libraries that start the runtime (on musl too), from Debian's
+  // libc6 and libgcc-s1, their licences and SOURCES beside them.
+  "lib/nox-mesh-host/glibc/LICENSE.glibc": "-rw-r--r--",
+  "lib/nox-mesh-host/glibc/LICENSE.libgcc": "-rw-r--r--",
+  "lib/nox-mesh-host/glibc/SOURCES": "-rw-r--r--",
+  "lib/nox-mesh-host/glibc/ld-linux-x86-64.so.2": "-rwxr-xr-x",
+  "lib/nox-mesh-host/glibc/libc.so.6": "-rw-r--r--",
+  "lib/nox-mesh-host/glibc/libdl.so.2": "-rw-r--r--",
+  "lib/nox-mesh-host/glibc/libgcc_s.so.1": "-rw-r--r--",
+  "lib/nox-mesh-host/glibc/libm.so.6": "-rw-r--r--",
+  "lib/nox-mesh-host/glibc/libpthread.so.0": "-rw-r--r--",
+  "lib/nox-mesh-host/glibc/librt.so.1": "-rw-r--r--",
   "lib/nox-mesh-host/init/nox-mesh-host.confd": "-rw-r--r--",
   "lib/nox-mesh-host/init/nox-mesh-host.initd": "-rwxr-xr-x",
   "lib/nox-mesh-host/init/nox-mesh-host.service": "-rw-r--r--",
+  // The launcher's tarball path, which it sources.
+  "lib/nox-mesh-host/launch/tarball.sh": "-rw-r--r--",
   "lib/nox-mesh-host/nox-mesh-host.js": "-rw-r--r--",
   "share/nox-mesh-host/LICENSE": "-rw-r--r--",
   "share/nox-mesh-host/substrate.lock": "-rw-r--r--",
@@ -89,6 +103,11 @@ Deno.test("tarball: files only (no directory entries), owned 0:0, the modes a re
   assert.match(licence.stdout, /MIT License/);
   assert.match(licence.stdout, /the Deno authors/);
   // The installed version, as os/tarball-self reads it back.
+  const glibc = await sh(`tar -xzOf '${file}' lib/nox-mesh-host/glibc/LICENSE.glibc`);
+  assert.match(glibc.stdout, /GNU Lesser General Public\s+License/);
+  const sources = await sh(`tar -xzOf '${file}' lib/nox-mesh-host/glibc/SOURCES`);
+  assert.match(sources.stdout, /^ {2}libc6 \S+: ld-linux-x86-64\.so\.2 libc\.so\.6 /m);
+  assert.match(sources.stdout, /apt-get source glibc=/);
   const stamp = await sh(`tar -xzOf '${file}' lib/nox-mesh-host/VERSION`);
   assert.equal(stamp.stdout, `${VERSION}\n`);
   // The adapter's own strict reader accepts the real release whole.
@@ -100,14 +119,9 @@ Deno.test("tarball: unpacked with `tar -xz -C /usr/local` where no deno exists, 
   const { tarball: file } = await tarball();
   const s = await makeSandbox();
   try {
-    // No deno on this "machine": whiteouts hide the system's (/usr/bin/deno and the npm
-    // package it points into) in the sandbox's overlays.
-    for (const hidden of ["/usr/bin/deno", "/usr/lib/node_modules/deno"]) {
-      const mk = await sh(
-        `mkdir -p "$(dirname '${s.upper(hidden)}')" && mknod '${s.upper(hidden)}' c 0 0`,
-      );
-      assert.equal(mk.code, 0, mk.stderr);
-    }
+    // No deno on this "machine": whiteouts hide the system's (wherever npm put it, and the
+    // npm package it points into) in the sandbox's overlays.
+    await hideDeno(s);
     const script = `set -eu
       PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
       if command -v deno; then echo "a deno is on PATH" >&2; exit 1; fi
@@ -146,26 +160,42 @@ Deno.test("tarball: the shim finds the runtime beside it, not on PATH, and stops
     // With a deno on PATH but none beside the shim: refused, not run on PATH's.
     const r = await sh(`'${dir}/bin/nox-mesh-host' version`, { PATH: Deno.env.get("PATH")! });
     assert.equal(r.code, 127, r.stdout);
-    assert.match(r.stderr, /no Deno runtime at .*\/bin\/\.\.\/lib\/nox-mesh-host\/deno: unpack/);
-    // Beside it, a runtime that shows its argv: it is run with the set's flags and bundle.
-    await Deno.mkdir(join(dir, "lib", "nox-mesh-host"), { recursive: true });
-    await Deno.writeTextFile(
-      join(dir, "lib", "nox-mesh-host", "deno"),
-      '#!/bin/sh\nprintf \'%s\\n\' "$0" "$@"\n',
-      { mode: 0o755 },
-    );
-    await Deno.chmod(join(dir, "lib", "nox-mesh-host", "deno"), 0o755);
+    const missing =
+      /no Deno runtime \(or its loader\) at .*\/bin\/\.\.\/lib\/nox-mesh-host\/: unpack/;
+    assert.match(r.stderr, missing);
+    // Beside it, a runtime and a loader that show their argv: the loader is run with its
+    // libraries' directory, then the runtime with the set's flags and bundle.
+    const loader = b.glibc!.loader;
+    await Deno.mkdir(join(dir, "lib", "nox-mesh-host", "glibc"), { recursive: true });
+    for (const fake of ["deno", `glibc/${loader}`]) {
+      await Deno.writeTextFile(
+        join(dir, "lib", "nox-mesh-host", fake),
+        '#!/bin/sh\nprintf \'%s\\n\' "$0" "$@"\n',
+        { mode: 0o755 },
+      );
+      await Deno.chmod(join(dir, "lib", "nox-mesh-host", fake), 0o755);
+      // Either one alone is not enough.
+      const alone = await sh(`'${dir}/bin/nox-mesh-host' version`, {});
+      assert.equal(alone.code, fake === "deno" ? 127 : 0, alone.stderr);
+    }
     const ran = await sh(`cd '${dir}' && bin/nox-mesh-host version`, { CDPATH: "/" });
     assert.equal(ran.code, 0, ran.stderr);
     const argv = ran.stdout.trim().split("\n");
     const lib = join(await Deno.realPath(dir), "lib", "nox-mesh-host");
+    const start = b.command.indexOf("run");
     assert.deepEqual(argv, [
+      join(lib, "glibc", loader),
+      "--library-path",
+      join(lib, "glibc"),
       join(lib, "deno"),
-      ...b.command.slice(1, -1),
+      ...b.command.slice(start, -1),
       join(lib, "nox-mesh-host.js"),
       "version",
     ]);
     assert.deepEqual(b.command, [
+      `${set.glibc}/${loader}`,
+      "--library-path",
+      set.glibc,
       set.deno,
       "run",
       "--no-config",
@@ -185,12 +215,19 @@ Deno.test("tarball: a compiled build's tarball carries the program alone: no run
   const entries = Object.keys(await tarballEntries({ ...b, form: "compiled", runtime: undefined }));
   assert.deepEqual(
     entries.sort(),
-    Object.keys(ENTRIES).filter((e) => !/\/(deno|deno\.LICENSE|nox-mesh-host\.js)$/.test(e)),
+    Object.keys(ENTRIES).filter((e) =>
+      !/\/(deno|deno\.LICENSE|nox-mesh-host\.js)$/.test(e) && !e.includes("/glibc/")
+    ),
   );
   await assert.rejects(
     tarballEntries({ ...b, runtime: undefined }),
     /carries no Deno runtime/,
     "a bundled build without its runtime is never packed",
+  );
+  await assert.rejects(
+    tarballEntries({ ...b, glibc: undefined }),
+    /carries no glibc loader for its runtime/,
+    "nor one without the loader that starts it",
   );
 });
 

@@ -170,12 +170,25 @@ export function assertPackage(
       expect.version ? ` ${expect.version}` : ""
     } on ${machine}`,
     async run(ctx) {
-      const r = await ctx.machine(machine).exec(["pacman", "-Q", name]);
+      const m = ctx.machine(machine);
+      // A Debian machine's packages are dpkg's; the others' (Arch-like) pacman's.
+      const apt = m.hostFrom === "deb";
+      const r = await m.exec(
+        apt
+          ? ["dpkg-query", "-W", "-f", "${db:Status-Status} ${Version}", name]
+          : ["pacman", "-Q", name],
+      );
+      const installed = r.code === 0 && (!apt || r.stdout.startsWith("installed "));
       if (expect.absent) {
-        if (r.code === 0) fail(`${name} not installed`, r.stdout.trim());
+        if (installed) fail(`${name} not installed`, r.stdout.trim());
         return;
       }
-      if (r.code !== 0) fail(`${name} installed`, `pacman -Q: ${r.stderr.trim()}`);
+      if (!installed) {
+        fail(
+          `${name} installed`,
+          `${apt ? "dpkg-query" : "pacman -Q"}: ${(r.stderr || r.stdout).trim()}`,
+        );
+      }
       const version = r.stdout.trim().split(/\s+/)[1];
       if (expect.version && version !== expect.version) {
         fail(`${name} ${expect.version}`, `${name} ${version}`);

@@ -69,38 +69,15 @@ export async function makeCertificates(
     ]);
   }
   if (!(await exists(files.certFile))) {
-    await openssl([
-      "req",
-      ...ec,
-      "-keyout",
-      files.keyFile,
-      "-out",
-      p(`${server}.csr`),
-      "-subj",
-      `/CN=${cn}`,
-    ]);
-    const san = [...names.map((n) => `DNS:${n}`), ...ips.map((i) => `IP:${i}`)].join(",");
-    await Deno.writeTextFile(
-      p(`${server}.ext`),
-      `subjectAltName=${san}\nextendedKeyUsage=serverAuth,clientAuth\nkeyUsage=critical,digitalSignature\n`,
-    );
-    await openssl([
-      "x509",
-      "-req",
-      "-in",
-      p(`${server}.csr`),
-      "-CA",
-      files.caFile,
-      "-CAkey",
-      p("ca.key"),
-      "-CAcreateserial",
-      "-out",
-      files.certFile,
-      "-days",
-      "30",
-      "-extfile",
-      p(`${server}.ext`),
-    ]);
+    await issueServerCertificate({
+      caFile: files.caFile,
+      caKeyFile: p("ca.key"),
+      certFile: files.certFile,
+      keyFile: files.keyFile,
+      names,
+      ips,
+      cn,
+    });
   }
   const caPem = await Deno.readTextFile(files.caFile);
   const fingerprint256 =
@@ -108,13 +85,120 @@ export async function makeCertificates(
   return { ...files, caPem, fingerprint256 };
 }
 
+/** Where a server's certificate lives and what it names (to issue it again: a renewal). */
+export interface ServerCertificate {
+  certFile: string;
+  keyFile: string;
+  names: string[];
+  ips: string[];
+}
+
+/**
+ * Issue a server certificate (a new key, `days` of validity, serverAuth and clientAuth)
+ * for `names` and `ips` under the CA in `caFile`/`caKeyFile`, and put it and its key in
+ * place of `certFile`/`keyFile` (each renamed over the old one, so a server reading them
+ * meanwhile sees the old pair or the new). `chain`: certificates appended after the leaf.
+ */
+export async function issueServerCertificate(
+  {
+    caFile,
+    caKeyFile,
+    certFile,
+    keyFile,
+    names,
+    ips,
+    cn = names[0] ?? ips[0],
+    days = 30,
+    at,
+  }: ServerCertificate & {
+    caFile: string;
+    caKeyFile: string;
+    cn?: string;
+    days?: number;
+    /** Issue it as if the clock read this (faketime's form, "2020-01-01"): tests of expiry. */
+    at?: string;
+  },
+): Promise<void> {
+  const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+  const stem = `${certFile}.new`;
+  await openssl([
+    "req",
+    ...ec,
+    "-keyout",
+    `${stem}.key`,
+    "-out",
+    `${stem}.csr`,
+    "-subj",
+    `/CN=${cn}`,
+  ]);
+  const san = [...names.map((n) => `DNS:${n}`), ...ips.map((i) => `IP:${i}`)].join(",");
+  await Deno.writeTextFile(
+    `${stem}.ext`,
+    `subjectAltName=${san}\nextendedKeyUsage=serverAuth,clientAuth\nkeyUsage=critical,digitalSignature\n`,
+  );
+  await openssl([
+    ...(at ? ["faketime", at, "openssl"] : []),
+    "x509",
+    "-req",
+    "-in",
+    `${stem}.csr`,
+    "-CA",
+    caFile,
+    "-CAkey",
+    caKeyFile,
+    "-CAcreateserial",
+    "-out",
+    `${stem}.pem`,
+    "-days",
+    String(days),
+    "-extfile",
+    `${stem}.ext`,
+  ]);
+  await Deno.chmod(`${stem}.key`, 0o600);
+  await Deno.rename(`${stem}.key`, keyFile);
+  await Deno.rename(`${stem}.pem`, certFile);
+  await Deno.remove(`${stem}.csr`).catch(() => {});
+  await Deno.remove(`${stem}.ext`).catch(() => {});
+}
+
+/** Make a CA (EC P-256, `days` of validity) into `certFile`/`keyFile`; returns its PEM. */
+export async function makeCa(
+  certFile: string,
+  keyFile: string,
+  { name, days = 30 }: { name: string; days?: number },
+): Promise<string> {
+  const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+  await openssl([
+    "req",
+    "-x509",
+    ...ec,
+    "-keyout",
+    keyFile,
+    "-out",
+    certFile,
+    "-days",
+    String(days),
+    "-subj",
+    `/CN=${name}`,
+    "-addext",
+    "basicConstraints=critical,CA:TRUE",
+    "-addext",
+    "keyUsage=critical,keyCertSign,cRLSign",
+  ]);
+  await Deno.chmod(keyFile, 0o600);
+  return await Deno.readTextFile(certFile);
+}
+
 /** The SHA-256 fingerprint of a PEM certificate file. */
 export async function fingerprintOf(certFile: string): Promise<string> {
   return new X509Certificate(await Deno.readTextFile(certFile)).fingerprint256;
 }
 
+/** Run openssl with `args`, or `faketime … openssl …` when args start with "faketime". */
 async function openssl(args: string[]): Promise<void> {
-  const out = await new Deno.Command("openssl", { args, stdout: "null", stderr: "piped" }).output();
+  const [program, rest] = args[0] === "faketime" ? ["faketime", args.slice(1)] : ["openssl", args];
+  const out = await new Deno.Command(program, { args: rest, stdout: "null", stderr: "piped" })
+    .output();
   if (!out.success) {
     throw new Error(`openssl ${args[0]} failed: ${new TextDecoder().decode(out.stderr)}`);
   }

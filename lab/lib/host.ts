@@ -1,26 +1,40 @@
 import { join } from "node:path";
-import { loadPermissionSet, type TargetOs } from "../../packaging/permissions.ts";
+import {
+  loadPermissionSet,
+  type PermissionSet,
+  type TargetOs,
+} from "../../packaging/permissions.ts";
 import type { Flavour } from "./base.ts";
 import { CHECKOUT } from "./bundle.ts";
 import { LabError } from "./errors.ts";
 import type { Machine } from "./machine.ts";
 
+/** Where a machine raised with `hostFrom: "alpine-files"` finds them (lib/lab.ts binds it). */
+export const ALPINE_FILES = "/lab-alpine";
+
 /** How the host is installed on a machine, and where it then lives. */
 export interface HostInstall {
-  /** pacman from the lab repository, or the tarball unpacked into /usr/local. */
-  how: "pacman" | "tarball";
+  /**
+   * pacman from the lab repository, the tarball unpacked into /usr/local, or the files the
+   * Alpine package installs copied into the root (a machine with no apk).
+   */
+  how: "pacman" | "tarball" | "alpine-files" | "apt";
   /** The permission set (packaging/<os>/permissions) the installed host runs under. */
   os: TargetOs;
   /** The host's program (the shim of the bundled form). */
   command: string;
   /** The bundle the shim runs (the file a self-upgrade replaces). */
   bundle: string;
-  /** The deno the shim runs: the one each package carries (Arch, tarball). */
+  /** The deno the shim runs: the one each package carries. */
   deno: string;
+  /** The set, for the argv its shim starts the runtime with (packaging/build.ts runtimeArgs). */
+  set: PermissionSet;
 }
 
 const ARCH = await loadPermissionSet("arch");
 const TARBALL = await loadPermissionSet("tarball");
+const ALPINE = await loadPermissionSet("alpine");
+const DEBIAN = await loadPermissionSet("debian");
 
 /** The host from the Arch package (systemd machines, Debian with pacman standing in for Arch). */
 export const PACKAGE_INSTALL: HostInstall = {
@@ -29,6 +43,7 @@ export const PACKAGE_INSTALL: HostInstall = {
   command: ARCH.binary,
   bundle: ARCH.bundle,
   deno: ARCH.deno,
+  set: ARCH,
 };
 
 /** The host from the tarball (any flavour), at the tarball permission file's paths. */
@@ -38,6 +53,27 @@ export const TARBALL_INSTALL: HostInstall = {
   command: TARBALL.binary,
   bundle: TARBALL.bundle,
   deno: TARBALL.deno,
+  set: TARBALL,
+};
+
+/** The host from the Alpine package's files (every subpackage's), at its permission set's paths. */
+export const ALPINE_FILES_INSTALL: HostInstall = {
+  how: "alpine-files",
+  os: "alpine",
+  command: ALPINE.binary,
+  bundle: ALPINE.bundle,
+  deno: ALPINE.deno,
+  set: ALPINE,
+};
+
+/** The host from its Debian package (a Debian machine: `hostFrom: "deb"`), at its set's paths. */
+export const DEB_INSTALL: HostInstall = {
+  how: "apt",
+  os: "debian",
+  command: DEBIAN.binary,
+  bundle: DEBIAN.bundle,
+  deno: DEBIAN.deno,
+  set: DEBIAN,
 };
 
 /**
@@ -53,6 +89,8 @@ export const HOST_INSTALLS: Readonly<Record<Flavour, HostInstall>> = {
 
 /** How the host is installed on this machine. */
 export function hostInstall(machine: Machine): HostInstall {
+  if (machine.hostFrom === "alpine-files") return ALPINE_FILES_INSTALL;
+  if (machine.hostFrom === "deb") return DEB_INSTALL;
   return machine.hostFrom === "tarball" ? TARBALL_INSTALL : HOST_INSTALLS[machine.flavour];
 }
 
@@ -82,6 +120,16 @@ export async function installHost(machine: Machine): Promise<void> {
     // The Arch-like flavour is Debian with pacman: pacman is not the OS's own package
     // manager there, so the host uses it only when told to.
     await machine.writeFile(ARCH_LIKE_CONFIG.path, ARCH_LIKE_CONFIG.text, "0644");
+  } else if (install.how === "apt") {
+    // As a Debian user installs it: from the lab's signed repository (lib/apt_repo.ts).
+    await machine.exec(["apt-get", "-q", "update"], { check: true });
+    await machine.exec(["apt-get", "-q", "-y", "install", "nox-mesh-host"], {
+      check: true,
+      env: { DEBIAN_FRONTEND: "noninteractive" },
+    });
+  } else if (install.how === "alpine-files") {
+    // As apk extracts a package: every file in place (the root's, with its mode).
+    await machine.exec(["/bin/sh", "-c", `cp -a ${ALPINE_FILES}/. /`], { check: true });
   } else {
     await machine.exec(["/bin/sh", "-c", INSTALL_TARBALL], { check: true });
   }

@@ -1,6 +1,6 @@
 /**
  * The host as its real packages, built from this checkout by packaging/ (the
- * code behind `deno task package arch|tarball`), in the bundled form (no denort
+ * code behind `deno task package arch|tarball|alpine`), in the bundled form (no denort
  * here). Cached under the lab cache by a hash of every source they are made
  * from, so a warm run builds nothing and a changed checkout rebuilds.
  *
@@ -16,7 +16,14 @@
 import { createHash } from "node:crypto";
 import { join, relative } from "node:path";
 import { build } from "../../packaging/build.ts";
-import { packageArch, packageTarball } from "../../packaging/make_package.ts";
+import {
+  ALPINE_ARCHES,
+  packageArch,
+  packageTarball,
+  stageAlpine,
+} from "../../packaging/make_package.ts";
+import { alpinePackageFiles } from "./alpine_files.ts";
+import { packageDebian } from "../../packaging/debian/recipe.ts";
 import { VERSION } from "../../src/version.ts";
 import { CACHE_DIR, type MachineArch } from "./base.ts";
 import { CHECKOUT } from "./bundle.ts";
@@ -137,6 +144,32 @@ export function hostPackage(which: HostBuild, log: (line: string) => void): Prom
 }
 
 /**
+ * The Debian package of a build (nox-mesh-host_<version>-1_<arch>.deb; the broken build's
+ * carries a runtime file of its own, as its Arch package does). The lab's apt repository
+ * signs its indexes (lib/apt_repo.ts), as a Debian repository does; a .deb itself is not.
+ */
+export function hostDeb(which: HostBuild, log: (line: string) => void): Promise<string> {
+  return cached(`debian-${which}`, async (dir) => {
+    const b = await build({
+      os: "debian",
+      form: "bundled",
+      out: join(dir, "build"),
+      version: HOST_VERSIONS[which],
+      runtimeCache: join(CACHE_DIR, "runtime"),
+      ...(which === "broken" ? { entry: join(CHECKOUT, BROKEN_ENTRY) } : {}),
+    });
+    if (which === "broken") await ownRuntimeCopy(join(b.dir, "deno"));
+    return await packageDebian(b);
+  }, log);
+}
+
+/** The file name of a build's Debian package (as apt keeps it in its cache). */
+export function debFileName(which: HostBuild): string {
+  const arch = Deno.build.arch === "aarch64" ? "arm64" : "amd64";
+  return `nox-mesh-host_${HOST_VERSIONS[which]}-1_${arch}.deb`;
+}
+
+/**
  * Replaces the build's runtime (a hard link into the runtime cache) with a copy that has a
  * line appended after the ELF image: the same program, another file.
  */
@@ -148,20 +181,18 @@ async function ownRuntimeCopy(deno: string): Promise<void> {
   await Deno.rename(copy, deno);
 }
 
-/** The sha256 (hex) of the runtime a build's Arch package carries, read from the package. */
+/** The sha256 (hex) of the runtime a build's Arch (or Debian) package carries, read from it. */
 export async function carriedRuntimeDigest(
   which: HostBuild,
   log: (line: string) => void,
+  kind: "pacman" | "apt" = "pacman",
 ): Promise<string> {
-  const pkg = await hostPackage(which, log);
+  const pkg = kind === "apt" ? await hostDeb(which, log) : await hostPackage(which, log);
+  const read = kind === "apt"
+    ? 'dpkg-deb --fsys-tarfile "$1" | tar -xOf - "./$2" | sha256sum'
+    : 'bsdtar -xOf "$1" "$2" | sha256sum';
   const out = await new Deno.Command("sh", {
-    args: [
-      "-c",
-      'bsdtar -xOf "$1" "$2" | sha256sum',
-      "sh",
-      pkg,
-      CARRIED_RUNTIME.slice(1),
-    ],
+    args: ["-c", read, "sh", pkg, CARRIED_RUNTIME.slice(1)],
     stdin: "null",
   }).output();
   const digest = new TextDecoder().decode(out.stdout).split(" ")[0];
@@ -193,5 +224,31 @@ export function hostTarball(
       ...(which === "broken" ? { entry: join(CHECKOUT, BROKEN_ENTRY) } : {}),
     });
     return await packageTarball(b, undefined, { minisign: labMinisign(await labKeys(log)) });
+  }, log);
+}
+
+/**
+ * The files the Alpine package of the current build installs (every subpackage's too), for
+ * this machine's architecture: the package staged for both architectures by packaging/
+ * (`deno task package alpine`), then its APKBUILD's build() and package() run as abuild runs
+ * them (lib/alpine_files.ts). Returns the directory holding them as an Alpine root would.
+ */
+export function hostAlpineFiles(log: (line: string) => void): Promise<string> {
+  return cached("alpine-files-current", async (dir) => {
+    const builds = [];
+    for (const arch of ALPINE_ARCHES) {
+      builds.push(
+        await build({
+          os: "alpine",
+          form: "bundled",
+          arch,
+          out: join(dir, `build-${arch}`),
+          runtimeCache: join(CACHE_DIR, "runtime"),
+        }),
+      );
+    }
+    const staged = await stageAlpine(builds);
+    const arch = Deno.build.arch === "aarch64" ? "aarch64" : "x86_64";
+    return await alpinePackageFiles(staged, arch, join(dir, "root"));
   }, log);
 }

@@ -3,10 +3,17 @@ import { ensureBase, type Flavour, type MachineArch } from "./base.ts";
 import { Broker, type BrokerOptions } from "./lab_broker.ts";
 import { BrokerCluster, type ClusterOptions } from "./cluster.ts";
 import { LabError } from "./errors.ts";
-import { DENO_BINARY, Machine, MACHINE_DENO, type PlacedFile } from "./machine.ts";
-import { installHost } from "./host.ts";
-import { type HostBuild, hostPackage, hostTarball } from "./host_builds.ts";
-import { LabSwitch, SITE_PREFIX, SUBNET_PREFIX } from "./net.ts";
+import { DENO_BINARY, type HostFrom, Machine, MACHINE_DENO, type PlacedFile } from "./machine.ts";
+import { ALPINE_FILES, installHost } from "./host.ts";
+import {
+  hostAlpineFiles,
+  type HostBuild,
+  hostDeb,
+  hostPackage,
+  hostTarball,
+} from "./host_builds.ts";
+import { APT_ADDRESS, APT_HOST, LabSwitch, SITE_PREFIX, SUBNET_PREFIX } from "./net.ts";
+import { ensureTestDebs, signedAptRepo } from "./apt_repo.ts";
 import { bundle, PROBE_FLAGS } from "./bundle.ts";
 import { addToRepo, copyRepo, ensureRepo } from "./repo.ts";
 
@@ -33,10 +40,19 @@ export interface MachineSpec {
   containers?: boolean;
   /**
    * How the host comes onto this machine (lab.installHost, the scenarios' steps): from its
-   * package (systemd: the Arch package from /lab/repo) or from the tarball in /lab/tarball.
-   * Default: the package on systemd machines, the tarball on the others.
+   * package (systemd: the Arch package from /lab/repo), from the tarball in /lab/tarball, or
+   * ("alpine-files") the files the Alpine package installs, bound read-only at /lab-alpine
+   * (copied into the root by lab.installHost), or ("deb") its Debian package from the lab's
+   * apt repository: then the machine is Debian as a Debian user has it (lib/base.ts
+   * DEBIAN_RECIPE: apt's only source the lab repository, served in the lab network; no
+   * pacman). Default: the package on systemd machines, the tarball on the others.
    */
-  hostFrom?: "package" | "tarball";
+  hostFrom?: HostFrom;
+  /**
+   * false: the machine's root has no glibc at all, only Debian's busybox-static and musl's
+   * loader (a plain machine, with `deno: false`; lib/base.ts noGlibcRecipe). Default true.
+   */
+  glibc?: boolean;
   /**
    * Bind this host's deno in at /usr/local/bin/deno for the lab's own clients (probes;
    * default true). false: the machine has no deno anywhere (the tarball floor).
@@ -49,6 +65,9 @@ export interface MachineSpec {
    */
   arch?: MachineArch;
 }
+
+/** The static busybox (Debian's busybox-static) whose httpd serves the apt repository. */
+const BUSYBOX = "/bin/busybox";
 
 /** Seconds an emulated machine may take to boot (its systemd runs under QEMU). */
 const EMULATED_BOOT_TIMEOUT_S = 300;
@@ -73,8 +92,16 @@ export interface LabOptions {
 }
 
 /**
+ * Where a lab machine's network service is told to fail at boot (the machine's own file:
+ * scenario offline-boot writes it, then reboots).
+ */
+export const NET_FAILS_MARK = "/etc/lab-net-fails";
+
+/**
  * OpenRC machines: a service that provides "net" (as Alpine's networking does), so
- * services that `need net` start. The lab configures the machine's link from outside.
+ * services that use or need net are ordered after it. The lab configures the machine's
+ * link from outside; the service fails, as a networking that cannot bring its interfaces
+ * up does, while {@link NET_FAILS_MARK} exists.
  */
 const OPENRC_NET: ReadonlyArray<readonly [string, PlacedFile]> = [
   ["/etc/init.d/lab-net", {
@@ -86,6 +113,10 @@ depend() {
 }
 start() {
 	ebegin "lab network"
+	if [ -e ${NET_FAILS_MARK} ]; then
+		eend 1 "failed: ${NET_FAILS_MARK} says so"
+		return 1
+	fi
 	eend 0
 }
 `,
@@ -136,12 +167,17 @@ export class Lab implements AsyncDisposable {
   private repoCopied: Promise<void> | undefined;
   private tarballCopied: Promise<void> | undefined;
   private aarch64Copied: Promise<void> | undefined;
-  private readonly published = new Map<HostBuild, Promise<void>>();
+  private readonly published = new Map<string, Promise<void>>();
+  private aptServed: Promise<void> | undefined;
+  private aptServer: Deno.ChildProcess | undefined;
+  private readonly aptDebs: string[] = [];
   private repoChange: Promise<unknown> = Promise.resolve();
   private readonly pending = new Set<Promise<Machine>>();
   private nextAddress = 10;
   private nextSiteAddress = 10;
   private siteSwitch: Promise<LabSwitch> | undefined;
+  /** What steps started that must stop before the broker does (teardown runs them first). */
+  private readonly atTeardown: (() => Promise<void>)[] = [];
   private stopped: Promise<void> | undefined;
 
   private constructor(id: string, dir: string, net: LabSwitch, options: LabOptions) {
@@ -199,12 +235,21 @@ export class Lab implements AsyncDisposable {
       throw new LabError("usage", `machine ${spec.name} already exists in lab ${this.id}`);
     }
     const arch = spec.arch ?? "native";
-    const base = await ensureBase(spec.flavour, this.log, arch);
+    if (spec.glibc === false && spec.deno !== false) {
+      throw new LabError("usage", `machine ${spec.name}: with no glibc, deno must be false too`);
+    }
+    const debian = spec.hostFrom === "deb";
+    const base = await ensureBase(spec.flavour, this.log, arch, {
+      glibc: spec.glibc ?? true,
+      debian,
+    });
     if (base.built) this.log(`base ${base.key} built in ${(base.buildMs / 1000).toFixed(1)} s`);
     const hostFrom = arch === "aarch64"
       ? "tarball"
       : spec.hostFrom ?? (spec.flavour === "systemd" ? "package" : "tarball");
-    if (spec.flavour === "systemd" && arch === "native") {
+    if (debian) {
+      await this.aptRepo();
+    } else if (spec.flavour === "systemd" && arch === "native") {
       this.repoCopied ??= this.copyRepo();
       await this.repoCopied;
     }
@@ -214,6 +259,7 @@ export class Lab implements AsyncDisposable {
     } else if (hostFrom === "tarball") {
       await this.publishTarball("current");
     }
+    const alpineFiles = hostFrom === "alpine-files" ? await hostAlpineFiles(this.log) : undefined;
     const netns = `${this.id}-${spec.name}`;
     const sw = spec.site ? await this.site() : this.net;
     const address = spec.site
@@ -226,6 +272,7 @@ export class Lab implements AsyncDisposable {
       "127.0.0.1 localhost",
       `${port ? address : "127.0.1.1"} ${spec.name}`,
       `${SUBNET_PREFIX}.2 broker.lab broker`,
+      `${APT_ADDRESS} ${APT_HOST}`,
       "",
     ].join("\n");
     try {
@@ -241,6 +288,7 @@ export class Lab implements AsyncDisposable {
         binds: [
           ...(spec.deno === false ? [] : [[DENO_BINARY, MACHINE_DENO] as const]),
           [this.shareDir, "/lab"],
+          ...(alpineFiles ? [[alpineFiles, ALPINE_FILES] as const] : []),
         ],
         hostFrom,
         preload: [
@@ -337,19 +385,72 @@ export class Lab implements AsyncDisposable {
 
   /**
    * Adds a build of the host (lab/lib/host_builds.ts) to this lab's pacman repository,
-   * /lab/repo, so that machines can install or upgrade to it (once per lab and build).
+   * /lab/repo, or (`apt`) to its apt repository, so that machines can install or upgrade to
+   * it (once per lab, build and kind).
    */
-  publishHost(which: HostBuild): Promise<void> {
-    let done = this.published.get(which);
+  publishHost(which: HostBuild, kind: "pacman" | "apt" = "pacman"): Promise<void> {
+    let done = this.published.get(`${kind}/${which}`);
     if (!done) {
-      done = (async () => {
-        this.repoCopied ??= this.copyRepo();
-        await this.repoCopied;
-        if (which !== "current") await this.addHostPackage(which); // the copy holds current
-      })();
-      this.published.set(which, done);
+      done = kind === "apt"
+        ? (async () => {
+          await this.aptRepo();
+          if (which !== "current") await this.addDeb(await hostDeb(which, this.log));
+        })()
+        : (async () => {
+          this.repoCopied ??= this.copyRepo();
+          await this.repoCopied;
+          if (which !== "current") await this.addHostPackage(which); // the copy holds current
+        })();
+      this.published.set(`${kind}/${which}`, done);
     }
     return done;
+  }
+
+  /** Where the lab's apt repository lies on this host (served at http://apt.lab/). */
+  get aptDir(): string {
+    return join(this.dir, "apt");
+  }
+
+  /**
+   * The lab's apt repository (once): the test packages and the host's current .deb, signed
+   * with the lab key (lib/apt_repo.ts), served over HTTP by busybox's httpd in a namespace
+   * of its own on the lab switch at APT_ADDRESS (apt.lab in every machine's /etc/hosts).
+   */
+  aptRepo(): Promise<void> {
+    this.aptServed ??= (async () => {
+      this.aptDebs.push(...await ensureTestDebs(this.log), await hostDeb("current", this.log));
+      await signedAptRepo(this.aptDir, this.aptDebs);
+      const netns = `${this.id}-apt`;
+      await this.net.attach(netns, APT_ADDRESS);
+      this.aptServer = new Deno.Command("/usr/sbin/ip", {
+        args: [
+          "netns",
+          "exec",
+          netns,
+          BUSYBOX,
+          "httpd",
+          "-f",
+          "-p",
+          `${APT_ADDRESS}:80`,
+          "-h",
+          this.aptDir,
+        ],
+        stdin: "null",
+        stdout: "null",
+        stderr: "null",
+      }).spawn();
+    })();
+    return this.aptServed;
+  }
+
+  /** Adds a package to the apt repository and signs its indexes again (one change at a time). */
+  private async addDeb(deb: string): Promise<void> {
+    const change = this.repoChange.then(async () => {
+      this.aptDebs.push(deb);
+      await signedAptRepo(this.aptDir, [deb]);
+    });
+    this.repoChange = change.catch(() => {});
+    await change;
   }
 
   /**
@@ -390,6 +491,14 @@ export class Lab implements AsyncDisposable {
     await machine.stop();
     this.machines.delete(machine.name);
     await this.net.removeNetns(machine.netns);
+  }
+
+  /**
+   * Stop `stop` at teardown, before the machines and the broker (a service a step started
+   * in the broker's namespace, say); a failure is reported with the rest.
+   */
+  onTeardown(stop: () => Promise<void>): void {
+    this.atTeardown.push(stop);
   }
 
   /** True once `stop()` was called (e.g. by SIGINT). */
@@ -436,10 +545,17 @@ export class Lab implements AsyncDisposable {
     }
     const problems: string[] = [];
     const note = (e: unknown) => problems.push(e instanceof Error ? e.message : String(e));
+    await Promise.all(this.atTeardown.splice(0).map((stop) => stop().catch(note)));
     // A raise still in flight registers its machine when it finishes; wait for it.
     await Promise.allSettled([...this.pending]);
     await Promise.all([...this.machines.values()].map((m) => m.stop().catch(note)));
     this.machines.clear();
+    if (this.aptServer) {
+      try {
+        this.aptServer.kill("SIGTERM");
+      } catch { /* already gone */ }
+      await this.aptServer.status;
+    }
     await this.brokerInstance?.stop().catch(note);
     await this.clusterInstance?.stop().catch(note);
     await this.net.destroy().catch(note);

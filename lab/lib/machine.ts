@@ -6,6 +6,13 @@ import { cutPort, type Port, restorePort } from "./net.ts";
 import { exists, run, type RunResult, sleep, tail, until } from "./_process.ts";
 import { ENTER_ROOT, LAUNCH, OPENRC_INIT, PLAIN_INIT, WRITE_FILE } from "./_scripts.ts";
 
+/**
+ * How the host comes onto a machine: its package (systemd: the Arch package), the tarball,
+ * the files the Alpine package installs (a machine with no apk: lib/alpine_files.ts), or
+ * its Debian package from the lab's apt repository (`deb`: a Debian machine, no pacman).
+ */
+export type HostFrom = "package" | "tarball" | "alpine-files" | "deb";
+
 /** A file placed on a machine before it boots: text, text with a mode, or a symlink. */
 export type PlacedFile = string | { content: string; mode?: string } | { symlink: string };
 
@@ -39,7 +46,7 @@ export interface MachinePlan {
   /** systemd: a cgroup2-only hierarchy inside (for podman); see MachineSpec.containers. */
   unifiedCgroup?: boolean;
   /** How the host comes onto it (see MachineSpec.hostFrom). */
-  hostFrom: "package" | "tarball";
+  hostFrom: HostFrom;
   /** Its programs run under QEMU's user-mode emulation (binfmt_misc; MachineSpec.arch). */
   emulated?: boolean;
 }
@@ -78,7 +85,7 @@ export class Machine {
   readonly name: string;
   readonly flavour: Flavour;
   /** How the host comes onto it: its package (systemd: Arch's) or the tarball. */
-  readonly hostFrom: "package" | "tarball";
+  readonly hostFrom: HostFrom;
   /** Address on the lab switch (undefined without network). */
   readonly address: string | undefined;
   /** Network namespace name (in /run/netns). */

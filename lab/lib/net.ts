@@ -7,6 +7,9 @@ export const SUBNET_PREFIX = "10.250.0";
 export const SITE_PREFIX = "10.251.0";
 /** The broker's address on the lab switch. */
 export const BROKER_ADDRESS = `${SUBNET_PREFIX}.2`;
+/** Where the lab's apt repository is served (lib/lab.ts aptRepo), and its name there. */
+export const APT_ADDRESS = `${SUBNET_PREFIX}.8`;
+export const APT_HOST = "apt.lab";
 
 const IP = "/usr/sbin/ip";
 

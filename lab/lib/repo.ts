@@ -101,8 +101,11 @@ export async function ensureRepo(log: (line: string) => void = () => {}): Promis
         await makepkg(work, out, `hello-${version}`, helloPkgbuild(version), ".pkg.tar.gz");
       }
       await makepkg(work, out, "podman", podmanPkgbuild(), ".pkg.tar.gz");
+      // repo-add keeps one entry per name, the last file given: sorted, so that it is the
+      // latest version's (readDir's order is the file system's, which differs by machine: a
+      // fresh Debian root's put 1.0-1 last).
       const files = [...Deno.readDirSync(out)].map((e) => join(out, e.name))
-        .filter((f) => /\.pkg\.tar(\.gz)?$/.test(f));
+        .filter((f) => /\.pkg\.tar(\.gz)?$/.test(f)).sort();
       await withLabGpg(keys, async (signer) => {
         for (const file of files) await signFile(file, signer);
         await repoAdd(join(out, `${REPO_NAME}.db.tar.gz`), files, signer);

@@ -82,6 +82,7 @@ export async function runScenario(s: Scenario, options: RunOptions): Promise<Sce
           containers: spec.containers,
           hostFrom: spec.hostFrom,
           deno: spec.deno,
+          glibc: spec.glibc,
           site: spec.site,
           arch: spec.arch,
         });

@@ -1,5 +1,5 @@
 import type { Flavour, MachineArch } from "./base.ts";
-import type { PlacedFile } from "./machine.ts";
+import type { HostFrom, PlacedFile } from "./machine.ts";
 import { LabError } from "./errors.ts";
 import { fail, shown, type Step } from "./_step.ts";
 import { sleep } from "./_process.ts";
@@ -14,7 +14,9 @@ export interface ScenarioMachine {
   /** systemd: boot so that podman can run containers inside (see MachineSpec.containers). */
   containers?: boolean;
   /** How the host comes onto it (see MachineSpec.hostFrom). */
-  hostFrom?: "package" | "tarball";
+  hostFrom?: HostFrom;
+  /** false: a root with no glibc, busybox-static and musl only (see MachineSpec.glibc). */
+  glibc?: boolean;
   /** false: no deno anywhere on the machine (see MachineSpec.deno). */
   deno?: boolean;
   /** On the site's network, behind its leaf server (see MachineSpec.site). */

@@ -6,6 +6,8 @@
  *   init    --dir D --url U [--control-url U] --ca FILE --cert FILE --pid-file F --log-file F
  *                                          state for a broker run elsewhere (the lab's)
  *   serve   --dir D [--once] [--timeout S] answer enrolments (foreground; --once: one, then exit)
+ *   serve-objects --dir D                  answer the nodes' reads of the object store (each
+ *                                          only for what its declaration names), until a signal
  *   streams --dir D                        make sure the streams and the nodes' consumers exist
  *   token   --dir D NODE [--ttl SECS]      mint a one-time enrolment token
  *   declare --dir D NODE FILE [--serial N] [--as-is] [--unsigned] [--valid-for SECS]
@@ -15,6 +17,13 @@
  *   rotate-key --dir D [--no-republish]    a new signing key, the rotation to it signed by
  *                                          the current one; every node's last declaration
  *                                          published again under the new key (JSON)
+ *   renew-cert --dir D                     every server's certificate issued again under the
+ *                                          mesh's CA (a new key, same names), servers reloaded
+ *   rotate-ca --dir D [--overlap SECS]     a new CA, trusted by the nodes beside the current
+ *                                          one until SECS from now (3600): a signed trust
+ *                                          update sent with every node's last declaration
+ *   withdraw-ca --dir D                    the rotation's end: every server's certificate
+ *                                          issued by the new CA, the old CA dropped (JSON)
  *   put     --dir D FILE [--as SHA256]     put FILE into the mesh's object store, named by its
  *                                          SHA-256, which it prints (--as: under another
  *                                          name, to put a tampered object in a test)
@@ -71,6 +80,7 @@ const { values, positionals } = parseArgs({
     unsigned: { type: "boolean" },
     "valid-for": { type: "string" },
     "no-republish": { type: "boolean" },
+    overlap: { type: "string" },
     json: { type: "boolean" },
     once: { type: "boolean" },
     count: { type: "string" },
@@ -117,6 +127,7 @@ switch (command) {
     const broker = await startLocalBroker(dir, { host, port: Number(port) });
     const control = await ControlPlane.open(dir);
     control.serveEnrolments((line) => console.log(line));
+    control.serveObjects((line) => console.log(line));
     console.log(`broker ${broker.url} (pid ${broker.pid}); state in ${dir}; Ctrl-C stops it`);
     await untilSignal();
     await control.close();
@@ -162,6 +173,16 @@ switch (command) {
     clearTimeout(timer);
     await control.close();
     if (end === "expired") fail(`no enrolment within ${values.timeout} s`, 1);
+    Deno.exit(0);
+    break;
+  }
+  case "serve-objects": {
+    const control = await ControlPlane.open(dir);
+    control.serveObjects((line) => console.error(line));
+    await control.nc.flush();
+    console.log("answering object reads");
+    await untilSignal();
+    await control.close();
     Deno.exit(0);
     break;
   }
@@ -291,6 +312,25 @@ switch (command) {
   case "rotate-key": {
     await using control = await ControlPlane.open(dir);
     console.log(JSON.stringify(await control.rotateKey({ republish: !values["no-republish"] })));
+    break;
+  }
+  case "renew-cert": {
+    await using control = await ControlPlane.open(dir);
+    console.log(JSON.stringify(await control.renewCertificates()));
+    break;
+  }
+  case "rotate-ca": {
+    const overlap = values.overlap ?? "3600";
+    if (!/^[1-9]\d*$/.test(overlap)) {
+      fail(`--overlap is "${overlap}": give a whole number of seconds`);
+    }
+    await using control = await ControlPlane.open(dir);
+    console.log(JSON.stringify(await control.rotateCa({ overlapSeconds: Number(overlap) })));
+    break;
+  }
+  case "withdraw-ca": {
+    await using control = await ControlPlane.open(dir);
+    console.log(JSON.stringify(await control.withdrawOldCa()));
     break;
   }
   case "revoke": {

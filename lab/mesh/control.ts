@@ -15,7 +15,7 @@ import {
   type Subscription,
   type TlsOptions,
 } from "@nats-io/transport-node";
-import type { PeerCertificate } from "node:tls";
+import { checkServerIdentity, type PeerCertificate } from "node:tls";
 import { createUser, fromPublic, type KeyPair } from "@nats-io/nkeys";
 import {
   createSigningKey,
@@ -29,7 +29,6 @@ import {
   signRotation,
   verifyDeclaration,
 } from "../../src/link/signature.ts";
-import { pinnedTls } from "../../src/link/connection.ts";
 import { type EnrolRequest, enrolStatement } from "../../src/link/enrol.ts";
 import {
   CONTENT_SUBJECTS,
@@ -38,30 +37,40 @@ import {
   declarationConsumer,
   ENROL_SUBJECTS,
   MESSAGE_ID_HEADER,
+  OBJECT_READS,
   subjectsOf,
 } from "../../src/link/subjects.ts";
 import { namedNodes, pushSubjectOf } from "./auth.ts";
 import { CHUNK, OBJECT_STORE_BYTES, objectStoreConfig, streamConfig, STREAMS } from "./streams.ts";
 import { encodeToken } from "../../src/link/token.ts";
+import { signTrust, TRUST_HEADER } from "../../src/link/trust.ts";
+import { issueServerCertificate, makeCa } from "../lib/certs.ts";
+import { join } from "node:path";
 import { unbase64url } from "../../src/link/_base64url.ts";
 import {
+  certifiedServers,
   checkNodeName,
   type MeshState,
   readState,
+  reloadBroker,
   reloader,
   tokenBrokers,
   withState,
 } from "./state.ts";
 
-/** TLS for the control plane's own connection to a cluster: the CA, and any of the servers' pins. */
-function clusterTls(ca: string, pins: string[]): TlsOptions {
+/**
+ * TLS for the control plane's own connection: the CAs it has published (the trust list,
+ * both during a rotation's overlap), and a certificate that names one of `urls`' hosts.
+ */
+export function controlTls(cas: string[], urls: string[]): TlsOptions {
+  const hosts = urls.map((u) => new URL(u).hostname.replace(/^\[|\]$/g, ""));
   return {
-    ca,
+    ca: cas,
     checkServerIdentity: (_host: string, cert: PeerCertificate) =>
-      pins.includes(cert.fingerprint256)
+      hosts.some((h) => checkServerIdentity(h, cert) === undefined)
         ? undefined
-        : new Error(`certificate ${cert.fingerprint256} is none of the cluster's pins`),
-  } as TlsOptions;
+        : new Error(`the certificate names none of ${hosts.join(", ")}`),
+  } as unknown as TlsOptions;
 }
 
 /** A message the node sent, as the control plane reads it. */
@@ -77,28 +86,34 @@ export class ControlPlane implements AsyncDisposable {
   readonly dir: string;
   readonly nc: NatsConnection;
   #enrolSub: Subscription | undefined;
+  #objectSub: Subscription | undefined;
   /** Every server loads the auth block as written now (coalesced, spaced; state.ts). */
   readonly #reload: () => Promise<void>;
 
   readonly #replicas: number;
 
-  private constructor(dir: string, nc: NatsConnection, replicas: number) {
+  /** The CAs its own connection trusts (grown in place by a rotation). */
+  readonly #cas: string[];
+
+  private constructor(dir: string, nc: NatsConnection, replicas: number, cas: string[]) {
     this.dir = dir;
     this.nc = nc;
     this.#replicas = replicas;
+    this.#cas = cas;
     this.#reload = reloader(dir);
   }
 
   /** Connect to the broker of mesh directory `dir` and make sure the streams exist. */
   static async open(dir: string): Promise<ControlPlane> {
     const state = await readState(dir);
+    // The CAs it trusts the servers by: a CA rotated to later is added to this very list,
+    // which the client reads again at each reconnect.
+    const cas = publishedCas(state);
     const nc = await connect({
       servers: state.controlUrls ?? state.controlUrl,
       name: "nox-mesh stand-in control plane",
       authenticator: nkeyAuthenticator(new TextEncoder().encode(state.control.seed)),
-      tls: state.cluster
-        ? clusterTls(state.caPem, state.cluster.map((s) => s.pin))
-        : pinnedTls({ url: state.controlUrl, ca: state.caPem, pin: state.pin }),
+      tls: controlTls(cas, state.controlUrls ?? [state.controlUrl]),
       ignoreClusterUpdates: state.cluster !== undefined,
       maxReconnectAttempts: -1,
       reconnectTimeWait: 250,
@@ -106,7 +121,7 @@ export class ControlPlane implements AsyncDisposable {
     });
     // A cluster keeps every stream on three servers: losing one loses nothing.
     const replicas = state.cluster ? Math.min(3, state.cluster.length) : 1;
-    const control = new ControlPlane(dir, nc, replicas);
+    const control = new ControlPlane(dir, nc, replicas, cas);
     // A cluster that just started may still be electing its JetStream leader.
     for (let tries = 0;; tries++) {
       try {
@@ -322,7 +337,7 @@ export class ControlPlane implements AsyncDisposable {
     const tokens: Record<string, string> = {};
     for (const { node, join } of joins) {
       tokens[node] = encodeToken({
-        v: 3,
+        v: 4,
         node,
         brokers: tokenBrokers(state, via),
         ca: state.caPem,
@@ -332,6 +347,59 @@ export class ControlPlane implements AsyncDisposable {
       });
     }
     return tokens;
+  }
+
+  /**
+   * Answer the nodes' reads of the object store until close() (DESIGN.md §20): a node asks
+   * on its own subject, `mesh.node.<node>.obj.<sha256>.<meta|chunk>` (OBJECT_READS of
+   * src/link/subjects.ts), which only it may publish to; the request reaches CONTROL
+   * through its account's service import. The read is answered only when the node's
+   * current declaration names that object (its grants in mesh.json, which `declare` sets
+   * before it publishes: no server's configuration changes), with the object store's own
+   * answer (a direct get of that part, its bytes and status); otherwise with 403 and why.
+   * Several control plane processes may serve: one of them answers each read.
+   */
+  serveObjects(log: (line: string) => void = () => {}): void {
+    const grants = grantsReader(this.dir);
+    this.#objectSub = this.nc.subscribe(OBJECT_READS.all, {
+      queue: "mesh-objects",
+      callback: (error, msg) => {
+        if (error) return log(`object subscription: ${error.message}`);
+        this.#answerObject(msg, grants).catch((e) =>
+          log(`object read ${msg.subject} failed: ${(e as Error).message}`)
+        );
+      },
+    });
+  }
+
+  async #answerObject(msg: Msg, grants: (node: string) => Promise<string[]>): Promise<void> {
+    const read = OBJECT_READS.parse(msg.subject);
+    if (!read) {
+      msg.respond(new Uint8Array(0), { headers: headers(400, "not an object read") });
+      return;
+    }
+    if (!(await grants(read.node)).includes(read.sha256)) {
+      msg.respond(new Uint8Array(0), {
+        headers: headers(
+          403,
+          `the current declaration of ${read.node} does not name object ${read.sha256}`,
+        ),
+      });
+      return;
+    }
+    const part = read.part === "meta"
+      ? CONTENT_SUBJECTS.meta(read.sha256)
+      : CONTENT_SUBJECTS.chunk(read.sha256, read.part);
+    const answer = await this.nc.request(CONTENT_SUBJECTS.get(part), new Uint8Array(0), {
+      timeout: 10_000,
+    });
+    const code = answer.headers?.code ?? 0;
+    msg.respond(
+      answer.data,
+      code !== 0 && code !== 200
+        ? { headers: headers(code, answer.headers?.description ?? "") }
+        : undefined,
+    );
   }
 
   /** Answer enrolment requests until close(). */
@@ -447,7 +515,9 @@ export class ControlPlane implements AsyncDisposable {
     const key = signingKeyFromSeed(state.signer.seed);
     // Nodes read the last MAX_ROTATIONS; one pinned to a key older than those enrols again.
     const rotations = (state.rotations ?? []).slice(-MAX_ROTATIONS);
-    return (node, body, options = {}) => signedHeaders(key, rotations, node, body, options);
+    const trust = state.trust && state.trust.serial > 0 ? signTrust(key, state.trust) : undefined;
+    return (node, body, options = {}) =>
+      signedHeaders(key, rotations, node, body, { ...options, trust });
   }
 
   /**
@@ -475,34 +545,143 @@ export class ControlPlane implements AsyncDisposable {
       };
       return { from: current.getPublicKey(), to: next.getPublicKey() };
     });
+    const { republished, skipped } = republish
+      ? await this.republish(from)
+      : { republished: {}, skipped: [] };
+    return { from, to, republished, skipped };
+  }
+
+  /**
+   * Publish every admitted node's last declaration again under its next serial, signed
+   * with the current key (and carrying the current rotations and trust list): only one
+   * whose signature verifies against `signedBy` (this control plane's key, or the one it
+   * rotated from); anything else the stream holds is never signed again (`skipped`).
+   */
+  async republish(
+    signedBy: string,
+  ): Promise<{ republished: Record<string, number>; skipped: string[] }> {
     const republished: Record<string, number> = {};
     const skipped: string[] = [];
-    if (republish) {
-      for (const node of Object.keys((await this.state()).nodes)) {
-        const last = await this.lastDeclaration(node);
-        if (!last) continue;
-        const body = new TextEncoder().encode(last.body);
-        const verified = verifyDeclaration(
-          from,
-          node,
-          body,
-          last.signature ?? undefined,
-          last.rotation ?? undefined,
-        );
-        let declaration: Record<string, unknown> | undefined;
-        try {
-          declaration = isSignatureProblem(verified) ? undefined : JSON.parse(last.body);
-        } catch { /* not JSON */ }
-        if (typeof declaration !== "object" || declaration === null) {
-          skipped.push(node); // not signed by this control plane, or not an object it made
-          continue;
-        }
-        delete declaration.serial;
-        const { serial } = await this.declare(node, declaration);
-        if (serial !== null) republished[node] = serial;
+    for (const node of Object.keys((await this.state()).nodes)) {
+      const last = await this.lastDeclaration(node);
+      if (!last) continue;
+      const body = new TextEncoder().encode(last.body);
+      const verified = verifyDeclaration(
+        signedBy,
+        node,
+        body,
+        last.signature ?? undefined,
+        last.rotation ?? undefined,
+      );
+      let declaration: Record<string, unknown> | undefined;
+      try {
+        declaration = isSignatureProblem(verified) ? undefined : JSON.parse(last.body);
+      } catch { /* not JSON */ }
+      if (typeof declaration !== "object" || declaration === null) {
+        skipped.push(node); // not signed by this control plane, or not an object it made
+        continue;
       }
+      delete declaration.serial;
+      const { serial } = await this.declare(node, declaration);
+      if (serial !== null) republished[node] = serial;
     }
-    return { from, to, republished, skipped };
+    return { republished, skipped };
+  }
+
+  /**
+   * Renew every server's certificate under the mesh's current CA (a new key, the same
+   * names, 30 days), the way an ACME client renews one, and have every server load it
+   * (a configuration reload: the connections they have stay, new ones see the new
+   * certificate). Nodes take it without anything done on them: they trust the CA.
+   */
+  async renewCertificates(): Promise<{ renewed: string[] }> {
+    const state = await this.state();
+    const issuer = state.ca;
+    if (!issuer) {
+      throw new Error(
+        "this mesh's state has no CA key (made with `init --ca` elsewhere): renew its certificates where its CA is",
+      );
+    }
+    const renewed: string[] = [];
+    for (const server of certifiedServers(state)) {
+      await issueServerCertificate({
+        caFile: issuer.certFile,
+        caKeyFile: issuer.keyFile,
+        ...server.cert,
+      });
+      renewed.push(server.cert.certFile);
+    }
+    await reloadBroker(this.dir, state);
+    return { renewed };
+  }
+
+  /**
+   * Start a rotation of the mesh's CA: a new CA is made, and a trust update that trusts
+   * it beside the current one (the current one until `overlapSeconds` from now) is
+   * signed and sent with every node's last declaration, published again. The servers
+   * keep their certificates of the current CA: a node away meanwhile links again when it
+   * returns within the overlap, and takes the update then. `withdrawOldCa` ends it.
+   */
+  async rotateCa(
+    { overlapSeconds }: { overlapSeconds: number },
+  ): Promise<{ trust: number; until: string; republished: Record<string, number> }> {
+    const until = new Date(Date.now() + overlapSeconds * 1000).toISOString();
+    const current = await this.state();
+    if (!current.ca) {
+      throw new Error("this mesh's state has no CA key: its CA cannot be rotated here");
+    }
+    const serial = (current.trust?.serial ?? 0) + 1;
+    const certFile = join(this.dir, `ca-${serial}.pem`);
+    const keyFile = join(this.dir, `ca-${serial}.key`);
+    const pem = await makeCa(certFile, keyFile, { name: `nox-mesh stand-in CA ${serial}` });
+    this.#cas.push(pem);
+    await withState(this.dir, (s) => {
+      s.nextCa = { certFile, keyFile };
+      s.trust = {
+        serial,
+        issued: new Date().toISOString(),
+        cas: [{ pem: s.caPem, until }, { pem }],
+      };
+    });
+    const { republished } = await this.republish((await this.state()).signer.publicKey);
+    return { trust: serial, until, republished };
+  }
+
+  /**
+   * End a rotation of the mesh's CA: every server gets a certificate of the new CA and
+   * loads it (the servers' own CA file holds both while they change over), the old CA is
+   * dropped from the trust list, and that update goes to every node with its last
+   * declaration. A node that never took the rotation's update (away for the whole
+   * overlap) is refused by every server from now on, and says why.
+   */
+  async withdrawOldCa(): Promise<{ trust: number; republished: Record<string, number> }> {
+    const state = await this.state();
+    const next = state.nextCa;
+    if (!next) throw new Error("no CA rotation is under way (rotate-ca starts one)");
+    const pem = await Deno.readTextFile(next.certFile);
+    const bundle = state.ca?.bundleFile;
+    if (bundle) await Deno.writeTextFile(bundle, `${state.caPem.trim()}\n${pem.trim()}\n`);
+    for (const server of certifiedServers(state)) {
+      await issueServerCertificate({
+        caFile: next.certFile,
+        caKeyFile: next.keyFile,
+        ...server.cert,
+      });
+    }
+    const serial = (state.trust?.serial ?? 0) + 1;
+    await withState(this.dir, (s) => {
+      s.ca = { ...next, ...(bundle ? { bundleFile: bundle } : {}) };
+      delete s.nextCa;
+      s.caPem = pem;
+      s.trust = { serial, issued: new Date().toISOString(), cas: [{ pem }] };
+    });
+    await reloadBroker(this.dir, await this.state());
+    if (bundle) {
+      await Deno.writeTextFile(bundle, pem);
+      await reloadBroker(this.dir, await this.state());
+    }
+    const { republished } = await this.republish(state.signer.publicKey);
+    return { trust: serial, republished };
   }
 
   /**
@@ -577,10 +756,9 @@ export class ControlPlane implements AsyncDisposable {
   }
 
   /**
-   * Make the broker let `node` read exactly the objects `body` (a declaration) names,
-   * and no others: its grants in mesh.json, rendered into its permissions and imports
-   * (auth.ts) and loaded by every server before this returns. Nothing to do when they
-   * are the ones it holds.
+   * Let `node` read exactly the objects `body` (a declaration) names, and no others: its
+   * grants in mesh.json, which the object service (`serveObjects`) answers by. No server's
+   * configuration changes. Nothing to do when they are the ones it holds.
    */
   async #grantContent(node: string, body: Uint8Array): Promise<void> {
     let declaration: unknown;
@@ -595,13 +773,11 @@ export class ControlPlane implements AsyncDisposable {
       return had.length === wanted.length && had.every((sha, i) => sha === wanted[i]);
     };
     if (same(await readState(this.dir))) return;
-    const changed = await withState(this.dir, (s) => {
-      if (same(s)) return false;
+    await withState(this.dir, (s) => {
+      if (same(s)) return;
       s.grants = { ...s.grants, [node]: wanted };
       if (wanted.length === 0) delete s.grants[node];
-      return true;
     });
-    if (changed) await this.#reload();
   }
 
   /** `node`'s last stored declaration (stream sequence, bytes, signature header), or undefined. */
@@ -742,12 +918,31 @@ export class ControlPlane implements AsyncDisposable {
 
   async close(): Promise<void> {
     this.#enrolSub?.unsubscribe();
+    this.#objectSub?.unsubscribe();
     await this.nc.close().catch(() => {});
   }
 
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
+}
+
+/**
+ * The objects each node's current declaration names, as mesh.json records them (`grants`),
+ * read again whenever the file changed (another process declares).
+ */
+function grantsReader(dir: string): (node: string) => Promise<string[]> {
+  let seen: { mtime: number; size: number; grants: Record<string, string[]> } | undefined;
+  const file = join(dir, "mesh.json");
+  return async (node) => {
+    const info = await Deno.stat(file);
+    const mtime = info.mtime?.getTime() ?? 0;
+    if (!seen || seen.mtime !== mtime || seen.size !== info.size) {
+      const state = await readState(dir);
+      seen = { mtime, size: info.size, grants: state.grants ?? {} };
+    }
+    return seen.grants[node] ?? [];
+  };
 }
 
 /** Whether `key` is an NKey user public key (prefix U, checksum right). */
@@ -772,6 +967,8 @@ interface StoredMessage {
 /** How a declaration is signed: `notAfter` makes nodes refuse it after then. */
 export interface SignOptions {
   notAfter?: Date;
+  /** The signed trust update sent with it (`Mesh-Trust`), when the trust list moved on. */
+  trust?: string;
 }
 
 /** The headers of `body` for `node`: its signature by `key`, and the rotations to `key`. */
@@ -780,12 +977,18 @@ function signedHeaders(
   rotations: readonly string[],
   node: string,
   body: Uint8Array,
-  { notAfter }: SignOptions,
+  { notAfter, trust }: SignOptions,
 ): MsgHdrs {
   const h = headers();
   h.set(SIGNATURE_HEADER, signDeclaration(key, node, body, { notAfter }));
   if (rotations.length > 0) h.set(ROTATION_HEADER, rotationHeader(rotations));
+  if (trust) h.set(TRUST_HEADER, trust);
   return h;
+}
+
+/** The CAs the control plane trusts the servers by: its published trust list, or the token's CA. */
+export function publishedCas(state: MeshState): string[] {
+  return state.trust ? state.trust.cas.map((ca) => ca.pem) : [state.caPem];
 }
 
 function decodeBase64Text(b64: string): string {

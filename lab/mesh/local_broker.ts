@@ -7,7 +7,7 @@
 import { createUser } from "@nats-io/nkeys";
 import { dirname, join, relative } from "node:path";
 import { makeCertificates } from "../lib/certs.ts";
-import { renderNatsConfig } from "../lib/nats_config.ts";
+import { type NatsSize, renderNatsConfig } from "../lib/nats_config.ts";
 import { newRouteCredentials, type RouteCredentials } from "../lib/routes.ts";
 import { createSigningKey } from "../../src/link/signature.ts";
 import {
@@ -72,7 +72,9 @@ export function authInclude(configFile: string, meshDir: string, site?: string):
 /** Create a mesh directory's state for a broker at `url` (no nodes, no tokens yet). */
 export async function initState(
   dir: string,
-  fields: Pick<MeshState, "url" | "controlUrl" | "caPem" | "pin" | "pidFile" | "logFile">,
+  fields:
+    & Pick<MeshState, "url" | "controlUrl" | "caPem" | "pin" | "pidFile" | "logFile">
+    & Partial<Pick<MeshState, "ca" | "cert">>,
 ): Promise<MeshState> {
   await Deno.mkdir(dir, { recursive: true });
   const control = createUser();
@@ -103,7 +105,13 @@ export async function initState(
 export async function initClusterState(
   dir: string,
   servers: readonly ClusterServer[],
-  { caPem, routes, domain }: { caPem: string; routes: RouteCredentials; domain?: string },
+  { caPem, routes, domain, ca }: {
+    caPem: string;
+    routes: RouteCredentials;
+    domain?: string;
+    /** The CA's files, when the stand-in may renew the servers' certificates and rotate it. */
+    ca?: MeshState["ca"];
+  },
 ): Promise<MeshState> {
   const first = servers[0];
   const state = await initState(dir, {
@@ -113,8 +121,15 @@ export async function initClusterState(
     pin: first.pin,
     pidFile: first.pidFile,
     logFile: first.logFile,
+    ...(ca ? { ca } : {}),
   });
-  state.cluster = servers.map(({ url, pin, pidFile, logFile }) => ({ url, pin, pidFile, logFile }));
+  state.cluster = servers.map(({ url, pin, pidFile, logFile, cert }) => ({
+    url,
+    pin,
+    pidFile,
+    logFile,
+    ...(cert ? { cert } : {}),
+  }));
   state.controlUrls = servers.map((s) => s.url);
   state.routes = routes;
   if (domain !== undefined) state.domain = domain;
@@ -129,12 +144,17 @@ export async function initClusterState(
  */
 export async function startLocalBroker(
   dir: string,
-  { host = "127.0.0.1", port }: { host?: string; port?: number } = {},
+  { host = "127.0.0.1", port, ips = [] }: {
+    host?: string;
+    port?: number;
+    /** More addresses its certificate names (where a test's relay makes it reachable). */
+    ips?: string[];
+  } = {},
 ): Promise<LocalBroker> {
   await Deno.mkdir(dir, { recursive: true });
   const existing = await readState(dir).catch(() => undefined);
   const chosen = port ?? (existing ? Number(new URL(existing.url).port) : freePort(host));
-  const certs = await makeCertificates(dir, { names: ["localhost"], ips: [host] });
+  const certs = await makeCertificates(dir, { names: ["localhost"], ips: [host, ...ips] });
   const url = `tls://${host}:${chosen}`;
   const logFile = join(dir, "nats.log");
   if (!existing) {
@@ -145,6 +165,13 @@ export async function startLocalBroker(
       pin: certs.fingerprint256,
       pidFile: join(dir, "nats.pid"),
       logFile,
+      ca: { certFile: certs.caFile, keyFile: join(dir, "ca.key"), bundleFile: certs.caFile },
+      cert: {
+        certFile: certs.certFile,
+        keyFile: certs.keyFile,
+        names: ["localhost"],
+        ips: [host, ...ips],
+      },
     });
   }
   const configFile = join(dir, "nats.conf");
@@ -264,6 +291,8 @@ export function clusterMemberConfig(
     /** The leaf address it tells leaf servers of (a relay a test can cut); its own if absent. */
     leafAdvertise?: string;
     domain?: string;
+    /** JetStream's file store limit (what the streams may reserve); 2GB unless given. */
+    maxFileStore?: NatsSize;
   },
   certs: { certFile: string; keyFile: string; caFile: string },
   configFile: string,
@@ -278,7 +307,7 @@ export function clusterMemberConfig(
     jetstream: {
       storeDir: join(dir, `js-${member.name}`),
       maxMemoryStore: "64MB",
-      maxFileStore: "2GB",
+      maxFileStore: member.maxFileStore ?? "2GB",
       ...(member.domain ? { domain: member.domain } : {}),
     },
     tls: { certFile: certs.certFile, keyFile: certs.keyFile },
@@ -311,9 +340,11 @@ export function clusterMemberConfig(
  */
 export async function startLocalCluster(
   dir: string,
-  { host = "127.0.0.1", size = 3, sites = false, leafAdvertise }: {
+  { host = "127.0.0.1", size = 3, sites = false, leafAdvertise, maxFileStore }: {
     host?: string;
     size?: number;
+    /** JetStream's file store limit of each member (benches reserve more than 2GB). */
+    maxFileStore?: NatsSize;
     /** Leaf ports and a JetStream domain, so that `startLeaf` can add sites. */
     sites?: boolean;
     /**
@@ -356,6 +387,7 @@ export async function startLocalCluster(
           http: `${host}:${port.http}`,
           ...(sites ? { leafListen: `${host}:${port.leaf}`, domain } : {}),
           ...(leafAdvertise?.[i] ? { leafAdvertise: leafAdvertise[i] } : {}),
+          ...(maxFileStore ? { maxFileStore } : {}),
         },
         certs,
         configFile,
@@ -369,6 +401,7 @@ export async function startLocalCluster(
       pidFile: join(dir, `${name}.pid`),
       logFile,
       caPem: certs.caPem,
+      cert: { certFile: certs.certFile, keyFile: certs.keyFile, names: ["localhost"], ips: [host] },
     });
     members.push(
       clusterMember(name, `tls://${host}:${port.client}`, host, port, configFile, logFile),
@@ -376,6 +409,11 @@ export async function startLocalCluster(
   }
   await initClusterState(dir, cluster, {
     caPem: cluster[0].caPem,
+    ca: {
+      certFile: join(dir, "ca.pem"),
+      keyFile: join(dir, "ca.key"),
+      bundleFile: join(dir, "ca.pem"),
+    },
     routes: routeCredentials,
     ...(domain ? { domain } : {}),
   });
@@ -442,6 +480,12 @@ async function startLocalLeaf(
         pin: certs.fingerprint256,
         pidFile,
         logFile,
+        cert: {
+          certFile: certs.certFile,
+          keyFile: certs.keyFile,
+          names: ["localhost"],
+          ips: [host],
+        },
         ...login,
       },
     };

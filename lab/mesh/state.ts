@@ -10,6 +10,8 @@
  */
 import { join } from "node:path";
 import type { RouteCredentials } from "../lib/routes.ts";
+import type { ServerCertificate } from "../lib/certs.ts";
+import type { TrustList } from "../../src/link/trust.ts";
 import { NODE_ID } from "../../src/declaration/fields.ts";
 import { checkRendered, renderAuth, renderLeafAuth } from "./auth.ts";
 
@@ -43,8 +45,25 @@ export interface MeshState {
   url: string;
   /** The URL the control plane itself connects to (may differ inside a lab namespace). */
   controlUrl: string;
+  /** The mesh's CA: the one the servers' certificates are issued by now (tokens carry it). */
   caPem: string;
+  /** The single broker's certificate fingerprint (kept for tests; tokens carry no pin). */
   pin: string;
+  /**
+   * The files of the CA the servers' certificates are issued by, when the stand-in made
+   * it (`renew-cert`, `rotate-ca` need its key); `bundleFile`: the CA file the servers
+   * check each other's (routes, leaves) certificates by.
+   */
+  ca?: { certFile: string; keyFile: string; bundleFile?: string };
+  /** A rotation under way (`rotate-ca`): the new CA's files, until `withdraw-ca`. */
+  nextCa?: { certFile: string; keyFile: string };
+  /**
+   * The trust list published to the nodes with their declarations (src/link/trust.ts),
+   * once the CA was rotated; absent: the token's CA (serial 0).
+   */
+  trust?: TrustList;
+  /** The single broker's certificate (no cluster), to renew it. */
+  cert?: ServerCertificate;
   control: { seed: string; publicKey: string };
   /**
    * The declaration signing key (an NKey operator pair): every declaration is
@@ -110,6 +129,8 @@ export interface ClusterServer {
   pin: string;
   pidFile: string;
   logFile: string;
+  /** Its certificate's files and names (to renew it), when the stand-in knows them. */
+  cert?: ServerCertificate;
 }
 
 /**
@@ -135,14 +156,21 @@ export function newLeafCredentials(site: string): { user: string; password: stri
  * The brokers a token names: the leaf of site `via` when given, else every server of
  * the cluster, or the one broker.
  */
-export function tokenBrokers(state: MeshState, via?: string): { url: string; pin: string }[] {
+export function tokenBrokers(state: MeshState, via?: string): string[] {
   if (via !== undefined) {
     const leaf = state.leaves?.[via];
     if (!leaf) throw new Error(`no leaf server "${via}" in this mesh`);
-    return [{ url: leaf.url, pin: leaf.pin }];
+    return [leaf.url];
   }
-  return state.cluster?.map(({ url, pin }) => ({ url, pin })) ??
-    [{ url: state.url, pin: state.pin }];
+  return state.cluster?.map(({ url }) => url) ?? [state.url];
+}
+
+/** Every server whose certificate the stand-in knows (the cluster and its leaves, or the one broker). */
+export function certifiedServers(state: MeshState): { cert: ServerCertificate }[] {
+  const all: { cert?: ServerCertificate }[] = state.cluster
+    ? [...state.cluster, ...Object.values(state.leaves ?? {})]
+    : [{ cert: state.cert }];
+  return all.filter((s): s is { cert: ServerCertificate } => s.cert !== undefined);
 }
 
 /** The state file, the auth blocks and the lock of a mesh directory. */

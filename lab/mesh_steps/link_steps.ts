@@ -117,8 +117,43 @@ export function meshUp(): Step {
         `pid_file: "${join(dir, "nats.pid")}"\n${includeAuth(join(broker.dir, "nats.conf"), dir)}`,
       );
       await mesh(ctx, ["streams"]);
+      await serveObjects(ctx);
     },
   };
+}
+
+/**
+ * The control plane's object service (`mesh serve-objects`) in its namespace for the rest
+ * of the lab run: it answers the nodes' reads of the object store (each only for what its
+ * declaration names). Stopped at the lab's teardown.
+ */
+async function serveObjects(ctx: StepContext): Promise<void> {
+  const child = new Deno.Command("nsenter", {
+    args: meshArgs(ctx, ["serve-objects"]),
+    cwd: CHECKOUT,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const stop = async () => {
+    try {
+      child.kill("SIGTERM");
+    } catch { /* ended */ }
+    await child.status;
+  };
+  ctx.lab.onTeardown(stop);
+  const errors = new Response(child.stderr).text();
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let seen = "";
+  while (!seen.includes("answering object reads")) {
+    const { value, done } = await reader.read();
+    if (done) fail("the control plane's object service to start", seen + (await errors));
+    seen += value;
+  }
+  // What it says from now on is drained, so that it never blocks on a full pipe.
+  (async () => {
+    while (!(await reader.read()).done) { /* drained */ }
+  })().catch(() => {});
 }
 
 /**
@@ -138,16 +173,37 @@ export function meshUpCluster(): Step {
       await ctx.lab.cluster({
         routes,
         async prepare(servers) {
-          await initClusterState(dir, servers, {
-            caPem: await Deno.readTextFile(join(ctx.lab.dir, "cluster", "ca.pem")),
-            routes,
-            domain: JS_DOMAIN,
-          });
+          // The stand-in holds the CA's key (lab/lib/cluster.ts made it), so it can renew
+          // the servers' certificates and rotate the CA (scenario certificates).
+          const certs = join(ctx.lab.dir, "cluster");
+          await initClusterState(
+            dir,
+            servers.map((s) => ({
+              ...s,
+              cert: {
+                certFile: join(certs, `${s.name}.pem`),
+                keyFile: join(certs, `${s.name}.key`),
+                names: [`${s.name}.lab`],
+                ips: [s.address],
+              },
+            })),
+            {
+              caPem: await Deno.readTextFile(join(certs, "ca.pem")),
+              ca: {
+                certFile: join(certs, "ca.pem"),
+                keyFile: join(certs, "ca.key"),
+                bundleFile: join(certs, "ca.pem"),
+              },
+              routes,
+              domain: JS_DOMAIN,
+            },
+          );
           // Every server's configuration lies at the same depth: one relative include.
           return includeAuth(servers[0].configFile, dir);
         },
       });
       await mesh(ctx, ["streams"], 120_000);
+      await serveObjects(ctx);
     },
   };
 }
@@ -416,7 +472,6 @@ export function assertConfined(machine: string, own: string, other: string): Ste
         "/lab/isolation-probe.js",
         broker.url,
         "/lab/broker-ca.pem",
-        broker.fingerprint256,
         "/var/lib/mesh-host/node.nk",
         own,
         other,

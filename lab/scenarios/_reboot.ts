@@ -14,9 +14,14 @@ const OPENRC_LOG = "/var/log/nox-mesh-host.log";
 
 /**
  * Reboots a machine: its init stops everything, the same root boots again. `halted`: the
- * host's unit is expected to fail in the new boot (systemd "degraded": exit 78).
+ * host's unit is expected to fail in the new boot (systemd "degraded": exit 78); `mayFail`:
+ * other systemd units that may fail in it (a network service made to fail).
  */
-export function reboot(machine: string, why: string, { halted = false } = {}): Step {
+export function reboot(
+  machine: string,
+  why: string,
+  { halted = false, mayFail = [] }: { halted?: boolean; mayFail?: readonly string[] } = {},
+): Step {
   return {
     title: `reboot ${machine} (${why}): its init stops everything, the same root boots again`,
     timeoutS: 180,
@@ -27,7 +32,9 @@ export function reboot(machine: string, why: string, { halted = false } = {}): S
         : Number((await m.exec(["sh", "-c", `wc -c < ${OPENRC_LOG} 2>/dev/null || echo 0`]))
           .stdout.trim()) || 0;
       boots.set(machine, { at: Date.now(), logBytes: size });
-      const ms = await m.reboot({ mayFail: halted ? ["nox-mesh-host.service"] : [] });
+      const ms = await m.reboot({
+        mayFail: [...mayFail, ...(halted ? ["nox-mesh-host.service"] : [])],
+      });
       ctx.lab.log(`  ${machine} rebooted in ${(ms / 1000).toFixed(1)} s (boot ${m.boots})`);
     },
   };

@@ -1,6 +1,6 @@
 // Shared steps of the install/upgrade/rollback scenarios (arch-*, openrc-install): the
 // host installed from its real package, started by its init through the launcher.
-import { RUNTIME_FLAGS } from "../../packaging/build.ts";
+import { RUNTIME_FLAGS, runtimeArgs } from "../../packaging/build.ts";
 import { loadPermissionSet, permissionFlags } from "../../packaging/permissions.ts";
 import { hostInstall } from "../lib/host.ts";
 import type { HostBuild } from "../lib/host_builds.ts";
@@ -32,12 +32,26 @@ export function hostAt(version: string): Record<string, unknown> {
   };
 }
 
-/** The lab repository (/lab/repo) starts offering a build of the host. */
-export function publishHost(which: HostBuild): Step {
+/**
+ * A declaration naming the host's own package at an exact Debian version. No "upgrade":
+ * apt's indexes predate the build, and refreshing them alone is safe on Debian: the host
+ * does it (apt-get update) when apt does not find the version, then installs it.
+ */
+export function debAt(version: string): Record<string, unknown> {
   return {
-    title: `the lab repository offers nox-mesh-host ${HOST_VERSIONS[which]} (${which} build)`,
+    version: 1,
+    resources: [{ type: "package", id: "host", name: "nox-mesh-host", version: `${version}-1` }],
+  };
+}
+
+/** The lab repository (/lab/repo; `apt`: the apt repository) starts offering a build of the host. */
+export function publishHost(which: HostBuild, kind: "pacman" | "apt" = "pacman"): Step {
+  return {
+    title: `the lab's ${kind === "apt" ? "apt " : ""}repository offers nox-mesh-host ${
+      HOST_VERSIONS[which]
+    } (${which} build)`,
     timeoutS: 300,
-    run: (ctx) => ctx.lab.publishHost(which),
+    run: (ctx) => ctx.lab.publishHost(which, kind),
   };
 }
 
@@ -77,10 +91,10 @@ const shown = (p: Process) => `${p.pid}: ${p.argv.join(" ").slice(0, 160)}`;
 /**
  * The init runs the launcher (systemd as PID 1, or OpenRC's supervise-daemon), and the
  * launcher's one child (its own subshells aside: the start deadline's watch of a version
- * not confirmed yet) is the host's `run` on the deno its package carries (Arch's in
- * /usr/lib/nox-mesh-host, the tarball's in /usr/local/lib/nox-mesh-host) with exactly the
- * flags of the machine's permission
- * set (packaging/<os>/permissions).
+ * not confirmed yet) is the host's `run` on the deno its package carries (Arch's and
+ * Alpine's in /usr/lib/nox-mesh-host, the tarball's in /usr/local/lib/nox-mesh-host; Alpine's
+ * and the tarball's started through the glibc loader beside it) with exactly the flags of the
+ * machine's permission set (packaging/<os>/permissions).
  */
 export function assertLaunched(machine: string): Step {
   return {
@@ -99,16 +113,22 @@ export function assertLaunched(machine: string): Step {
       const launchers = all.filter((p) => isLauncher(p) && !isLauncher(byPid.get(p.ppid)));
       if (launchers.length !== 1) fail("one launcher process", all.map(shown).join("; "));
       const parent = all.find((p) => p.pid === launchers[0].ppid);
-      const init = m.flavour === "systemd"
-        ? parent?.pid === 1
-        : parent?.argv[0] === "supervise-daemon";
+      // systemd is PID 1; OpenRC's supervise-daemon; a plain machine has no init, and the
+      // launcher started in the background by a step is its PID 1's once that step ended.
+      const init = m.flavour === "openrc"
+        ? parent?.argv[0] === "supervise-daemon"
+        : parent?.pid === 1;
       if (!init) fail("the init as the launcher's parent", parent ? shown(parent) : "none");
       const children = all.filter((p) => p.ppid === launchers[0].pid && !isLauncher(p));
       if (children.length !== 1) fail("one child of the launcher", children.map(shown).join("; "));
       const host = children[0];
       const flags = permissionFlags(await loadPermissionSet(install.os));
+      // The runtime, through the glibc loader its package carries where it has one (the
+      // tarball, Alpine): the loader of the machine's architecture.
+      const uname = (await m.exec(["uname", "-m"], { check: true })).stdout.trim();
+      const arch = uname === "aarch64" ? "aarch64" : "x86_64";
       const want = [
-        install.deno,
+        ...runtimeArgs(install.set, arch),
         "run",
         "--no-config",
         ...RUNTIME_FLAGS,
@@ -117,7 +137,8 @@ export function assertLaunched(machine: string): Step {
         "run",
       ];
       if (JSON.stringify(host.argv) !== JSON.stringify(want)) {
-        fail(`the child to be ${want.slice(0, 3).join(" ")} <${install.os} set> …`, shown(host));
+        const start = want.slice(0, want.indexOf("run") + 2).join(" ");
+        fail(`the child to be ${start} <${install.os} set> …`, shown(host));
       }
     },
   };

@@ -13,13 +13,18 @@ import { scenario as openrcNode } from "./openrc_node.ts";
 import { scenario as archInstall } from "./arch_install.ts";
 import { scenario as archUpgrade } from "./arch_upgrade.ts";
 import { scenario as archRollback } from "./arch_rollback.ts";
+import { scenario as debianInstall } from "./debian_install.ts";
+import { scenario as debianUpgrade } from "./debian_upgrade.ts";
+import { scenario as debianRollback } from "./debian_rollback.ts";
 import { scenario as openrcInstall } from "./openrc_install.ts";
 import { scenario as tarballFloor } from "./tarball_floor.ts";
+import { scenario as noGlibc } from "./no_glibc.ts";
 import { scenario as arm64Tarball } from "./arm64_tarball.ts";
 import { scenario as tarballRollback } from "./tarball_rollback.ts";
 import { scenario as tarballUpgrade } from "./tarball_upgrade.ts";
 import { scenario as rebootSystemd } from "./reboot_systemd.ts";
 import { scenario as rebootOpenrc } from "./reboot_openrc.ts";
+import { scenario as offlineBoot } from "./offline_boot.ts";
 import { scenario as conntrack } from "./conntrack.ts";
 import { scenario as firewall } from "./firewall.ts";
 import { scenario as confirm } from "./confirm.ts";
@@ -31,6 +36,7 @@ import { scenario as contentRef } from "./content_ref.ts";
 import { scenario as brokerFailover } from "./broker_failover.ts";
 import { scenario as fleet } from "./fleet.ts";
 import { scenario as site } from "./site.ts";
+import { scenario as certificates } from "./certificates.ts";
 import { scenario as holdRescue } from "./hold_rescue.ts";
 import { scenario as accounts } from "./accounts.ts";
 import { scenario as mounts } from "./mounts.ts";
@@ -51,13 +57,18 @@ export const SCENARIOS: readonly Scenario[] = [
   archInstall,
   archUpgrade,
   archRollback,
+  debianInstall,
+  debianUpgrade,
+  debianRollback,
   openrcInstall,
   tarballFloor,
+  noGlibc,
   arm64Tarball,
   tarballRollback,
   tarballUpgrade,
   rebootSystemd,
   rebootOpenrc,
+  offlineBoot,
   conntrack,
   firewall,
   confirm,
@@ -70,6 +81,7 @@ export const SCENARIOS: readonly Scenario[] = [
   brokerFailover,
   fleet,
   site,
+  certificates,
   accounts,
   mounts,
   stagedRollout,

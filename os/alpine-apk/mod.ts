@@ -23,6 +23,12 @@
  * apk leaves the very files it installs (the package and its subpackages) for
  * the launcher's rollback copy, and `--update-cache`, since apk reads the
  * repositories' indexes from that directory too.
+ *
+ * Indexes: apk fetches a repository's index again only when its saved copy is older
+ * than its cache age, and `apk update` alone does not make apk-tools 2.14 fetch it (its
+ * applet's cache age 0 means the 4-hour default; recorded from 2.14.10); only
+ * `--update-cache` (-U) does, in 2.14 and 3.0 alike. So the refresh after a not-found is
+ * `apk --update-cache update`: a package published within those four hours is found.
  */
 import { posix } from "node:path";
 import { HostError } from "../../src/errors.ts";
@@ -175,9 +181,10 @@ export function alpineApk(options: ApkOptions = {}): Apk {
     },
 
     // Refreshing the indexes alone is safe on Alpine: `apk add` resolves against
-    // them and upgrades what the new package needs.
+    // them and upgrades what the new package needs. --update-cache: apk-tools 2.14's
+    // `apk update` alone keeps an index fetched less than four hours ago.
     async refresh(): Promise<void> {
-      await mustRun(argv("update", "--no-progress"), run);
+      await mustRun(argv("--update-cache", "update", "--no-progress"), run);
     },
 
     async upgradeAll(): Promise<void> {

@@ -7,13 +7,10 @@ export const PROVIDER: ProviderDescriptor<"packages"> = {
   folder: "alpine-apk",
   port: "packages",
   names: ["apk"],
-  builds: ["alpine", "tarball", "checkout"],
+  builds: ["packages:apk", "tarball", "checkout"],
   confine: { capability: "packages", native: true },
   programs: {
-    apk: {
-      why: "package resources: query, install an exact version; profile: apk info",
-      at: { alpine: ["/sbin/apk", "/usr/sbin/apk"] },
-    },
+    apk: { why: "package resources: query, install an exact version; profile: apk info" },
   },
   reads: {
     "/etc/apk/cache": "packages: a package file of an exact version (apk add FILE)",

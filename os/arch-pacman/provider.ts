@@ -7,13 +7,10 @@ export const PROVIDER: ProviderDescriptor<"packages"> = {
   folder: "arch-pacman",
   port: "packages",
   names: ["pacman"],
-  builds: ["arch", "tarball", "checkout"],
+  builds: ["packages:pacman", "tarball", "checkout"],
   confine: { capability: "packages", native: true },
   programs: {
-    pacman: {
-      why: "package resources: query, install an exact version; profile: pacman -Q",
-      at: { arch: ["/usr/bin/pacman"] },
-    },
+    pacman: { why: "package resources: query, install an exact version; profile: pacman -Q" },
   },
   reads: { "/var/cache/pacman/pkg": "packages: a package file of an exact version (pacman -U)" },
   open: ({ env }) => archPacman({ env }),

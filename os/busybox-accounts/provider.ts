@@ -10,26 +10,13 @@ export const PROVIDER: ProviderDescriptor<"accounts"> = {
   builds: ["alpine", "tarball", "checkout"],
   confine: { capability: "accounts" },
   programs: {
-    adduser: {
-      why: "user resources: add a user; profile: is it busybox's (--help)",
-      at: { alpine: ["/usr/sbin/adduser", "/sbin/adduser"] },
-    },
-    addgroup: {
-      why: "group resources: add a group; user resources: add a user to a group",
-      at: { alpine: ["/usr/sbin/addgroup", "/sbin/addgroup"] },
-    },
-    deluser: {
-      why: "user resources: remove a user the host created (never its home)",
-      at: { alpine: ["/usr/sbin/deluser", "/sbin/deluser"] },
-    },
+    adduser: { why: "user resources: add a user; profile: is it busybox's (--help)" },
+    addgroup: { why: "group resources: add a group; user resources: add a user to a group" },
+    deluser: { why: "user resources: remove a user the host created (never its home)" },
     delgroup: {
       why: "group resources: remove a group; user resources: take a user out of a group",
-      at: { alpine: ["/usr/sbin/delgroup", "/sbin/delgroup"] },
     },
-    passwd: {
-      why: "user resources: lock a password (-l)",
-      at: { alpine: ["/usr/bin/passwd", "/bin/passwd"] },
-    },
+    passwd: { why: "user resources: lock a password (-l)" },
   },
   reads: {
     "/etc/shadow": "user resources: whether a password is locked",

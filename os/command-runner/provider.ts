@@ -11,6 +11,6 @@ export const PROVIDER: ProviderDescriptor<"commands"> = {
   folder: "command-runner",
   port: "commands",
   names: ["commands"],
-  builds: ["arch", "alpine", "tarball", "checkout"],
+  builds: ["every"],
   open: () => commandRunner(),
 };

@@ -11,17 +11,11 @@ export const PROVIDER: ProviderDescriptor<"containers"> = {
   folder: "container-cli",
   port: "containers",
   names: ["podman", "docker"],
-  builds: ["arch", "alpine", "tarball", "checkout"],
+  builds: ["every"],
   confine: { capability: "containers" },
   programs: {
-    podman: {
-      why: "container resources (podman, when installed); profile: podman info",
-      at: { arch: ["/usr/bin/podman"], alpine: ["/usr/bin/podman"] },
-    },
-    docker: {
-      why: "container resources (docker, when installed); profile: docker version",
-      at: { arch: ["/usr/bin/docker"], alpine: ["/usr/bin/docker"] },
-    },
+    podman: { why: "container resources (podman, when installed); profile: podman info" },
+    docker: { why: "container resources (docker, when installed); profile: docker version" },
   },
   reads: {
     "/run/docker.sock": "containers: docker's socket (running, not answering)",

@@ -8,10 +8,7 @@ import type { Needs } from "../provider.ts";
 /** The profile's programs, paths and system information. */
 export const PROFILE_NEEDS: Needs = {
   programs: {
-    ip: {
-      why: "profile: addresses and default routes",
-      at: { arch: ["/usr/bin/ip"], alpine: ["/sbin/ip", "/usr/sbin/ip"] },
-    },
+    ip: { why: "profile: addresses and default routes" },
   },
   reads: {
     "/usr/lib/os-release": "os-release, where /etc/os-release is a link to it",

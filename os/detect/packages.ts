@@ -1,18 +1,38 @@
 /**
  * The package manager. present = its program is installed; working = it
- * answered a query of its package database. Managers this host has no adapter
- * for (dpkg, rpm …) are named in the evidence only; they are never run.
+ * answered a query of its package database. The managers are the distributions'
+ * (os/distros/); others (rpm, xbps …) are named in the evidence only; they are never run.
  */
 import type { Capability, OsInfo } from "../../src/profile.ts";
+import { type Distribution, DISTRIBUTIONS } from "../distros/mod.ts";
 import { installed, onDisk, type ProbeOptions, query, ran, refused, whyNot } from "./_probe.ts";
 
-/** Managers with an adapter: the program, its database query, and the OS ids it is native to. */
-const MANAGERS = [
-  { name: "pacman", list: ["pacman", "-Q"], native: ["arch"], emptyExit: 1 },
-  { name: "apk", list: ["apk", "info"], native: ["alpine"], emptyExit: 0 },
-] as const;
+/** A manager: its name, its database query, and the OS ids it is native to. */
+export interface Manager {
+  name: string;
+  list: readonly string[];
+  emptyExit: number;
+  native: string[];
+}
 
-const OTHERS = ["dpkg", "rpm", "xbps-install", "emerge", "zypper"];
+/** The distributions' managers, once each, native to every distribution that uses it. */
+export function managersOf(distros: readonly Distribution[]): Manager[] {
+  return distros.reduce<Manager[]>((managers, d) => {
+    const known = managers.find((m) => m.name === d.packages.name);
+    if (known) known.native.push(...d.osIds);
+    else {
+      const { name, query, emptyExit } = d.packages;
+      managers.push({ name, list: query, emptyExit, native: [...d.osIds] });
+    }
+    return managers;
+  }, []);
+}
+
+const MANAGERS: readonly Manager[] = managersOf(DISTRIBUTIONS);
+
+/** Package managers no distribution here has (named in the evidence when installed). */
+const OTHERS = ["dpkg", "rpm", "xbps-install", "emerge", "zypper"]
+  .filter((name) => !MANAGERS.some((m) => m.list[0].startsWith(name)));
 
 /** Whether a package manager is the OS's own (by os-release ID / ID_LIKE). */
 export function isNative(manager: string, os: OsInfo): boolean {
@@ -26,7 +46,7 @@ export async function detectPackages(os: OsInfo, options: ProbeOptions = {}): Pr
   const notes: string[] = [];
   for (const manager of MANAGERS) {
     const r = await query(manager.list, options);
-    const there = await installed(manager.name, r);
+    const there = await installed(manager.list[0], r);
     if (there === false) continue;
     if (there === undefined) continue; // not this build's manager, and not visible on disk
     const lines = ran(r) ? r.stdout.split("\n").filter((l) => l.trim()).length : 0;
@@ -58,7 +78,11 @@ export async function detectPackages(os: OsInfo, options: ProbeOptions = {}): Pr
     (c.state === "working" ? 2 : 0) + (c.details?.native === true ? 1 : 0);
   const best = found.sort((a, b) => rank(b) - rank(a))[0];
   if (!best) {
-    return { state: "absent", evidence: ["neither pacman nor apk is installed", ...notes] };
+    const names = MANAGERS.map((m) => m.name);
+    const none = names.length === 2
+      ? `neither ${names[0]} nor ${names[1]} is installed`
+      : `none of ${names.slice(0, -1).join(", ")} or ${names.at(-1)} is installed`;
+    return { state: "absent", evidence: [none, ...notes] };
   }
   return { ...best, evidence: [...best.evidence, ...notes] };
 }

@@ -7,13 +7,10 @@ export const PROVIDER: ProviderDescriptor<"firewall"> = {
   folder: "nftables",
   port: "firewall",
   names: ["nftables"],
-  builds: ["arch", "alpine", "tarball", "checkout"],
+  builds: ["every"],
   confine: { capability: "nftables" },
   programs: {
-    nft: {
-      why: "firewall resources: check, replace, read one table; profile: a scratch table",
-      at: { arch: ["/usr/bin/nft"], alpine: ["/usr/sbin/nft"] },
-    },
+    nft: { why: "firewall resources: check, replace, read one table; profile: a scratch table" },
   },
   open: ({ env }) => nftables({ env }),
 };

@@ -8,14 +8,11 @@ export const PROVIDER: ProviderDescriptor<"mounts"> = {
   folder: "openrc-mount",
   port: "mounts",
   names: ["openrc"],
-  builds: ["alpine", "tarball", "checkout"],
+  builds: ["init:openrc", "tarball", "checkout"],
   confine: { capability: "init" },
   programs: {
     ...MOUNT_PROGRAMS,
-    "rc-update": {
-      why: "mount resources: add their scripts to the boot runlevel",
-      at: { alpine: ["/sbin/rc-update", "/usr/sbin/rc-update"] },
-    },
+    "rc-update": { why: "mount resources: add their scripts to the boot runlevel" },
   },
   open: ({ env }) => openrcMounts({ env }),
 };

@@ -7,21 +7,12 @@ export const PROVIDER: ProviderDescriptor<"services"> = {
   folder: "openrc",
   port: "services",
   names: ["openrc"],
-  builds: ["alpine", "tarball", "checkout"],
+  builds: ["init:openrc", "tarball", "checkout"],
   confine: { capability: "init" },
   programs: {
-    "rc-service": {
-      why: "service resources: start, stop, ask state",
-      at: { alpine: ["/sbin/rc-service", "/usr/sbin/rc-service"] },
-    },
-    "rc-update": {
-      why: "service resources: enable in a runlevel",
-      at: { alpine: ["/sbin/rc-update", "/usr/sbin/rc-update"] },
-    },
-    "rc-status": {
-      why: "init: rc-status --runlevel proves OpenRC booted and answers",
-      at: { alpine: ["/bin/rc-status", "/usr/bin/rc-status"] },
-    },
+    "rc-service": { why: "service resources: start, stop, ask state" },
+    "rc-update": { why: "service resources: enable in a runlevel" },
+    "rc-status": { why: "init: rc-status --runlevel proves OpenRC booted and answers" },
   },
   reads: {
     "/run": "services: a started daemon's pid, proving a restart (/run/openrc records, " +

@@ -12,12 +12,11 @@ export const PROVIDER: ProviderDescriptor<"fs"> = {
   folder: "posix-fs",
   port: "fs",
   names: ["posix"],
-  builds: ["arch", "alpine", "tarball", "checkout"],
+  builds: ["every"],
   programs: {
     stat: {
       why: "files and directories: who owns the directories above the managed roots (/, /var, " +
         "/usr), which the set does not let the host read",
-      at: { arch: ["/usr/bin/stat"], alpine: ["/bin/stat", "/usr/bin/stat"] },
     },
   },
   reads: {

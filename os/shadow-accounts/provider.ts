@@ -2,8 +2,6 @@
 import type { ProviderDescriptor } from "../provider.ts";
 import { shadowAccounts } from "./mod.ts";
 
-const at = (name: string) => ({ arch: [`/usr/bin/${name}`], alpine: [`/usr/sbin/${name}`] });
-
 /**
  * The shadow provider: used where `useradd -D` answered (os/detect/accounts.ts); on Alpine
  * only with its `shadow` package, and then before busybox.
@@ -12,23 +10,14 @@ export const PROVIDER: ProviderDescriptor<"accounts"> = {
   folder: "shadow-accounts",
   port: "accounts",
   names: ["shadow"],
-  builds: ["arch", "alpine", "tarball", "checkout"],
+  builds: ["every"],
   confine: { capability: "accounts" },
   programs: {
-    useradd: { why: "user resources: add a user; profile: its defaults (-D)", at: at("useradd") },
-    usermod: {
-      why: "user resources: change a user's group, home, shell, groups; lock",
-      at: at("usermod"),
-    },
-    userdel: {
-      why: "user resources: remove a user the host created (never its home)",
-      at: at("userdel"),
-    },
-    groupadd: {
-      why: "group resources: add a group (and one a userdel dropped)",
-      at: at("groupadd"),
-    },
-    groupdel: { why: "group resources: remove a group the host created", at: at("groupdel") },
+    useradd: { why: "user resources: add a user; profile: its defaults (-D)" },
+    usermod: { why: "user resources: change a user's group, home, shell, groups; lock" },
+    userdel: { why: "user resources: remove a user the host created (never its home)" },
+    groupadd: { why: "group resources: add a group (and one a userdel dropped)" },
+    groupdel: { why: "group resources: remove a group the host created" },
   },
   reads: {
     "/etc/shadow": "user resources: whether a password is locked",

@@ -7,12 +7,9 @@ export const PROVIDER: ProviderDescriptor<"sysctl"> = {
   folder: "sysctl",
   port: "sysctl",
   names: ["sysctl"],
-  builds: ["arch", "alpine", "tarball", "checkout"],
+  builds: ["every"],
   programs: {
-    sysctl: {
-      why: "sysctl resources: read and write one setting (procps or busybox)",
-      at: { arch: ["/usr/bin/sysctl"], alpine: ["/sbin/sysctl", "/usr/sbin/sysctl"] },
-    },
+    sysctl: { why: "sysctl resources: read and write one setting (procps or busybox)" },
   },
   open: ({ env }) => sysctl({ env }),
 };

@@ -8,14 +8,11 @@ export const PROVIDER: ProviderDescriptor<"mounts"> = {
   folder: "systemd-mount",
   port: "mounts",
   names: ["systemd"],
-  builds: ["arch", "tarball", "checkout"],
+  builds: ["init:systemd", "tarball", "checkout"],
   confine: { capability: "init" },
   programs: {
     ...MOUNT_PROGRAMS,
-    systemctl: {
-      why: "mount resources: enable and disable their units, daemon-reload",
-      at: { arch: ["/usr/bin/systemctl"] },
-    },
+    systemctl: { why: "mount resources: enable and disable their units, daemon-reload" },
   },
   open: ({ env }) => systemdMounts({ env }),
 };

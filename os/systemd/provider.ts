@@ -7,13 +7,10 @@ export const PROVIDER: ProviderDescriptor<"services"> = {
   folder: "systemd",
   port: "services",
   names: ["systemd"],
-  builds: ["arch", "tarball", "checkout"],
+  builds: ["init:systemd", "tarball", "checkout"],
   confine: { capability: "init" },
   programs: {
-    systemctl: {
-      why: "service resources: enable, start, ask state; profile: systemctl show",
-      at: { arch: ["/usr/bin/systemctl"] },
-    },
+    systemctl: { why: "service resources: enable, start, ask state; profile: systemctl show" },
   },
   reads: { "/run/systemd/system": "init: booted with systemd (when systemctl does not answer)" },
   open: ({ env }) => systemd({ env }),

@@ -7,22 +7,15 @@ export const PROVIDER: ProviderDescriptor<"overlay"> = {
   folder: "wireguard",
   port: "overlay",
   names: ["kernel", "userspace"],
-  builds: ["arch", "alpine", "tarball", "checkout"],
+  builds: ["every"],
   confine: { capability: "wireguard" },
   programs: {
-    ip: {
-      why: "overlay resources: WireGuard links and their addresses",
-      at: { arch: ["/usr/bin/ip"], alpine: ["/sbin/ip", "/usr/sbin/ip"] },
-    },
+    ip: { why: "overlay resources: WireGuard links and their addresses" },
     wg: {
       why:
         "overlay resources: WireGuard keys, port, peers (wireguard-tools); profile: wg --version",
-      at: { arch: ["/usr/bin/wg"], alpine: ["/usr/bin/wg"] },
     },
-    "wireguard-go": {
-      why: "overlay resources on a kernel without WireGuard (userspace)",
-      at: { arch: ["/usr/bin/wireguard-go"], alpine: ["/usr/bin/wireguard-go"] },
-    },
+    "wireguard-go": { why: "overlay resources on a kernel without WireGuard (userspace)" },
   },
   open: ({ name, env }) => wireguard({ mode: name as "kernel" | "userspace", env }),
 };

@@ -1,12 +1,18 @@
 /**
- * The Deno runtime the tarball and the Arch package carry when they ship the bundled form
- * (DESIGN.md §12): the `deno` executable of the npm package for the build's architecture
+ * The Deno runtime every package carries when it ships the bundled form (DESIGN.md §2, §12):
+ * the `deno` executable of the npm package for the build's architecture
  * (`@deno/linux-x64-glibc`, `@deno/linux-arm64-glibc`), at the version this build runs on,
  * and Deno's licence from the npm package `deno` of the same version (the platform packages
  * carry none). Both are fetched with `npm pack` into a cache outside the checkout and checked
  * against the integrity pinned in runtime.json before anything is used.
+ *
+ * Deno publishes no musl build, so the tarball and the Alpine package also carry the glibc
+ * dynamic loader and the few libraries that `deno` needs ({@link ensureGlibc}), copied
+ * unchanged from Debian's packages on the build machine with their licences, and start the
+ * runtime through that loader (`LIB/ld-linux-x86-64.so.2 --library-path LIB DIR/deno …`): it
+ * then runs on a musl system and on any glibc one alike.
  */
-import { join } from "node:path";
+import { join, posix } from "node:path";
 import { HostError } from "../../src/errors.ts";
 
 /** What the runtime.json pins. */
@@ -206,4 +212,205 @@ export async function ensureRuntime(
     await Deno.remove(work, { recursive: true }).catch(() => {});
   }
   return runtime;
+}
+
+/** The glibc files carried beside the runtime, for one architecture: where Debian puts them. */
+export interface GlibcSource {
+  /** The dynamic loader's file name, the program that starts `deno`. */
+  loader: string;
+  /** The directory Debian's packages install them into on this (build) machine. */
+  from: string;
+  /** The package of the loader and the C library, and the package of libgcc_s. */
+  packages: { libc: string; libgcc: string };
+}
+
+/**
+ * Per architecture: Debian's libc6 and libgcc-s1 on this machine's own architecture, the
+ * cross packages (libc6-arm64-cross, libgcc-s1-arm64-cross, which lab/setup.sh installs) for
+ * aarch64 on an x86_64 build machine.
+ */
+export const GLIBC: Record<RuntimeArch, GlibcSource> = {
+  x86_64: {
+    loader: "ld-linux-x86-64.so.2",
+    from: "/lib/x86_64-linux-gnu",
+    packages: { libc: "libc6", libgcc: "libgcc-s1" },
+  },
+  aarch64: {
+    loader: "ld-linux-aarch64.so.1",
+    from: "/usr/aarch64-linux-gnu/lib",
+    packages: { libc: "libc6-arm64-cross", libgcc: "libgcc-s1-arm64-cross" },
+  },
+};
+
+/** On an aarch64 build machine its own libc6 and libgcc-s1 hold them, in the multiarch path. */
+function glibcSource(arch: RuntimeArch): GlibcSource {
+  if (arch === "aarch64" && Deno.build.arch === "aarch64") {
+    return {
+      ...GLIBC.aarch64,
+      from: "/lib/aarch64-linux-gnu",
+      packages: { libc: "libc6", libgcc: "libgcc-s1" },
+    };
+  }
+  return GLIBC[arch];
+}
+
+/**
+ * The libraries `deno` names (its DT_NEEDED, checked by {@link ensureGlibc} through the
+ * loader's own `--list`): libgcc_s from libgcc, the rest from the C library's package.
+ */
+export const GLIBC_LIBS: readonly string[] = [
+  "libc.so.6",
+  "libm.so.6",
+  "libdl.so.2",
+  "libpthread.so.0",
+  "librt.so.1",
+  "libgcc_s.so.1",
+];
+
+/** The carried glibc: its directory (ready to copy), its files and where they came from. */
+export interface Glibc {
+  arch: RuntimeArch;
+  dir: string;
+  /** The loader's file name in `dir`. */
+  loader: string;
+  /** Every file of `dir`, the loader first, then the libraries, licences and SOURCES. */
+  files: string[];
+  /** The Debian packages copied from: name, version, and the source package to ask for. */
+  packages: { name: string; version: string; source: string }[];
+}
+
+/** `dpkg-query` of one installed package: its version and its source package's name and version. */
+async function debianPackage(name: string) {
+  const out = await new Deno.Command("dpkg-query", {
+    args: ["-W", "-f", "${Status}\t${Version}\t${source:Package}\t${source:Version}", name],
+    stdin: "null",
+  }).output().catch(() => undefined);
+  const [status, version, source, sourceVersion] = out?.success
+    ? new TextDecoder().decode(out.stdout).split("\t")
+    : [];
+  if (!status?.endsWith(" installed") || !version) {
+    throw new RuntimeError(
+      `Debian's package ${name} is not installed on this build machine: the glibc loader and ` +
+        "libraries the packages carry beside Deno are copied from it",
+      `apt-get install ${name} (lab/setup.sh installs it)`,
+    );
+  }
+  return { name, version, source: `${source}=${sourceVersion}` };
+}
+
+/** The package dpkg says owns `path`. */
+async function ownerOf(path: string): Promise<string> {
+  const out = await new Deno.Command("dpkg-query", { args: ["-S", path], stdin: "null" })
+    .output().catch(() => undefined);
+  const text = out?.success ? new TextDecoder().decode(out.stdout) : "";
+  return text.split(":")[0].trim();
+}
+
+/**
+ * The glibc loader and libraries `runtime`'s `deno` needs, for its architecture, copied
+ * into `cache` once per set of Debian package versions: each file from the package that
+ * owns it (dpkg says so), the packages' copyright files as `LICENSE.glibc` and
+ * `LICENSE.libgcc`, and `SOURCES` naming the packages and versions (their source is in
+ * Debian's archive). Checked before use: the loader, asked to `--list` deno's libraries
+ * with only this directory on its path, must find every one of them in it, and deno started
+ * through it must say its version (another architecture's under QEMU where installed).
+ */
+export async function ensureGlibc(cache: string, runtime: Runtime): Promise<Glibc> {
+  const source = glibcSource(runtime.arch);
+  const libc = await debianPackage(source.packages.libc);
+  const libgcc = await debianPackage(source.packages.libgcc);
+  const stamp = `${libc.version}_${libgcc.version}`.replace(/[^A-Za-z0-9.+~_-]/g, "_");
+  const dir = join(cache, `glibc-${runtime.arch}-${stamp}`);
+  const files = [source.loader, ...GLIBC_LIBS, "LICENSE.glibc", "LICENSE.libgcc", "SOURCES"];
+  const glibc: Glibc = { arch: runtime.arch, dir, loader: source.loader, files, packages: [] };
+  glibc.packages = [libc, libgcc];
+  if (await exists(join(dir, "ready"))) return glibc;
+  await Deno.mkdir(cache, { recursive: true });
+  const work = await Deno.makeTempDir({ dir: cache, prefix: ".glibc-" });
+  try {
+    const copied: Record<string, string[]> = { [libc.name]: [], [libgcc.name]: [] };
+    for (const name of [source.loader, ...GLIBC_LIBS]) {
+      const from = join(source.from, name);
+      const owner = await ownerOf(from);
+      const want = name === "libgcc_s.so.1" ? libgcc.name : libc.name;
+      if (owner.replace(/:.*$/, "") !== want) {
+        throw new RuntimeError(
+          `${from} is not ${want}'s (dpkg says: ${owner || "no package"})`,
+          `reinstall ${want}: the packages carry only files of Debian's ${want}`,
+        );
+      }
+      await Deno.copyFile(from, join(work, name));
+      await Deno.chmod(join(work, name), name === source.loader ? 0o755 : 0o644);
+      copied[want].push(name);
+    }
+    for (const [pkg, as] of [[libc.name, "LICENSE.glibc"], [libgcc.name, "LICENSE.libgcc"]]) {
+      await Deno.copyFile(`/usr/share/doc/${pkg}/copyright`, join(work, as));
+      await Deno.chmod(join(work, as), 0o644);
+    }
+    const lines = [
+      `The glibc dynamic loader and libraries that start the Deno runtime beside them`,
+      `(${
+        posix.basename(runtime.deno)
+      } ${runtime.version}, ${runtime.arch}), copied unchanged from Debian's packages:`,
+      ...[libc, libgcc].map((p) =>
+        `  ${p.name} ${p.version}: ${copied[p.name].join(" ")} (source: apt-get source ${p.source})`
+      ),
+      "Their licences: LICENSE.glibc (the C library: LGPL-2.1-or-later and others) and",
+      "LICENSE.libgcc (GPL-3.0-or-later with the GCC Runtime Library Exception), Debian's",
+      "copyright files of those packages. The sources are in Debian's archive",
+      "(https://deb.debian.org/debian, pool/main/g/).",
+      "",
+    ];
+    await Deno.writeTextFile(join(work, "SOURCES"), lines.join("\n"), { mode: 0o644 });
+    await checkGlibc(work, runtime, source.loader);
+    await Deno.writeTextFile(join(work, "ready"), `${stamp}\n`);
+    await Deno.chmod(work, 0o755);
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+    await Deno.rename(work, dir);
+  } finally {
+    await Deno.remove(work, { recursive: true }).catch(() => {});
+  }
+  return glibc;
+}
+
+/**
+ * The argv that starts `runtime`'s deno through the carried loader in `dir` (under QEMU for
+ * another architecture where installed; undefined where not).
+ */
+export async function throughLoader(
+  dir: string,
+  loader: string,
+  runtime: Runtime,
+  deno = runtime.deno,
+): Promise<string[] | undefined> {
+  const argv = [join(dir, loader), "--library-path", dir, deno];
+  if (runtime.arch === Deno.build.arch) return argv;
+  const { qemu } = EMULATORS[runtime.arch];
+  return (await exists(qemu)) ? [qemu, ...argv] : undefined;
+}
+
+async function checkGlibc(dir: string, runtime: Runtime, loader: string): Promise<void> {
+  const argv = await throughLoader(dir, loader, runtime);
+  if (!argv) return; // another architecture without QEMU: the files are Debian's, unchecked
+  const list = [...argv.slice(0, -1), "--list", argv.at(-1)!];
+  const listed = await run(list[0], list.slice(1));
+  const outside = listed.split("\n").map((l) => l.trim()).filter((l) =>
+    // The kernel's vDSO (named linux-vdso, or nothing under QEMU) is no file.
+    l !== "" && !l.startsWith("linux-vdso") && !/^\(0x[0-9a-f]+\)$/.test(l) &&
+    !l.includes(`=> ${dir}/`)
+  );
+  if (outside.length > 0) {
+    throw new RuntimeError(
+      `deno ${runtime.version} (${runtime.arch}) needs libraries the carried glibc lacks: ` +
+        outside.join("; "),
+      "add them to GLIBC_LIBS in packaging/tarball/runtime.ts",
+    );
+  }
+  const said = await run(argv[0], [...argv.slice(1), "--version"]);
+  if (!said.startsWith(`deno ${runtime.version} `)) {
+    throw new RuntimeError(
+      `deno started through the carried ${loader} says "${said.split("\n")[0]}"`,
+      "the loader and libraries copied from Debian do not start this runtime",
+    );
+  }
 }

@@ -2,6 +2,7 @@
 import { brokerList, readIdentity } from "../link/identity.ts";
 import { isCurrent, readRunStatus } from "../run/run_status.ts";
 import type { Store } from "../store/store.ts";
+import { type TlsExpiry, tlsExpiry } from "../link/trust.ts";
 
 /** What `status --json` adds about the link and the service. */
 export interface LinkStatus {
@@ -9,7 +10,7 @@ export interface LinkStatus {
     | {
       node: string;
       publicKey: string;
-      brokers: { url: string; pin: string }[];
+      brokers: { url: string; pin?: string }[];
       enrolledAt: string;
       /** The control plane's signing key this node trusts (pinned, or rotated to). */
       signer: string;
@@ -34,6 +35,11 @@ export interface LinkStatus {
     /** The last move to another broker: from, to, why it left, when. */
     lastMove: { from: string; to: string; why: string; at: string } | null;
   };
+  /**
+   * When the link's TLS expires (days left): the broker's certificate the service's link
+   * came up with last, and each CA this node trusts; null when not enrolled.
+   */
+  tls: TlsExpiry | null;
 }
 
 /** Read the identity and the run process's status record from the store. */
@@ -85,6 +91,7 @@ export function linkStatus(store: Store, now: Date = new Date()): LinkStatus {
       server: running && run.link ? run.link.url : null,
       lastMove: run?.link?.lastMove ?? null,
     },
+    tls: identity ? tlsExpiry(identity.trust, run?.link?.certificate, now.getTime()) : null,
   };
 }
 
@@ -117,6 +124,21 @@ export function linkRows(s: LinkStatus): [string, string][] {
     rows.push([
       "link error",
       `${s.link.lastError.message} (${s.link.lastError.side} side, ${s.link.lastError.at})`,
+    ]);
+  }
+  if (s.tls?.broker) {
+    const b = s.tls.broker;
+    rows.push([
+      "broker cert",
+      `${b.subject} (${b.issuer}) expires ${b.notAfter}: ${b.daysLeft} days left`,
+    ]);
+  }
+  for (const ca of s.tls?.cas ?? []) {
+    rows.push([
+      "trusted CA",
+      `${ca.subject} ${ca.usable ? "until" : "NOT USED since"} ${ca.ends}${
+        ca.usable ? `: ${ca.daysLeft} days left` : ""
+      }`,
     ]);
   }
   rows.push(["next drift", s.service?.nextDriftAt ?? "-"]);

@@ -18,7 +18,7 @@ export interface CliIo {
   signal?: AbortSignal;
   /**
    * The installation's own paths, which no declaration may name (the entry point
-   * passes the list its build carries: packaging/<os>/own_paths.ts).
+   * passes the list its build carries: packaging/own_paths_by_os.ts).
    */
   ownPaths?: readonly string[];
   /**

@@ -36,7 +36,7 @@ export interface OwnResources {
   /**
    * Files and directories (and everything below them) the host never manages,
    * nor any directory above them; a component may hold `*` (any characters
-   * within it). Per OS from packaging/<os>/own_paths.ts, plus the configured ones.
+   * within it). Per OS from packaging/own_paths_by_os.ts, plus the configured ones.
    */
   paths: readonly string[];
   /** Service names (with or without ".service"); every unit of these names is refused. */

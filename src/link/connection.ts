@@ -1,9 +1,13 @@
 /**
- * One NATS connection to the broker: TLS that trusts only the enrolled CA and
- * pins the broker certificate's SHA-256 fingerprint (both checked during the
- * handshake, before the CONNECT that carries the signature), NKey auth, and the
- * node's own inbox prefix. No reconnect inside the client: the link's loop
- * rebuilds connections itself (src/link/link.ts).
+ * One NATS connection to the broker: TLS that trusts only the mesh's CA (the CAs of
+ * the node's trust list: trust.ts) and requires the broker's certificate to name the
+ * broker the node asked for (both checked during the handshake, before the CONNECT
+ * that carries the signature), NKey auth, and the node's own inbox prefix. The
+ * broker's own certificate is never pinned: it renews. A certificate refused is
+ * explained (certificate.ts): expired and when, or issued by a CA the node does not
+ * trust. No reconnect inside the client: the link's loop rebuilds connections itself
+ * (src/link/link.ts). Everything that opens a connection to the broker goes through
+ * here, so the transport can be swapped in one place.
  */
 import {
   connect,
@@ -11,17 +15,30 @@ import {
   nkeyAuthenticator,
   type TlsOptions,
 } from "@nats-io/transport-node";
-import type { PeerCertificate } from "node:tls";
+import { checkServerIdentity, type PeerCertificate } from "node:tls";
 import { PROGRAM, VERSION } from "../version.ts";
-import { classifyLinkError, LinkError, PinMismatch } from "./errors.ts";
+import {
+  type CertificateFacts,
+  judgeCertificate,
+  peerFacts,
+  presentedCertificate,
+} from "./certificate.ts";
+import { classifyLinkError, hostPort, LinkError, NameMismatch } from "./errors.ts";
+import { caFacts, type TrustList, usableCas } from "./trust.ts";
 
 /** Where to connect and whom to trust. */
 export interface BrokerTarget {
   url: string;
-  /** CA certificate (PEM) the broker's certificate must verify against. */
-  ca: string;
-  /** SHA-256 fingerprint ("AB:CD:…") the broker's certificate must have. */
-  pin: string;
+  /** The CAs the broker's certificate must chain to (the node's trust list). */
+  trust: TrustList;
+  /**
+   * The SHA-256 fingerprint ("AB:CD:…") of the certificate a version 3 token named
+   * for this broker: that certificate is accepted as before, and any other that chains
+   * to a trusted CA and names the broker (a renewed one) as well.
+   */
+  pin?: string;
+  /** Told the broker's certificate once it was accepted. */
+  onCertificate?: (facts: CertificateFacts) => void;
 }
 
 /** Timing of one connection. */
@@ -55,7 +72,7 @@ export async function openConnection(
       servers: target.url,
       name: `${PROGRAM} ${VERSION} ${auth.name}`,
       reconnect: false,
-      // One pinned server per connection: never follow the cluster's gossip to
+      // One named server per connection: never follow the cluster's gossip to
       // servers the token did not name (link.ts moves between the token's).
       ignoreClusterUpdates: true,
       timeout: timing.timeoutMs,
@@ -63,11 +80,33 @@ export async function openConnection(
       maxPingOut: timing.maxPingOut,
       inboxPrefix: auth.inboxPrefix,
       authenticator: nkeyAuthenticator(auth.seed),
-      tls: pinnedTls(target),
+      tls: brokerTls(target),
     });
   } catch (error) {
-    throw classifyLinkError(error, { url: target.url, publicKey: auth.publicKey });
+    const failure = classifyLinkError(error, { url: target.url, publicKey: auth.publicKey });
+    throw failure.reason === "tls-ca" ? await explained(failure, target) : failure;
   }
+}
+
+/**
+ * A refusal of the broker's certificate, explained: the certificate is read again on a
+ * connection that sends nothing but the handshake, and judged (expired and when, not
+ * yet valid, an unknown or withdrawn CA). The refusal as it was when it cannot be read.
+ */
+async function explained(failure: LinkError, target: BrokerTarget): Promise<LinkError> {
+  const { host, port } = hostPort(target.url);
+  const cert = await presentedCertificate(host, port);
+  const verdict = cert && judgeCertificate(cert, `${host}:${port}`, target.trust);
+  if (!verdict) return failure;
+  return new LinkError(
+    verdict.reason === "unknown-ca" ? "tls-ca" : "tls-expired",
+    "broker",
+    verdict.message,
+    {
+      hint: verdict.hint,
+      cause: failure,
+    },
+  );
 }
 
 /**
@@ -77,8 +116,8 @@ export async function openConnection(
  * every server of a cluster would say the same).
  */
 export async function openAny(
-  brokers: { url: string; pin: string }[],
-  ca: string,
+  brokers: { url: string; pin?: string }[],
+  trust: TrustList,
   auth: { seed: Uint8Array; publicKey: string; inboxPrefix: string; name: string },
   options: {
     timing?: ConnectionTiming;
@@ -93,7 +132,7 @@ export async function openAny(
     const broker = brokers[index];
     try {
       const nc = await openConnection(
-        { url: broker.url, pin: broker.pin, ca },
+        { url: broker.url, trust, ...(broker.pin ? { pin: broker.pin } : {}) },
         auth,
         options.timing,
       );
@@ -108,20 +147,46 @@ export async function openAny(
 }
 
 /**
- * TLS options that trust only `ca` and then require the pinned fingerprint.
- * Deno's node:tls calls checkServerIdentity only after the chain verified
- * against `ca` (LAB-NOTES.md), so both checks hold; the host name check is
- * replaced by the pin, which is stricter.
+ * TLS options that trust only the CAs of `target.trust` usable now, and then require
+ * the certificate to name the broker of `target.url` (its host, a DNS name or an
+ * address). Deno's node:tls calls checkServerIdentity only after the chain verified
+ * against `ca` (LAB-NOTES.md), so both checks hold, and it passes the name it was
+ * given, not the URL's (the NATS client upgrades a socket it opened: "localhost" for
+ * an address), so the name is taken from the URL here. Throws a LinkError when no
+ * trusted CA is usable now (each expired, or past its `until`).
  */
-export function pinnedTls(target: BrokerTarget): TlsOptions {
+export function brokerTls(target: BrokerTarget, now: number = Date.now()): TlsOptions {
+  const cas = usableCas(target.trust, now);
+  if (cas.length === 0) {
+    const ended = target.trust.cas.map((ca) => {
+      const f = caFacts(ca, now);
+      return `"${f.subject}" ${f.until === f.ends ? "was trusted until" : "expired at"} ${f.ends}`;
+    }).join("; ");
+    throw new LinkError(
+      "tls-expired",
+      "node",
+      `TLS: no CA this node trusts is valid now (${ended}; this node's clock reads ${
+        new Date(now).toISOString()
+      }): it cannot check any broker's certificate`,
+      {
+        hint: "if this node's clock is wrong, set it right; otherwise enrol again with a new " +
+          "token (enrol --replace), which carries the mesh's current CA",
+      },
+    );
+  }
+  const { host } = hostPort(target.url);
   return {
-    ca: target.ca,
+    ca: cas,
     // Honoured by node:tls, not listed in the client's type.
-    checkServerIdentity: (_host: string, cert: PeerCertificate) =>
-      cert.fingerprint256 === target.pin
-        ? undefined
-        : new PinMismatch(cert.fingerprint256, target.pin),
-  } as TlsOptions;
+    checkServerIdentity: (_given: string, cert: PeerCertificate) => {
+      if (target.pin === undefined || cert.fingerprint256 !== target.pin) {
+        const wrong = checkServerIdentity(host, cert);
+        if (wrong) return new NameMismatch(host, wrong.message);
+      }
+      target.onCertificate?.(peerFacts(cert));
+      return undefined;
+    },
+  } as unknown as TlsOptions;
 }
 
 let guarded = false;

@@ -1,7 +1,7 @@
 /**
  * Enrolment (`enrol --token -` or `--token-file F`): check the token, make this node's own NKey pair
  * (the seed is written 0600 and never leaves the machine), ask the control plane
- * over the pinned TLS link, using the token's one-time join key, to admit the
+ * over TLS under the mesh's CA, using the token's one-time join key, to admit the
  * new public key, prove the admission by connecting with the node's own key,
  * and only then record the identity in the store.
  *
@@ -25,7 +25,8 @@ import {
   writeSeed,
 } from "./identity.ts";
 import { enrolSubject, joinInboxPrefix, subjectsOf } from "./subjects.ts";
-import { decodeToken } from "./token.ts";
+import { type BrokerEntry, decodeToken } from "./token.ts";
+import type { TrustList } from "./trust.ts";
 import { base64url } from "./_base64url.ts";
 
 /** What the new key signs, so the control plane knows the requester holds it. */
@@ -79,7 +80,8 @@ export async function enrol(
       { hint: "a token is used once; to enrol again anyway (a new key), add --replace" },
     );
   }
-  const brokers = token.brokers;
+  const brokers: BrokerEntry[] = token.brokers.map((url) => ({ url }));
+  const trust: TrustList = { serial: 0, cas: [{ pem: token.ca }] };
   const timing = options.timing ?? CONNECTION_TIMING;
   const log = options.log ?? (() => {});
 
@@ -92,8 +94,8 @@ export async function enrol(
   await writeSeed(pendingSeedFile, seed);
 
   const join = fromSeed(new TextEncoder().encode(token.join));
-  log(`connecting to ${brokerList(token)} with the token's one-time key`);
-  const { nc, url } = await openWithJoinKey(brokers, token.ca, join, token.node, {
+  log(`connecting to ${brokerList({ brokers })} with the token's one-time key`);
+  const { nc, url } = await openWithJoinKey(brokers, trust, join, token.node, {
     timing,
     log,
     windowMs: options.joinRetryMs ?? JOIN_RETRY_MS,
@@ -144,7 +146,7 @@ export async function enrol(
   log(`admitted; checking that the broker accepts this node's own key ${publicKey}`);
   await proveAdmission(
     brokers,
-    token.ca,
+    trust,
     { seed, publicKey, node: token.node },
     options.admitWaitMs ?? 20_000,
     timing,
@@ -154,6 +156,7 @@ export async function enrol(
     node: token.node,
     brokers,
     ca: token.ca,
+    trust,
     seedFile: finalSeedFile,
     publicKey,
     enrolledAt: new Date().toISOString(),
@@ -181,8 +184,8 @@ export const JOIN_RETRY_MS = 5_000;
  * most, each between half and all of it) until `windowMs` has passed; then it is final.
  */
 async function openWithJoinKey(
-  brokers: { url: string; pin: string }[],
-  ca: string,
+  brokers: BrokerEntry[],
+  trust: TrustList,
   join: ReturnType<typeof fromSeed>,
   node: string,
   options: { timing: ConnectionTiming; log: (line: string) => void; windowMs: number },
@@ -192,7 +195,7 @@ async function openWithJoinKey(
   let url = brokers[0].url;
   for (let attempt = 1;; attempt++) {
     try {
-      const opened = await openAny(brokers, ca, {
+      const opened = await openAny(brokers, trust, {
         seed: join.getSeed(),
         publicKey: join.getPublicKey(),
         inboxPrefix: joinInboxPrefix(join.getPublicKey()),
@@ -255,8 +258,8 @@ function momentary(error: LinkError): boolean {
 
 /** Connect with the node's own key, allowing the broker a moment to load the admission. */
 async function proveAdmission(
-  brokers: { url: string; pin: string }[],
-  ca: string,
+  brokers: BrokerEntry[],
+  trust: TrustList,
   key: { seed: Uint8Array; publicKey: string; node: string },
   waitMs: number,
   timing: ConnectionTiming,
@@ -264,7 +267,7 @@ async function proveAdmission(
   const deadline = Date.now() + waitMs;
   for (;;) {
     try {
-      const { nc } = await openAny(brokers, ca, {
+      const { nc } = await openAny(brokers, trust, {
         seed: key.seed,
         publicKey: key.publicKey,
         inboxPrefix: subjectsOf(key.node).inboxPrefix,

@@ -10,8 +10,9 @@ export type LinkReason =
   | "dns"
   | "tcp"
   | "timeout"
-  | "tls-pin"
+  | "tls-name"
   | "tls-ca"
+  | "tls-expired"
   | "auth"
   | "permission"
   | "protocol"
@@ -36,16 +37,18 @@ export class LinkError extends HostError {
 /** The token is not an enrolment token this host can use. */
 export class TokenError extends HostError {}
 
-/** Thrown from checkServerIdentity when the broker's certificate is not the pinned one. */
-export class PinMismatch extends Error {
-  readonly presented: string;
-  readonly pinned: string;
+/** Thrown from checkServerIdentity when the broker's certificate does not name the broker. */
+export class NameMismatch extends Error {
+  /** The broker's name (or address) the node asked for. */
+  readonly expected: string;
+  /** What the TLS layer said of the certificate's names. */
+  readonly detail: string;
 
-  constructor(presented: string, pinned: string) {
-    super(`certificate fingerprint ${presented} is not the pinned ${pinned}`);
-    this.name = "PinMismatch";
-    this.presented = presented;
-    this.pinned = pinned;
+  constructor(expected: string, detail: string) {
+    super(`the certificate does not name ${expected}: ${detail}`);
+    this.name = "NameMismatch";
+    this.expected = expected;
+    this.detail = detail;
   }
 }
 
@@ -58,7 +61,6 @@ const CA_CODES = new Set([
   "CERT_SIGNATURE_FAILURE",
   "CERT_HAS_EXPIRED",
   "CERT_NOT_YET_VALID",
-  "ERR_TLS_CERT_ALTNAME_INVALID",
 ]);
 
 const TCP_CODES: Record<string, string> = {
@@ -90,17 +92,16 @@ export function classifyLinkError(error: unknown, target: LinkTarget): LinkError
   const message = String(err?.message ?? error);
   const { host, port } = hostPort(target.url);
   const where = `${host}:${port}`;
-  const pin = findPin(error);
-  if (pin) {
+  const name = findNameMismatch(error);
+  if (name || code === "ERR_TLS_CERT_ALTNAME_INVALID") {
     return new LinkError(
-      "tls-pin",
+      "tls-name",
       "broker",
-      `TLS: the broker at ${where} presented a certificate with SHA-256 fingerprint ` +
-        `${pin.presented}, but this node pins ${pin.pinned}; refused before sending any credential`,
+      `TLS: the broker at ${where} presented a certificate of the mesh's CA that does not ` +
+        `name ${host} (${name?.detail ?? message}); refused before sending any credential`,
       {
-        hint:
-          "if the broker's certificate was replaced on purpose, enrol again with a new token; " +
-          "otherwise something else answers at that address",
+        hint: "the broker's certificate must carry the name (or address) the token gives " +
+          "for it, in its subject alternative names; otherwise something else answers there",
         cause: error,
       },
     );
@@ -175,13 +176,11 @@ export function classifyLinkError(error: unknown, target: LinkTarget): LinkError
   });
 }
 
-function findPin(error: unknown): PinMismatch | undefined {
+function findNameMismatch(error: unknown): NameMismatch | undefined {
   for (let e = error, depth = 0; e && depth < 5; depth++) {
-    if (e instanceof PinMismatch) return e;
-    const m = /certificate fingerprint (\S+) is not the pinned (\S+)/.exec(
-      String((e as Error).message),
-    );
-    if (m) return new PinMismatch(m[1], m[2]);
+    if (e instanceof NameMismatch) return e;
+    const m = /the certificate does not name (\S+): (.*)$/.exec(String((e as Error).message));
+    if (m) return new NameMismatch(m[1], m[2]);
     e = (e as { cause?: unknown }).cause;
   }
   return undefined;

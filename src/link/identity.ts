@@ -10,6 +10,7 @@ import { META } from "../store/meta.ts";
 import type { Store } from "../store/store.ts";
 import { LinkError } from "./errors.ts";
 import type { BrokerEntry } from "./token.ts";
+import { isTrustProblem, parseTrustList, type TrustList } from "./trust.ts";
 
 /** The seed file's name inside the state directory. */
 export const SEED_FILE = "node.nk";
@@ -17,10 +18,18 @@ export const SEED_FILE = "node.nk";
 /** Who this node is and where its link goes. */
 export interface Identity {
   node: string;
-  /** The cluster's servers, each with its certificate's SHA-256 fingerprint ("AB:CD:…"). */
+  /**
+   * The cluster's servers; a node enrolled with a version 3 token keeps each one's pin
+   * (that certificate stays accepted, a renewed one must chain to the CA and name it).
+   */
   brokers: BrokerEntry[];
-  /** The CA certificate (PEM) every broker's certificate must verify against. */
+  /** The token's CA certificate (PEM): the trust list's start. */
   ca: string;
+  /**
+   * What a broker's certificate must chain to: the token's CA (serial 0), or the last
+   * signed trust update the node took (trust.ts).
+   */
+  trust: TrustList;
   seedFile: string;
   publicKey: string;
   enrolledAt: string;
@@ -47,6 +56,7 @@ export function readIdentity(store: Store): Identity | undefined {
     node,
     brokers,
     ca,
+    trust: readTrust(store) ?? { serial: 0, cas: [{ pem: ca }] },
     seedFile,
     publicKey,
     enrolledAt: store.meta(META.enrolledAt) ?? "",
@@ -62,6 +72,7 @@ export function readIdentity(store: Store): Identity | undefined {
  */
 export function writeIdentity(store: Store, identity: Identity): void {
   store.setMeta(META.signerRotated, undefined);
+  store.setMeta(META.trust, identity.trust.serial > 0 ? JSON.stringify(identity.trust) : undefined);
   store.setMeta(META.brokers, JSON.stringify(identity.brokers));
   store.setMeta(META.url, undefined);
   store.setMeta(META.pin, undefined);
@@ -73,6 +84,19 @@ export function writeIdentity(store: Store, identity: Identity): void {
   store.setMeta(META.node, identity.node);
 }
 
+/** The last trust update this node took, or undefined (it trusts the token's CA). */
+export function readTrust(store: Store): TrustList | undefined {
+  const text = store.meta(META.trust);
+  if (text === undefined) return undefined;
+  const list = parseTrustList(text);
+  return isTrustProblem(list) ? undefined : list;
+}
+
+/** Record a trust update taken (synced: an older one must never come back after a power cut). */
+export function writeTrust(store: Store, list: TrustList): void {
+  store.setMetaDurably({ [META.trust]: JSON.stringify(list) });
+}
+
 /** The brokers the store names (the list, or the single broker of an older identity). */
 function readBrokers(store: Store): BrokerEntry[] | undefined {
   const text = store.meta(META.brokers);
@@ -81,8 +105,10 @@ function readBrokers(store: Store): BrokerEntry[] | undefined {
       const list = JSON.parse(text);
       if (
         Array.isArray(list) && list.length > 0 &&
-        list.every((b) => typeof b?.url === "string" && typeof b?.pin === "string")
-      ) return list.map((b) => ({ url: b.url, pin: b.pin }));
+        list.every((b) =>
+          typeof b?.url === "string" && (b.pin === undefined || typeof b.pin === "string")
+        )
+      ) return list.map((b) => (b.pin === undefined ? { url: b.url } : { url: b.url, pin: b.pin }));
     } catch { /* unreadable: no identity */ }
     return undefined;
   }

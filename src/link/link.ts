@@ -8,7 +8,7 @@
  * closes for any reason, it rebuilds the connection and the subscription after
  * an exponential backoff with jitter, re-resolving the broker's name each time.
  *
- * With several brokers (the servers of one NATS cluster, each pinned), it starts
+ * With several brokers (the servers of one NATS cluster, under one CA), it starts
  * at a random one, so a fleet spreads over the cluster, and moves to the next
  * whenever one refuses or goes away; the backoff grows only when a whole round
  * of servers failed. Its place is kept by the broker, not by the connection: on
@@ -26,6 +26,9 @@ import { BACKOFF, type Backoff, backoffDelay } from "./backoff.ts";
 import { CONNECTION_TIMING, type ConnectionTiming, openConnection } from "./connection.ts";
 import { classifyLinkError, LinkError } from "./errors.ts";
 import type { Identity } from "./identity.ts";
+import type { CertificateFacts } from "./certificate.ts";
+import type { BrokerEntry } from "./token.ts";
+import { TRUST_HEADER, type TrustList } from "./trust.ts";
 import type { LogLevel } from "../log.ts";
 import { ROTATION_HEADER, SIGNATURE_HEADER } from "./signature.ts";
 import { DECLARATION_PUSH, MESSAGE_ID_HEADER, NODE_LIMITS, subjectsOf } from "./subjects.ts";
@@ -61,6 +64,11 @@ export interface LinkState {
   connects: number;
   /** The last failure, kept after recovery so status can show it. */
   lastError?: { code: string; side: string; message: string; at: string };
+  /**
+   * The certificate of the broker the link came up on last (it chained to a trusted CA
+   * and named that broker): when it expires is in the heartbeat, status and metrics.
+   */
+  certificate?: CertificateFacts & { url: string };
 }
 
 /** A declaration as it arrived: the exact bytes and the signature headers (unchecked). */
@@ -70,6 +78,8 @@ export interface Pushed {
   signature?: string;
   /** The `Mesh-Key-Rotation` header, absent when the message had none. */
   rotation?: string;
+  /** The `Mesh-Trust` header (a signed trust update, trust.ts), absent when none. */
+  trust?: string;
   /**
    * Its sequence in the declaration stream, when the broker said it: the broker's own
    * order of what was stored, which tells a replica behind the others (an older
@@ -116,7 +126,9 @@ export class Link {
   #state: LinkState;
   #nc: NatsConnection | undefined;
   /** The broker the link is up on (while it is). */
-  #up: { url: string; pin: string } | undefined;
+  #up: BrokerEntry | undefined;
+  /** What the brokers' certificates must chain to (the identity's, then each update taken). */
+  #trust: TrustList;
   /**
    * The declarations handed on in this connection (the last few: stream sequence and
    * size), to drop a second copy of one (a delivery again, the catch-up's).
@@ -133,6 +145,7 @@ export class Link {
     options: LinkOptions = {},
   ) {
     this.#identity = identity;
+    this.#trust = identity.trust;
     this.#seed = seed;
     this.#handlers = handlers;
     this.#options = {
@@ -154,6 +167,29 @@ export class Link {
   /** The current state (a copy). */
   get state(): LinkState {
     return { ...this.#state };
+  }
+
+  /**
+   * Trust `list` from the next connection on (a signed trust update the run loop took):
+   * the connection that is up stays.
+   */
+  setTrust(list: TrustList): void {
+    this.#trust = list;
+  }
+
+  /** Where to connect to `broker`, with the trust list now, noting its certificate. */
+  #target(broker: BrokerEntry, note = true) {
+    return {
+      url: broker.url,
+      trust: this.#trust,
+      ...(broker.pin ? { pin: broker.pin } : {}),
+      ...(note
+        ? {
+          onCertificate: (facts: CertificateFacts) =>
+            this.#state = { ...this.#state, certificate: { ...facts, url: broker.url } },
+        }
+        : {}),
+    };
   }
 
   /** Start connecting; the link then keeps itself up until close(). */
@@ -184,7 +220,7 @@ export class Link {
    * each ask (one chunk of 128 KiB); a lost answer is asked again (object_source.ts).
    */
   contentSource(timeoutMs = 10_000): ContentSource {
-    return objectStoreSource((subject, body) => {
+    return objectStoreSource(this.#identity.node, (subject, body) => {
       const nc = this.#nc;
       if (!nc || this.#state.phase !== "up") {
         return Promise.reject(new Error("the link to the broker is not up"));
@@ -230,7 +266,7 @@ export class Link {
       const reply = await nc.request(subject, body, { timeout: timeoutMs, headers: h });
       answer = JSON.parse(reply.string());
     } catch (error) {
-      throw classifyLinkError(error, this.#target(this.#state.url));
+      throw classifyLinkError(error, this.#where(this.#state.url));
     }
     if (answer.error !== undefined || typeof answer.seq !== "number") {
       throw new LinkError(
@@ -276,7 +312,7 @@ export class Link {
 
   /**
    * Whether a new connection to the broker the link is up on can be made now, as the
-   * link makes its own (TCP, TLS against the CA and the pinned certificate, the CONNECT
+   * link makes its own (TCP, TLS under the mesh's CA with the broker's name, the CONNECT
    * that proves the node's key), and answers a PING; it is closed again at once. The
    * connection the link has may outlive a rule that refuses new ones (`ct state new
    * drop`): the confirm window asks both (src/run/confirm.ts). Never waits longer than
@@ -291,7 +327,7 @@ export class Link {
     const started = performance.now();
     const budget = Math.max(1, Math.floor(timeoutMs));
     const opening = openConnection(
-      { url: broker.url, pin: broker.pin, ca: this.#identity.ca },
+      this.#target(broker, false),
       {
         seed: this.#seed,
         publicKey: this.#identity.publicKey,
@@ -321,7 +357,7 @@ export class Link {
         `a new connection to ${broker.url} was made but the broker did not answer a ping on it`,
       );
     } catch (error) {
-      return classifyLinkError(error, this.#target(broker.url));
+      return classifyLinkError(error, this.#where(broker.url));
     }
   }
 
@@ -352,7 +388,7 @@ export class Link {
     let leftBecause = ""; // why the link left it (or failed to come back)
     while (!this.#stopped) {
       const broker = brokers[index];
-      const target = { url: broker.url, pin: broker.pin, ca: this.#identity.ca };
+      const target = this.#target(broker);
       this.#state = { ...this.#state, url: broker.url };
       this.#set("connecting");
       let nc: NatsConnection;
@@ -368,7 +404,7 @@ export class Link {
           this.#options.timing,
         );
       } catch (error) {
-        const failure = classifyLinkError(error, this.#target(broker.url));
+        const failure = classifyLinkError(error, this.#where(broker.url));
         // The backoff grows per round of brokers, not per broker: a dead server is
         // skipped at once while the others are fine.
         const delay = backoffDelay(
@@ -411,7 +447,7 @@ export class Link {
       leftBecause = "";
       const reconnect = this.#state.connects > 0;
       const ended = await this.#session(nc, reconnect).catch((error) =>
-        classifyLinkError(error, this.#target(broker.url))
+        classifyLinkError(error, this.#where(broker.url))
       );
       this.#nc = undefined;
       this.#up = undefined;
@@ -433,7 +469,7 @@ export class Link {
     }
   }
 
-  #target(url: string): { url: string; publicKey: string } {
+  #where(url: string): { url: string; publicKey: string } {
     return { url, publicKey: this.#identity.publicKey };
   }
 
@@ -458,7 +494,7 @@ export class Link {
           // The client does not always finish closing a stale socket on its own.
           nc.close().catch(() => {});
         } else if (status.type === "error") {
-          const error = classifyLinkError(status.error, this.#target(this.#state.url));
+          const error = classifyLinkError(status.error, this.#where(this.#state.url));
           this.#handlers.log?.(`link: ${error.message}`, "warning");
           this.#note(error);
         }
@@ -515,7 +551,7 @@ export class Link {
       }
     } catch (error) {
       // Live declarations still arrive: stay up, but say what is missing.
-      const failed = classifyLinkError(error, this.#target(this.#state.url));
+      const failed = classifyLinkError(error, this.#where(this.#state.url));
       this.#handlers.log?.(
         `link: cannot fetch the declaration published while away: ${failed.message}`,
         "warning",
@@ -539,7 +575,7 @@ export class Link {
     await race(watch, 5000);
     if (failure) return failure;
     if (closedWith instanceof Error) {
-      return classifyLinkError(closedWith, this.#target(this.#state.url));
+      return classifyLinkError(closedWith, this.#where(this.#state.url));
     }
     return this.#stopped
       ? undefined
@@ -584,6 +620,7 @@ function pushed(data: Uint8Array, headers: MsgHdrs | undefined): Pushed {
   const out: Pushed = { data };
   if (headers?.has(SIGNATURE_HEADER)) out.signature = headers.get(SIGNATURE_HEADER);
   if (headers?.has(ROTATION_HEADER)) out.rotation = headers.get(ROTATION_HEADER);
+  if (headers?.has(TRUST_HEADER)) out.trust = headers.get(TRUST_HEADER);
   return out;
 }
 

@@ -15,6 +15,7 @@ import type { Hold } from "../engine/hold.ts";
 import { runtimeVersion, VERSION } from "../version.ts";
 import type { CapabilityState, Profile } from "../profile.ts";
 import { NODE_LIMITS } from "./subjects.ts";
+import type { TlsExpiry } from "./trust.ts";
 
 /**
 /**
@@ -110,6 +111,11 @@ export interface HeartbeatMessage {
   heldList?: [string, string][];
   /** A person's hold on the host (nothing is applied): who, why, since when; null when none. */
   hold?: Hold | null;
+  /**
+   * When the link's TLS expires: the broker's certificate seen last and each trusted CA,
+   * with days left (added after v1's first form; absent from older hosts).
+   */
+  tls?: TlsExpiry;
 }
 
 /**
@@ -312,6 +318,7 @@ export function heartbeatMessage(
     serial: number | null;
     nextDriftAt: string | null;
     hold?: Hold | null;
+    tls?: TlsExpiry;
   },
   held: { list: [string, string][]; digest: string },
   withList: boolean,
@@ -334,6 +341,7 @@ export function heartbeatMessage(
     nextDriftAt: facts.nextDriftAt,
     ...(withList ? { heldList: held.list } : {}),
     hold: facts.hold ?? null,
+    ...(facts.tls ? { tls: facts.tls } : {}),
   };
   if (withList && wireSize(message) > NODE_LIMITS.heartbeatBytes) delete message.heldList;
   return message;

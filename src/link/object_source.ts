@@ -1,14 +1,14 @@
 /**
- * The mesh's object store as a content source (DESIGN.md §19): an object named by
- * its SHA-256 (hex) is read by direct gets only, each of one subject named in the
- * request's subject (empty body), which is all the broker lets a node do there, and
- * only for the objects its declaration names: the object's description, then its
- * chunks one by one, never more bytes than were declared. What it returns is verified
- * by the engine's resolver.
+ * The mesh's object store as a content source (DESIGN.md §19, §20): an object named by
+ * its SHA-256 (hex) is asked for on the node's own subject, part by part (OBJECT_READS:
+ * its description, then its chunks one by one, never more bytes than were declared),
+ * and the control plane answers with the object store's bytes once it checked that the
+ * node's declaration names the object (403 otherwise). What it returns is verified by
+ * the engine's resolver.
  */
 import type { MsgHdrs } from "@nats-io/transport-node";
 import { type ContentSource, WRONG_SIZE } from "../store/content.ts";
-import { CONTENT_STREAM, CONTENT_SUBJECTS } from "./subjects.ts";
+import { CONTENT_STREAM, OBJECT_READS } from "./subjects.ts";
 
 /** One request/reply over the link (the connection's `request`). */
 export type Requester = (
@@ -38,8 +38,8 @@ export const STALE_RETRY_MS: readonly number[] = [250, 1000];
 /**
  * How many times one read (a description or a chunk) is asked when no answer comes
  * in time or nobody answers. An answer can be lost without anything being wrong with
- * the object: the broker reloading its permissions (the control plane grants another
- * node's objects), a server of a cluster going away, a stream electing its leader.
+ * the object: the broker reloading its configuration (an enrolment), a server of a
+ * cluster going away, a stream electing its leader, a control plane that restarts.
  * Each ask waits the link's request timeout, so a broker that is really gone costs
  * that many timeouts before the apply fails.
  */
@@ -64,8 +64,9 @@ function askedAgain(request: Requester, asks: number): Requester {
         if (ask >= asks) {
           throw new Error(
             `the object store did not answer the read of ${subject} (asked ${ask} times; ` +
-              `${(error as Error).message}): check that the broker is up and this node's ` +
-              "link to it; the next apply asks again",
+              `${(error as Error).message}): check that the broker is up, this node's ` +
+              "link to it, and the control plane's object service (it answers these reads); " +
+              "the next apply asks again",
             { cause: error },
           );
         }
@@ -79,8 +80,9 @@ interface NotYet {
   notYet: null | typeof WRONG_SIZE;
 }
 
-/** The mesh's object store, read through `request`. */
+/** The mesh's object store, read by `node` through `request`. */
 export function objectStoreSource(
+  node: string,
   ask: Requester,
   retryMs: readonly number[] = STALE_RETRY_MS,
   asks: number = LOST_ANSWER_ASKS,
@@ -90,7 +92,7 @@ export function objectStoreSource(
     name: `the mesh's object store (stream ${CONTENT_STREAM})`,
     async get(sha256, size) {
       for (let attempt = 0;; attempt++) {
-        const got = await readObject(request, sha256, size);
+        const got = await readObject(request, node, sha256, size);
         if (!isNotYet(got)) return got;
         if (attempt >= retryMs.length) return got.notYet;
         await new Promise((resolve) => setTimeout(resolve, retryMs[attempt]));
@@ -106,11 +108,19 @@ function isNotYet(got: Uint8Array | null | typeof WRONG_SIZE | NotYet): got is N
 /** One read of an object: its description, then its chunks. */
 async function readObject(
   request: Requester,
+  node: string,
   sha256: string,
   size: number,
 ): Promise<Uint8Array | null | typeof WRONG_SIZE | NotYet> {
-  const described = await request(CONTENT_SUBJECTS.get(CONTENT_SUBJECTS.meta(sha256)), "");
+  const described = await request(OBJECT_READS.meta(node, sha256), "");
   if (status(described.headers) === 404) return { notYet: null };
+  if (status(described.headers) === 403) {
+    throw new Error(
+      `the control plane refused to give object ${sha256} to this node: ${
+        described.headers?.description ?? "not declared"
+      } (it gives only the objects the node's current declaration names)`,
+    );
+  }
   if (status(described.headers) >= 300) {
     throw new Error(
       `the object store answered ${status(described.headers)} ${
@@ -126,7 +136,7 @@ async function readObject(
   const bytes = new Uint8Array(size);
   let done = 0;
   for (let index = 0; index < (meta.chunks as number); index++) {
-    const reply = await request(CONTENT_SUBJECTS.get(CONTENT_SUBJECTS.chunk(sha256, index)), "");
+    const reply = await request(OBJECT_READS.chunk(node, sha256, index), "");
     if (status(reply.headers) === 404) return { notYet: WRONG_SIZE };
     if (status(reply.headers) !== 0 && status(reply.headers) !== 200) return WRONG_SIZE;
     if (reply.data.length === 0 || done + reply.data.length > size) return WRONG_SIZE;

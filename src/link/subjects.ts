@@ -11,10 +11,10 @@ export const DECLARATION_STREAM = "MESH_DECL";
  * The mesh's object store (DESIGN.md §19): one JetStream stream per mesh, keyed by
  * content. An object named by its SHA-256 (hex) `H` is a description on
  * `mesh.obj.H.meta` (`{v, size, chunks}`) and its bytes in chunks on `mesh.obj.H.0`,
- * `mesh.obj.H.1`, … (one message per subject, the last one kept). A node reads each
- * with the subject-in-the-name direct get, empty body, and may publish only the
- * direct gets of the objects its declaration names (`nodePermissions`): the broker
- * refuses it every other object, and the body form (`{"seq": N}`) altogether.
+ * `mesh.obj.H.1`, … (one message per subject, the last one kept). A node never reads
+ * the stream itself: it asks for each part on its own subject (OBJECT_READS), and the
+ * control plane answers with the stream's bytes once it checked that the node's
+ * current declaration names the object (DESIGN.md §20).
  */
 export const CONTENT_STREAM = "MESH_OBJ";
 
@@ -28,8 +28,32 @@ export const CONTENT_SUBJECTS = {
   chunk: (sha256: string, index: number): string => `mesh.obj.${sha256}.${index}`,
   /** The direct get of one subject of the stream (`meta` or a chunk), empty body. */
   get: (subject: string): string => `$JS.API.DIRECT.GET.${CONTENT_STREAM}.${subject}`,
-  /** What a node is granted for one object: the direct gets of its description and chunks. */
-  grant: (sha256: string): string => `$JS.API.DIRECT.GET.${CONTENT_STREAM}.mesh.obj.${sha256}.*`,
+} as const;
+
+/**
+ * How a node reads the object store: on its own subject, `mesh.node.<node>.obj.<sha256>.meta`
+ * for an object's description and `mesh.node.<node>.obj.<sha256>.<i>` for its chunk `i`,
+ * empty body. Only that node may publish there; the control plane answers (the object
+ * store's answer: its bytes, or its status), after it checked that the node's current
+ * declaration names the object, else 403 with why. No broker configuration follows what a
+ * declaration names.
+ */
+export const OBJECT_READS = {
+  /** Every node's reads (what the control plane serves). */
+  all: "mesh.node.*.obj.>",
+  /** The read of an object's description by `node`. */
+  meta: (node: string, sha256: string): string => `mesh.node.${node}.obj.${sha256}.meta`,
+  /** The read of an object's chunk `index` by `node`. */
+  chunk: (node: string, sha256: string, index: number): string =>
+    `mesh.node.${node}.obj.${sha256}.${index}`,
+  /** Who reads which part, from a read's subject; undefined for anything else. */
+  parse(subject: string): { node: string; sha256: string; part: "meta" | number } | undefined {
+    const [m, n, node, obj, sha256, part, ...rest] = subject.split(".");
+    if (m !== "mesh" || n !== "node" || obj !== "obj" || rest.length > 0) return undefined;
+    if (!node || !SHA256_HEX.test(sha256 ?? "")) return undefined;
+    if (part === "meta") return { node, sha256, part };
+    return /^(0|[1-9]\d{0,8})$/.test(part ?? "") ? { node, sha256, part: Number(part) } : undefined;
+  },
 } as const;
 
 /** A content digest as the object store names it (64 lowercase hex digits). */
@@ -154,6 +178,8 @@ export interface NodeSubjects {
   heartbeat: string;
   /** The node's inventory (identity, profile, held resources, overlay key). */
   inventory: string;
+  /** Where the node asks for parts of the object store (OBJECT_READS), every one. */
+  objects: string;
   /** The node's inbox prefix: replies to its requests arrive below it. */
   inboxPrefix: string;
   /** Direct get of the node's last declaration (subject-in-the-name form, empty body). */
@@ -172,6 +198,7 @@ export function subjectsOf(node: string): NodeSubjects {
     report: `mesh.node.${node}.report`,
     heartbeat: `mesh.node.${node}.heartbeat`,
     inventory: `mesh.node.${node}.inventory`,
+    objects: `mesh.node.${node}.obj.>`,
     inboxPrefix: `_INBOX.${node}`,
     directGet: `$JS.API.DIRECT.GET.${DECLARATION_STREAM}.${declaration}`,
   };
@@ -185,31 +212,28 @@ export interface Permissions {
 
 /**
  * What the broker grants an enrolled node: publish its own report, heartbeat and
- * inventory, the direct get of its own declaration (once per connection, the catch-up),
- * the acknowledgements and flow control answers of its own declaration consumer, and
- * the direct gets of exactly the objects `content` (SHA-256 hex, what its declaration
- * names: `contentDigestsOf`); subscribe to its own push subject (where its consumer
+ * inventory, its reads of the object store (OBJECT_READS: answered only for the objects
+ * its declaration names, by the control plane), the direct get of its own declaration
+ * (once per connection, the catch-up), the acknowledgements and flow control answers of
+ * its own declaration consumer; subscribe to its own push subject (where its consumer
  * delivers) and its own inbox (where JetStream's acknowledgements of its reports and
  * inventory arrive). Nothing else: no `$JS.API.>` (it cannot make, read or delete a
  * consumer, its own included: the control plane makes it, so the node never chooses
- * where it delivers), no wildcards across nodes, no object it was not declared. The
- * one place that says what a node may do: the control plane renders it, the tests hold
- * the broker to it.
+ * where it delivers; nor read the object store's stream), no wildcards across nodes.
+ * The one place that says what a node may do: the control plane renders it, the tests
+ * hold the broker to it.
  */
-export function nodePermissions(node: string, content: readonly string[] = []): Permissions {
+export function nodePermissions(node: string): Permissions {
   const s = subjectsOf(node);
-  for (const sha of content) {
-    if (!SHA256_HEX.test(sha)) throw new Error(`not a content digest: ${JSON.stringify(sha)}`);
-  }
   return {
     publish: [
       s.report,
       s.heartbeat,
       s.inventory,
+      s.objects,
       s.directGet,
       s.ack,
       s.flowControl,
-      ...content.map(CONTENT_SUBJECTS.grant),
     ],
     subscribe: [s.push, `${s.inboxPrefix}.>`],
   };

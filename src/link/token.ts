@@ -1,22 +1,22 @@
 /**
- * The enrolment token (version 3): base64url (no padding) of a JSON object
+ * The enrolment token (version 4): base64url (no padding) of a JSON object
  *
- *   { "v": 3, "node": "laptop-7",
- *     "brokers": [ { "url": "tls://nats-1.example:4222", "pin": "AB:CD:…" }, … ],
- *     "ca": "-----BEGIN CERTIFICATE-----…" (one CA for every broker),
+ *   { "v": 4, "node": "laptop-7",
+ *     "brokers": [ "tls://nats-1.example:4222", … ],
+ *     "ca": "-----BEGIN CERTIFICATE-----…" (the mesh's CA: the trust anchor),
  *     "join": "SU…" (a one-time NKey user seed), "signer": "O…" (the control
  *     plane's signing public key), "expires": "2026-01-01T00:00:00Z" }
  *
- * `brokers` lists the servers of one NATS cluster (1 to 16), each with the
- * SHA-256 fingerprint of its own certificate. Before any credential is sent to
- * a server, its certificate must verify against `ca` AND have that server's
- * `pin`. The node connects to any of them and moves to the next when one goes
- * away (link.ts). `join` is a key the control plane admitted for exactly one
- * enrolment of `node`; it may only ask to enrol and hear the answer. `signer`
- * is pinned at enrolment: only declarations it signed are applied
- * (signature.ts). Version 1 had no `signer`, version 2 carried one broker
- * (`url`, `pin`); both are refused with what to do. Unknown fields and
- * versions are refused.
+ * `brokers` lists the servers of one NATS cluster (1 to 16). Before any credential is
+ * sent to a server, its certificate must chain to `ca` and name that server (the host
+ * of its URL): no server's own certificate is pinned, so a renewed one is taken without
+ * anything done on the node, and the CA itself moves on by a signed trust update over
+ * the link (trust.ts). The node connects to any of them and moves to the next when one
+ * goes away (link.ts). `join` is a key the control plane admitted for exactly one
+ * enrolment of `node`; it may only ask to enrol and hear the answer. `signer` is pinned
+ * at enrolment: only declarations it signed are applied (signature.ts). Version 1 had
+ * no `signer`, version 2 carried one broker, version 3 pinned each broker's own
+ * certificate; each is refused with what to do. Unknown fields and versions are refused.
  */
 import * as v from "valibot";
 import { X509Certificate } from "node:crypto";
@@ -27,26 +27,30 @@ import { base64url, unbase64url } from "./_base64url.ts";
 import { isSigningKey } from "./signature.ts";
 
 /** The token version this host writes and reads. */
-export const TOKEN_VERSION = 3;
+export const TOKEN_VERSION = 4;
 
 /** At most this many brokers in one token. */
 export const MAX_BROKERS = 16;
 
-/** One broker of the cluster: where it listens and its certificate's fingerprint. */
+/**
+ * One broker of the cluster, as a node's identity keeps it: where it listens, and for a
+ * node enrolled with a version 3 token the fingerprint that token named (that
+ * certificate stays accepted; any other one must chain to the CA and name the broker).
+ */
 export interface BrokerEntry {
   /** `tls://HOST:PORT`. */
   url: string;
-  /** SHA-256 fingerprint of this server's certificate, "AB:CD:…". */
-  pin: string;
+  /** SHA-256 fingerprint of the certificate a version 3 token named, "AB:CD:…". */
+  pin?: string;
 }
 
 /** A decoded enrolment token. */
 export interface EnrolmentToken {
-  v: 3;
+  v: 4;
   node: string;
-  /** The cluster's servers, in the order the control plane listed them. */
-  brokers: BrokerEntry[];
-  /** The CA every broker's certificate must verify against (PEM). */
+  /** The cluster's servers (`tls://HOST:PORT`), in the order the control plane listed them. */
+  brokers: string[];
+  /** The mesh's CA (PEM): every broker's certificate must chain to it. */
   ca: string;
   join: string;
   /** The control plane's signing public key ("O…"): declarations must carry its signature. */
@@ -54,25 +58,17 @@ export interface EnrolmentToken {
   expires: string;
 }
 
-const PIN = /^([0-9A-F]{2}:){31}[0-9A-F]{2}$/;
-
 const TokenSchema = v.strictObject({
   v: v.literal(TOKEN_VERSION),
   node: v.pipe(v.string(), v.regex(NODE_ID, "a node id is 1–63 lowercase letters, digits and -")),
   brokers: v.pipe(
-    v.array(v.strictObject({
-      url: v.pipe(
-        v.string(),
-        v.check((u) => brokerUrlProblem(u) === undefined, (i) => `${brokerUrlProblem(i.input)}`),
-      ),
-      pin: v.pipe(v.string(), v.regex(PIN, "a SHA-256 fingerprint: 32 hex bytes as AB:CD:…")),
-    })),
+    v.array(v.pipe(
+      v.string(),
+      v.check((u) => brokerUrlProblem(u) === undefined, (i) => `${brokerUrlProblem(i.input)}`),
+    )),
     v.minLength(1, "name at least one broker"),
     v.maxLength(MAX_BROKERS, `at most ${MAX_BROKERS} brokers`),
-    v.check(
-      (list) => new Set(list.map((b) => b.url)).size === list.length,
-      "each broker URL once",
-    ),
+    v.check((list) => new Set(list).size === list.length, "each broker URL once"),
   ),
   ca: v.pipe(
     v.string(),
@@ -94,16 +90,12 @@ export function normalisePin(pin: string): string {
  *
  * @example
  * ```ts
- * const brokers = [{ url: "tls://b1:4222", pin: pin1 }, { url: "tls://b2:4222", pin: pin2 }];
- * const text = encodeToken({ v: 3, node: "n1", brokers, ca, join, signer, expires });
+ * const brokers = ["tls://b1:4222", "tls://b2:4222"];
+ * const text = encodeToken({ v: 4, node: "n1", brokers, ca, join, signer, expires });
  * ```
  */
 export function encodeToken(token: EnrolmentToken): string {
-  const json = JSON.stringify({
-    ...token,
-    brokers: token.brokers.map((b) => ({ url: b.url, pin: normalisePin(b.pin) })),
-  });
-  return base64url(new TextEncoder().encode(json));
+  return base64url(new TextEncoder().encode(JSON.stringify(token)));
 }
 
 /**
@@ -132,12 +124,15 @@ export function decodeToken(text: string, now: Date = new Date()): EnrolmentToke
       { hint: "make a new token with a control plane that signs its declarations" },
     );
   }
-  if (version === 2) {
+  if (version === 2 || version === 3) {
     throw new TokenError(
       "token.version",
-      "the enrolment token has version 2, which names a single broker; " +
-        `this host reads version ${TOKEN_VERSION}, a list of brokers (one or more), each with its pin`,
-      { hint: "make a new token with a control plane that writes version 3 tokens" },
+      `the enrolment token has version ${version}, which pins ${
+        version === 2 ? "its broker's" : "each broker's"
+      } own certificate: every node enrolled with it is cut off when that certificate is ` +
+        `renewed; this host reads version ${TOKEN_VERSION}, which carries the mesh's CA and ` +
+        "the brokers' names (a renewed certificate is taken, the CA moves on by a signed update)",
+      { hint: "make a new token with a control plane that writes version 4 tokens" },
     );
   }
   if (version !== TOKEN_VERSION) {
@@ -149,17 +144,7 @@ export function decodeToken(text: string, now: Date = new Date()): EnrolmentToke
       { hint: "mint a token for this host's version, or upgrade the host" },
     );
   }
-  const brokers = (data as { brokers?: unknown }).brokers;
-  const result = v.safeParse(TokenSchema, {
-    ...(data as object),
-    ...(Array.isArray(brokers)
-      ? {
-        brokers: brokers.map((b) =>
-          typeof b?.pin === "string" ? { ...b, pin: normalisePin(b.pin) } : b
-        ),
-      }
-      : {}),
-  }, { abortEarly: false });
+  const result = v.safeParse(TokenSchema, data, { abortEarly: false });
   if (!result.success) {
     const lines = result.issues.map((issue) => {
       const at = (issue.path ?? []).map((p) => String(p.key)).join(".") || "(token)";
@@ -201,8 +186,7 @@ export function brokerUrlProblem(url: string): string | undefined {
 function caProblem(pem: string): string | undefined {
   if (!pem.includes("-----BEGIN CERTIFICATE-----")) return "a PEM certificate";
   try {
-    new X509Certificate(pem);
-    return undefined;
+    return new X509Certificate(pem).ca ? undefined : "a CA certificate (basicConstraints CA:TRUE)";
   } catch (error) {
     return `not a readable certificate (${(error as Error).message})`;
   }

@@ -8,6 +8,7 @@ import type { Link } from "../link/link.ts";
 import { heartbeatMessage, heldSummary } from "../link/messages.ts";
 import { readHold } from "../engine/hold.ts";
 import type { Store } from "../store/store.ts";
+import { tlsExpiry } from "../link/trust.ts";
 
 /** What a heartbeat says about the running process. */
 export interface Liveness {
@@ -42,6 +43,7 @@ export class Heartbeats {
         ...liveness,
         serial: this.#store.lastLinkSerial()?.serial ?? null,
         hold: readHold(this.#store),
+        tls: tlsExpiry(identity.trust, link.state.certificate),
       },
       held,
       sendList,

@@ -36,7 +36,8 @@ import { HoldWatch } from "./hold_watch.ts";
 import { metricsFacts, MetricsFile } from "./metrics.ts";
 import { type Source, tally } from "../engine/types.ts";
 import { VERSION } from "../version.ts";
-import { type Identity, readIdentity, readSeed } from "../link/identity.ts";
+import { type Identity, readIdentity, readSeed, writeTrust } from "../link/identity.ts";
+import { caFacts, isTrustProblem, verifyTrust } from "../link/trust.ts";
 import { Link, type LinkOptions } from "../link/link.ts";
 import { subjectsOf } from "../link/subjects.ts";
 import { expiry, notAfterOf } from "../link/signature.ts";
@@ -157,6 +158,8 @@ class RunLoop {
   #expired: (Work & { kind: "declaration" }) | undefined;
   /** The signature of the last declaration reported as expired. */
   #expiredSaid: string | undefined;
+  /** The last trust update refused (said once). */
+  #trustSaid: string | undefined;
   #startDone = false;
   #stopTicking: (() => void) | undefined;
   #stopEnrolWatch: (() => void) | undefined;
@@ -208,7 +211,11 @@ class RunLoop {
   /** Rewrite the metrics file (host.json metricsFile), when there is one. */
   #writeMetrics(): void {
     this.#metrics?.update(() =>
-      metricsFacts(this.#host.store, this.#stop === undefined && this.#link?.state.phase === "up")
+      metricsFacts(
+        this.#host.store,
+        this.#stop === undefined && this.#link?.state.phase === "up",
+        this.#link?.state.certificate,
+      )
     );
   }
 
@@ -377,6 +384,10 @@ class RunLoop {
       (this.#opt.now ?? Date.now)(),
     );
     if (admission.verdict !== "refused") this.#expired = this.#expiredSaid = undefined;
+    // A trust update rides with a declaration signed by the key it must be signed by.
+    if (admission.verdict !== "refused" && work.trust !== undefined) {
+      this.#takeTrust(work.trust, admission.signer);
+    }
     // Refused when its confirm window lapsed: never applied again (reported then).
     if (admission.verdict !== "refused" && this.#confirm.refuses(admission.digest)) {
       return await this.#afterRefusal(work.trigger);
@@ -422,6 +433,38 @@ class RunLoop {
     const pending = { declaration, digest, origin: subject };
     this.#pending = pending;
     await this.#apply(declaration, "link", subject, work.trigger, pending);
+  }
+
+  /**
+   * A trust update (src/link/trust.ts) that came with a declaration signed by `signer`:
+   * taken when it is signed by that key and newer than the list this node holds (kept
+   * durably, used from the next connection on); said and left otherwise.
+   */
+  #takeTrust(header: string, signer: string): void {
+    if (!this.#identity) return;
+    const list = verifyTrust(header, signer);
+    if (isTrustProblem(list)) {
+      if (this.#trustSaid !== header) {
+        this.#trustSaid = header;
+        this.#log(`link: a trust update was not taken: ${list.problem}`, "warning");
+      }
+      return;
+    }
+    const held = readIdentity(this.#host.store)?.trust ?? this.#identity.trust;
+    if (list.serial <= held.serial) return; // the one held, or an older one replayed
+    writeTrust(this.#host.store, list);
+    this.#identity = { ...this.#identity, trust: list };
+    this.#link?.setTrust(list);
+    const now = Date.now();
+    this.#log(
+      `link: trust update ${list.serial} taken: brokers' certificates must now chain to ${
+        list.cas.map((ca) => {
+          const f = caFacts(ca, now);
+          return `"${f.subject}" (until ${f.ends})`;
+        }).join(" or ")
+      }`,
+      "warning",
+    );
   }
 
   /** The declaration refused as expired, handed on again once this node's clock allows it. */

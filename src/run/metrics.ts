@@ -14,6 +14,8 @@ import type { FileSystem } from "../providers.ts";
 import { META } from "../store/meta.ts";
 import type { ApplyRecord, Store } from "../store/store.ts";
 import { runtimeVersion, VERSION } from "../version.ts";
+import { readIdentity } from "../link/identity.ts";
+import { type TlsExpiry, tlsExpiry } from "../link/trust.ts";
 
 /** What the file says. */
 export interface MetricsFacts {
@@ -26,10 +28,20 @@ export interface MetricsFacts {
   linkUp: boolean;
   hold: Hold | null;
   heldResources: number;
+  /** When the link's TLS expires (null when the node is not enrolled). */
+  tls?: TlsExpiry | null;
 }
 
-/** The facts of `store` now, with the link's state. */
-export function metricsFacts(store: Store, linkUp: boolean): MetricsFacts {
+/**
+ * The facts of `store` now, with the link's state and the broker's certificate it came
+ * up with last (`certificate`).
+ */
+export function metricsFacts(
+  store: Store,
+  linkUp: boolean,
+  certificate?: Parameters<typeof tlsExpiry>[1],
+): MetricsFacts {
+  const identity = readIdentity(store);
   const serial = store.lastLinkSerial()?.serial ?? null;
   return {
     node: store.meta(META.node) ?? null,
@@ -41,6 +53,7 @@ export function metricsFacts(store: Store, linkUp: boolean): MetricsFacts {
     linkUp,
     hold: readHold(store),
     heldResources: store.heldCount(),
+    tls: identity ? tlsExpiry(identity.trust, certificate) : null,
   };
 }
 
@@ -77,6 +90,34 @@ export function metricsText(f: MetricsFacts): string {
     ]);
   }
   metric("resources_held", "Resources the host holds.", [["", f.heldResources]]);
+  if (f.tls?.broker) {
+    const b = f.tls.broker;
+    const labels = `{url="${label(b.url)}",issuer="${label(b.issuer)}"}`;
+    metric(
+      "broker_certificate_expiry_timestamp_seconds",
+      "When the broker's certificate the link came up with last expires.",
+      [[labels, seconds(b.notAfter)]],
+    );
+    metric(
+      "broker_certificate_days_left",
+      "Whole days until the broker's certificate the link came up with last expires.",
+      [[labels, b.daysLeft]],
+    );
+  }
+  if (f.tls && f.tls.cas.length > 0) {
+    const labels = (c: TlsExpiry["cas"][number]) =>
+      `{ca="${label(c.subject)}",fingerprint="${label(c.fingerprint)}"}`;
+    metric(
+      "trusted_ca_expiry_timestamp_seconds",
+      "When each CA this node trusts the broker by stops being trusted (its expiry, or the end of a rotation's overlap).",
+      f.tls.cas.map((c) => [labels(c), seconds(c.ends)]),
+    );
+    metric(
+      "trusted_ca_days_left",
+      "Whole days until each CA this node trusts the broker by stops being trusted.",
+      f.tls.cas.map((c) => [labels(c), c.daysLeft]),
+    );
+  }
   if (f.serial !== null) {
     metric("serial", "The last serial accepted from the link.", [["", f.serial]]);
   }

@@ -12,6 +12,8 @@ export type Work =
     data: Uint8Array;
     signature?: string;
     rotation?: string;
+    /** A signed trust update that came with it (src/link/trust.ts). */
+    trust?: string;
     /** Its sequence in the declaration stream (link.ts, `Pushed`). */
     seq?: number;
     trigger: Trigger;

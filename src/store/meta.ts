@@ -8,12 +8,18 @@
 export const META = {
   /** This node's id (the engine refuses a declaration addressed to another node). */
   node: "node_id",
-  /** The brokers (JSON `[{url, pin}]`, token version 3). */
+  /** The brokers (JSON `[{url}]`; `[{url, pin}]` for a node enrolled with a version 3 token). */
   brokers: "link_brokers",
   /** One broker's URL and pin: written by hosts before token version 3, still read. */
   url: "link_url",
   pin: "link_pin",
+  /** The token's CA (PEM, public). */
   ca: "link_ca",
+  /**
+   * The last trust update taken (JSON `{serial, issued, cas: [{pem, until?}]}`,
+   * src/link/trust.ts); absent: the token's CA alone.
+   */
+  trust: "link_trust",
   seedFile: "link_seed_file",
   publicKey: "link_public_key",
   enrolledAt: "link_enrolled_at",

@@ -61,6 +61,18 @@ const SMOKE: Record<string, Smoke> = {
     ],
     boundS: 300,
   },
+  "bench:scale": {
+    args: () => ["--nodes", "3", "--heartbeat", "5"],
+    root: "nothing (servers and nodes on loopback); run with the others",
+    table: [
+      /^\| time to enrol all \| [\d.]+ s \|/m,
+      /^\| broker memory per node \| -?\d+ KiB /m,
+      /^\| declaration to all: publish to report \| p50 \d+ ms, p99 \d+ ms; /m,
+      /^\| one node's push, fleet idle \| p50 \d+ ms/m,
+      /^\| every server restarted: all linked and caught up \| [\d.]+ s \(3 of 3\) \|/m,
+    ],
+    boundS: 600,
+  },
   "bench:fleet": {
     args: () => ["--nodes", "2", "--prefix", labPrefix],
     root: "the lab's machines and namespaces",

@@ -246,7 +246,9 @@ try {
     // As the tarball's shim runs it: `deno run --no-config` + its V8 and permission flags.
     const built = await build({ os: "tarball", form: "bundled", out: posix.join(dir, "dist") });
     program = posix.join(built.dir, "nox-mesh-host.js");
-    flags = [...built.command.slice(2, -1), ...(values["deno-flag"] ?? [])];
+    // After the runtime (its glibc loader first, where it has one) and `run`.
+    const start = built.command.indexOf("run") + 1;
+    flags = [...built.command.slice(start, -1), ...(values["deno-flag"] ?? [])];
   } else {
     const made = await new Deno.Command(Deno.execPath(), {
       args: ["bundle", "--quiet", "--output", program, "mod.ts"],

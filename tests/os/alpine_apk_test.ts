@@ -18,6 +18,8 @@ import {
 } from "../../os/alpine-apk/mod.ts";
 import { HostError } from "../../src/errors.ts";
 import { PackageNotFoundError } from "../../src/providers.ts";
+import { posixFileSystem } from "../../os/posix-fs/mod.ts";
+import { testEngine } from "../_engine.ts";
 import { APK_SPLIT, APK_VERSIONS, apkRecording, writeApkStandIn } from "../_apk_world.ts";
 
 const FIXTURES = new URL("../fixtures/apk", import.meta.url).pathname;
@@ -121,7 +123,7 @@ case "$*" in
 ${cases.join("\n")}
 "add --no-progress ${dir}/files/nox-mesh-host-9.9-r0.apk") exit 0 ;;
 # not recorded (argv only): refresh and full upgrade print nothing the adapter reads
-"update --no-progress"|"upgrade --update-cache --no-progress") exit 0 ;;
+"--update-cache update --no-progress"|"upgrade --update-cache --no-progress") exit 0 ;;
 esac
 echo "stand-in: no recording of apk $*" >&2; exit 99
 `,
@@ -181,7 +183,7 @@ Deno.test("apk (stand-in replaying real apk-tools 2.14.10 outputs): verbs, refus
       "add --no-progress wireguard-toolz",
       "add --no-progress brokendep",
       "policy nox-mesh-host",
-      "update --no-progress",
+      "--update-cache update --no-progress",
       "upgrade --update-cache --no-progress",
     ]);
   } finally {
@@ -377,10 +379,108 @@ Deno.test("apk: the host's own package gets --cache-dir only where the launcher 
 
 Deno.test("apk: the host's --cache-dir is the directory the launcher keeps the files from", () => {
   const launcher = Deno.readTextFileSync(
-    new URL("../../launcher/nox-mesh-host-launch", import.meta.url),
+    new URL("../../launcher/pkg/apk.sh", import.meta.url),
   );
   assert.match(
     launcher,
     new RegExp(`^apk_cache=\\$state/${OWN_PACKAGE_CACHE.replace(".", "\\.")}$`, "m"),
   );
+});
+
+/** tests/fixtures/apk/update/: a package published after the index was fetched. */
+const UPDATE = `${FIXTURES}/update`;
+
+/**
+ * A stand-in `apk` replaying the update recordings of `version` in the order they were made:
+ * before any refresh `apk -v info -e fresh` and `apk add --no-progress fresh` answer as
+ * recorded then (`*-2-info`, `*-3-add`: not installed, not found); a refresh answers as the
+ * recording of that same command (`plain-4-refresh` for `apk update --no-progress`,
+ * `cache-4-refresh` for `apk --update-cache update --no-progress`), and the add and info
+ * after it as the recordings made right after that refresh (`*-5-add`, `*-6-info`).
+ */
+async function updateStandIn(dir: string, version: string): Promise<string> {
+  const program = `${dir}/apk`;
+  await Deno.writeTextFile(
+    program,
+    `#!/bin/sh
+F='${UPDATE}/${version}'
+S='${dir}'
+printf '%s\\n' "$*" >> "$S/calls"
+replay() {
+  sed -n 's/^1|//p' "$F/$1"; sed -n 's/^2|//p' "$F/$1" >&2
+  exit "$(sed -n 's/^# exit: //p' "$F/$1")"
+}
+b=plain
+[ ! -f "$S/refreshed" ] || b=$(cat "$S/refreshed")
+case "$*" in
+"update --no-progress") echo plain > "$S/refreshed"; replay plain-4-refresh ;;
+"--update-cache update --no-progress") echo cache > "$S/refreshed"; replay cache-4-refresh ;;
+"add --no-progress fresh") if [ -f "$S/refreshed" ]; then replay "$b-5-add"; fi; replay "$b-3-add" ;;
+"-v info -e fresh") if [ -f "$S/refreshed" ]; then replay "$b-6-info"; fi; replay "$b-2-info" ;;
+esac
+echo "stand-in: no recording of apk $*" >&2; exit 99
+`,
+  );
+  await Deno.chmod(program, 0o755);
+  return program;
+}
+
+for (const version of APK_VERSIONS) {
+  Deno.test(`apk ${version} (recorded): a package published after the index was fetched is installed by the package kind, whose retry runs the adapter's refresh (apk --update-cache update)`, async () => {
+    const dir = await Deno.makeTempDir({ prefix: "noxad-apk-update-" });
+    try {
+      const apk = alpineApk({ program: await updateStandIn(dir, version) });
+      await using engine = await testEngine({ fs: posixFileSystem(), packages: apk });
+      const report = await engine.apply([{ type: "package", id: "fresh", name: "fresh" }]);
+      assert.equal(report.outcome, "converged", report.error);
+      assert.deepEqual(report.results[0].changes, ["install"]);
+      const calls = (await Deno.readTextFile(`${dir}/calls`)).trim().split("\n");
+      assert.deepEqual(calls.filter((c) => !c.startsWith("-v info")), [
+        "add --no-progress fresh",
+        "--update-cache update --no-progress",
+        "add --no-progress fresh",
+      ]);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  });
+}
+
+Deno.test("apk (recorded): 2.14.10's `apk update` alone keeps a seconds-old index (the package stays not found), 3.0.6's fetches it; --update-cache fetches it in both", () => {
+  const said = (version: string, name: string) => {
+    const text = Deno.readTextFileSync(`${UPDATE}/${version}/${name}`);
+    return { exit: Number(text.match(/^# exit: (\d+)$/m)![1]), text };
+  };
+  for (const version of APK_VERSIONS) {
+    assert.equal(said(version, "plain-3-add").exit, 1, version);
+    assert.match(said(version, "plain-3-add").text, /fresh \(no such package\)/);
+    assert.match(said(version, "cache-4-refresh").text, /OK: 2 distinct packages available/);
+    assert.equal(said(version, "cache-5-add").exit, 0, version);
+  }
+  const old = said("2.14.10", "plain-4-refresh").text;
+  assert.doesNotMatch(old, /fetch /, "2.14.10: no fetch");
+  assert.match(old, /OK: 1 distinct packages available/);
+  assert.equal(said("2.14.10", "plain-5-add").exit, 1, "2.14.10: still not found");
+  assert.match(said("2.14.10", "cache-4-refresh").text, /^1\|fetch http:\/\/127\.0\.0\.1:PORT\//m);
+  assert.equal(said("3.0.6", "plain-5-add").exit, 0, "3.0.6: found after a plain update");
+});
+
+Deno.test("apk (recorded, 2.14.10): with `apk update` as its refresh the package kind would fail (the check above can fail)", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "noxad-apk-update-" });
+  try {
+    const program = await updateStandIn(dir, "2.14.10");
+    // The refresh the adapter ran before this fix, through the same stand-in.
+    const apk = {
+      ...alpineApk({ program }),
+      refresh: async () => {
+        await new Deno.Command(program, { args: ["update", "--no-progress"] }).output();
+      },
+    };
+    await using engine = await testEngine({ fs: posixFileSystem(), packages: apk });
+    const report = await engine.apply([{ type: "package", id: "fresh", name: "fresh" }]);
+    assert.equal(report.outcome, "failed");
+    assert.match(report.error ?? "", /no configured repository offers fresh/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

@@ -41,11 +41,21 @@ Deno.test("init: working only when booted with it and it answered; else present 
   }
 });
 
-Deno.test("packages: pacman answers a query of its database; the OS's own manager is preferred", async () => {
+Deno.test("packages: the managers answer a query of their database; the OS's own manager is preferred", async () => {
   const os = await detectOs();
   const cap = await detectPackages(os);
-  const r = await runProgram(["pacman", "-Q"]).catch(() => null);
-  if (r === null) return; // no pacman on this machine: nothing more to compare
+  const answered = async (argv: string[]) => (await runProgram(argv).catch(() => null))?.code === 0;
+  const isDebian = os.id === "debian" || os.like.includes("debian");
+  if (isDebian && await answered(["dpkg-query", "-W"])) {
+    // This machine (Debian 12): dpkg answers and is the OS's own, preferred to a pacman
+    // that may be installed beside it.
+    assert.equal(cap.provider, "apt", cap.evidence.join("; "));
+    assert.equal(cap.state, "working");
+    assert.equal(cap.details?.native, true);
+    assert.match(cap.evidence[0], /^apt answered a query of its database \(\d+ packages/);
+    return;
+  }
+  if (!await answered(["pacman", "-Q"])) return; // no manager here to compare with
   assert.equal(cap.provider, "pacman");
   assert.equal(cap.state, "working");
   assert.equal(cap.details?.native, os.id === "arch" || os.like.includes("arch"));
@@ -92,10 +102,19 @@ Deno.test("providers follow the profile: only what it proved working is used", (
   assert.equal(providersFor(debian).packages, undefined);
   assert.equal(providersFor(debian, { packageManager: "pacman" }).packages?.name, "pacman");
   assert.equal(providersFor(debian, { packageManager: "apk" }).packages, undefined);
+  // apt that answered is Debian's own, and Ubuntu's (ID_LIKE=debian); not Arch's.
+  const withApt = (os: Profile["os"]): Profile => ({
+    ...profile,
+    os,
+    capabilities: { ...profile.capabilities, packages: cap("working", "apt") },
+  });
+  assert.equal(providersFor(withApt({ id: "debian", like: [] })).packages?.name, "apt");
+  assert.equal(providersFor(withApt({ id: "ubuntu", like: ["debian"] })).packages?.name, "apt");
+  assert.equal(providersFor(withApt({ id: "arch", like: [] })).packages, undefined);
   // A name this build does not carry is a configuration error, said as such.
   assert.throws(
     () => providersFor(debian, { packageManager: "dnf" }),
-    /packageManager "dnf" is not one this build carries \(pacman, apk\)/,
+    /packageManager "dnf" is not one this build carries \(pacman, apk, apt\)/,
   );
 });
 

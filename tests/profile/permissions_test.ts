@@ -6,7 +6,12 @@
  */
 import assert from "node:assert/strict";
 import { NEEDS } from "../../os/needs.ts";
-import { loadPermissionSet, permissionFlags, type TargetOs } from "../../packaging/permissions.ts";
+import {
+  loadPermissionSet,
+  permissionFlags,
+  TARGET_OSES,
+  type TargetOs,
+} from "../../packaging/permissions.ts";
 
 /** The PATH the systemd unit and the OpenRC script give the host (launcher/). */
 export const INIT_PATH = "/usr/bin:/usr/sbin:/bin:/sbin";
@@ -65,7 +70,7 @@ async function profileUnder(os: TargetOs): Promise<string> {
   return new TextDecoder().decode(out.stdout);
 }
 
-for (const os of ["arch", "alpine", "tarball"] as const) {
+for (const os of TARGET_OSES) {
   Deno.test(`profile under the ${os} permission set alone: everything os/needs.ts lists is granted, nothing refused`, async () => {
     assert.deepEqual(await notGranted(os), [], `packaging/${os}/permissions lacks these`);
     const text = await profileUnder(os);

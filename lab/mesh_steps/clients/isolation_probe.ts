@@ -1,5 +1,5 @@
 // Runs INSIDE a lab machine (bundled by lab/mesh_steps/link_steps.ts), never in the host's own
-// namespace. Usage: isolation_probe.js URL CA_FILE PIN SEED_FILE OWN_NODE OTHER_NODE
+// namespace. Usage: isolation_probe.js URL CA_FILE SEED_FILE OWN_NODE OTHER_NODE
 // Connects as OWN_NODE with its own key and tries what the broker must refuse: the
 // other node's last declaration (direct get, both forms), its live declarations (where
 // its consumer delivers, and the stream's subject), publishing its report and heartbeat,
@@ -11,16 +11,17 @@
 // report and heartbeat with `$JS.API.STREAM.PURGE.MESH_DECL` as reply (the step then
 // checks from the control plane that nothing changed).
 import { connect, nkeyAuthenticator } from "@nats-io/transport-node";
-import { pinnedTls } from "../../../src/link/connection.ts";
+import { brokerTls } from "../../../src/link/connection.ts";
+import { caTrust } from "../../../src/link/trust.ts";
 import { subjectsOf } from "../../../src/link/subjects.ts";
 
-const [url, caFile, pin, seedFile, own, other] = Deno.args;
+const [url, caFile, seedFile, own, other] = Deno.args;
 const seed = new TextEncoder().encode((await Deno.readTextFile(seedFile)).trim());
 const nc = await connect({
   servers: url,
   authenticator: nkeyAuthenticator(seed),
   inboxPrefix: subjectsOf(own).inboxPrefix,
-  tls: pinnedTls({ url, ca: await Deno.readTextFile(caFile), pin }),
+  tls: brokerTls({ url, trust: caTrust(await Deno.readTextFile(caFile)) }),
   reconnect: false,
 });
 const errors: string[] = [];
