@@ -98,6 +98,8 @@ const PROGRAMS = {
     "/usr/bin/wireguard-go",
     "/usr/sbin/nft",
     "/usr/sbin/sysctl",
+    // the owners of the directories above the managed roots (os/posix-fs)
+    "/usr/bin/stat",
     // users and groups (shadow's tools)
     "/usr/sbin/useradd",
     "/usr/sbin/usermod",
