@@ -8,7 +8,8 @@
  */
 import { main } from "./src/cli/main.ts";
 import type { CliIo } from "./src/cli/io.ts";
-import { BUNDLE_PATH, OWN_PATHS } from "./packaging/program_own_paths.ts";
+import { BUNDLE_PATH, OWN_PATHS, SELF_PROGRAM } from "./packaging/program_own_paths.ts";
+import { AS_OWNER_COMMAND } from "./os/posix-fs/_protocol.ts";
 
 /** The real process's world: its streams, its signals, this machine's adapters. */
 export function processIo(): CliIo {
@@ -34,12 +35,19 @@ export function processIo(): CliIo {
       if (scope === "files") {
         // The file system's descriptor alone: os/mod.ts would load every provider's code.
         const { PROVIDER } = await import("./os/posix-fs/provider.ts");
-        return { fs: PROVIDER.open({ name: PROVIDER.names[0], stateDir: config.stateDir }) };
+        return {
+          fs: PROVIDER.open({
+            name: PROVIDER.names[0],
+            stateDir: config.stateDir,
+            ...(SELF_PROGRAM ? { self: SELF_PROGRAM } : {}),
+          }),
+        };
       }
       const { detectProviders } = await import("./os/mod.ts");
       return await detectProviders({
         packageManager: config.packageManager,
         stateDir: config.stateDir,
+        ...(SELF_PROGRAM ? { self: SELF_PROGRAM } : {}),
       });
     },
     profile: async () => (await import("./os/mod.ts")).detectProfile(),
@@ -76,6 +84,18 @@ function memoryTrim(): () => void {
   };
 }
 
+/**
+ * The program: the command line, or, when the host runs itself as the owner of a directory
+ * (`__as-owner UID GID`, os/posix-fs/serve.ts), that helper, which loads nothing else.
+ */
+export async function program(args: string[]): Promise<number> {
+  if (args[0] === AS_OWNER_COMMAND) {
+    const { serveAsOwner } = await import("./os/posix-fs/serve.ts");
+    return await serveAsOwner(args.slice(1));
+  }
+  return await main(args, processIo());
+}
+
 if (import.meta.main) {
-  Deno.exit(await main(Deno.args, processIo()));
+  Deno.exit(await program(Deno.args));
 }

@@ -3,8 +3,7 @@
  * Run it for the command line (main.ts is the program the packages carry); import it for
  * the library, whose applies all go through the apply lock and a person's hold.
  */
-import { main } from "./src/cli/main.ts";
-import { processIo } from "./main.ts";
+import { program } from "./main.ts";
 
 export { main } from "./src/cli/main.ts";
 export { EXIT } from "./src/cli/io.ts";
@@ -35,5 +34,5 @@ export { PROGRAM, VERSION } from "./src/version.ts";
 export { processIo } from "./main.ts";
 
 if (import.meta.main) {
-  Deno.exit(await main(Deno.args, processIo()));
+  Deno.exit(await program(Deno.args));
 }

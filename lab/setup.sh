@@ -42,12 +42,14 @@ set -eu
 #   prometheus-node-exporter            tests/metrics_test.ts: node_exporter reads the metrics file
 #   qemu-user-static arch-test libc6-arm64-cross libgcc-s1-arm64-cross   the arm64 machine
 #                                       (scenario arm64-tarball, tests/aarch64_test.ts)
+#   acl                                 setfacl: tests/fs_trust_test.ts gives a user write through
+#                                       a POSIX ACL and shows its mask in the mode's group bits
 PACKAGES="mmdebstrap debootstrap debian-archive-keyring systemd systemd-container openrc util-linux mount
 iproute2 iptables e2fsprogs procps time ca-certificates git openssl nats-server curl
 pacman-package-manager makepkg libarchive-tools fakeroot dpkg-dev apt-utils lintian gpg gpg-agent
 minisign scdoc man-db podman runc uidmap busybox-static musl wireguard-go wireguard-tools
 nftables passwd gcc make bzip2 libc6-dev libcrypt-dev shellcheck strace sqlite3 faketime
-prometheus-node-exporter qemu-user-static arch-test libc6-arm64-cross libgcc-s1-arm64-cross"
+prometheus-node-exporter qemu-user-static arch-test libc6-arm64-cross libgcc-s1-arm64-cross acl"
 
 DENO_VERSION=2.9.6
 LOG=${NOX_SETUP_LOG:-/var/log/nox-mesh-host-lab-setup.log}

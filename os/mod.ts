@@ -33,6 +33,8 @@ export interface ProviderOptions extends Omit<DetectOptions, "only"> {
   stateDir?: string;
   /** The descriptors to choose from (default: the ones this build carries). */
   from?: readonly ProviderDescriptor[];
+  /** The host's own program (see OpenContext.self). */
+  self?: string;
 }
 
 /**
@@ -48,7 +50,11 @@ export interface ProviderOptions extends Omit<DetectOptions, "only"> {
 export function providersFor(profile: Profile, options: ProviderOptions = {}): Providers {
   refuseUncarriedManager(options.packageManager, options.from ?? CARRIED);
   const from = narrowed(options);
-  const context = { env: options.env, ...(options.stateDir ? { stateDir: options.stateDir } : {}) };
+  const context = {
+    env: options.env,
+    ...(options.stateDir ? { stateDir: options.stateDir } : {}),
+    ...(options.self ? { self: options.self } : {}),
+  };
   const chosen: Partial<Record<Port, unknown>> = {};
   // The ones that fill a port first (the first in the list whose confinement holds), then
   // the ones that wrap what was chosen.

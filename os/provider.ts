@@ -94,6 +94,11 @@ export interface OpenContext {
   env?: Record<string, string>;
   /** The host's state directory, when configured. */
   stateDir?: string;
+  /**
+   * The host's own program (the permission set's `binary`), which the file system runs as
+   * a directory's owner; unset from a checkout (its development shim).
+   */
+  self?: string;
 }
 
 /** When a provider is used: Puppet's `confine` and `defaultfor`. */

@@ -311,8 +311,9 @@ async function writeImportMap(os: TargetOs, stamp: Stamp, dir: string): Promise<
 
 /**
  * Writes a module stating `os`'s own paths (packaging/own_paths_by_os.ts) as a
- * literal list, and where its installation puts substrate.lock (the permission
- * file's `substrate`), as a generated module; returns its path. The program then carries its
+ * literal list, where its installation puts substrate.lock (the permission
+ * file's `substrate`) and the program (its `binary`, which the file system runs as a
+ * directory's owner), as a generated module; returns its path. The program then carries its
  * OS's list and nothing else.
  */
 async function embedOwnPaths(os: TargetOs): Promise<string> {
@@ -324,7 +325,8 @@ async function embedOwnPaths(os: TargetOs): Promise<string> {
       `export const OWN_PATHS: readonly string[] = ${
         JSON.stringify(OWN_PATHS_BY_OS[os], null, 2)
       };\n` +
-      `export const BUNDLE_PATH: string | undefined = ${JSON.stringify(set.substrate)};\n`,
+      `export const BUNDLE_PATH: string | undefined = ${JSON.stringify(set.substrate)};\n` +
+      `export const SELF_PROGRAM: string | undefined = ${JSON.stringify(set.binary)};\n`,
   );
 }
 

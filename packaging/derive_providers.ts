@@ -1,7 +1,8 @@
 /**
  * `deno task providers`: rewrites what is derived from the providers' descriptors
  * (os/provider_list.ts, os/needs.ts): the allow-run and allow-read blocks of each
- * packaging/<os>/permissions, and the `host` task's --allow-run in deno.json.
+ * packaging/<os>/permissions, the `host` task's --allow-run in deno.json, and the flags of
+ * the development shim packaging/dev/nox-mesh-host (the `host` task's own).
  * tests/architecture_test.ts regenerates them and compares with what is committed. The
  * module each per-OS build puts in place of os/carried.ts is written at build time
  * (packaging/build.ts, {@link carriedModule}).
@@ -95,9 +96,44 @@ export function rewritePermissionFile(
   return out;
 }
 
-/** The `host` task's --allow-run: every program the checkout's providers and profile run. */
+/**
+ * The development shim: the host from this checkout under the `host` task's flags, which
+ * the host runs as a directory's owner (os/posix-fs). The `host` task allows running it
+ * (relative to the checkout, where `deno task` starts), never deno itself.
+ */
+export const DEV_SHIM = "packaging/dev/nox-mesh-host";
+
+/**
+ * The `host` task's --allow-run: every program the checkout's providers and profile run,
+ * and the development shim.
+ */
 export function hostAllowRun(list: readonly ProviderDescriptor[] = PROVIDERS): string {
-  return `--allow-run=${Object.keys(needsOf("checkout", list).run).join(",")}`;
+  return `--allow-run=${
+    [...Object.keys(needsOf("checkout", list).run), `./${DEV_SHIM}`].join(",")
+  }`;
+}
+
+/** The development permission flags: those of deno.json's `host` task, in its order. */
+export function hostFlags(denoJson: string): string[] {
+  const host: string = JSON.parse(denoJson).tasks.host;
+  return host.split(/\s+/).filter((w) => w.startsWith("--allow-") || w.startsWith("--deny-"));
+}
+
+/** The development shim's text with its flags written from deno.json's `host` task. */
+export function rewriteDevShim(shim: string, denoJson: string): string {
+  const lines = shim.split("\n");
+  const first = lines.indexOf("# BEGIN flags");
+  const last = lines.indexOf("# END flags", first);
+  if (first < 0 || last < 0) {
+    throw new GeneratedError('no "# BEGIN flags" … "# END flags"', DEV_SHIM);
+  }
+  const quote = (a: string) => `'${a.replaceAll("'", `'\\''`)}'`;
+  lines.splice(first + 1, last - first - 1, ...[
+    'exec "${NOX_MESH_HOST_DENO:-deno}" run --quiet \\',
+    ...hostFlags(denoJson).map((f) => `\t${quote(f)} \\`),
+    '\t"$here/../../mod.ts" "$@"',
+  ]);
+  return lines.join("\n");
 }
 
 /** deno.json's text with the `host` task's --allow-run made again (nothing else touched). */
@@ -151,5 +187,13 @@ if (import.meta.main) {
     if (made === text) continue;
     await Deno.writeTextFile(file, made);
     console.log(`rewrote ${file.pathname.slice(root.pathname.length)}`);
+  }
+  // After deno.json: the shim takes the host task's flags as they are now.
+  const shim = new URL(DEV_SHIM, root);
+  const text = await Deno.readTextFile(shim);
+  const made = rewriteDevShim(text, await Deno.readTextFile(new URL("deno.json", root)));
+  if (made !== text) {
+    await Deno.writeTextFile(shim, made);
+    console.log(`rewrote ${DEV_SHIM}`);
   }
 }

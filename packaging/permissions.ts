@@ -143,8 +143,10 @@ export function parsePermissionFile(text: string, os: TargetOs, source: string):
 }
 
 /**
- * The Deno permission flags of a set, in a fixed order; `extraRun` (the
- * bundle's action programs) joins allow-run. Both build forms take exactly these.
+ * The Deno permission flags of a set, in a fixed order; the host's own program (the set's
+ * `binary`: the compiled program, or the shim that fixes these same flags, so running it
+ * widens nothing), which it runs as the owner of a directory (os/posix-fs), and `extraRun`
+ * (the bundle's action programs) join allow-run. Both build forms take exactly these.
  */
 export function permissionFlags(set: PermissionSet, extraRun: readonly string[] = []): string[] {
   const list = (flag: string, values: readonly string[]) =>
@@ -154,7 +156,7 @@ export function permissionFlags(set: PermissionSet, extraRun: readonly string[] 
     ...list("allow-read", set.allowRead),
     ...list("allow-write", set.allowWrite),
     ...list("deny-write", set.denyWrite),
-    ...list("allow-run", [...set.allowRun, ...extraRun]),
+    ...list("allow-run", [...set.allowRun, set.binary, ...extraRun]),
     ...list("allow-env", set.allowEnv),
     ...list("allow-sys", set.allowSys),
     ...(set.allowNet === "all" ? ["--allow-net"] : list("allow-net", set.allowNet)),

@@ -11,6 +11,7 @@ import type { OwnResources, Permit } from "./declaration/options.ts";
 import { DEFAULT_LIMITS, type Limits } from "./declaration/limits.ts";
 import { canonicalSetting, isGuardedSetting, isSettingName } from "./resources/sysctl.ts";
 import { stopsTheNode } from "./resources/service.ts";
+import { ACCOUNT_NAME, confersRoot, RESERVED_NAMES } from "./resources/_accounts.ts";
 import { PROGRAM } from "./version.ts";
 import { LAUNCHER_METRICS_FILE } from "./launcher_files.ts";
 
@@ -163,6 +164,25 @@ const FileSchema = v.strictObject({
           "isolate the node, listed in nox-mesh-host-declaration(5)); nothing to permit",
       ),
     ))),
+    groups: v.optional(v.array(v.pipe(
+      v.string(),
+      v.check(
+        (n) => confersRoot(n) !== undefined,
+        (i) =>
+          `${JSON.stringify(i.input)} is not a group the safe parse refuses (those that ` +
+          "confer root or read secrets, listed in nox-mesh-host-declaration(5); root's own is " +
+          "never given); nothing to permit",
+      ),
+    ))),
+    users: v.optional(v.array(v.pipe(
+      v.string(),
+      v.check(
+        (n) => ACCOUNT_NAME.test(n) && !RESERVED_NAMES.has(n),
+        (i) =>
+          `${JSON.stringify(i.input)} is not an account a declaration may adopt (a user name ` +
+          "of lowercase letters, digits, _ and -; never root, nobody or nogroup)",
+      ),
+    ))),
   })),
   limits: v.optional(v.strictObject({
     maxBytes: v.optional(v.pipe(v.number(), v.safeInteger(), v.minValue(1))),
@@ -226,6 +246,8 @@ export async function loadConfig(flags: ConfigFlags = {}): Promise<HostConfig> {
     permit: {
       sysctls: (file.permit?.sysctls ?? []).map(canonicalSetting),
       services: (file.permit?.services ?? []).map((n) => n.split(/[.@]/, 1)[0]),
+      groups: file.permit?.groups ?? [],
+      users: file.permit?.users ?? [],
     },
     own: {
       paths: [

@@ -59,16 +59,18 @@ export interface FileRead {
 }
 
 /**
- * The file system, as the file and directory resources need it. The verbs take
- * paths, but an adapter acts inside directories it holds: it goes into the
- * directory a verb works in, proves it is the one at exactly that path with no
- * symlink from / down, and acts there by the last name alone, so a directory
- * above swapped for a symlink meanwhile changes nothing it does (DESIGN.md §18).
- * It never follows a symlink at the path it is given, never sets owner or mode by
- * name (only on a descriptor it opened), and never blocks on a FIFO. What it finds
- * at a path that is not the kind of thing the verb works on, a symlink or a
- * non-directory above it, or a name swapped while it worked, it refuses with
- * {@link UnsafePathError}; a missing directory above the path is NotFound.
+ * The file system, as the file and directory resources need it (DESIGN.md §18). A path
+ * is as safe as the least safe directory above it: an adapter acts as root only where
+ * every directory from / down to the one holding the path is one only root can change;
+ * below a directory one other user alone can change, it acts with that user's
+ * privileges (and refuses, before doing anything, what that user could not do: a file
+ * owned by root there, a group the user is not in: {@link AsOwnerError}); anywhere
+ * else it refuses. It never follows a symlink at the path it is given, never sets
+ * owner or mode by name (only on a descriptor it opened), and never blocks on a FIFO.
+ * What it finds at a path that is not the kind of thing the verb works on, a symlink
+ * or a non-directory above it, a directory above it that several users can change, or
+ * a name swapped while it worked, it refuses with {@link UnsafePathError}; a missing
+ * directory above the path is NotFound.
  */
 export interface FileSystem {
   /**
@@ -88,10 +90,12 @@ export interface FileSystem {
    * Write a regular file atomically: a new temporary file in the same directory
    * (never opened through a symlink), data written, owner and mode set and data
    * synced on its descriptor, then `beforeRename()` (which may throw to abandon
-   * the write), then, in the directory at that path (proven again), the temporary
-   * name checked to still be the file written and renamed over the last name.
-   * The temporary file never survives a failure, unless its directory was swapped
-   * away meanwhile (then it is left where it was made).
+   * the write), then the temporary name checked to still be the file written and
+   * renamed over the last name. Where the adapter acts as another user it awaits
+   * `beforeRename()` first and then writes the whole file (so it never holds that
+   * user's process while another write waits for its turn). The temporary file
+   * never survives a failure, unless its directory was swapped away meanwhile
+   * (then it is left where it was made).
    */
   writeFileAtomic(
     path: string,
@@ -122,6 +126,18 @@ export interface FileSystem {
   userId(name: string): Promise<number | undefined>;
   /** The numeric id of a group name on this machine, `undefined` when unknown. */
   groupId(name: string): Promise<number | undefined>;
+  /**
+   * Who the adapter acts as for `path`: root (uid and gid 0), or the user who alone can
+   * change a directory above it (that user's uid and primary group). A writer that picks
+   * no owner of its own (the metrics file) gives the file to this one.
+   */
+  actsAs?(path: string): Promise<{ uid: number; gid: number }>;
+  /**
+   * End what the adapter started for the pass that ends now (the processes acting as
+   * owners) and forget what it learnt in it; the next verb starts afresh. The engine calls
+   * it at the end of every apply and plan.
+   */
+  release?(): Promise<void>;
 }
 
 /** What {@link FileSystem.remove} did. */
@@ -133,8 +149,25 @@ export type Removal = "removed" | "not-empty" | "gone";
  * the host worked on it. Nothing was done through it.
  */
 export class UnsafePathError extends HostError {
+  /** The path refused, and what about it (the message is the two, then the hint). */
+  readonly path: string;
+  readonly what: string;
+
   constructor(path: string, what: string, hint?: string) {
     super("fs.unsafe-path", `${path} ${what}`, { hint });
+    this.path = path;
+    this.what = what;
+  }
+}
+
+/**
+ * An act refused before anything was done: the path lies below a directory that one user
+ * alone can change, so the host acts there as that user, who cannot do what was asked
+ * (own a file as root or as another user, give it a group the user is not in).
+ */
+export class AsOwnerError extends HostError {
+  constructor(path: string, what: string, hint: string) {
+    super("fs.as-owner", `${path}: ${what}`, { hint });
   }
 }
 

@@ -2,7 +2,8 @@
 import { applyDeclaration } from "../src/engine/apply.ts";
 import { planDeclaration } from "../src/engine/plan.ts";
 import type { ApplyReport, PlanEntry } from "../src/engine/types.ts";
-import { parseTrustedDeclaration } from "../src/engine/parse.ts";
+import { parseDeclaration, parseTrustedDeclaration } from "../src/engine/parse.ts";
+import type { Permit } from "../src/declaration/options.ts";
 import type { Resource } from "../src/resources/mod.ts";
 import type { Providers } from "../src/providers.ts";
 import { Store } from "../src/store/store.ts";
@@ -14,7 +15,10 @@ export interface TestEngine extends AsyncDisposable {
   store: Store;
   /** The state directory (beside the store; the overlay's key lives there). */
   stateDir: string;
-  /** Apply these resources (trusted parse: actions allowed) and return the report. */
+  /**
+   * Apply these resources (the trusted parse, the bundle's: actions allowed; the safe one,
+   * the link's, with `trusted: false`) and return the report.
+   */
   apply(resources: unknown[]): Promise<ApplyReport>;
   /** Plan these resources (changes nothing). */
   plan(resources: unknown[]): Promise<PlanEntry[]>;
@@ -23,19 +27,28 @@ export interface TestEngine extends AsyncDisposable {
 /** Open a store in a temp directory and apply declarations with `providers`. */
 export async function testEngine(
   providers: Providers,
-  { rolledBackFrom }: { rolledBackFrom?: ReadonlySet<string> } = {},
+  { rolledBackFrom, trusted = true, permit }: {
+    rolledBackFrom?: ReadonlySet<string>;
+    trusted?: boolean;
+    /** host.json's permit (the safe parse's and the checks'). */
+    permit?: Permit;
+  } = {},
 ): Promise<TestEngine> {
   const dir = await Deno.makeTempDir({ prefix: "noxad-store-" });
   const store = Store.open(dir);
   const parse = (resources: unknown[]) =>
-    parseTrustedDeclaration(
+    (trusted ? parseTrustedDeclaration : parseDeclaration)(
       JSON.stringify({ version: 1, resources }),
-      { managedRoots: MANAGED_ROOTS, own: { paths: [], services: ["nox-mesh-host"] } },
+      {
+        managedRoots: MANAGED_ROOTS,
+        own: { paths: [], services: ["nox-mesh-host"] },
+        ...(permit ? { permit } : {}),
+      },
     );
   const ctx = {
     store,
     providers,
-    config: { managedRoots: MANAGED_ROOTS },
+    config: { managedRoots: MANAGED_ROOTS, ...(permit ? { permit } : {}) },
     rolledBackFrom,
     stateDir: dir,
   };
@@ -43,10 +56,21 @@ export async function testEngine(
     store,
     stateDir: dir,
     async apply(resources: unknown[]) {
-      return applyDeclaration(ctx, await parse(resources), { source: "file", origin: "test" });
+      try {
+        return await applyDeclaration(ctx, await parse(resources), {
+          source: "file",
+          origin: "test",
+        });
+      } finally {
+        await providers.fs.release?.();
+      }
     },
     async plan(resources: unknown[]) {
-      return planDeclaration(ctx, await parse(resources));
+      try {
+        return await planDeclaration(ctx, await parse(resources));
+      } finally {
+        await providers.fs.release?.();
+      }
     },
     async [Symbol.asyncDispose]() {
       store.close();

@@ -17,12 +17,16 @@ export interface Flipper extends AsyncDisposable {
   report(): Promise<string>;
 }
 
-/** Start nobody's flipper over `a` and `b` (both in a directory nobody owns), for at most `seconds`. */
+/**
+ * Start nobody's flipper over `a` and `b` (both in a directory nobody owns), for at most
+ * `seconds`; `asRoot`: root's instead (a swap only root can make, in root's directory).
+ */
 export async function flipping(
   work: string,
   a: string,
   b: string,
   seconds: number,
+  { asRoot = false }: { asRoot?: boolean } = {},
 ): Promise<Flipper> {
   const report = `${work}/flips`;
   const denoDir = `${work}/deno-dir`;
@@ -34,11 +38,10 @@ export async function flipping(
   await Deno.chown(denoDir, NOBODY, NOBODY);
   await Deno.writeTextFile(report, "");
   await Deno.chown(report, NOBODY, NOBODY);
+  const as = asRoot ? [] : [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, "--clear-groups"];
   const child = new Deno.Command("setpriv", {
     args: [
-      `--reuid=${NOBODY}`,
-      `--regid=${NOBODY}`,
-      "--clear-groups",
+      ...as,
       Deno.execPath(),
       "run",
       "--quiet",

@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { DeclarationRefused } from "../src/declaration/envelope.ts";
 import type { ParseOptions } from "../src/declaration/options.ts";
-import { parseDeclaration } from "../src/engine/parse.ts";
+import { parseDeclaration, parseTrustedDeclaration } from "../src/engine/parse.ts";
 
 const options: ParseOptions = {
   managedRoots: ["/etc", "/srv", "/var/lib"],
@@ -149,5 +149,46 @@ Deno.test("accounts parse: two users with one uid, two groups with one gid, one 
   assert.match(
     found.join("\n"),
     /resources\[4\]: conflicts with resources\[2\]: both manage user app/,
+  );
+});
+
+Deno.test("accounts parse: a user given a group that confers root or reads secrets is refused over the link, naming the field and the rule; the bundle may, and host.json may permit it", async () => {
+  for (
+    const [name, why] of [
+      ["sudo", /sudo gives its members root/],
+      ["wheel", /su and sudo/],
+      ["shadow", /password hash/],
+      ["docker", /containers as root/],
+      ["disk", /every disk/],
+      ["adm", /logs/],
+      ["systemd-journal", /journal/],
+    ] as const
+  ) {
+    const asGroup = await problems([{ ...user, group: name }]);
+    assert.equal(asGroup.length, 1, asGroup.join("; "));
+    assert.match(asGroup[0], new RegExp(`^resources\\[0\\]\\.group: group "${name}" is refused: `));
+    assert.match(asGroup[0], why);
+    assert.match(
+      asGroup[0],
+      new RegExp(
+        `declare it in the bundle the host carries, or name "${name}" in the permit\\.groups of this machine's host\\.json$`,
+      ),
+    );
+    const asMember = await problems([group, { ...user, groups: ["web", name] }]);
+    assert.match(
+      asMember.join("\n"),
+      new RegExp(`resources\\[1\\]\\.groups\\[1\\]: group "${name}" is refused`),
+    );
+    // The bundle may; so may a machine that names it.
+    await parseTrustedDeclaration(doc([{ ...user, group: name }]), options);
+    await parseDeclaration(doc([{ ...user, group: name }]), {
+      ...options,
+      permit: { sysctls: [], services: [], groups: [name], users: [] },
+    });
+  }
+  // root's own is never given (the account name's own rule).
+  assert.match(
+    (await problems([{ ...user, groups: ["root"] }]))[0],
+    /never manages it, nor gives an account root's group/,
   );
 });

@@ -6,7 +6,13 @@
 import assert from "node:assert/strict";
 import { join, relative } from "node:path";
 import { build } from "../packaging/build.ts";
-import { rewriteDenoJson, rewritePermissionFile } from "../packaging/derive_providers.ts";
+import {
+  DEV_SHIM,
+  hostFlags,
+  rewriteDenoJson,
+  rewriteDevShim,
+  rewritePermissionFile,
+} from "../packaging/derive_providers.ts";
 import { TARGET_OSES } from "../packaging/permissions.ts";
 import { PROVIDERS } from "../os/provider_list.ts";
 
@@ -89,6 +95,70 @@ Deno.test("the rule above catches what it should (an upward import is found)", a
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+/** Every test file (`*_test.ts`) under tests/, relative to the repository. */
+async function testFiles(): Promise<string[]> {
+  const out: string[] = [];
+  const walk = async (at: string) => {
+    for await (const entry of Deno.readDir(at)) {
+      const path = join(at, entry.name);
+      if (entry.isDirectory) await walk(path);
+      else if (entry.name.endsWith("_test.ts")) out.push(relative(root, path));
+    }
+  };
+  await walk(join(root, "tests"));
+  return out.sort();
+}
+
+/**
+ * Why a test runs the file system adapter in-process while it races it or claims its
+ * trust, or `undefined`. A race or trust test is one that starts the attacker
+ * (tests/_flipper.ts, tests/races/) or whose name says race or trust; in-process is
+ * importing the adapter (os/posix-fs/), the engine (src/engine/, tests/_engine.ts) or
+ * opening it through tests/_helpers.ts (hostOn). Deno walks every path again from / under a
+ * permission set, and passes relative names through under --allow-all (LAB-NOTES.md): such
+ * a test proves something only of the host as a process under its real permission set.
+ */
+function inProcessRace(file: string, imports: string[], text: string): string | undefined {
+  const racing = imports.some((i) => i === "tests/_flipper.ts" || i.startsWith("tests/races/")) ||
+    /(race|trust)[^/]*_test\.ts$/.test(file);
+  if (!racing) return undefined;
+  const inProcess = imports.find((i) =>
+    i.startsWith("os/posix-fs/") || i.startsWith("src/engine/") || i === "tests/_engine.ts"
+  );
+  if (inProcess) return `${file} imports ${inProcess}`;
+  if (/\bhostOn\(/.test(text)) return `${file} opens the host in-process (hostOn)`;
+  return undefined;
+}
+
+Deno.test("the race and trust tests of the file system run the host as a process under a real permission set, never in-process", async () => {
+  const found: string[] = [];
+  const checked: string[] = [];
+  for (const file of await testFiles()) {
+    const why = inProcessRace(
+      file,
+      await importsOf(file),
+      await Deno.readTextFile(join(root, file)),
+    );
+    if (why) found.push(why);
+    if (/(race|trust)[^/]*_test\.ts$/.test(file)) checked.push(file);
+  }
+  assert.deepEqual(found, []);
+  assert.deepEqual(checked, ["tests/fs_race_test.ts", "tests/fs_trust_test.ts"]);
+});
+
+Deno.test("the rule above catches what it should (a race run in-process, through the engine)", () => {
+  assert.match(
+    inProcessRace("tests/x_test.ts", ["tests/_flipper.ts", "os/posix-fs/mod.ts"], "") ?? "",
+    /imports os\/posix-fs\/mod\.ts/,
+  );
+  assert.match(
+    inProcessRace("tests/fs_race_test.ts", ["src/engine/mod.ts"], "") ?? "",
+    /imports src\/engine/,
+  );
+  assert.match(inProcessRace("tests/a_trust_test.ts", [], "await hostOn(s)") ?? "", /hostOn/);
+  assert.equal(inProcessRace("tests/x_test.ts", ["os/posix-fs/mod.ts"], ""), undefined);
 });
 
 /** Words that only a given adapter's module contains (its factory and its tool's verbs). */
@@ -215,6 +285,10 @@ Deno.test("what is written from the descriptors is what is committed (`deno task
   }
   const config = await Deno.readTextFile(join(root, "deno.json"));
   assert.equal(rewriteDenoJson(config), config, "deno.json's host task: run `deno task providers`");
+  // The development shim runs the host with exactly the host task's flags.
+  const shim = await Deno.readTextFile(join(root, DEV_SHIM));
+  assert.equal(rewriteDevShim(shim, config), shim, `${DEV_SHIM}: run \`deno task providers\``);
+  for (const flag of hostFlags(config)) assert.ok(shim.includes(`'${flag}'`), flag);
 });
 
 /** The string literals of TypeScript `text`, comments left out (template literals whole). */

@@ -339,6 +339,9 @@ const STRINGS = [
   "kernel.usermodehelper.bset",
   "fs.binfmt_misc.register",
   "kernel.randomize_va_space",
+  "kernel.perf_event_paranoid",
+  "vm.mmap_min_addr",
+  "vm.unprivileged_userfaultfd",
   "fs.suid_dumpable",
   "fs/protected_symlinks",
   "kernel.yama.ptrace_scope",
@@ -698,6 +701,9 @@ const KEEPS_ON = new Map<string, (n: number) => boolean>(Object.entries({
   "fs.protected_regular": (n: number) => n >= 1,
   "kernel.yama.ptrace_scope": (n: number) => n >= 1,
   "kernel.unprivileged_bpf_disabled": (n: number) => n >= 1,
+  "kernel.perf_event_paranoid": (n: number) => n >= 2,
+  "vm.mmap_min_addr": (n: number) => n >= 4096,
+  "vm.unprivileged_userfaultfd": (n: number) => n === 0,
 }));
 
 /** Values the kernel never lowers again. */
@@ -926,6 +932,11 @@ export function brokenInvariants(resources: Resource[], trusted: boolean): strin
           checkPath(r.source, "bind source", true);
           if (unsafe(r.source)) broken.push(`bind source ${r.source} needs escaping`);
           if (within(r.source, r.target)) broken.push("a bind of a path below its target");
+          const users = ["/home", "/tmp", "/var/tmp", "/dev/shm", "/run/user"];
+          const config = ["/etc", "/usr", "/boot", "/root", "/var/lib", "/srv"];
+          if (
+            users.some((d) => within(r.source, d)) && config.some((d) => within(r.target, d))
+          ) broken.push(`a bind of users' ${r.source} onto root's ${r.target}`);
         } else if (r.fstype === "tmpfs") {
           if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/.test(r.source)) broken.push("tmpfs name");
         } else if (r.source.startsWith("/dev/")) {
@@ -1053,7 +1064,8 @@ export async function fuzz(
       accepted++;
       const broken = brokenInvariants(declaration.resources, trusted);
       // Nothing declared is dropped or changed: the parsed value is the text's value.
-      const { digest: _, ...value } = declaration;
+      // (Its digest, and which parse took it, are not part of the text.)
+      const { digest: _, trusted: _trusted, ...value } = declaration;
       if (canonicalJson(value) !== canonicalJson(JSON.parse(text))) {
         broken.push("the parsed value is not the text's value (something was dropped or changed)");
       }

@@ -72,7 +72,7 @@ Deno.test("init files: the unit waits for network-online.target (After= and Want
   assert.doesNotMatch(script, /^\s*need\b/m, "a machine whose networking failed still starts it");
 });
 
-Deno.test("init files: shellcheck passes on the launcher and its package kinds' includes, the OpenRC script, conf.d and the stand-in", async () => {
+Deno.test("init files: shellcheck passes on the launcher and its package kinds' includes, the OpenRC script, conf.d, the stand-in and the development shim", async () => {
   const kinds = [...Deno.readDirSync(repo("launcher/pkg"))].map((e) => e.name).sort();
   assert.ok(kinds.length >= 3 && kinds.every((k) => k.endsWith(".sh")), kinds.join(" "));
   const files = [
@@ -81,6 +81,7 @@ Deno.test("init files: shellcheck passes on the launcher and its package kinds' 
     OPENRC,
     CONFD,
     repo("tests/fixtures/stand-in-host"),
+    repo("packaging/dev/nox-mesh-host"),
   ];
   const r = await output("shellcheck", ["--shell=sh", ...files]);
   assert.equal(r.code, 0, r.text);

@@ -188,6 +188,38 @@ Deno.test("metrics: a symlink put at the file's path is replaced, never written 
   assert.equal(await host.stop("SIGTERM"), 0);
 });
 
+Deno.test("metrics: below a directory a user owns (node_exporter's, as Debian makes it), the file is written as that user; a directory of root's there is not written, and the log says why", async () => {
+  const NOBODY = 65534;
+  await using s = await scratch();
+  await Deno.chmod(s.dir, 0o755);
+  await Deno.chmod(s.root, 0o755);
+  // Debian: /var/lib/prometheus is prometheus's, its node-exporter directory root's.
+  const theirs = posix.join(s.root, "prometheus");
+  await Deno.mkdir(posix.join(theirs, "node-exporter"), { recursive: true });
+  await Deno.chown(theirs, NOBODY, NOBODY);
+  const rootOwned = posix.join(theirs, "node-exporter", "nox_mesh_host.prom");
+  await Deno.writeTextFile(
+    s.configPath,
+    JSON.stringify({ managedRoots: [s.root], metricsFile: rootOwned }),
+  );
+  {
+    await using host = await spawnHost(["run", "--heartbeat-interval", "1"], s.env);
+    await host.waitLog(
+      /metrics: cannot write .*nox_mesh_host\.prom: .*the host acts there as nobody \(uid 65534\), who alone can change .*prometheus/,
+    );
+    assert.equal(await host.stop("SIGTERM"), 0);
+  }
+  assert.deepEqual([...Deno.readDirSync(posix.join(theirs, "node-exporter"))], []);
+  // The directory made the user's: the file is written there, as that user.
+  await Deno.chown(posix.join(theirs, "node-exporter"), NOBODY, NOBODY);
+  await using exporter = await nodeExporter(posix.join(theirs, "node-exporter"));
+  await using host = await spawnHost(["run", "--heartbeat-interval", "1"], s.env);
+  await serves(exporter, "nox_mesh_host_link_up", "0");
+  const info = await Deno.lstat(rootOwned);
+  assert.deepEqual([info.uid, info.gid, info.mode! & 0o777], [NOBODY, NOBODY, 0o644]);
+  assert.equal(await host.stop("SIGTERM"), 0);
+});
+
 Deno.test("metrics: a metricsFile among the host's own files, outside the managed roots or not *.prom is refused (78)", async () => {
   await using s = await scratch();
   for (

@@ -2,36 +2,15 @@
 // their real paths inside a sandbox (private mount namespace, overlay layers):
 // the Deno runtime itself refuses what the set does not allow.
 import assert from "node:assert/strict";
-import { dirname, join } from "node:path";
-import { build } from "../packaging/build.ts";
-import { loadPermissionSet, type PermissionSet, type TargetOs } from "../packaging/permissions.ts";
-import { makeSandbox, place, removeSandbox, runInSandbox, type Sandbox } from "./_sandbox.ts";
+import type { TargetOs } from "../packaging/permissions.ts";
+import { installBuilt } from "./_packaged.ts";
+import { makeSandbox, place, removeSandbox, runInSandbox } from "./_sandbox.ts";
 
 const PROBE = new URL("./fixtures/permission_probe.ts", import.meta.url).pathname;
 const HOST = new URL("../mod.ts", import.meta.url).pathname;
 
 /** Builds `entry` for `os` in the bundled form and installs it in the sandbox at the set's paths. */
-async function install(s: Sandbox, os: TargetOs, entry: string): Promise<PermissionSet> {
-  const out = join(s.dir, "build");
-  const built = await build({ os, form: "bundled", out, entry });
-  const set = await loadPermissionSet(os);
-  await place(s, set.binary, await Deno.readFile(join(out, "nox-mesh-host")), 0o755);
-  // The bundle's entry at the set's path, its parts beside it, as the packages install them.
-  for (const name of built.bundle!) {
-    await place(s, join(dirname(set.bundle), name), await Deno.readFile(join(out, name)));
-  }
-  // Every package's shim runs the runtime it carries (a hard link: 95 MB); Alpine's and the
-  // tarball's through the glibc loader and libraries beside it.
-  await Deno.mkdir(s.upper(dirname(set.deno)), { recursive: true });
-  await Deno.link(join(out, "deno"), s.upper(set.deno));
-  if (set.glibc) {
-    await Deno.mkdir(s.upper(set.glibc), { recursive: true });
-    for (const name of built.glibc!.files) {
-      await Deno.link(join(out, "glibc", name), s.upper(join(set.glibc, name)));
-    }
-  }
-  return set;
-}
+const install = installBuilt;
 
 async function exists(path: string): Promise<boolean> {
   return await Deno.lstat(path).then(() => true, () => false);
@@ -203,8 +182,8 @@ Deno.test("runtime: the built host runs under its arch set, applies in a managed
     assert.equal(JSON.parse(ok.stdout).outcome, "converged");
     assert.equal(await Deno.readTextFile(s.upper("/srv/noxpk/hello")), "hello\n");
     // A root below an unreadable directory (/var/lib under /var): the file system adapter
-    // enters only the directory it works in (chdir, then getcwd, which needs no
-    // permission), so nothing above the managed root needs to be readable.
+    // looks at the directories above its reading roots with stat(1), so nothing above the
+    // managed root needs to be readable.
     const deep = await runInSandbox(s, [set.binary, "apply", "--json", "-"], {
       stdin: decl("/var/lib/noxpk", "/var/lib/noxpk/hello"),
     });
@@ -217,6 +196,7 @@ Deno.test("runtime: the built host runs under its arch set, applies in a managed
 
     // host.json widens the managed roots to /usr/lib/noxpk: the parse lets the file
     // through, and the runtime refuses the write, because the set does not allow it.
+    await place(s, "/usr/lib/noxpk/.keep", "");
     await place(
       s,
       "/etc/mesh-host/host.json",

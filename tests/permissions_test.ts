@@ -29,6 +29,8 @@ const PROGRAMS = {
     "/usr/bin/wireguard-go",
     "/usr/bin/nft",
     "/usr/bin/sysctl",
+    // the owners of the directories above the managed roots (os/posix-fs)
+    "/usr/bin/stat",
     // users and groups (shadow's tools; busybox's on Alpine)
     "/usr/bin/useradd",
     "/usr/bin/usermod",
@@ -58,6 +60,8 @@ const PROGRAMS = {
     "/usr/sbin/nft",
     "/sbin/sysctl",
     "/usr/sbin/sysctl",
+    "/bin/stat",
+    "/usr/bin/stat",
     // users and groups (shadow's tools; busybox's on Alpine)
     "/usr/sbin/useradd",
     "/usr/sbin/usermod",
@@ -94,6 +98,8 @@ const PROGRAMS = {
     "/usr/bin/wireguard-go",
     "/usr/sbin/nft",
     "/usr/sbin/sysctl",
+    // the owners of the directories above the managed roots (os/posix-fs)
+    "/usr/bin/stat",
     // users and groups (shadow's tools)
     "/usr/sbin/useradd",
     "/usr/sbin/usermod",
@@ -128,6 +134,8 @@ const PROGRAMS = {
     "/usr/bin/sysctl",
     "/sbin/sysctl",
     "/usr/sbin/sysctl",
+    "/usr/bin/stat",
+    "/bin/stat",
     // users and groups (shadow's tools; busybox's on Alpine)
     "/usr/bin/useradd",
     "/usr/sbin/useradd",
@@ -183,6 +191,9 @@ for (const os of TARGET_OSES) {
     const set = await loadPermissionSet(os);
     const flags = permissionFlags(set);
     assert.ok(!flags.some((f) => f === "-A" || f.startsWith("--allow-all")), "never -A");
+    // The host's own program joins allow-run (it runs itself as a directory's owner).
+    const run = flags.find((f) => f.startsWith("--allow-run="))!.slice("--allow-run=".length);
+    assert.deepEqual(run.split(","), [...set.allowRun, set.binary]);
     // In the order of the providers' descriptors (packaging/derive_providers.ts writes them).
     assert.deepEqual(
       [...set.allowRun].sort(),

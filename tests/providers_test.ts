@@ -87,7 +87,7 @@ Deno.test("providers: a provider added to the list joins the needs, the permissi
   assert.ok(
     !permissionBlock("alpine", "allow-run", LIST, DISTROS).join("\n").includes("stubwall"),
   );
-  assert.match(hostAllowRun(LIST), /^--allow-run=.*,stubwall$/);
+  assert.match(hostAllowRun(LIST), /^--allow-run=.*,stubwall,\.\/packaging\/dev\/nox-mesh-host$/);
   assert.doesNotMatch(hostAllowRun(), /stubwall/);
 
   // The committed Arch set, rewritten with it: the set gains exactly its program and path.

@@ -112,6 +112,7 @@ const STUB: Distribution<"stub"> = {
       "wg",
       "wireguard-go",
       "sysctl",
+      "stat",
       "useradd",
       "usermod",
       "userdel",

@@ -13,7 +13,6 @@ export const PROFILE_NEEDS: Needs = {
   reads: {
     "/usr/lib/os-release": "os-release, where /etc/os-release is a link to it",
     "/run/systemd/sessions": "graphical: logind or elogind sessions of type x11/wayland",
-    "/run/user": "graphical: Wayland sockets of logged-in users",
     "/tmp/.X11-unix": "graphical: X11 sockets",
     "/usr/bin": "profile evidence: is a program (dpkg, Xorg …) installed (stat only)",
     "/usr/sbin": "profile evidence: is a program installed (stat only)",

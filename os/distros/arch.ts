@@ -21,6 +21,7 @@ export const ARCH: Distribution<"arch"> = {
     "wireguard-go",
     "nft",
     "sysctl",
+    "stat",
     "useradd",
     "usermod",
     "userdel",

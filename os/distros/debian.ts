@@ -28,6 +28,7 @@ export const DEBIAN: Distribution<"debian"> = {
       "mount",
       "umount",
       "cat",
+      "stat",
     ]),
     ...placed("/usr/sbin", [
       "nft",

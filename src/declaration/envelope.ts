@@ -21,6 +21,11 @@ export interface Declaration {
   resources: Resource[];
   /** "sha256:…" of the canonical JSON of the whole declaration. */
   digest: string;
+  /**
+   * Parsed with the trusted parse (the bundle the host carries): what only the bundle may do
+   * is accepted at the check too. Not part of the digest.
+   */
+  trusted?: boolean;
 }
 
 /** The envelope, with resources checked one by one by their kinds. */

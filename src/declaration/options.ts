@@ -20,15 +20,20 @@ export interface OwnResources {
 
 /**
  * What this machine's configuration (host.json `permit`) lets the safe parse accept although
- * it refuses it by default: kernel settings that run programs or turn a protection off, and
- * services that stop or isolate the node (src/resources/sysctl.ts, service.ts). The trusted
- * parse (the bundle) accepts them all.
+ * it refuses it by default: kernel settings that run programs, turn a protection off or
+ * lower a hardening setting, services that stop or isolate the node, groups that confer root
+ * and existing system accounts to adopt (src/resources/sysctl.ts, service.ts, user.ts). The
+ * trusted parse (the bundle) accepts them all.
  */
 export interface Permit {
   /** Setting names, in their dotted form ("kernel.core_pattern"). */
   sysctls: readonly string[];
   /** Service names (every unit of the name, as for the host's own service). */
   services: readonly string[];
+  /** Groups that confer root or read secrets, which a user may then be given ("docker"). */
+  groups: readonly string[];
+  /** System accounts (below the machine's UID_MIN) that a user resource may then adopt. */
+  users: readonly string[];
 }
 
 /** What the parse needs to know about this host. */

@@ -10,7 +10,7 @@
  */
 import { digestOf } from "../declaration/canonical.ts";
 import type { Declaration } from "../declaration/envelope.ts";
-import { type KindContext, type KindNotes, newKindContext } from "../resources/kind.ts";
+import { type KindContext, type KindNotes, newKindContext, permitSets } from "../resources/kind.ts";
 import {
   kindOf,
   KINDS,
@@ -114,7 +114,7 @@ function beginPass(ctx: EngineContext, declaration: Declaration, options: ApplyO
   const unchangedSince = last?.outcome === "converged" && last.digest === digest;
   const applyId = store.beginApply(options.source, options.origin, declaration.serial, digest);
   const changedIds = new Set<string>();
-  const kctx = kindContext(ctx, changedIds, options);
+  const kctx = kindContext(ctx, changedIds, declaration, options);
   const tidy = last !== null && last.outcome !== "converged";
   const managed = store.managedIndex();
   // A file still as the last read back found it is not read again (its identity, kept
@@ -342,12 +342,14 @@ async function checkOne(
 export function kindContext(
   ctx: EngineContext,
   changedIds: Set<string>,
+  declaration: Pick<Declaration, "trusted">,
   options?: ApplyOptions,
 ): KindContext {
   const kctx = newKindContext(ctx.providers, ctx.config.managedRoots, ctx.rolledBackFrom, {
     notes: storeNotes(ctx),
     stateDir: ctx.stateDir,
     changedIds,
+    policy: { trusted: declaration.trusted === true, permit: permitSets(ctx.config.permit) },
   });
   if (ctx.stateDir !== undefined && options !== undefined) {
     kctx.content = contentResolver(new ContentCache(ctx.stateDir), contentSources(options));

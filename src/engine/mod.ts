@@ -115,7 +115,16 @@ export async function apply(
     if (found !== options.expectCurrent) throw new SupersededError(options.expectCurrent, found);
   }
   await detectWhenNeeded(engine, declaration);
-  return await applyDeclaration(await contextOf(engine), declaration, options);
+  try {
+    return await applyDeclaration(await contextOf(engine), declaration, options);
+  } finally {
+    await endPass(engine);
+  }
+}
+
+/** The pass ended: the file system ends what it started for it (its owners' processes). */
+async function endPass(engine: Engine): Promise<void> {
+  await engine.providers.fs.release?.();
 }
 
 /**
@@ -134,7 +143,11 @@ export function makeCurrent(
 /** Plan an admitted declaration: what applying it would do; changes nothing. */
 export async function plan(engine: Engine, declaration: Declaration): Promise<PlanEntry[]> {
   await detectWhenNeeded(engine, declaration);
-  return await planDeclaration(await contextOf(engine), declaration);
+  try {
+    return await planDeclaration(await contextOf(engine), declaration);
+  } finally {
+    await endPass(engine);
+  }
 }
 
 /** What the engine's steps work with: the open engine, and what the launcher knows. */

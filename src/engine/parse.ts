@@ -22,7 +22,7 @@ import { DEFAULT_LIMITS, type Limits } from "../declaration/limits.ts";
 import { problemList, type ProblemSink } from "../declaration/refused.ts";
 import { parseStrictJson } from "../declaration/json.ts";
 import { compileOwnPaths } from "../declaration/paths.ts";
-import type { RuleScope } from "../resources/kind.ts";
+import { permitSets, type RuleScope } from "../resources/kind.ts";
 import { kindOf, KINDS, PathTree, placeOf, type Resource } from "../resources/mod.ts";
 
 /**
@@ -104,13 +104,20 @@ async function parse(
   }
   const resources = parsed.map(([, resource]) => resource);
 
-  return await hashed({ ...head, resources });
+  return await hashed({ ...head, resources }, trusted);
 }
 
 /** The declaration with its digest, the canonical text that is of kept (canonicalBody). */
-async function hashed(declaration: Omit<Declaration, "digest">): Promise<Declaration> {
+async function hashed(
+  declaration: Omit<Declaration, "digest" | "trusted">,
+  trusted: boolean,
+): Promise<Declaration> {
   const canonical = canonicalJson(declaration);
-  const value = { ...declaration, digest: `sha256:${await sha256Hex(canonical)}` };
+  const value = {
+    ...declaration,
+    digest: `sha256:${await sha256Hex(canonical)}`,
+    ...(trusted ? { trusted } : {}),
+  };
   CANONICAL.set(value, canonical);
   return value;
 }
@@ -199,10 +206,7 @@ function checkTogether(
     own: compileOwnPaths(options.own.paths),
     ownServices: options.own.services,
     trusted,
-    permit: {
-      sysctls: new Set(options.permit?.sysctls ?? []),
-      services: new Set(options.permit?.services ?? []),
-    },
+    permit: permitSets(options.permit),
     claim(what, at) {
       const first = claims.get(what);
       if (first === undefined) claims.set(what, at);

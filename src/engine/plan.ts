@@ -15,7 +15,7 @@ export async function planDeclaration(
   declaration: Declaration,
 ): Promise<PlanEntry[]> {
   const changedIds = new Set<string>();
-  const kctx = kindContext(ctx, changedIds);
+  const kctx = kindContext(ctx, changedIds, declaration);
   const entries: PlanEntry[] = [];
   for (const resource of declaration.resources) {
     const base = { id: resource.id, type: resource.type, key: resourceKey(resource) };

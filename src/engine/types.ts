@@ -5,7 +5,7 @@
  */
 import type { HostConfig } from "../config.ts";
 import type { ContentSource } from "../store/content.ts";
-import type { OwnResources } from "../declaration/options.ts";
+import type { OwnResources, Permit } from "../declaration/options.ts";
 import type { Providers } from "../providers.ts";
 import type { Resource } from "../resources/mod.ts";
 import type { Counts, ResourceResult, Source } from "../store/records.ts";
@@ -54,6 +54,8 @@ export interface EngineContext {
      * `fullReadBackEvery`, default 6); the others trust a file's identity.
      */
     fullReadBackEvery?: number;
+    /** What host.json permits (the checks refuse on the machine what the parse could not see). */
+    permit?: Permit;
   };
   /** Host versions the launcher rolled back from here (see src/launcher_files.ts). */
   rolledBackFrom?: ReadonlySet<string>;

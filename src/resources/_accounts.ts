@@ -38,6 +38,43 @@ export function reservedId(id: number): string | undefined {
   return undefined;
 }
 
+/**
+ * Groups whose members hold root, or read what root keeps secret: a declaration from the
+ * link or a file may not give an account one (as primary or supplementary group) unless
+ * this machine's host.json names it in `permit.groups`; the bundle may. "root" itself is
+ * never given ({@link RESERVED_NAMES}). Each with why, in words that end "… is refused: …".
+ */
+export const ROOT_GROUPS: ReadonlyMap<string, string> = new Map([
+  ["wheel", "su and sudo give its members root on most distributions"],
+  ["sudo", "sudo gives its members root"],
+  ["admin", "sudo gives its members root (older Ubuntu)"],
+  ["adm", "its members read the system's logs, which hold what root's programs write"],
+  ["shadow", "its members read every password hash (/etc/shadow)"],
+  ["disk", "its members write every disk, beneath every file's permissions"],
+  ["kmem", "its members read the kernel's memory"],
+  ["docker", "its members run containers as root through docker's socket"],
+  ["lxd", "its members run containers as root through LXD"],
+  ["incus-admin", "its members run containers as root through Incus"],
+  ["libvirt", "its members run virtual machines with root's disks"],
+  ["systemd-journal", "its members read every log in the journal"],
+  ["staff", "its members write /usr/local (Debian), which root's PATH searches first"],
+]);
+
+/** Why `name` confers root (see {@link ROOT_GROUPS}), or undefined. */
+export function confersRoot(name: string): string | undefined {
+  return ROOT_GROUPS.get(name);
+}
+
+/** Where a system's first ordinary user id is said, and what it is when not said. */
+export const UID_MIN_DEFAULT = 1000;
+
+/** UID_MIN of a login.defs text (shadow's; busybox systems have none: 1000). */
+export function uidMin(loginDefs: string | undefined): number {
+  const m = /^[ \t]*UID_MIN[ \t]+([0-9]{1,10})[ \t]*$/m.exec(loginDefs ?? "");
+  return m ? Number(m[1]) : UID_MIN_DEFAULT;
+}
+
+/** A user or group name (the one declared, or one referred to). */
 /** A user or group name (the one declared, or one referred to). */
 export const accountName = (what: string) =>
   v.pipe(

@@ -19,9 +19,9 @@ import {
  * at every start (a restart policy, a reboot), long after the host looked, so the
  * host cannot hold it open for the runtime: instead every step from the managed
  * root down to the source must be one only root can change. A directory lets
- * others replace an entry when it is not root's, or is group- (a group other than
- * root) or world-writable, unless it is sticky and the entry is root's (/tmp); a
- * missing entry, anyone who may write there can create. The source itself may be
+ * others replace an entry when it is not root's, or is group- (any group: an ACL's
+ * mask shows there) or world-writable, unless it is sticky and the entry is root's
+ * (/tmp); a missing entry, anyone who may write there can create. The source itself may be
  * anyone's (what is inside it is what the container is given), but not a symlink.
  * A source that is missing where only root could make it is left to the runtime
  * (a directory declared before the container makes it).
@@ -67,8 +67,13 @@ export async function checkFixedPath(
   const { hint } = words;
   let above: { path: string; info: PathInfo } | undefined;
   for (const path of steps) {
-    const info = await fs.lstat(path);
-    const who = above === undefined ? undefined : swappableBy(above.info, info);
+    // Decided from the directory above when it can be: a step below one that others can
+    // change is never looked at (it would be looked at as that user: ./_walk.ts of os/posix-fs).
+    const sticky = above !== undefined && above.info.uid === 0 &&
+      (above.info.mode & 0o1000) !== 0;
+    const early = above === undefined || sticky ? undefined : swappableBy(above.info, null);
+    const info = early === undefined ? await fs.lstat(path) : null;
+    const who = early ?? (above === undefined ? undefined : swappableBy(above.info, info));
     if (who !== undefined) {
       throw new ResourceError(
         "resource.unsafe-mount-source",
@@ -97,14 +102,21 @@ export async function checkFixedPath(
 
 /**
  * Who other than root can rename, remove or (`entry` null: missing) create the
- * entry in the directory `dir`, in words; `undefined` when only root can.
+ * entry in the directory `dir`, in words; `undefined` when only root can. A directory
+ * writable by its group is never root's alone, whatever the group: on Linux, a POSIX
+ * ACL's mask is the mode's group bits and bounds every user and group the ACL names, so
+ * `mode & 0o022 == 0` is the one test that no ACL entry lets anyone else write
+ * (docs/trust.md).
  */
 export function swappableBy(dir: PathInfo, entry: PathInfo | null): string | undefined {
   if (dir.uid !== 0) return `belongs to uid ${dir.uid}`;
   // Sticky: only an entry's owner (or the directory's, root here) may rename or remove it.
   if ((dir.mode & 0o1000) !== 0 && entry !== null && entry.uid === 0) return undefined;
   if ((dir.mode & 0o002) !== 0) return "is writable by everyone";
-  if ((dir.mode & 0o020) !== 0 && dir.gid !== 0) return `is writable by group ${dir.gid}`;
+  if ((dir.mode & 0o020) !== 0) {
+    return `is writable by group ${dir.gid} (and by any user or group a POSIX ACL on it ` +
+      "names: the group bits are the ACL's mask)";
+  }
   return undefined;
 }
 

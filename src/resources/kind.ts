@@ -16,6 +16,7 @@
 import type * as v from "valibot";
 import type { Limits } from "../declaration/limits.ts";
 import type { ProblemSink } from "../declaration/refused.ts";
+import type { Permit } from "../declaration/options.ts";
 import type { OwnPattern } from "../declaration/paths.ts";
 import { HostError, type HostErrorOptions } from "../errors.ts";
 import type { FileIdentity, Providers } from "../providers.ts";
@@ -116,7 +117,7 @@ export interface RuleScope {
    */
   trusted: boolean;
   /** What this machine's configuration permits the safe parse (host.json `permit`). */
-  permit: { sysctls: ReadonlySet<string>; services: ReadonlySet<string> };
+  permit: PermitSets;
   /**
    * Claim something a resource holds besides its key (a UDP port, …) for the resource at
    * `at`: returns the path of the resource that claimed it first, or `undefined` when this
@@ -138,6 +139,34 @@ export interface HostFacts {
   readonly rolledBackFrom: ReadonlySet<string>;
   /** The host's state directory (the overlay's private key lives there), when known. */
   readonly stateDir?: string;
+}
+
+/** host.json's `permit`, as sets (src/declaration/envelope.ts Permit). */
+export interface PermitSets {
+  sysctls: ReadonlySet<string>;
+  services: ReadonlySet<string>;
+  groups: ReadonlySet<string>;
+  users: ReadonlySet<string>;
+}
+
+/** The sets of a `permit` (nothing permitted when absent). */
+export function permitSets(permit?: Partial<Permit>): PermitSets {
+  return {
+    sysctls: new Set(permit?.sysctls ?? []),
+    services: new Set(permit?.services ?? []),
+    groups: new Set(permit?.groups ?? []),
+    users: new Set(permit?.users ?? []),
+  };
+}
+
+/**
+ * What a declaration was admitted with, for what its kinds can only check on the machine
+ * (a group's gid, an account's uid, a setting's value now): whether it came through the
+ * trusted parse (the bundle), and what this machine's host.json permits.
+ */
+export interface Policy {
+  readonly trusted: boolean;
+  readonly permit: PermitSets;
 }
 
 /**
@@ -180,6 +209,8 @@ export interface KindContext {
   changedIds: ReadonlySet<string>;
   /** Each kind's own state for this pass (see {@link passState}); made fresh for each pass. */
   readonly pass: PassStates;
+  /** What the declaration was admitted with (the safe parse, nothing permitted, by default). */
+  readonly policy: Policy;
 }
 
 /** The states kinds keep for one pass, each under its owner's key (see {@link passState}). */
@@ -227,16 +258,18 @@ export function newKindContext(
   providers: Providers,
   managedRoots: readonly string[],
   rolledBackFrom: ReadonlySet<string> = new Set(),
-  { notes = memoryNotes(), stateDir, changedIds = new Set() }: {
+  { notes = memoryNotes(), stateDir, changedIds = new Set(), policy }: {
     notes?: KindNotes;
     stateDir?: string;
     /** The engine's set, which it fills as the pass goes (see {@link KindContext.changedIds}). */
     changedIds?: Set<string>;
+    policy?: Policy;
   } = {},
 ): KindContext {
   return {
     providers,
     changedIds,
+    policy: policy ?? { trusted: false, permit: permitSets() },
     pass: new PassStates(),
     touchedDirectories: new Set(),
     host: { managedRoots, rolledBackFrom, ...(stateDir === undefined ? {} : { stateDir }) },
@@ -374,6 +407,7 @@ export type ResourceErrorCode =
   | "resource.mount-loose-flags"
   | "resource.mount-missing"
   | "resource.mount-occupied"
+  | "resource.mount-user-source"
   | "resource.no-bind-source"
   | "resource.no-device"
   | "resource.no-mount-target"
@@ -390,6 +424,7 @@ export type ResourceErrorCode =
   | "resource.rolled-back"
   | "resource.symlink"
   | "resource.sync"
+  | "resource.sysctl-lowers"
   | "resource.sysctl-restore"
   | "resource.sysctl-unknown"
   | "resource.unknown-group"
@@ -399,6 +434,8 @@ export type ResourceErrorCode =
   | "resource.user-id"
   | "resource.user-remove"
   | "resource.user-reserved"
+  | "resource.user-root-group"
+  | "resource.user-system-account"
   | "resource.wrong-kind";
 
 /** A resource failed to apply, check or release; the message is the reason. */

@@ -192,6 +192,20 @@ function sourceProblem(resource: MountResource): string | undefined {
   return undefined;
 }
 
+/**
+ * Where root keeps its configuration, programs and services' state: a bind onto a target
+ * under one of them makes what is in its source root's; a source a user can write is refused.
+ */
+export const ROOTS_CONFIGURATION = ["/etc", "/usr", "/boot", "/root", "/var/lib", "/srv"];
+
+/** Where users keep what they write: a bind source there is a user's, whoever owns it now. */
+export const USERS_PLACES = ["/home", "/tmp", "/var/tmp", "/dev/shm", "/run/user"];
+
+/** The directory of {@link ROOTS_CONFIGURATION} a target lies under, if any. */
+export function rootsConfiguration(target: string): string | undefined {
+  return ROOTS_CONFIGURATION.find((dir) => isWithin(target, dir));
+}
+
 function mountRules(resource: MountResource, at: string, scope: RuleScope): void {
   checkManagedPath(resource.target, `${at}.target`, scope);
   const problem = sourceProblem(resource);
@@ -199,6 +213,16 @@ function mountRules(resource: MountResource, at: string, scope: RuleScope): void
     scope.problems.push({ path: `${at}.source`, message: problem });
   } else if (resource.fstype === "bind") {
     const { source, target } = resource;
+    const config = rootsConfiguration(target);
+    const users = USERS_PLACES.find((dir) => isWithin(source, dir));
+    if (config !== undefined && users !== undefined) {
+      scope.problems.push({
+        path: `${at}.source`,
+        message: `a bind of ${source} (under ${users}, where users keep what they write) onto ` +
+          `${target} (under ${config}) is refused: it would make a user's files root's ` +
+          "configuration; bind a directory only root can write",
+      });
+    }
     if (/[\s\\%'"]/.test(source)) {
       scope.problems.push({
         path: `${at}.source`,
@@ -312,7 +336,38 @@ const SOURCE_WORDS: FixedPathWords = {
 
 async function checkPaths(ctx: KindContext, r: MountResource): Promise<void> {
   await checkFixedPath(ctx, r.target, TARGET_WORDS);
-  if (r.fstype === "bind") await checkFixedPath(ctx, r.source, SOURCE_WORDS);
+  if (r.fstype === "bind") {
+    await checkFixedPath(ctx, r.source, SOURCE_WORDS);
+    await checkConfigurationSource(ctx, r);
+  }
+}
+
+/**
+ * A bind onto a target under root's configuration (/etc, /usr, /boot, /root, /var/lib, /srv)
+ * must show what only root can write: its source is root's and writable by no group or
+ * others (an ACL's mask shows in the group bits). The way to it is fixed already
+ * (checkFixedPath), so what the look finds stays so until root changes it. What lies below
+ * the source is the source owner's to keep so.
+ */
+async function checkConfigurationSource(ctx: KindContext, r: MountResource): Promise<void> {
+  const config = rootsConfiguration(r.target);
+  if (config === undefined) return;
+  const info = await ctx.providers.fs.lstat(r.source);
+  if (info === null) return; // refused as missing by the check
+  const who = info.uid !== 0
+    ? `belongs to uid ${info.uid}`
+    : (info.mode & 0o002) !== 0
+    ? "is writable by everyone"
+    : (info.mode & 0o020) !== 0
+    ? `is writable by group ${info.gid} (or by a user or group its ACL names)`
+    : undefined;
+  if (who === undefined) return;
+  throw new ResourceError(
+    "resource.mount-user-source",
+    `a bind of ${r.source} onto ${r.target} (under ${config}) is refused: ${r.source} ${who}, ` +
+      "so a local user could write what root reads from there",
+    { hint: `bind a directory only root can write (chown root, chmod go-w), or bind it elsewhere` },
+  );
 }
 
 /**

@@ -168,7 +168,86 @@ export const PROTECTIONS: readonly Guard[] = [
     refuses: unless((n) => n >= 1),
     why: "0 lets every user load BPF programs into the kernel",
   },
+  {
+    name: "kernel.perf_event_paranoid",
+    refuses: unless((n) => n >= 2),
+    why: "below 2 lets every user observe the kernel through performance events",
+  },
+  {
+    name: "vm.mmap_min_addr",
+    refuses: unless((n) => n >= 4096),
+    why: "below 4096 lets a user map the lowest page, where a kernel bug's NULL pointer lands",
+  },
+  {
+    name: "vm.unprivileged_userfaultfd",
+    refuses: unless((n) => n === 0),
+    why: "above 0 lets every user stall the kernel in the middle of a copy (userfaultfd), a " +
+      "staple of kernel exploits",
+  },
 ];
+
+/**
+ * The kernel's hardening settings, as families: over the link (and from a file) a value that
+ * moves one of them the weaker way from what the kernel holds now is refused at the check,
+ * unless host.json's `permit.sysctls` names it; the bundle may. A list of keys would always
+ * trail the kernel, so every `kernel.*` setting is one (higher is harder, as for
+ * kptr_restrict, perf_event_paranoid, yama.ptrace_scope …), with the few below where lower is
+ * harder. Each with its words for nox-mesh-host-declaration(5).
+ */
+export const HARDENING: readonly { prefix: string; why: string }[] = [
+  { prefix: "kernel.", why: "kernel.*, every one of which the host counts as such" },
+  { prefix: "fs.protected_", why: "the protections of sticky and world-writable directories" },
+  { prefix: "fs.suid_dumpable", why: "core dumps of programs that changed privileges" },
+  { prefix: "vm.mmap_min_addr", why: "the lowest address a user may map" },
+  { prefix: "vm.unprivileged_userfaultfd", why: "userfaultfd for every user" },
+  { prefix: "net.core.bpf_jit_harden", why: "the hardening of BPF's JIT" },
+  { prefix: "net.core.bpf_jit_kallsyms", why: "BPF's JIT symbols shown to users" },
+  { prefix: "dev.tty.", why: "what users may do with terminals" },
+  { prefix: "user.max_", why: "how many namespaces users may make" },
+];
+
+/** Settings of the {@link HARDENING} families where a lower value is the harder one. */
+export const LOWER_IS_HARDER: ReadonlySet<string> = new Set([
+  "fs.suid_dumpable",
+  "kernel.sysrq",
+  "kernel.unprivileged_userns_clone",
+  "kernel.ftrace_enabled",
+  "net.core.bpf_jit_kallsyms",
+  "vm.unprivileged_userfaultfd",
+  "dev.tty.ldisc_autoload",
+  "dev.tty.legacy_tiocsti",
+]);
+
+/** The hardening family a setting (canonical name) belongs to, if any. */
+export function hardeningOf(name: string): { why: string; lowerIsHarder: boolean } | undefined {
+  const family = HARDENING.find((f) =>
+    f.prefix.endsWith(".") || f.prefix.endsWith("_")
+      ? name.startsWith(f.prefix) && name.length > f.prefix.length
+      : name === f.prefix
+  );
+  if (family === undefined) return undefined;
+  return {
+    why: family.why,
+    lowerIsHarder: LOWER_IS_HARDER.has(name) || name.startsWith("user.max_"),
+  };
+}
+
+/**
+ * Why setting `name` from `now` to `want` weakens the kernel (in words ending "… is refused:
+ * …"), or undefined: both one integer, and `want` on the weaker side of a hardening setting.
+ */
+export function weakens(name: string, now: string, want: string): string | undefined {
+  const family = hardeningOf(name);
+  if (family === undefined) return undefined;
+  const [from, to] = [kernelInteger(now), kernelInteger(want)];
+  if (from === undefined || to === undefined || from === to) return undefined;
+  const weaker = family.lowerIsHarder ? to > from : to < from;
+  if (!weaker) return undefined;
+  return `it would ${to < from ? "lower" : "raise"} ${name} from ${from} to ${to}, and ` +
+    `${name} is a hardening setting (${family.why}) where a ${
+      family.lowerIsHarder ? "lower" : "higher"
+    } value is the harder one`;
+}
 
 /**
  * Values the kernel never lowers again until it boots (io_uring_disabled 2 on hardened
@@ -197,11 +276,14 @@ export function guardFor(list: readonly Guard[], key: string, value: string | nu
   );
 }
 
-/** Whether `name` (canonical) is a setting the safe parse guards, so that host.json may permit it. */
+/**
+ * Whether `name` (canonical) is a setting the safe parse or the check guards (one that runs a
+ * program, turns a protection off, or hardens the kernel), so that host.json may permit it.
+ */
 export function isGuardedSetting(name: string): boolean {
   return [...RUNS_A_PROGRAM, ...PROTECTIONS].some((g) =>
     g.name.endsWith(".") ? name.startsWith(g.name) && name.length > g.name.length : name === g.name
-  );
+  ) || hardeningOf(name) !== undefined;
 }
 
 const valueText = v.pipe(
@@ -334,6 +416,26 @@ async function current(s: KernelSettings, key: string): Promise<string> {
   return normalValue(value);
 }
 
+/**
+ * Over the link (and from a file), refuse moving a hardening setting the weaker way from what
+ * the kernel holds now (see {@link HARDENING}), unless host.json permits the setting.
+ */
+function refuseWeakening(ctx: KindContext, key: string, have: string, want: string): void {
+  const name = canonicalSetting(key);
+  if (ctx.policy.trusted || ctx.policy.permit.sysctls.has(name)) return;
+  const why = weakens(name, have, want);
+  if (why === undefined) return;
+  throw new ResourceError(
+    "resource.sysctl-lowers",
+    `${name} = ${want} is refused: ${why}; a declaration from the link or a file may not ` +
+      "weaken the kernel",
+    {
+      hint: `declare it in the bundle the host carries, or name "${name}" in the ` +
+        "permit.sysctls of this machine's host.json",
+    },
+  );
+}
+
 /** The sysctl kind. */
 export const sysctlKind: ResourceKind<SysctlResource, SysctlChange> = {
   type: "sysctl",
@@ -348,12 +450,14 @@ export const sysctlKind: ResourceKind<SysctlResource, SysctlChange> = {
   async check(ctx: KindContext, resource: SysctlResource): Promise<Diff<SysctlChange>> {
     const have = await current(settings(ctx), resource.key);
     const want = normalValue(resource.value);
+    if (have !== want) refuseWeakening(ctx, resource.key, have, want);
     return { exists: true, changes: have === want ? [] : [valueChange(have, want)] };
   },
 
   async apply(ctx: KindContext, resource: SysctlResource): Promise<void> {
     const s = settings(ctx);
     const before = await current(s, resource.key);
+    refuseWeakening(ctx, resource.key, before, normalValue(resource.value));
     // Recorded before the first change, so a crash right after it cannot lose it.
     if (ctx.notes.get(originalNote(resource.key)) === undefined) {
       ctx.notes.set(originalNote(resource.key), before);

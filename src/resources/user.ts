@@ -20,10 +20,12 @@ import type { Change, Diff, KindContext, Release, ReleaseOptions, ResourceKind }
 import { ResourceError, wants } from "./kind.ts";
 import {
   ACCOUNT_FILE_KEYS,
+  type AccountDatabases,
   accountId,
   accountName,
   accountPath,
   accountTools,
+  confersRoot,
   type GroupEntry,
   idNote,
   isLocked,
@@ -31,7 +33,10 @@ import {
   recordedId,
   refuseOsAccount,
   refuseOtherId,
+  ROOT_GROUPS,
+  uidMin,
 } from "./_accounts.ts";
+import type { AccountTools } from "../providers.ts";
 
 /** Resource: a user. */
 export const UserSchema = v.strictObject({
@@ -80,6 +85,82 @@ function memberOf(groups: Map<string, GroupEntry>, name: string, primary: number
     .sort();
 }
 
+/** The refusal of a group that confers root, at the parse and on the machine (same words). */
+function rootGroupRefused(name: string, why: string, how = ""): string {
+  return `group "${name}"${how} is refused: ${why}; a declaration from the link or a file may ` +
+    "not give an account a group that confers root or reads secrets: declare it in the " +
+    `bundle the host carries, or name "${name}" in the permit.groups of this machine's host.json`;
+}
+
+/**
+ * The groups a user is given, by their gids on this machine: root's gid, or the gid of a
+ * group that confers root here under another name, is refused as that group would be.
+ */
+function refuseRootGids(ctx: KindContext, db: AccountDatabases, resource: UserResource): void {
+  const { trusted, permit } = ctx.policy;
+  const confers = new Map<number, string>();
+  for (const [name] of ROOT_GROUPS) {
+    const gid = db.groups.get(name)?.gid;
+    if (gid !== undefined && !confers.has(gid)) confers.set(gid, name);
+  }
+  for (const name of [resource.group, ...(resource.groups ?? [])]) {
+    const gid = db.groups.get(name)?.gid;
+    if (gid === undefined) continue;
+    if (gid === 0) {
+      throw new ResourceError(
+        "resource.user-root-group",
+        `group "${name}" has gid 0 here, which is root's group: the host never gives an ` +
+          "account root's group",
+        { hint: "declare another group" },
+      );
+    }
+    const like = confers.get(gid);
+    if (like === undefined || like === name || trusted) continue;
+    if (permit.groups.has(name) || permit.groups.has(like)) continue;
+    throw new ResourceError(
+      "resource.user-root-group",
+      rootGroupRefused(name, confersRoot(like)!, ` (gid ${gid} here, that of "${like}")`),
+    );
+  }
+}
+
+/**
+ * Refuse adopting a system account (a uid below the machine's UID_MIN, /etc/login.defs, 1000
+ * when it says none) that the host has no record of: its groups, home and shell would then be
+ * a declaration's. The bundle may, and so may a declaration host.json's permit.users names.
+ */
+async function refuseSystemAccount(
+  ctx: KindContext,
+  tools: AccountTools,
+  name: string,
+  uid: number,
+): Promise<void> {
+  const { trusted, permit } = ctx.policy;
+  if (trusted || permit.users.has(name)) return;
+  const defs = `${tools.files.passwd.slice(0, tools.files.passwd.lastIndexOf("/"))}/login.defs`;
+  let text: string | undefined;
+  try {
+    const { data } = await ctx.providers.fs.readFile(defs);
+    text = new TextDecoder().decode(data ?? new Uint8Array());
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+  }
+  const min = uidMin(text);
+  if (uid >= min) return;
+  throw new ResourceError(
+    "resource.user-system-account",
+    `user "${name}" exists with uid ${uid}, below UID_MIN ${min} (${
+      text === undefined ? `no ${defs}: the default` : defs
+    }): a system account; a declaration from the link or a file may not adopt one (its ` +
+      "groups, home and shell would then be the declaration's)",
+    {
+      hint: `declare another name, declare it in the bundle the host carries, or name "${name}" ` +
+        "in the permit.users of this machine's host.json",
+    },
+  );
+}
+
+/** The user kind. */
 /** The user kind. */
 export const userKind: ResourceKind<UserResource, UserChange> = {
   type: "user",
@@ -95,6 +176,18 @@ export const userKind: ResourceKind<UserResource, UserChange> = {
   touches: () => ACCOUNT_FILE_KEYS,
 
   rules(resource, at, scope) {
+    if (!scope.trusted) {
+      const named: [string, string][] = [
+        [resource.group, "group"],
+        ...(resource.groups ?? []).map((g, i): [string, string] => [g, `groups[${i}]`]),
+      ];
+      for (const [name, field] of named) {
+        const why = confersRoot(name);
+        if (why !== undefined && !scope.permit.groups.has(name)) {
+          scope.problems.push({ path: `${at}.${field}`, message: rootGroupRefused(name, why) });
+        }
+      }
+    }
     if (resource.uid === undefined) return;
     const first = scope.claim(`uid:${resource.uid}`, at);
     if (first !== undefined) {
@@ -105,6 +198,7 @@ export const userKind: ResourceKind<UserResource, UserChange> = {
   async check(ctx, resource): Promise<Diff<UserChange>> {
     const tools = accountTools(ctx, "user");
     const db = await readAccounts(ctx, tools);
+    refuseRootGids(ctx, db, resource);
     const found = db.users.get(resource.name);
     const recorded = recordedId(ctx, "user", resource.name);
     const want = resource.uid ?? recorded;
@@ -116,6 +210,7 @@ export const userKind: ResourceKind<UserResource, UserChange> = {
     }
     refuseOsAccount("user", resource.name, found.uid);
     refuseOtherId("user", resource.name, found.uid, want, resource.uid !== undefined);
+    if (recorded === undefined) await refuseSystemAccount(ctx, tools, resource.name, found.uid);
     const changes: UserChange[] = [];
     if (recorded !== found.uid) {
       changes.push({ what: "record", text: `uid ${found.uid} recorded (kept from now on)` });

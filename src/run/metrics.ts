@@ -189,7 +189,15 @@ export class MetricsFile {
   async #write(facts: MetricsFacts): Promise<void> {
     const bytes = new TextEncoder().encode(metricsText(facts));
     try {
-      await this.#fs().writeFileAtomic(this.#path, bytes, { mode: 0o644, uid: 0, gid: 0 });
+      // Root's, or, below a directory a user owns (node_exporter's textfile directory is
+      // `prometheus`'s on Debian), that user's: the host writes there as that user.
+      const fs = this.#fs();
+      const owner = (await fs.actsAs?.(this.#path)) ?? { uid: 0, gid: 0 };
+      try {
+        await fs.writeFileAtomic(this.#path, bytes, { mode: 0o644, ...owner });
+      } finally {
+        await fs.release?.();
+      }
       if (this.#failing) this.#log(`metrics: ${this.#path} written again`);
       this.#failing = false;
     } catch (error) {

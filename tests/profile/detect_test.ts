@@ -1,6 +1,7 @@
 /** Detection on this machine, with real programs, compared with what the programs say. */
 import assert from "node:assert/strict";
 import { detectInit } from "../../os/detect/init.ts";
+import { detectGraphical } from "../../os/detect/graphical.ts";
 import { detectRuntime } from "../../os/detect/containers.ts";
 import { detectPackages } from "../../os/detect/packages.ts";
 import { detectOs } from "../../os/detect/os_release.ts";
@@ -143,4 +144,45 @@ Deno.test("detectProfile on this machine: states are among the four, with eviden
     assert.ok(cap.evidence.length > 0, name);
   }
   assert.notEqual(profile.capabilities.network.state, "working"); // never claimed without traffic
+});
+
+Deno.test("graphical: names any local user can make never make a machine graphical; root's socket and logind's sessions do", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "noxgr-" });
+  try {
+    const x11 = `${dir}/x11`;
+    const sessions = `${dir}/sessions`;
+    await Deno.mkdir(x11);
+    await Deno.chmod(x11, 0o1777);
+    await Deno.mkdir(sessions, { mode: 0o755 });
+    // A socket nobody made in a directory everyone may write: said, not counted.
+    using _listener = Deno.listen({ transport: "unix", path: `${x11}/X0` });
+    await Deno.chown(`${x11}/X0`, 65534, 65534);
+    const theirs = await detectGraphical({ x11Dir: x11, sessionsDir: sessions });
+    assert.ok(!["running", "working"].includes(theirs.state), JSON.stringify(theirs));
+    assert.match(theirs.evidence.join("; "), /X0 is not root's socket: not counted/);
+    // The directory itself made by a user first: nothing in it counts.
+    await Deno.chown(`${x11}/X0`, 0, 0);
+    await Deno.chown(x11, 65534, 65534);
+    const made = await detectGraphical({ x11Dir: x11, sessionsDir: sessions });
+    assert.ok(!["running", "working"].includes(made.state), JSON.stringify(made));
+    assert.match(made.evidence.join("; "), /x11 is not root's: its sockets are not counted/);
+    // Root's socket in root's directory: a display server of root's runs.
+    await Deno.chown(x11, 0, 0);
+    const root = await detectGraphical({ x11Dir: x11, sessionsDir: sessions });
+    assert.equal(root.state, "running", JSON.stringify(root));
+    // A session file in a directory others may write is not logind's word.
+    await Deno.writeTextFile(`${sessions}/c1`, "TYPE=wayland\nSTATE=active\nACTIVE=1\n");
+    await Deno.chmod(sessions, 0o777);
+    const planted = await detectGraphical({ x11Dir: `${dir}/none`, sessionsDir: sessions });
+    assert.notEqual(planted.state, "working", JSON.stringify(planted));
+    assert.match(
+      planted.evidence.join("; "),
+      /sessions is not logind's alone \(others may write it\)/,
+    );
+    await Deno.chmod(sessions, 0o755);
+    const logind = await detectGraphical({ x11Dir: `${dir}/none`, sessionsDir: sessions });
+    assert.equal(logind.state, "working", JSON.stringify(logind));
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

@@ -209,6 +209,52 @@ for (const [tools, makeRoot] of [["shadow", shadowRoot], ["busybox", busyboxRoot
   });
 }
 
+for (const [tools, makeRoot] of [["shadow", shadowRoot], ["busybox", busyboxRoot]] as const) {
+  Deno.test(`accounts (${tools}), over the link: a group that confers root by its gid here, root's gid, and adopting a system account are refused unless host.json permits them; nothing changed`, async () => {
+    await using w = await makeRoot();
+    // The machine as a person left it: sudo, a group sharing its gid, one sharing root's,
+    // and a system account (below UID_MIN: the root's login.defs, or 1000 without one).
+    const add = async (file: string, lines: string) =>
+      await Deno.writeTextFile(`${w.root}/etc/${file}`, lines, { append: true });
+    await add("group", "sudo:x:27:\nwheelish:x:27:\nrootish:x:0:\npostgres:x:105:\napp:x:1500:\n");
+    await add("passwd", "postgres:x:105:105::/var/lib/postgresql:/bin/sh\n");
+    await add("shadow", "postgres:*:19000:0:99999:7:::\n");
+    const before = await Deno.readTextFile(`${w.root}/etc/passwd`);
+    const link = await testEngine(w.providers, { trusted: false });
+    try {
+      const sameGid = await link.apply([user("app", { groups: ["wheelish"] })]);
+      assert.equal(sameGid.outcome, "failed");
+      assert.match(
+        sameGid.error!,
+        /group "wheelish" \(gid 27 here, that of "sudo"\) is refused: sudo gives its members root; a declaration from the link or a file may not give an account a group that confers root or reads secrets: declare it in the bundle the host carries, or name "wheelish" in the permit\.groups of this machine's host\.json/,
+      );
+      const rootGid = await link.apply([user("app", { group: "rootish" })]);
+      assert.match(rootGid.error!, /group "rootish" has gid 0 here, which is root's group/);
+      const adopt = await link.apply([user("postgres")]);
+      assert.equal(adopt.outcome, "failed");
+      assert.match(
+        adopt.error!,
+        /user "postgres" exists with uid 105, below UID_MIN 1000 \(.*login\.defs.*\): a system account; a declaration from the link or a file may not adopt one/,
+      );
+      assert.match(
+        adopt.error!,
+        /name "postgres" in the permit\.users of this machine's host\.json/,
+      );
+      assert.equal(await Deno.readTextFile(`${w.root}/etc/passwd`), before, "nothing changed");
+    } finally {
+      await link[Symbol.asyncDispose]();
+    }
+    // Permitted by name on this machine: accepted.
+    await using permitted = await testEngine(w.providers, {
+      trusted: false,
+      permit: { sysctls: [], services: [], groups: ["wheelish"], users: ["postgres"] },
+    });
+    const ok = await permitted.apply([user("app", { groups: ["wheelish"] }), user("postgres")]);
+    assert.equal(ok.outcome, "converged", ok.error);
+    assert.match((await w.line("group", "wheelish"))!, /^wheelish:x:27:app$/);
+  });
+}
+
 Deno.test("accounts (shadow): a shell changed by hand is repaired with usermod", async () => {
   await using w = await shadowRoot();
   await using e = await testEngine(w.providers);

@@ -7,6 +7,8 @@ import {
   type ContainerResource,
 } from "../../src/resources/container.ts";
 import { outcomes, testEngine } from "../_engine.ts";
+import { applyText, type Engine, openEngine, planText } from "../../src/engine/mod.ts";
+import { scratch } from "../_helpers.ts";
 import { privatePodman, SERVE } from "../os/_podman.ts";
 
 const NAME = "noxad-web";
@@ -187,4 +189,127 @@ Deno.test("container: without a runtime the apply fails with NoProviderError's s
     report.results[0].detail ?? "",
     /no provider on this machine for container resources/,
   );
+});
+
+// ---------------------------------------------------------------------------------------------
+// Mount sources: the runtime resolves a source by name at create and at every start, so the
+// host cannot hold it for the runtime; a source someone but root could swap is refused.
+// (Moved from tests/fs_race_test.ts, which races the file system's own acts as processes.)
+
+const NOBODY = 65534;
+
+/** As nobody:nogroup, a shell snippet. */
+async function asNobody(script: string, ...args: string[]): Promise<void> {
+  const out = await new Deno.Command("setpriv", {
+    args: [
+      `--reuid=${NOBODY}`,
+      `--regid=${NOBODY}`,
+      "--clear-groups",
+      "sh",
+      "-eu",
+      "-c",
+      script,
+      "sh",
+      ...args,
+    ],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+}
+
+/** As nobody: move `name` aside and put a symlink to `target` in its place. */
+const swapForSymlink = (name: string, target: string) =>
+  asNobody('mv -- "$1" "$1.moved" && ln -s -- "$2" "$1"', name, target);
+
+/** A scratch machine with nobody's home in the managed root. */
+async function world() {
+  const s = await scratch();
+  await Deno.chmod(s.dir, 0o755);
+  await Deno.chmod(s.root, 0o755);
+  const home = `${s.root}/home`;
+  await Deno.mkdir(home);
+  await Deno.chown(home, NOBODY, NOBODY);
+  return { s, home };
+}
+
+const owned = { owner: "nobody", group: "nogroup" };
+const text = (resources: unknown[]) => JSON.stringify({ version: 1, resources });
+const apply = (host: Engine, resources: unknown[]) =>
+  applyText(host, text(resources), { source: "file", origin: "test" });
+
+Deno.test("container mounts (podman): a source in a directory a user owns is refused, naming it; swapped for a link to root's directory it is never mounted; a source only root can replace is mounted", async () => {
+  await using p = await privatePodman();
+  const { s, home } = await world();
+  await using _ = s;
+  const victim = `${s.dir}/root-data`;
+  await Deno.mkdir(victim, { mode: 0o700 });
+  await Deno.chmod(victim, 0o700);
+  await Deno.writeTextFile(`${victim}/secret`, "root's secret\n", { mode: 0o600 });
+  await asNobody('mkdir -- "$1/data" && printf "nobody\'s\\n" > "$1/data/file"', home);
+  using host = await openEngine({
+    stateDir: s.stateDir,
+    configPath: s.configPath,
+    providers: () => Promise.resolve({ fs: posixFileSystem(), containers: p.runtime }),
+  });
+  const box = (name: string, source: string) => ({
+    type: "container",
+    id: name,
+    name,
+    image: p.image,
+    args: SERVE,
+    env: {},
+    mounts: [{ source, target: "/data", readOnly: true }],
+    restart: "no",
+  });
+  // The attack: nobody puts a link to root's directory where the source is.
+  await swapForSymlink(`${home}/data`, victim);
+  const swapped = await apply(host, [box("noxfr-swapped", `${home}/data`)]);
+  const seen = await p.podman("exec", "noxfr-swapped", "cat", "/data/secret").catch(() => "");
+  assert.equal(seen, "", "root's directory was mounted into the container");
+  assert.equal(swapped.outcome, "failed");
+  assert.match(
+    swapped.error!,
+    /mount source .*\/home\/data is refused: .*\/home belongs to uid 65534/,
+  );
+  assert.equal(await p.runtime.inspect("noxfr-swapped"), null);
+  // The same source as a real directory: still refused, since nobody could swap it later
+  // (the runtime resolves it again at every start); the message names whose directory it is.
+  await asNobody('rm -- "$1/data" && mv -- "$1/data.moved" "$1/data"', home);
+  const theirs = await apply(host, [box("noxfr-owned", `${home}/data`)]);
+  assert.equal(theirs.outcome, "failed");
+  assert.match(
+    theirs.error!,
+    /the mount source .*\/home\/data is refused: .*\/home belongs to uid 65534, so a local user could put a symlink \(to \/\) at .*\/home\/data/,
+  );
+  const plan = await planText(host, text([box("noxfr-owned", `${home}/data`)]), {
+    source: "file",
+    origin: "test",
+  });
+  assert.match(plan[0].detail!, /\/home belongs to uid 65534/);
+  assert.equal(await p.runtime.inspect("noxfr-owned"), null);
+  // Where only root can replace each step (the source itself may be nobody's), it is mounted.
+  await Deno.mkdir(`${s.root}/srv`, { mode: 0o755 });
+  await Deno.chmod(`${s.root}/srv`, 0o755);
+  await Deno.mkdir(`${s.root}/srv/data`);
+  await Deno.chown(`${s.root}/srv/data`, NOBODY, NOBODY);
+  await Deno.writeTextFile(`${s.root}/srv/data/file`, "served\n");
+  const good = await apply(host, [box("noxfr-good", `${s.root}/srv/data`)]);
+  assert.equal(good.outcome, "converged", good.error);
+  assert.equal(await p.podman("exec", "noxfr-good", "cat", "/data/file"), "served");
+  // A source still missing: where only root could make it, a directory declared before the
+  // container makes it (plan says create); where nobody could make it first, refused.
+  const made = { type: "directory", id: "made", path: `${s.root}/srv/made`, mode: "0755" };
+  const planned = await planText(
+    host,
+    text([{ ...made, ...owned }, box("noxfr-made", `${s.root}/srv/made`)]),
+    { source: "file", origin: "test" },
+  );
+  assert.deepEqual(
+    planned.slice(0, 2).map((e) => e.status),
+    ["create", "create"],
+    planned[1].detail,
+  );
+  const missing = await apply(host, [box("noxfr-missing", `${home}/later`)]);
+  assert.match(missing.error!, /\/home belongs to uid 65534, so a local user could put a symlink/);
 });

@@ -106,6 +106,25 @@ Deno.test("mount rules: a bind never of /, a root, the host's state or a directo
   await refused([bind("srv/x")], "resources[0].source", /relative/);
 });
 
+Deno.test("mount rules: a bind of where users keep what they write, onto root's configuration (/etc, /usr, /boot, /root, /var/lib, /srv), is refused", async () => {
+  const bind = (source: string, target: string) => mount({ source, target, fstype: "bind" });
+  for (const target of ["/etc/sudoers.d", "/var/lib/app", "/srv/www", "/usr/local/bin"]) {
+    await refused(
+      [bind("/home/alice", target)],
+      "resources[0].source",
+      new RegExp(
+        `a bind of /home/alice \\(under /home, where users keep what they write\\) onto ` +
+          `${target.replaceAll("/", "\\/")} \\(under /(etc|var/lib|srv|usr)\\) is refused: it ` +
+          "would make a user's files root's configuration",
+      ),
+    );
+  }
+  // Elsewhere it may (what the source's owner can write is theirs to show there); a source
+  // of root's under /srv onto /etc is checked on the machine (tests/resources/mount_test.ts).
+  assert.ok(await parseDeclaration(doc([bind("/home/alice/www", "/opt/www")]), options));
+  assert.ok(await parseDeclaration(doc([bind("/srv/conf", "/etc/app")]), options));
+});
+
 Deno.test("mount rules: a device by UUID=, LABEL= or /dev, never where others write, and only a kernel filesystem", async () => {
   const device = (source: string) => mount({ source, fstype: "ext4" });
   for (const source of ["/dev/shm/disk.img", "/dev/mqueue/x", "/dev/pts/3", "/dev/fd/3"]) {

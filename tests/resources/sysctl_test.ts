@@ -10,6 +10,7 @@ import { posixFileSystem } from "../../os/posix-fs/mod.ts";
 import { DeclarationRefused } from "../../src/declaration/envelope.ts";
 import { parseDeclaration, parseTrustedDeclaration } from "../../src/engine/parse.ts";
 import { outcomes, testEngine } from "../_engine.ts";
+import { weakens } from "../../src/resources/sysctl.ts";
 import { type Netns, netns } from "./_netns.ts";
 
 const KEY = "net.netfilter.nf_conntrack_tcp_timeout_established";
@@ -247,6 +248,10 @@ Deno.test("sysctl: values that turn a kernel protection off are refused over the
     ["fs.protected_regular", "00"],
     ["kernel.yama.ptrace_scope", 0],
     ["kernel.unprivileged_bpf_disabled", 0],
+    // What an independent fuzzer found accepted (issue 33).
+    ["kernel.perf_event_paranoid", "1"],
+    ["vm.mmap_min_addr", 600],
+    ["vm.unprivileged_userfaultfd", 1],
     // Not one integer: the kernel would read the first, and the parse cannot know it.
     ["kernel.kptr_restrict", "1 0"],
     ["kernel.kptr_restrict", "one"],
@@ -267,8 +272,99 @@ Deno.test("sysctl: values that turn a kernel protection off are refused over the
     ["fs.protected_regular", 2],
     ["kernel.yama.ptrace_scope", 1],
     ["kernel.unprivileged_bpf_disabled", 2],
+    ["kernel.perf_event_paranoid", 3],
+    ["vm.mmap_min_addr", 65536],
   ];
   for (const [key, value] of on) assert.deepEqual(await refusal([setting(value, key)]), [], key);
+});
+
+Deno.test({
+  name: "sysctl: over the link, a hardening setting moved the weaker way from what the kernel " +
+    "holds is refused at the check, before anything is written; the bundle and host.json's " +
+    "permit may (planned only: this machine's kernel is never weakened here)",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  async fn() {
+    await using ns = await netns("sch");
+    const read = async (key: string) => Number((await ns.must(["sysctl", "-n", key])).trim());
+    // A kernel.* setting with no floor of its own at the parse: the family's rule decides.
+    const KEY = "kernel.perf_event_max_sample_rate";
+    const paranoid = await read(KEY);
+    const namespaces = await read("user.max_user_namespaces");
+    const lower = setting(paranoid - 1, KEY);
+    const more = { ...setting(namespaces + 1, "user.max_user_namespaces"), id: "namespaces" };
+    const providers = { fs: posixFileSystem(), sysctl: sysctl({ via: ns.via }) };
+    {
+      await using link = await testEngine(providers, { trusted: false });
+      const lowered = await link.apply([lower]);
+      assert.equal(lowered.outcome, "failed");
+      assert.match(
+        lowered.error!,
+        new RegExp(
+          `kernel\\.perf_event_max_sample_rate = ${paranoid - 1} is refused: it would lower ` +
+            `kernel\\.perf_event_max_sample_rate from ${paranoid} to ${
+              paranoid - 1
+            }, and .* is a ` +
+            "hardening setting \\(kernel\\.\\*, every one of which the host counts as such\\) " +
+            "where a higher value is the harder one; a declaration from the link or a file may " +
+            "not weaken the kernel\\. declare it in the bundle the host carries, or name " +
+            '"kernel\\.perf_event_max_sample_rate" in the permit\\.sysctls of this machine\'s host\\.json',
+        ),
+      );
+      const raised = await link.apply([more]);
+      assert.match(
+        raised.error!,
+        /it would raise user\.max_user_namespaces from \d+ to \d+, .* where a lower value is the harder one/,
+      );
+      assert.equal((await link.plan([lower]))[0].status, "unknown");
+      // Not weaker: accepted (planned).
+      assert.equal(
+        (await link.plan([setting(paranoid + 1, KEY)]))[0]
+          .status,
+        "change",
+      );
+    }
+    assert.equal(await read(KEY), paranoid, "nothing written");
+    assert.equal(await read("user.max_user_namespaces"), namespaces, "nothing written");
+    // The bundle may, and so may a declaration host.json permits it for (planned only).
+    await using bundle = await testEngine(providers);
+    assert.equal((await bundle.plan([lower]))[0].status, "change");
+    await using permitted = await testEngine(providers, {
+      trusted: false,
+      permit: {
+        sysctls: [KEY, "user.max_user_namespaces"],
+        services: [],
+        groups: [],
+        users: [],
+      },
+    });
+    assert.deepEqual((await permitted.plan([lower, more])).map((e) => e.status), [
+      "change",
+      "change",
+    ]);
+  },
+});
+
+Deno.test("sysctl: which way is weaker, per family (no kernel asked)", () => {
+  const cases: [string, string, string, boolean][] = [
+    ["kernel.perf_event_paranoid", "3", "1", true],
+    ["kernel.kptr_restrict", "1", "2", false],
+    ["vm.mmap_min_addr", "65536", "600", true],
+    ["fs.protected_regular", "2", "1", true],
+    ["fs.suid_dumpable", "0", "2", true],
+    ["kernel.sysrq", "0", "1", true],
+    ["kernel.sysrq", "176", "0", false],
+    ["net.core.bpf_jit_harden", "2", "0", true],
+    ["dev.tty.ldisc_autoload", "0", "1", true],
+    ["user.max_user_namespaces", "0", "100", true],
+    ["kernel.hostname", "a", "b", false],
+    ["kernel.printk", "4 4 1 7", "7 4 1 7", false],
+    ["net.ipv4.ip_forward", "0", "1", false],
+    ["vm.swappiness", "60", "10", false],
+  ];
+  for (const [name, now, want, weaker] of cases) {
+    assert.equal(weakens(name, now, want) !== undefined, weaker, `${name} ${now} -> ${want}`);
+  }
 });
 
 Deno.test("sysctl: one-way values are refused unless declared permanent, in every parse", async () => {
