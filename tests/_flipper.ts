@@ -4,10 +4,11 @@
  * host works on a path through them.
  */
 
-const FLIPPER = new URL("./fixtures/flip_names.ts", import.meta.url).pathname;
+import { NOBODY } from "./_nobody.ts";
 
-/** The user the flipper runs as. */
-export const NOBODY = 65534;
+export { asNobody, NOBODY } from "./_nobody.ts";
+
+const FLIPPER = new URL("./fixtures/flip_names.ts", import.meta.url).pathname;
 
 /** A running flipper: nobody swapping `a` and `b` (renameat2 RENAME_EXCHANGE). */
 export interface Flipper extends AsyncDisposable {

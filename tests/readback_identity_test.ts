@@ -14,28 +14,7 @@ import { posixFileSystem } from "../os/posix-fs/mod.ts";
 import { trusted } from "../src/resources/file.ts";
 import { DatabaseSync } from "node:sqlite";
 import { type Scratch, scratch } from "./_helpers.ts";
-
-const NOBODY = 65534;
-
-/** Run a shell snippet as nobody:nogroup. */
-async function asNobody(script: string, ...args: string[]): Promise<void> {
-  const out = await new Deno.Command("setpriv", {
-    args: [
-      `--reuid=${NOBODY}`,
-      `--regid=${NOBODY}`,
-      "--clear-groups",
-      "sh",
-      "-eu",
-      "-c",
-      script,
-      "sh",
-      ...args,
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
-}
+import { asNobody, NOBODY } from "./_nobody.ts";
 
 interface World {
   s: Scratch;

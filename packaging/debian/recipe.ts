@@ -379,7 +379,7 @@ export async function packageDebian(b: BuildResult, revision = 1): Promise<strin
 /**
  * Makes (or makes again) an apt repository in `dir` holding `debs`: each copied into
  * pool/main/n/nox-mesh-host/ (other packages under their own name), the indexes
- * dists/stable/main/binary-ARCH/Packages(.gz) of every architecture present
+ * dists/stable/main/binary-<arch>/Packages(.gz) of every architecture present
  * (apt-ftparchive), and dists/stable/Release; with a signer, InRelease and Release.gpg,
  * its signatures, which apt checks against the key a machine trusts (`signed-by=`).
  * Without one the repository is unsigned, which apt refuses. Files already in the pool

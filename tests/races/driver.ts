@@ -11,7 +11,7 @@
  *
  *   deno run -A tests/races/driver.ts '{"race":"repair","runs":100,"binary":"/usr/local/bin/nox-mesh-host"}'
  */
-import { flipping, NOBODY } from "../_flipper.ts";
+import { asNobody, flipping, NOBODY } from "../_flipper.ts";
 
 /** What one race needs: its world, what nobody swaps, what the host is run for, its victims. */
 interface World {
@@ -45,25 +45,6 @@ export interface Race {
 }
 
 const owned = { owner: "nobody", group: "nogroup" };
-
-async function asNobody(script: string, ...args: string[]): Promise<void> {
-  const out = await new Deno.Command("setpriv", {
-    args: [
-      `--reuid=${NOBODY}`,
-      `--regid=${NOBODY}`,
-      "--clear-groups",
-      "sh",
-      "-eu",
-      "-c",
-      script,
-      "sh",
-      ...args,
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  if (out.code !== 0) throw new Error(new TextDecoder().decode(out.stderr));
-}
 
 /** A root-owned directory at `path` (made with its parents), mode `mode`. */
 async function rootDir(path: string, mode = 0o755): Promise<void> {

@@ -10,6 +10,7 @@ import { outcomes, testEngine } from "../_engine.ts";
 import { applyText, type Engine, openEngine, planText } from "../../src/engine/mod.ts";
 import { scratch } from "../_helpers.ts";
 import { privatePodman, SERVE } from "../os/_podman.ts";
+import { asNobody, NOBODY } from "../_nobody.ts";
 
 const NAME = "noxad-web";
 const resource = (image: string, args: string[] = SERVE) => ({
@@ -195,28 +196,6 @@ Deno.test("container: without a runtime the apply fails with NoProviderError's s
 // Mount sources: the runtime resolves a source by name at create and at every start, so the
 // host cannot hold it for the runtime; a source someone but root could swap is refused.
 // (Moved from tests/fs_race_test.ts, which races the file system's own acts as processes.)
-
-const NOBODY = 65534;
-
-/** As nobody:nogroup, a shell snippet. */
-async function asNobody(script: string, ...args: string[]): Promise<void> {
-  const out = await new Deno.Command("setpriv", {
-    args: [
-      `--reuid=${NOBODY}`,
-      `--regid=${NOBODY}`,
-      "--clear-groups",
-      "sh",
-      "-eu",
-      "-c",
-      script,
-      "sh",
-      ...args,
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
-}
 
 /** As nobody: move `name` aside and put a symlink to `target` in its place. */
 const swapForSymlink = (name: string, target: string) =>
