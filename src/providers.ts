@@ -95,14 +95,24 @@ export interface FileSystem {
    * `beforeRename()` first and then writes the whole file (so it never holds that
    * user's process while another write waits for its turn). The temporary file
    * never survives a failure, unless its directory was swapped away meanwhile
-   * (then it is left where it was made).
+   * (then it is left where it was made). With `deferSync`, the caller promises that
+   * `beforeRename()` resolves only after a {@link FileSystem.syncWrites} that began once
+   * this file was written: the adapter then leaves the data's sync to that one pass
+   * (it still syncs the file itself before the rename when no such pass covered it).
    */
   writeFileAtomic(
     path: string,
     data: Uint8Array,
     attributes: Attributes,
     beforeRename?: () => Promise<void>,
+    options?: { deferSync?: boolean },
   ): Promise<void>;
+  /**
+   * Make the data of every file written with `deferSync` and not yet renamed durable, all
+   * at once: one sync of each file system they are on, where the adapter can; else each
+   * one's own. Its writes await it (through their `beforeRename`) before renaming.
+   */
+  syncWrites?(): Promise<void>;
   /** Remove what an interrupted `writeFileAtomic(path, …)` may have left beside `path`. */
   discardPartialWrite(path: string): Promise<void>;
   /**

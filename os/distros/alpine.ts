@@ -16,7 +16,7 @@ export const ALPINE: Distribution<"alpine"> = {
   packages: { name: "apk", query: ["apk", "info"], emptyExit: 0 },
   programs: {
     ...mergedUsr("/sbin", ["apk", "rc-service", "rc-update", "ip", "sysctl", "findfs"]),
-    ...mergedUsr("/bin", ["rc-status", "mount", "umount", "cat", "stat"]),
+    ...mergedUsr("/bin", ["rc-status", "mount", "umount", "cat", "stat", "sync"]),
     ...placed("/usr/bin", ["podman", "docker", "wg", "wireguard-go"]),
     // shadow's tools, from Alpine's shadow package.
     ...placed("/usr/sbin", ["nft", "useradd", "usermod", "userdel", "groupadd", "groupdel"]),

@@ -22,6 +22,7 @@ export const ARCH: Distribution<"arch"> = {
     "nft",
     "sysctl",
     "stat",
+    "sync",
     "useradd",
     "usermod",
     "userdel",

@@ -29,6 +29,7 @@ export const DEBIAN: Distribution<"debian"> = {
       "umount",
       "cat",
       "stat",
+      "sync",
     ]),
     ...placed("/usr/sbin", [
       "nft",

@@ -15,6 +15,7 @@
  * reading a directory only with everything below it.
  */
 import { FORM } from "../../src/version.ts";
+import { posix } from "../../src/posix_path.ts";
 import {
   AsOwnerError,
   type Attributes,
@@ -36,6 +37,7 @@ import {
   makeDirectoryAt,
   openForSync,
   prepareAt,
+  type Prepared,
   readAt,
   removeAt,
   setAttributesAt,
@@ -114,6 +116,8 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
   const self = options.self ?? devShim();
   const pool = new OwnerPool();
   const walks = new Walks(options.env);
+  /** Root's writes made with `deferSync`, written and not yet synced (see syncWrites). */
+  const unsynced = new Set<Prepared>();
 
   async function actor(path: string): Promise<Actor> {
     await walks.prepare(path);
@@ -226,20 +230,51 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
     path: string,
     data: Uint8Array,
     attributes: Attributes,
-    beforeRename?: () => Promise<void>,
+    beforeRename: (() => Promise<void>) | undefined,
+    deferSync: boolean,
   ): Promise<void> {
     beforeAct("create", path);
     const prepared = prepareAt(path, data, attributes);
     let done = false;
     try {
-      await fsync(prepared.file.fd);
+      if (deferSync) unsynced.add(prepared);
+      else await fsync(prepared.file.fd);
       await beforeRename?.();
+      // Never renamed before its data is on disk: synced here when no pass covered it.
+      if (unsynced.delete(prepared)) await fsync(prepared.file.fd);
       beforeAct("rename", path);
       commitAt(prepared);
       done = true;
     } finally {
+      unsynced.delete(prepared);
       if (!done) abortAt(prepared);
     }
+  }
+
+  /**
+   * The data of root's deferred writes, on disk at once: `sync -f` with one directory of
+   * each file system they are on (syncfs: everything written there, ours among it, is
+   * written out and the journal committed once), where that program runs; else each file's
+   * fsync, together. Their directories are ones only root can change (the walk said so),
+   * so the names `sync` opens are the ones the host wrote in.
+   */
+  async function syncWrites(): Promise<void> {
+    const writes = [...unsynced];
+    if (writes.length === 0) return;
+    const byDevice = new Map<number, string>();
+    for (const w of writes) byDevice.set(w.dev, posix.dirname(w.temp));
+    beforeAct("sync", [...byDevice.values()].join(" "));
+    let synced = false;
+    try {
+      const result = await runProgram(["sync", "-f", "--", ...byDevice.values()], {
+        env: options.env,
+      });
+      synced = result.code === 0;
+    } catch {
+      // Missing or not permitted: each file's own fsync below.
+    }
+    if (!synced) await Promise.all(writes.map((w) => fsync(w.file.fd)));
+    for (const w of writes) unsynced.delete(w);
   }
 
   async function writeAsOwner(
@@ -304,12 +339,16 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
       return readAnswer(ok, parts);
     },
 
-    async writeFileAtomic(path, data, attributes, beforeRename): Promise<void> {
+    async writeFileAtomic(path, data, attributes, beforeRename, options): Promise<void> {
       const a = await actor(path);
       if (a.as === "missing") {
         throw new Deno.errors.NotFound(`the directory above ${path} is missing`);
       }
-      if (a.as === "root") return await writeAsRoot(path, data, attributes, beforeRename);
+      if (a.as === "root") {
+        const defer = options?.deferSync === true;
+        return await writeAsRoot(path, data, attributes, beforeRename, defer);
+      }
+      // As the owner the write waits for its turn first, then seals (fsyncs) by itself.
       refuseForOwner(path, a, attributes, "a file");
       // Its turn to commit first (the engine's, in declared order), then the whole write:
       // a write never holds a child while it waits for another one's turn, so a bounded
@@ -321,6 +360,8 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
         throw said(a, path, error);
       }
     },
+
+    syncWrites,
 
     async discardPartialWrite(path): Promise<void> {
       const a = await actor(path);
@@ -450,6 +491,8 @@ function readAnswer(ok: unknown, parts: Uint8Array[]): FileRead {
 class Walks {
   readonly #env: Record<string, string> | undefined;
   #looked = new Map<string, Looked | null>();
+  /** The `stat` runs under way, by directory: concurrent walks wait for the same one. */
+  #asking = new Map<string, Promise<void>>();
   #since = performance.now();
   readonly #readable = new Map<string, boolean>();
 
@@ -466,11 +509,30 @@ class Walks {
     this.#looked.delete(path);
   }
 
-  /** Look at what the walk of `path` cannot look at itself, with `stat`. */
+  /**
+   * Look at what the walk of `path` cannot look at itself, with `stat`: one run for the
+   * directories nobody is asking about yet (the concurrent walks of a window share it).
+   */
   async prepare(path: string): Promise<void> {
     if (performance.now() - this.#since > FRESH_MS) this.reset();
-    const unreadable = above(path).filter((dir) => !this.#looked.has(dir) && !this.#canRead(dir));
-    if (unreadable.length === 0) return;
+    const unknown = above(path).filter((dir) => !this.#looked.has(dir) && !this.#canRead(dir));
+    if (unknown.length === 0) return;
+    const unasked = unknown.filter((dir) => !this.#asking.has(dir));
+    if (unasked.length > 0) {
+      const asked = this.#stat(unasked);
+      const settled = asked.catch(() => {}).finally(() => {
+        for (const dir of unasked) if (this.#asking.get(dir) === settled) this.#asking.delete(dir);
+      });
+      for (const dir of unasked) this.#asking.set(dir, settled);
+      await asked;
+    }
+    // What another walk is asking about (a failed run: asked again, here).
+    await Promise.all(unknown.map((dir) => this.#asking.get(dir)));
+    const missed = unknown.filter((dir) => !this.#looked.has(dir));
+    if (missed.length > 0) await this.#stat(missed);
+  }
+
+  async #stat(unreadable: string[]): Promise<void> {
     // They are ancestors of one path, from / down: once one is missing (or not a
     // directory), so is every one after it, and stat says nothing of those on stdout.
     const { stdout, stderr, code } = await runProgram(

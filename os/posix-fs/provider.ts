@@ -5,7 +5,7 @@ import { posixFileSystem } from "./mod.ts";
 /**
  * The file system provider: always used. It reads and writes only the managed roots, and
  * the account files below (under /etc, a managed root); it runs `stat` for the directories
- * above its reading roots, and the host's own program (the permission set's `binary`, which
+ * above its reading roots, `sync -f` for the data of many written files at once, and the host's own program (the permission set's `binary`, which
  * the build adds to allow-run) as a directory's owner.
  */
 export const PROVIDER: ProviderDescriptor<"fs"> = {
@@ -17,6 +17,10 @@ export const PROVIDER: ProviderDescriptor<"fs"> = {
     stat: {
       why: "files and directories: who owns the directories above the managed roots (/, /var, " +
         "/usr), which the set does not let the host read",
+    },
+    sync: {
+      why: "files: sync -f, one sync of the file system for the data of many written files " +
+        "before they are renamed (else one fsync each)",
     },
   },
   reads: {

@@ -1,13 +1,16 @@
 /**
  * The commit window: resources checked one by one, then changed together. Consecutive
  * resources of a kind whose applies may run together (files: kind.ts `concurrentApply`)
- * gather in a window; the window's changes start in waves (their fsyncs overlap), commit
- * in declared order (an apply after a failed one abandons its change), the directories
- * they touched are synced once, then each change is read back and recorded, in one
- * transaction. A resource applied alone goes through the same steps as a window of one.
+ * gather in a window; the window's changes start in waves, their data is made durable (one
+ * sync of the file system per wave where the adapter offers it, else each file's fsync,
+ * overlapping), they commit in declared order (an apply after a failed one abandons its
+ * change), the directories they touched are synced once, then each change is read back
+ * and recorded, in one transaction. A resource applied alone goes through the same steps
+ * as a window of one.
  *
- * Durability: a create's intent is recorded (synced) before its apply starts; what a
- * window recorded has its data and its name on disk before the record.
+ * Durability: a create's intent is recorded (synced) before its apply starts; no rename
+ * comes before the data it names is on disk; what a window recorded has its data and its
+ * name on disk before the record (docs/how-it-works.md, "What a power cut leaves").
  */
 import type { Change, Diff, KindContext } from "../resources/kind.ts";
 import { describe, ResourceError } from "../resources/kind.ts";
@@ -26,6 +29,14 @@ const BATCH = 512;
 
 /** At most this many writes run together (each holds a temporary file open meanwhile). */
 const WAVE = 64;
+
+/**
+ * From this many changes in a window, where the file system can (`FileSystem.syncWrites`),
+ * their data is made durable by one sync of the file system between the last write and the
+ * first rename of each wave, instead of one fsync per file; waves are then this large.
+ */
+const SYNC_TOGETHER_FROM = 16;
+const SYNCED_WAVE = 256;
 
 /** What changing and recording resources needs of the apply they are part of. */
 export interface ApplyParts {
@@ -171,30 +182,45 @@ async function applyInWaves(
   changing: Checked[],
   signal?: AbortSignal,
 ): Promise<PromiseSettledResult<void>[]> {
-  const { store } = parts.ctx;
+  const { store, providers: { fs } } = parts.ctx;
   const applied: PromiseSettledResult<void>[] = [];
-  for (let start = 0; start < changing.length; start += WAVE) {
-    const wave = changing.slice(start, start + WAVE);
+  // One sync of the file system per wave, after its writes and before its renames.
+  const together = fs.syncWrites !== undefined && changing.length >= SYNC_TOGETHER_FROM;
+  const size = together ? SYNCED_WAVE : WAVE;
+  for (let start = 0; start < changing.length; start += size) {
+    const wave = changing.slice(start, start + size);
     const creating = wave.filter((item) => !item.found.exists);
     if (creating.length > 0) {
       store.batch(() =>
         creating.forEach((item) => store.recordIntent(item.base.key, item.resource))
       );
     }
-    const turns = commitTurns(wave.length, signal);
+    const turns = commitTurns(wave.length, signal, together ? () => fs.syncWrites!() : undefined);
     applied.push(
-      ...await Promise.allSettled(wave.map((item, i) => applyOne(parts, item, turns[i]))),
+      ...await Promise.allSettled(
+        wave.map((item, i) => applyOne(parts, item, turns[i], together)),
+      ),
     );
     if (applied.some((settled) => settled.status === "rejected")) break;
   }
   return applied;
 }
 
-/** Apply one change, at its turn to commit (in a wave of more than one). */
-async function applyOne(parts: ApplyParts, item: Checked, turn: Turn | undefined): Promise<void> {
+/**
+ * Apply one change, at its turn to commit (in a wave of more than one; `synced`: the wave's
+ * writes are synced together before the first of them commits).
+ */
+async function applyOne(
+  parts: ApplyParts,
+  item: Checked,
+  turn: Turn | undefined,
+  synced: boolean,
+): Promise<void> {
   const { ctx: { store }, kctx, later } = parts;
   const kind = kindOf(item.resource);
-  const own: KindContext = turn ? { ...kctx, beforeCommit: turn.wait } : kctx;
+  const own: KindContext = turn
+    ? { ...kctx, beforeCommit: turn.wait, ...(synced ? { deferSync: true } : {}) }
+    : kctx;
   let ok = false;
   try {
     await kind.apply(own, item.resource, item.found);
@@ -320,13 +346,30 @@ interface Turn {
 
 /**
  * The commit order of `count` concurrent applies: turn i waits until every apply
- * has reached its commit (or ended), then for apply i - 1 to end; it throws when
- * an earlier apply failed, so nothing after a failure is committed.
+ * has reached its commit (or ended), then for `beforeRenames` (run once, when all have
+ * arrived: the sync of what they wrote), then for apply i - 1 to end; it throws when
+ * an earlier apply failed, or the sync did, so nothing after a failure is committed.
  */
-function commitTurns(count: number, signal?: AbortSignal): Turn[] {
+function commitTurns(
+  count: number,
+  signal?: AbortSignal,
+  beforeRenames?: () => Promise<void>,
+): Turn[] {
   if (count <= 1) return [];
   let arrived = 0;
   let failedAt = Infinity;
+  let synced: Promise<void> | undefined;
+  const sync = async () => {
+    try {
+      await beforeRenames?.();
+    } catch (cause) {
+      throw new ResourceError(
+        "resource.sync",
+        `syncing the written files to disk failed: ${describeError(cause)}; nothing was renamed`,
+        { hint: "the file system refused to make the change durable; see the kernel's log" },
+      );
+    }
+  };
   const all = Promise.withResolvers<void>();
   const arrive = () => {
     if (++arrived === count) all.resolve();
@@ -341,6 +384,8 @@ function commitTurns(count: number, signal?: AbortSignal): Turn[] {
           arrive();
         }
         await all.promise;
+        // Created by the first turn to get here (never before: nobody would await it).
+        await (synced ??= sync());
         if (i > 0) await ended[i - 1].promise;
         if (failedAt < i) {
           throw new ResourceError(

@@ -217,7 +217,9 @@ export const fileKind: ResourceKind<FileResource, FileChange> = {
       const data = resource.contentSha256 === undefined
         ? fileContent(resource)
         : await referencedContent(ctx, resource);
-      await fs.writeFileAtomic(resource.path, data, attributes, guard);
+      await fs.writeFileAtomic(resource.path, data, attributes, guard, {
+        deferSync: ctx.deferSync === true && guard !== undefined,
+      });
     } catch (error) {
       missingParent(resource.path, error);
     }

@@ -189,6 +189,11 @@ export interface KindContext {
    */
   beforeCommit?: () => Promise<void>;
   /**
+   * Set with `beforeCommit` when the engine syncs the writes of the window together before
+   * any is committed (`FileSystem.syncWrites`): a write leaves its own sync to that pass.
+   */
+  deferSync?: boolean;
+  /**
    * The bytes of content declared by reference (DESIGN.md §19): from the cache or a
    * content source, verified against `sha256` and `size`; throws naming `forPath` when
    * no source holds them or what one holds is not them.
