@@ -320,8 +320,9 @@ Deno.test("a first apply of many files syncs each directory once, writing them i
       `d${d} synced ${syncs.get(`${s.root}/d${d}`)} times`,
     );
   }
-  assert.ok(most <= 64, `${most} writes held a temporary file at once`);
-  assert.ok(most > 1, "the writes overlapped");
+  // Waves of 256 where the file system syncs a wave's writes at once (syncWrites).
+  assert.ok(most <= 256, `${most} writes held a temporary file at once`);
+  assert.ok(most > 64, `the writes overlapped in waves of 256: ${most} at most`);
 
   // Another 300 (in other directories), the 100th refused at its commit: the first wave is
   // committed up to it, nothing later is, and the later waves were never started.
@@ -341,6 +342,60 @@ Deno.test("a first apply of many files syncs each directory once, writing them i
   );
   assert.deepEqual(host.store.intents(), [], "no intent is left for what was not made");
   assert.equal(failed.results.filter((r) => r.outcome === "skipped").length, 200);
+});
+
+Deno.test("a window's writes are synced once per wave, after the last write and before the first rename; a file system that cannot sync them together is never asked", async () => {
+  await using s = await scratch();
+  const acts: string[] = [];
+  const real = posixFileSystem({ beforeAct: (act, path) => acts.push(`${act} ${path}`) });
+  using host = await openEngine({
+    stateDir: s.stateDir,
+    configPath: s.configPath,
+    providers: () => Promise.resolve({ fs: real }),
+  });
+  const files = Array.from({ length: 300 }, (_, i) => file(`f${i}`, `${s.root}/f${i}`, `${i}\n`));
+  const report = await apply(host, files);
+  assert.equal(report.outcome, "converged", report.error);
+  const at = (act: string) => acts.flatMap((a, i) => a.startsWith(`${act} `) ? [i] : []);
+  const [creates, allSyncs, renames] = [at("create"), at("sync"), at("rename")];
+  assert.equal(creates.length, 300);
+  assert.equal(renames.length, 300);
+  // The directory's own sync comes after every rename (the names); the others are the waves'.
+  const syncs = allSyncs.filter((i) => i < renames.at(-1)!);
+  assert.deepEqual(allSyncs.filter((i) => i > renames.at(-1)!).map((i) => acts[i]), [
+    `sync ${s.root}`,
+  ]);
+  // Two waves (256 + 44): one sync each, after all of its writes, before any of its renames.
+  assert.equal(
+    syncs.length,
+    2,
+    `synced ${syncs.length} times: ${acts.filter((a) => a.startsWith("sync"))}`,
+  );
+  for (const [wave, sync] of syncs.entries()) {
+    const [from, to] = wave === 0 ? [0, 256] : [256, 300];
+    assert.ok(
+      creates.slice(from, to).every((c) => c < sync),
+      `wave ${wave}: a write after its sync`,
+    );
+    assert.ok(
+      renames.slice(from, to).every((r) => r > sync),
+      `wave ${wave}: a rename before its sync`,
+    );
+  }
+  for (let i = 0; i < 300; i++) assert.equal(Deno.readTextFileSync(`${s.root}/f${i}`), `${i}\n`);
+
+  // Without syncWrites, each write syncs itself (waves of 64, no sync of the file system).
+  acts.length = 0;
+  const { syncWrites: _, ...alone } = real;
+  using other = await openEngine({
+    stateDir: `${s.stateDir}-2`,
+    configPath: s.configPath,
+    providers: () => Promise.resolve({ fs: alone }),
+  });
+  const more = Array.from({ length: 100 }, (_, i) => file(`g${i}`, `${s.root}/g${i}`, `${i}\n`));
+  assert.equal((await apply(other, more)).outcome, "converged");
+  assert.equal(at("rename").length, 100);
+  assert.deepEqual(at("sync").map((i) => acts[i]), [`sync ${s.root}`], "only the directory's sync");
 });
 
 Deno.test("the same text from the same place is parsed once per engine (the drift timer's re-admission)", async () => {

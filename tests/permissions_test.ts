@@ -31,6 +31,7 @@ const PROGRAMS = {
     "/usr/bin/sysctl",
     // the owners of the directories above the managed roots (os/posix-fs)
     "/usr/bin/stat",
+    "/usr/bin/sync",
     // users and groups (shadow's tools; busybox's on Alpine)
     "/usr/bin/useradd",
     "/usr/bin/usermod",
@@ -61,7 +62,9 @@ const PROGRAMS = {
     "/sbin/sysctl",
     "/usr/sbin/sysctl",
     "/bin/stat",
+    "/bin/sync",
     "/usr/bin/stat",
+    "/usr/bin/sync",
     // users and groups (shadow's tools; busybox's on Alpine)
     "/usr/sbin/useradd",
     "/usr/sbin/usermod",
@@ -100,6 +103,7 @@ const PROGRAMS = {
     "/usr/sbin/sysctl",
     // the owners of the directories above the managed roots (os/posix-fs)
     "/usr/bin/stat",
+    "/usr/bin/sync",
     // users and groups (shadow's tools)
     "/usr/sbin/useradd",
     "/usr/sbin/usermod",
@@ -135,7 +139,9 @@ const PROGRAMS = {
     "/sbin/sysctl",
     "/usr/sbin/sysctl",
     "/usr/bin/stat",
+    "/usr/bin/sync",
     "/bin/stat",
+    "/bin/sync",
     // users and groups (shadow's tools; busybox's on Alpine)
     "/usr/bin/useradd",
     "/usr/sbin/useradd",
