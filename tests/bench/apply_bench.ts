@@ -14,9 +14,12 @@
  * the load average. `--compare DIR` alternates, run by run, with another bundled tarball build
  * (DIR holds its build.json, e.g. a build of another commit) and prints its table too.
  * `--files N` scales the workload (N small files, N/10 directories, N/25 big files; the targets
- * hold only for 500), `--settle S` is how long `run` is left before its RSS is read (5). The
- * full run is never part of the tests; tests/bench/bench_smoke_test.ts runs a smoke form (one
- * run of 20 files).
+ * hold only for 500), `--settle S` is how long `run` is left before its RSS is read (5).
+ * `--peers` runs only the small workload (first apply, no-op, drift repair: issue 37's W1) and
+ * the same with cf-agent where it is installed (./_peers.ts), alternated run by run, and prints
+ * the ratios to it with issue 37's targets; "cf-agent not installed" otherwise. The full run
+ * is never part of the tests; tests/bench/bench_smoke_test.ts runs a smoke form (one run of 20
+ * files, and one of --peers).
  */
 import { parseArgs } from "node:util";
 import { applyText, openEngine } from "../../src/engine/mod.ts";
@@ -24,6 +27,7 @@ import { FULL_READ_BACK_EVERY } from "../../src/engine/apply.ts";
 import { posixFileSystem } from "../../os/posix-fs/mod.ts";
 import { build } from "../../packaging/build.ts";
 import { benchContext } from "./_context.ts";
+import { cfAgent, cfArgv, cfPolicy, type W1Item, writePolicy } from "./_peers.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -33,6 +37,7 @@ const { values } = parseArgs({
     settle: { type: "string" },
     write: { type: "string" },
     compare: { type: "string" },
+    peers: { type: "boolean" },
   },
 });
 const RUNS = Number(values.runs ?? 7);
@@ -210,6 +215,30 @@ async function applyRows(host: string[], big: boolean, rows: Rows): Promise<void
   }
 }
 
+/** The same rows as {@link applyRows} (small workload), made by cf-agent. */
+async function cfRows(agent: string, rows: Rows): Promise<void> {
+  const { dir, root } = await scratch();
+  try {
+    const items = workload(root, false) as W1Item[];
+    const argv = cfArgv(agent, await writePolicy(dir, "w1", cfPolicy(items)));
+    (rows["first apply"] ??= []).push(await timed(argv));
+    await settle(root);
+    (rows[NOOP] ??= []).push(await timed(argv));
+    for (let f = 0; f < EDITED; f++) await Deno.writeTextFile(smallPath(root, f), "edited\n");
+    const deleted = Array.from({ length: DELETED }, (_, i) => Math.floor(FILES / 5) + i);
+    for (const f of deleted) await Deno.remove(smallPath(root, f));
+    (rows[DRIFT] ??= []).push(await timed(argv));
+    for (const f of [0, EDITED - 1, ...deleted]) {
+      const now = await Deno.readTextFile(smallPath(root, f)).catch(() => "(missing)");
+      if (now !== smallContent(f)) {
+        throw new Error(`cf-agent's repair left ${smallPath(root, f)} as ${JSON.stringify(now)}`);
+      }
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
 /**
  * The drift timer's cost: admit + apply of a converged declaration inside a running process,
  * once the files are old enough for their identities to be trusted: the median of the passes
@@ -323,11 +352,15 @@ await Deno.writeTextFile(builtins, 'import "node:fs";\nimport "node:sqlite";\n')
 const floorBuiltins = [...runWith, builtins];
 
 const FLOOR = "F: empty script, same flags";
+const CF_FLOOR = "cf-agent, empty policy";
 const rows: Rows = {};
 const compared: Rows = {};
-let inProcess: { known: number; full: number };
-let idleKiB: number;
+const peers: Rows = {};
+const agent = values.peers ? await cfAgent() : undefined;
+let inProcess: { known: number; full: number } | undefined;
+let idleKiB: number | undefined;
 try {
+  const empty = agent ? cfArgv(agent, await writePolicy(work, "empty", cfPolicy([]))) : [];
   for (let run = 0; run < RUNS; run++) {
     (rows[FLOOR] ??= []).push(await timed(floor));
     (rows["F + node:fs + node:sqlite loaded (what writing a file loads)"] ??= []).push(
@@ -338,13 +371,23 @@ try {
       Rows,
     ][];
     for (const [argv, into] of measured) {
+      if (values.peers) {
+        await applyRows(argv, false, into);
+        continue;
+      }
       (into.version ??= []).push(await timed([...argv, "version"]));
       await applyRows(argv, false, into);
       await applyRows(argv, true, into);
     }
+    if (agent) {
+      (peers[CF_FLOOR] ??= []).push(await timed(empty));
+      await cfRows(agent, peers);
+    }
   }
-  inProcess = await inProcessNoop();
-  idleKiB = await runIdleRss(host);
+  if (!values.peers) {
+    inProcess = await inProcessNoop();
+    idleKiB = await runIdleRss(host);
+  }
 } finally {
   await Deno.remove(work, { recursive: true });
 }
@@ -373,7 +416,14 @@ const HEAD = [
   "|---|---|---|---|---|---|---|---|",
 ];
 
-function table(rows: Rows): string[] {
+/**
+ * One table: each row's medians, its difference from the floor row (F, or cf-agent's own
+ * floor for cf-agent's rows) and the targets (the host's only).
+ */
+function table(rows: Rows, floorName = FLOOR): string[] {
+  const F = median(rows[floorName].map((s) => s.ms));
+  const Fcpu = median(rows[floorName].map((s) => s.cpuMs));
+  const targets = floorName === FLOOR ? TARGETS : {};
   const lines = [...HEAD];
   for (const [name, samples] of Object.entries(rows)) {
     const ms = median(samples.map((s) => s.ms));
@@ -381,7 +431,7 @@ function table(rows: Rows): string[] {
     // The median of the runs' peaks: the very first start after a build also writes Deno's
     // code cache for the bundle (once per installed version, ~14 MiB more), which a max shows.
     const rss = median(samples.map((s) => s.rssKiB));
-    const target = TARGETS[name] ?? {};
+    const target = targets[name] ?? {};
     const wants = [
       target.overF !== undefined ? `F + ${target.overF} ms` : "",
       target.rssMiB !== undefined ? `≤ ${target.rssMiB} MiB` : "",
@@ -390,7 +440,7 @@ function table(rows: Rows): string[] {
       target.overF === undefined || ms - F <= target.overF,
       target.rssMiB === undefined || rss / 1024 <= target.rssMiB,
     ].every(Boolean);
-    const isFloor = name === FLOOR;
+    const isFloor = name === floorName;
     lines.push(
       `| ${name} | ${ms.toFixed(0)} ms | ${isFloor ? "-" : `${(ms - F).toFixed(0)} ms`} | ${
         mib(rss)
@@ -405,17 +455,52 @@ function table(rows: Rows): string[] {
 const lines = table(rows);
 const judge = (target: string, met: boolean) =>
   FULL ? `${target} | ${met ? "yes" : "no"}` : "- | -";
-lines.push(
-  `| in-process no-op (admit + apply ${RESOURCES} resources, what the drift timer pays) | ${
-    inProcess.known.toFixed(1)
-  } ms | - | - | ${judge("≤ 10 ms", inProcess.known <= 10)} | - | - |`,
-  `| in-process full read-back (every ${FULL_READ_BACK_EVERY}th pass) | ${
-    inProcess.full.toFixed(1)
-  } ms | - | - | - | - | - | - |`,
-  `| \`run\` idle RSS (store of ${RESOURCES} resources, no link) | - | - | ${mib(idleKiB)} MiB | ${
-    judge("≤ 45 MiB", idleKiB / 1024 <= 45)
-  } | - | - |`,
-);
+if (inProcess !== undefined && idleKiB !== undefined) {
+  lines.push(
+    `| in-process no-op (admit + apply ${RESOURCES} resources, what the drift timer pays) | ${
+      inProcess.known.toFixed(1)
+    } ms | - | - | ${judge("≤ 10 ms", inProcess.known <= 10)} | - | - |`,
+    `| in-process full read-back (every ${FULL_READ_BACK_EVERY}th pass) | ${
+      inProcess.full.toFixed(1)
+    } ms | - | - | - | - | - | - |`,
+    `| \`run\` idle RSS (store of ${RESOURCES} resources, no link) | - | - | ${
+      mib(idleKiB)
+    } MiB | ${judge("≤ 45 MiB", idleKiB / 1024 <= 45)} | - | - |`,
+  );
+}
+
+/** Issue 37's one-shot targets against cf-agent (W1), as host ÷ cf-agent of the medians. */
+const PEER_TARGETS: [string, number][] = [[NOOP, 0.5], [DRIFT, 0.6], ["first apply", 1.0]];
+
+function peerLines(host: Rows, label: string): string[] {
+  const at = (r: Rows, name: string) => median(r[name].map((x) => x.ms));
+  const cpu = (r: Rows, name: string) => median(r[name].map((x) => x.cpuMs));
+  const out = [
+    `| ${label} ÷ cf-agent (medians) | host | cf-agent | ratio | target | met | host CPU | ` +
+    "cf-agent CPU |",
+    "|---|---|---|---|---|---|---|---|",
+  ];
+  for (const [name, target] of PEER_TARGETS) {
+    const ratio = at(host, name) / at(peers, name);
+    out.push(
+      `| ${name} | ${at(host, name).toFixed(0)} ms | ${at(peers, name).toFixed(0)} ms | ${
+        ratio.toFixed(2)
+      } × | ≤ ${target.toFixed(1)} × | ${ratio <= target ? "yes" : "no"} | ${
+        cpu(host, name).toFixed(0)
+      } ms | ${cpu(peers, name).toFixed(0)} ms |`,
+    );
+  }
+  return out;
+}
+
+const peerText = !values.peers
+  ? ""
+  : agent === undefined
+  ? "\n\ncf-agent not installed: no comparison (apt-get install cfengine3, for this bench only)\n"
+  : `\n\nThe same run, alternated run by run: cf-agent (${agent} -K -f), the same W1 workload; ` +
+    `its floor is cf-agent with an empty policy\n\n${table(peers, CF_FLOOR).join("\n")}\n\n${
+      peerLines(rows, "this build").join("\n")
+    }\n${other ? `\n${peerLines(compared, values.compare!).join("\n")}\n` : ""}`;
 
 const workloadLine =
   `workload: ${DIRS} directories + ${FILES} small files, then + ${BIG} × 64 KiB; ` +
@@ -429,6 +514,6 @@ const comparison = other
   : "";
 const out = `Packaged form (tarball, bundled); ${workloadLine}\n${await context.line()}\n\n${
   lines.join("\n")
-}\n${comparison}`;
+}\n${comparison}${peerText}`;
 console.log(out);
 if (values.write) await Deno.writeTextFile(values.write, out);

@@ -97,6 +97,23 @@ const SMOKE: Record<string, Smoke> = {
   },
 };
 
+/**
+ * Modes of a task, each a smoke form of its own: `bench --peers` (cf-agent's rows where it is
+ * installed, "cf-agent not installed" where not: the table is the host's either way).
+ */
+const MODES: [string, Smoke][] = [
+  ["bench", {
+    args: () => ["--peers", "--runs", "1", "--files", "20", "--settle", "1"],
+    root: "its scratch roots are under /var/lib, owned by root",
+    table: [
+      /^\| first apply \| \d+ ms \|/m,
+      /^\| drift repair \(1 edited, 1 deleted\) \| \d+ ms \|/m,
+      /^(cf-agent not installed: |\| this build ÷ cf-agent \(medians\) \|)/m,
+    ],
+    boundS: 300,
+  }],
+];
+
 const config = JSON.parse(await Deno.readTextFile(join(REPO, "deno.json")));
 const tasks = config.tasks as Record<string, string>;
 const benchTasks = Object.keys(tasks).filter((name) =>
@@ -107,7 +124,7 @@ Deno.test("bench smoke: every bench task in deno.json has a smoke form", () => {
   assert.deepEqual(benchTasks.sort(), Object.keys(SMOKE).sort());
 });
 
-for (const [task, smoke] of Object.entries(SMOKE)) {
+for (const [task, smoke] of [...Object.entries(SMOKE), ...MODES]) {
   const args = smoke.args();
   Deno.test({
     name: root
