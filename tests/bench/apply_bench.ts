@@ -354,6 +354,7 @@ const floorBuiltins = [...runWith, builtins];
 const FLOOR = "F: empty script, same flags";
 const CF_FLOOR = "cf-agent, empty policy";
 const rows: Rows = {};
+const mainRows = rows;
 const compared: Rows = {};
 const peers: Rows = {};
 const agent = values.peers ? await cfAgent() : undefined;
@@ -421,8 +422,10 @@ const HEAD = [
  * floor for cf-agent's rows) and the targets (the host's only).
  */
 function table(rows: Rows, floorName = FLOOR): string[] {
-  const F = median(rows[floorName].map((s) => s.ms));
-  const Fcpu = median(rows[floorName].map((s) => s.cpuMs));
+  // --compare's rows have no floor of their own: F is the same run's.
+  const floorRows = rows[floorName] ?? mainRows[floorName];
+  const F = median(floorRows.map((s) => s.ms));
+  const Fcpu = median(floorRows.map((s) => s.cpuMs));
   const targets = floorName === FLOOR ? TARGETS : {};
   const lines = [...HEAD];
   for (const [name, samples] of Object.entries(rows)) {
