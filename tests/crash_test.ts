@@ -3,7 +3,9 @@
  * a large declaration, many times. After every kill the store opens, nothing
  * it records as held is missing from disk or torn, nothing on disk is forgotten, every
  * identity the store keeps for a file that still has it vouches for exactly the held
- * bytes (an apply reads no such file: issue 28), and the next apply converges.
+ * bytes (an apply reads no such file: issue 28), and the next apply converges. One version
+ * writes its files in windows that fsync each file, the other in one window whose waves are
+ * synced by one sync of the file system between their writes and their renames.
  * NOX_CRASH_KILLS raises the number of kills (40) for a longer run.
  */
 import assert from "node:assert/strict";
@@ -17,11 +19,23 @@ import { hostPermissionFlags, scratch } from "./_helpers.ts";
 const KILLS = Number(Deno.env.get("NOX_CRASH_KILLS") ?? 40);
 const REPO = new URL("..", import.meta.url).pathname;
 
-/** A declaration of `dirs` directories with `files` files each; `tag` varies the content. */
-function declaration(root: string, dirs: number[], files: number, tag: string): Resource[] {
+/**
+ * A declaration of `dirs` directories with `files` files each; `tag` varies the content.
+ * `together`: every directory first, then every file, so the files are one window whose waves
+ * the engine syncs with one sync of the file system each (128 changes or more); else each
+ * directory is followed by its files, windows of `files` that fsync each file.
+ */
+function declaration(
+  root: string,
+  dirs: number[],
+  files: number,
+  tag: string,
+  together = false,
+): Resource[] {
   const resources: Resource[] = [];
+  const made: Resource[] = [];
   for (const d of dirs) {
-    resources.push({
+    (together ? made : resources).push({
       type: "directory",
       id: `d${d}`,
       path: `${root}/d${d}`,
@@ -41,7 +55,7 @@ function declaration(root: string, dirs: number[], files: number, tag: string): 
       });
     }
   }
-  return resources;
+  return [...made, ...resources];
 }
 
 async function startApply(path: string, env: Record<string, string>): Promise<Deno.ChildProcess> {
@@ -161,7 +175,7 @@ Deno.test({
     await using s = await scratch();
     const versions = [
       declaration(s.root, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 30, "a"),
-      declaration(s.root, [0, 1, 2, 3, 4, 10, 11, 12, 13, 14], 30, "b"),
+      declaration(s.root, [0, 1, 2, 3, 4, 10, 11, 12, 13, 14], 30, "b", true),
       [],
     ];
     const paths = await Promise.all(versions.map((v) => s.declaration(v)));

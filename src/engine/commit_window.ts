@@ -33,9 +33,11 @@ const WAVE = 64;
 /**
  * From this many changes in a window, where the file system can (`FileSystem.syncWrites`),
  * their data is made durable by one sync of the file system between the last write and the
- * first rename of each wave, instead of one fsync per file; waves are then this large.
+ * first rename of each wave, instead of one fsync per file; waves are then SYNCED_WAVE large.
+ * Below it, the overlapping fsyncs cost less than starting `sync` (tests/bench/RESULTS.md,
+ * issue 37 item 5: a drift repair of 30 files paid about 18 ms more CPU with it).
  */
-const SYNC_TOGETHER_FROM = 16;
+const SYNC_TOGETHER_FROM = 128;
 const SYNCED_WAVE = 256;
 
 /** What changing and recording resources needs of the apply they are part of. */
