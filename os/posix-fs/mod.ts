@@ -120,10 +120,12 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
   const unsynced = new Set<Prepared>();
 
   async function actor(path: string): Promise<Actor> {
-    await walks.prepare(path);
+    // What `stat` said of the directories above the reading roots, for this walk: the pass's
+    // memory may be reset by another walk meanwhile (after FRESH_MS), never this answer.
+    const seen = await walks.prepare(path);
     const verdict = walk(path, {
       trusted: ROOT,
-      look: (dir) => walks.look(dir),
+      look: (dir) => seen.has(dir) ? seen.get(dir)! : walks.look(dir),
       nameOf: (uid) => accounts.nameOf(uid),
     });
     if (verdict.as === "trusted") return { as: "root" };
@@ -492,7 +494,7 @@ class Walks {
   readonly #env: Record<string, string> | undefined;
   #looked = new Map<string, Looked | null>();
   /** The `stat` runs under way, by directory: concurrent walks wait for the same one. */
-  #asking = new Map<string, Promise<void>>();
+  #asking = new Map<string, Promise<ReadonlyMap<string, Looked | null>>>();
   #since = performance.now();
   readonly #readable = new Map<string, boolean>();
 
@@ -513,26 +515,34 @@ class Walks {
    * Look at what the walk of `path` cannot look at itself, with `stat`: one run for the
    * directories nobody is asking about yet (the concurrent walks of a window share it).
    */
-  async prepare(path: string): Promise<void> {
+  async prepare(path: string): Promise<ReadonlyMap<string, Looked | null>> {
     if (performance.now() - this.#since > FRESH_MS) this.reset();
-    const unknown = above(path).filter((dir) => !this.#looked.has(dir) && !this.#canRead(dir));
-    if (unknown.length === 0) return;
+    const seen = new Map<string, Looked | null>();
+    const unreadable = above(path).filter((dir) => !this.#canRead(dir));
+    for (const dir of unreadable) {
+      const known = this.#looked.get(dir);
+      if (known !== undefined) seen.set(dir, known);
+    }
+    const unknown = unreadable.filter((dir) => !seen.has(dir));
+    if (unknown.length === 0) return seen;
     const unasked = unknown.filter((dir) => !this.#asking.has(dir));
     if (unasked.length > 0) {
       const asked = this.#stat(unasked);
-      const settled = asked.catch(() => {}).finally(() => {
-        for (const dir of unasked) if (this.#asking.get(dir) === settled) this.#asking.delete(dir);
-      });
-      for (const dir of unasked) this.#asking.set(dir, settled);
-      await asked;
+      const done = () => {
+        for (const dir of unasked) if (this.#asking.get(dir) === asked) this.#asking.delete(dir);
+      };
+      asked.then(done, done);
+      for (const dir of unasked) this.#asking.set(dir, asked);
     }
-    // What another walk is asking about (a failed run: asked again, here).
-    await Promise.all(unknown.map((dir) => this.#asking.get(dir)));
-    const missed = unknown.filter((dir) => !this.#looked.has(dir));
-    if (missed.length > 0) await this.#stat(missed);
+    // Taken now: a run that ends meanwhile leaves #asking.
+    const answers = unknown.map((dir) => [dir, this.#asking.get(dir)!] as const);
+    for (const [dir, answer] of answers) seen.set(dir, (await answer).get(dir) ?? null);
+    return seen;
   }
 
-  async #stat(unreadable: string[]): Promise<void> {
+  /** `stat` the directories `unreadable` (one path's, from / down): what it said of each. */
+  async #stat(unreadable: string[]): Promise<ReadonlyMap<string, Looked | null>> {
+    const said = new Map<string, Looked | null>();
     // They are ancestors of one path, from / down: once one is missing (or not a
     // directory), so is every one after it, and stat says nothing of those on stdout.
     const { stdout, stderr, code } = await runProgram(
@@ -548,14 +558,14 @@ class Walks {
       );
     }
     // Missing, and not the host's to make (it may not write where it may not read).
-    for (const dir of unreadable.slice(rows.length)) this.#looked.set(dir, null);
+    for (const dir of unreadable.slice(rows.length)) said.set(dir, null);
     rows.forEach((row, i) => {
       const dir = unreadable[i];
       const m = /^([0-9a-f]{1,8}) ([0-9]{1,10}) ([0-9]{1,10})$/.exec(row);
       if (!m) throw new Error(`stat(1) answered "${row}" for ${dir}`);
       const raw = parseInt(m[1], 16);
       const type = raw & 0o170000;
-      this.#looked.set(dir, {
+      said.set(dir, {
         kind: type === 0o040000
           ? "directory"
           : type === 0o120000
@@ -568,6 +578,8 @@ class Walks {
         mode: raw & 0o7777,
       });
     });
+    for (const [dir, looked] of said) this.#looked.set(dir, looked);
+    return said;
   }
 
   #canRead(dir: string): boolean {
