@@ -409,8 +409,6 @@ const TARGETS: Record<string, { overF?: number; rssMiB?: number }> = FULL
   }
   : {};
 
-const F = median(rows[FLOOR].map((s) => s.ms));
-const Fcpu = median(rows[FLOOR].map((s) => s.cpuMs));
 const mib = (kib: number) => (kib / 1024).toFixed(1);
 const HEAD = [
   "| measure | median | − F | peak RSS (median) | target | met | CPU | CPU − F |",
