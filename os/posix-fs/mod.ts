@@ -116,10 +116,13 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
   const walks = new Walks(options.env);
 
   async function actor(path: string): Promise<Actor> {
-    await walks.prepare(path);
+    // What stat(1) said of this path's unreadable directories is the walk's own copy:
+    // another pass's release() (the metrics file's, say) may empty the shared one while
+    // this walk waits, and Deno may not look at those directories itself.
+    const unreadable = await walks.prepare(path);
     const verdict = walk(path, {
       trusted: ROOT,
-      look: (dir) => walks.look(dir),
+      look: (dir) => unreadable.has(dir) ? unreadable.get(dir) ?? null : walks.look(dir),
       nameOf: (uid) => accounts.nameOf(uid),
     });
     if (verdict.as === "trusted") return { as: "root" };
@@ -466,11 +469,21 @@ class Walks {
     this.#looked.delete(path);
   }
 
-  /** Look at what the walk of `path` cannot look at itself, with `stat`. */
-  async prepare(path: string): Promise<void> {
+  /**
+   * Look at what the walk of `path` cannot look at itself, with `stat`, and give back what
+   * was seen of each of those directories (`null`: missing).
+   */
+  async prepare(path: string): Promise<Map<string, Looked | null>> {
     if (performance.now() - this.#since > FRESH_MS) this.reset();
-    const unreadable = above(path).filter((dir) => !this.#looked.has(dir) && !this.#canRead(dir));
-    if (unreadable.length === 0) return;
+    const seen = new Map<string, Looked | null>();
+    const unreadable: string[] = [];
+    for (const dir of above(path)) {
+      if (this.#canRead(dir)) continue;
+      const known = this.#looked.get(dir);
+      if (known === undefined) unreadable.push(dir);
+      else seen.set(dir, known);
+    }
+    if (unreadable.length === 0) return seen;
     // They are ancestors of one path, from / down: once one is missing (or not a
     // directory), so is every one after it, and stat says nothing of those on stdout.
     const { stdout, stderr, code } = await runProgram(
@@ -486,14 +499,14 @@ class Walks {
       );
     }
     // Missing, and not the host's to make (it may not write where it may not read).
-    for (const dir of unreadable.slice(rows.length)) this.#looked.set(dir, null);
+    for (const dir of unreadable.slice(rows.length)) seen.set(dir, null);
     rows.forEach((row, i) => {
       const dir = unreadable[i];
       const m = /^([0-9a-f]{1,8}) ([0-9]{1,10}) ([0-9]{1,10})$/.exec(row);
       if (!m) throw new Error(`stat(1) answered "${row}" for ${dir}`);
       const raw = parseInt(m[1], 16);
       const type = raw & 0o170000;
-      this.#looked.set(dir, {
+      seen.set(dir, {
         kind: type === 0o040000
           ? "directory"
           : type === 0o120000
@@ -506,6 +519,8 @@ class Walks {
         mode: raw & 0o7777,
       });
     });
+    for (const dir of unreadable) this.#looked.set(dir, seen.get(dir) ?? null);
+    return seen;
   }
 
   #canRead(dir: string): boolean {
