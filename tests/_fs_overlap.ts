@@ -1,17 +1,20 @@
 /**
  * Run by tests/fs_overlap_test.ts as its own process under a narrow permission set (it may
- * read and write only DIR, and run `stat`): two passes of one file system adapter at once,
+ * read and write only DIR, and run `stat` and the host's own program as another user): two
+ * passes of one file system adapter at once,
  * as the service has them (an apply's reads, and the metrics file's write, which ends its
  * own pass with `release()`). Prints one line of JSON: how many looks and writes were
  * done, and the first error of each, if any.
  */
 import { posixFileSystem } from "../os/posix-fs/mod.ts";
 
-const [dir, roundsText] = Deno.args;
+const [dir, roundsText, readIn] = Deno.args;
 const rounds = Number(roundsText);
 const fs = posixFileSystem();
-const names = Array.from({ length: 24 }, (_, i) => `${dir}/f${i}`);
-for (const name of names) await Deno.writeTextFile(name, "x\n");
+// The apply's files: in DIR (root's: the host reads them itself), or in a directory of a
+// user's (the test made it and the files: the host reads them as that user, a child each).
+const names = Array.from({ length: 24 }, (_, i) => `${readIn ?? dir}/f${i}`);
+if (readIn === undefined) { for (const name of names) await Deno.writeTextFile(name, "x\n"); }
 
 let looks = 0;
 let writes = 0;

@@ -165,7 +165,8 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
   }
 
   /**
-   * Ask the child acting as the owner; a refusal of the kernel's is said with who acted.
+   * Ask the child acting as the owner, then let it go (childOf gave it held); a refusal of
+   * the kernel's is said with who acted.
    */
   async function ask(
     child: OwnerChild,
@@ -178,6 +179,8 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
       return await child.ask(request, max);
     } catch (error) {
       throw said(a, path, error);
+    } finally {
+      child.unhold(); // held since childOf() gave it
     }
   }
 
@@ -190,10 +193,6 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
     );
   }
 
-  /**
-   * The child that makes `attributes` as the owner: refused, before anything is done, when
-   * that user cannot (another owner, a group the user is not in).
-   */
   /** Refuse, before anything is done, what the owner cannot make (another owner, a group). */
   function refuseForOwner(
     path: string,
@@ -253,7 +252,7 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
     attributes: Attributes,
   ): Promise<void> {
     beforeAct("create", path);
-    child.hold();
+    // Held since childOf() gave it; unheld at the end.
     let token: number | undefined;
     let done = false;
     try {
