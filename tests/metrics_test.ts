@@ -402,6 +402,10 @@ Deno.test("metrics: the launcher writes its file only in a directory only root c
     });
     await serves(t.exporter, `${L}_state{state="running"}`, "1");
     assert.equal(await Deno.readTextFile(victim), "# not the launcher's\n");
+    // The launcher says "running" before it starts the host: stopped before the host has
+    // set its traps, the host would die of the TERM without a word, and the count of
+    // starts below would be one short (a loaded machine did that).
+    await waitFor("the host to be ready", async () => (await hostLog(t.w)).includes("ready 1.0"));
   } finally {
     l.process.kill("SIGTERM");
     await l.exit();
@@ -410,11 +414,14 @@ Deno.test("metrics: the launcher writes its file only in a directory only root c
   await Deno.remove(t.file);
   await Deno.chmod(t.textfiles, 0o777);
   const again = new RunningLauncher(t.w);
-  await waitFor(
-    "the host to start again",
-    async () => (await hostLog(t.w)).filter((x) => x.startsWith("start")).length === 2,
-  );
-  again.process.kill("SIGTERM");
+  try {
+    await waitFor(
+      "the host to start again",
+      async () => (await hostLog(t.w)).filter((x) => x.startsWith("start")).length === 2,
+    );
+  } finally {
+    again.process.kill("SIGTERM");
+  }
   const { stderr } = await again.exit();
   assert.equal(
     count(stderr, "not writing nox_mesh_host_launcher.prom in"),
@@ -439,11 +446,14 @@ Deno.test("metrics: the launcher writes nothing where a user owns a directory ab
     `{ "metricsFile": "${textfiles}/nox_mesh_host.prom" }\n`,
   );
   const l = new RunningLauncher(t.w);
-  await waitFor(
-    "the host to start",
-    async () => (await hostLog(t.w)).some((x) => x.startsWith("start")),
-  );
-  l.process.kill("SIGTERM");
+  try {
+    await waitFor(
+      "the host to start",
+      async () => (await hostLog(t.w)).some((x) => x.startsWith("start")),
+    );
+  } finally {
+    l.process.kill("SIGTERM"); // also when the wait failed: no host left running
+  }
   const { stderr } = await l.exit();
   assert.equal(count(stderr, `not writing nox_mesh_host_launcher.prom in ${textfiles}`), 1, stderr);
   await assert.rejects(

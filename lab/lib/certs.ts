@@ -137,7 +137,9 @@ export async function issueServerCertificate(
     `subjectAltName=${san}\nextendedKeyUsage=serverAuth,clientAuth\nkeyUsage=critical,digitalSignature\n`,
   );
   await openssl([
-    ...(at ? ["faketime", at, "openssl"] : []),
+    // -f: the clock stands at `at` (without it, it runs on from there, and a loaded machine
+    // dates the certificate a second later than the tests expect).
+    ...(at ? ["faketime", "-f", at, "openssl"] : []),
     "x509",
     "-req",
     "-in",

@@ -1,26 +1,5 @@
-import { assertFile, assertPackage, run, type Scenario, waitFor } from "../lib/scenario.ts";
-import { debFileName } from "../lib/host_builds.ts";
-import {
-  assertApplies,
-  assertRunningVersion,
-  declare,
-  enrol,
-  mark,
-  meshUp,
-} from "../mesh_steps/link_steps.ts";
-import {
-  assertLaunched,
-  assertServiceSaid,
-  assertUnitProperty,
-  CURRENT,
-  debAt,
-  NEXT,
-  publishHost,
-  STATE,
-  unmaskPodman,
-} from "./_ship.ts";
-
-let declaredAt = 0;
+import type { Scenario } from "../lib/scenario.ts";
+import { APT, upgradeSteps } from "./_by_package.ts";
 
 /** A declaration upgrades the host with apt; it exits 0 and the launcher starts the new version. */
 export const scenario: Scenario = {
@@ -35,38 +14,5 @@ export const scenario: Scenario = {
     // Its first start applies the shipped bundle (a container: scenario substrate).
     deb: { flavour: "systemd", hostFrom: "deb", containers: true },
   },
-  steps: [
-    run("deb", ["apt-get", "-q", "update"]),
-    run("deb", ["apt-get", "-q", "-y", "install", "nox-mesh-host"]),
-    meshUp(),
-    enrol("deb", "deb"),
-    unmaskPodman("deb"),
-    run("deb", ["systemctl", "enable", "--now", "nox-mesh-host"]),
-    waitFor(assertFile("deb", `${STATE}/known-good`, { content: `${CURRENT}\n` }), 90),
-    waitFor(assertRunningVersion("deb", CURRENT), 60),
-    publishHost("next", "apt"),
-    mark((ms) => declaredAt = ms, "note when the upgrade is declared"),
-    declare("deb", debAt(NEXT)),
-    waitFor(assertPackage("deb", "nox-mesh-host", { version: `${NEXT}-1` }), 120),
-    waitFor(assertRunningVersion("deb", NEXT, () => declaredAt), 90),
-    waitFor(assertFile("deb", `${STATE}/known-good`, { content: `${NEXT}\n` }), 60),
-    // The old host reported the apply that installed the new version before it exited.
-    waitFor(assertApplies("deb", [1]), 30),
-    assertServiceSaid("deb", "run: self-upgrade:", 1),
-    assertServiceSaid(
-      "deb",
-      "exited 0: it upgraded itself; starting the new version (not counted)",
-      1,
-    ),
-    assertServiceSaid("deb", "failed (exit", 0),
-    assertFile("deb", `${STATE}/failures`, { absent: true }),
-    // The launcher, not systemd, started the new version: the unit never restarted.
-    assertUnitProperty("deb", "nox-mesh-host", "NRestarts", "0"),
-    assertLaunched("deb"),
-    // Kept: the .deb of the running version, and of the known-good one at its start.
-    assertFile("deb", `${STATE}/rollback/${NEXT}/${debFileName("next")}`, { type: "file" }),
-    assertFile("deb", `${STATE}/rollback/${CURRENT}/${debFileName("current")}`, {
-      type: "file",
-    }),
-  ],
+  steps: upgradeSteps(APT),
 };

@@ -43,7 +43,9 @@ function assertReport(
     async run(ctx) {
       const reports = JSON.parse(await mesh(ctx, ["reports", node])) as Record<string, unknown>[];
       if (!reports.some(match)) {
-        const seen = reports.map((r) => `${r.kind}:${r.serial}:${r.trigger}`).join(", ");
+        const seen = reports.map((r) => `${r.kind}:${r.serial}:${r.trigger}:${r.outcome}`).join(
+          ", ",
+        );
         fail(what, seen || "no reports");
       }
     },
@@ -86,7 +88,11 @@ export const scenario: Scenario = {
     writeFile("node", "/etc/mesh-host/host.json", json(CONFIG)),
     run("node", ["systemctl", "enable", "--now", "nox-mesh-host"]),
     waitFor(
-      assertReport("node", "an apply of serial 1", (r) => r.kind === "apply" && r.serial === 1),
+      assertReport(
+        "node",
+        "a converged apply of serial 1",
+        (r) => r.kind === "apply" && r.serial === 1 && r.outcome === "converged",
+      ),
       90,
     ),
     assertFile("node", A, { content: "one\n" }),

@@ -246,7 +246,9 @@ export class OwnerPool {
 
   /**
    * The child acting as uid/gid, started now when there is none; with {@link MAX_CHILDREN}
-   * alive, the one idle longest is ended first (and, none idle, one is waited for).
+   * alive, the one idle longest is ended first (and, none idle, one is waited for). It is
+   * given held: the caller unholds it once done with it, so that a release() meanwhile (the
+   * metrics file's pass ending while an apply's goes on) ends it only after that.
    */
   async child(uid: number, gid: number, options: () => HelperOptions): Promise<OwnerChild> {
     const key = `${uid}:${gid}`;
@@ -255,12 +257,14 @@ export class OwnerPool {
       this.#children.delete(key);
       if (found !== undefined && !found.ended) {
         this.#children.set(key, found);
+        found.hold();
         return found;
       }
       for (const [k, c] of this.#children) if (c.ended) this.#children.delete(k);
       if (this.#children.size < MAX_CHILDREN) {
         const child = new OwnerChild(uid, gid, options(), () => this.#wake());
         this.#children.set(key, child);
+        child.hold();
         return child;
       }
       const idle = [...this.#children].find(([, c]) => c.idle);

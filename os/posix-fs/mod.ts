@@ -120,12 +120,14 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
   const unsynced = new Set<Prepared>();
 
   async function actor(path: string): Promise<Actor> {
-    // What `stat` said of the directories above the reading roots, for this walk: the pass's
-    // memory may be reset by another walk meanwhile (after FRESH_MS), never this answer.
+    // What stat(1) said of this path's unreadable directories is the walk's own copy:
+    // another pass's release() (the metrics file's, say), or another walk's reset after
+    // FRESH_MS, may empty the shared one while this walk waits, and Deno may not look at
+    // those directories itself.
     const seen = await walks.prepare(path);
     const verdict = walk(path, {
       trusted: ROOT,
-      look: (dir) => seen.has(dir) ? seen.get(dir)! : walks.look(dir),
+      look: (dir) => seen.has(dir) ? seen.get(dir) ?? null : walks.look(dir),
       nameOf: (uid) => accounts.nameOf(uid),
     });
     if (verdict.as === "trusted") return { as: "root" };
@@ -168,7 +170,8 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
   }
 
   /**
-   * Ask the child acting as the owner; a refusal of the kernel's is said with who acted.
+   * Ask the child acting as the owner, then let it go (childOf gave it held); a refusal of
+   * the kernel's is said with who acted.
    */
   async function ask(
     child: OwnerChild,
@@ -181,6 +184,8 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
       return await child.ask(request, max);
     } catch (error) {
       throw said(a, path, error);
+    } finally {
+      child.unhold(); // held since childOf() gave it
     }
   }
 
@@ -193,10 +198,6 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
     );
   }
 
-  /**
-   * The child that makes `attributes` as the owner: refused, before anything is done, when
-   * that user cannot (another owner, a group the user is not in).
-   */
   /** Refuse, before anything is done, what the owner cannot make (another owner, a group). */
   function refuseForOwner(
     path: string,
@@ -287,7 +288,7 @@ export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSyste
     attributes: Attributes,
   ): Promise<void> {
     beforeAct("create", path);
-    child.hold();
+    // Held since childOf() gave it; unheld at the end.
     let token: number | undefined;
     let done = false;
     try {
