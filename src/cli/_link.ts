@@ -5,6 +5,7 @@
  * tests/program_parts_test.ts).
  */
 export { runService, wantsRestart } from "../run/loop.ts";
+export { natsUplink } from "../link/nats_uplink.ts";
 export { enrol } from "../link/enrol.ts";
 export { brokerList, readIdentity } from "../link/identity.ts";
 export { linkRows, linkStatus } from "./_link_status.ts";
