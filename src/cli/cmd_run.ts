@@ -56,7 +56,7 @@ Exit codes: 0 stopped by a signal or for a self-upgrade, 10 restart wanted (memo
       import("./_engine.ts"),
       import("./_link.ts"),
     ]);
-    const { acquireRunLock, journalIsOutput, logLine, natsUplink, runService, wantsRestart } = link;
+    const { acquireRunLock, journalIsOutput, logLine, openUplink, runService, wantsRestart } = link;
     using host = await openEngine({ ...ctx.flags, providers: ctx.io.providers });
     // One service per state directory. A second one (e.g. a respawned launcher
     // while an orphaned host still runs) waits for the first to end rather than
@@ -81,9 +81,8 @@ Exit codes: 0 stopped by a signal or for a self-upgrade, 10 restart wanted (memo
     const result = await runService(host, {
       signal: ctx.io.signal,
       log: (line, level) => ctx.io.stderr(logLine(line, level, journal)),
-      // The transport to the control plane: the NATS link (docs/contributing.md, "Add a
-      // transport").
-      uplink: natsUplink(),
+      // The transport to the control plane (_link.ts: the NATS link).
+      uplink: openUplink(),
       profile: ctx.io.profile,
       giveBackMemory: ctx.io.memoryTrim?.(),
       driftIntervalSeconds,
