@@ -248,3 +248,67 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name:
+    "stub transport: a declaration refused as expired by a clock that is wrong is taken once the clock is right; the same one again is known, not a replay",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: async () => {
+    await using s = await scratch();
+    const key = createSigningKey();
+    using host = await enrolled(s, "node-e", key.getPublicKey());
+    const { open, opened } = memoryUplinks();
+    const stop = new AbortController();
+    const lines: string[] = [];
+    let skew = 2 * 3600_000; // this node's clock is two hours ahead
+    const running = runService(host, {
+      signal: stop.signal,
+      log: (line) => lines.push(line),
+      uplink: open,
+      program: null,
+      heartbeatIntervalSeconds: 1,
+      now: () => Date.now() + skew,
+    });
+    try {
+      const uplink = await until(
+        "the uplink up",
+        () => opened[0]?.state.phase === "up" ? opened[0] : undefined,
+      );
+      const f = posix.join(s.root, "e");
+      const data = new TextEncoder().encode(JSON.stringify({
+        version: 1,
+        node: "node-e",
+        serial: 1,
+        resources: [fileAt("e", f, "in time\n")],
+      }));
+      const notAfter = new Date(Date.now() + 3600_000);
+      const signature = signDeclaration(key, "node-e", data, { notAfter });
+      uplink.push({ data, signature });
+      const refused = await until(
+        "the refusal",
+        () => uplink.of("report").find((r) => r.kind === "refused" && r.serial === 1),
+      );
+      assert.equal(refused.reason, "expired");
+      assert.equal(await Deno.readTextFile(f).catch(() => null), null, "nothing applied");
+      skew = 0; // the clock set right: the next tick hands it on again, no network asked
+      const applied = await until(
+        "the apply",
+        () => uplink.of("report").find((r) => r.kind === "apply" && r.serial === 1),
+      );
+      assert.equal(applied.outcome, "converged", lines.join("\n"));
+      assert.equal(await Deno.readTextFile(f), "in time\n");
+      assert.equal(
+        uplink.of("report").filter((r) => r.kind === "refused").length,
+        1,
+        "the refusal was said once",
+      );
+      uplink.push({ data, signature });
+      await until("known", () => lines.some((l) => l.includes("serial 1 again")) || undefined);
+      assert.equal(uplink.of("report").filter((r) => r.serial === 1).length, 2);
+    } finally {
+      stop.abort();
+      await running;
+    }
+  },
+});
