@@ -6,8 +6,7 @@
  * update that rode with it, and reports refusals. What to apply it hands to the
  * reconciler (reconciler.ts).
  */
-import type { Problem } from "../declaration/envelope.ts";
-import type { Declaration } from "../declaration/envelope.ts";
+import type { Declaration, Problem } from "../declaration/envelope.ts";
 import type { Engine } from "../engine/mod.ts";
 import { readIdentity, writeTrust } from "../link/identity.ts";
 import { type RefusalMessage, refusalMessage } from "../link/messages.ts";

@@ -176,7 +176,9 @@ class RunLoop {
         enqueue,
         changed,
         armDrift: () => this.#armDrift(),
-        upgrade: (why) => this.#end.result === undefined && this.#upgradeExit(why),
+        upgrade: (why) => {
+          if (this.#end.result === undefined) this.#upgradeExit(why);
+        },
       },
     });
     this.#giveBack = options.giveBackMemory ? new GiveBack(options.giveBackMemory) : undefined;
