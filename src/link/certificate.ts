@@ -96,6 +96,9 @@ export interface CertificateVerdict {
  * Why `cert` (presented by `where`) does not verify against `trust` at `now`: expired,
  * not yet valid, issued by a CA this node no longer trusts, or by one it never did.
  * Undefined when none of these holds (the refusal had another cause).
+ *
+ * Long because: each way a broker's certificate can be refused, tried in the order a person would
+ * check them, each with its own message.
  */
 export function judgeCertificate(
   cert: X509Certificate,
