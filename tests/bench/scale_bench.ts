@@ -272,7 +272,7 @@ try {
       ((linkedGo.goroutines - baselineGo.goroutines) / N).toFixed(2)
     }; live after a forced GC ${kib(collectedGo.heapAlloc - baselineGo.heapAlloc)}`,
   ]);
-  rows.push(["live heap per node by site, after a forced GC", topSites(sites, N)]);
+  rows.push(["live heap per node by site, after a forced GC", topSites(sites, N, 16)]);
   rows.push([
     "CPU while enrolling",
     `servers ${(cpu1.servers - cpu0.servers).toFixed(0)} s, nodes ${
