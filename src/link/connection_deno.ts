@@ -143,6 +143,11 @@ export function denoFailure(error: unknown, url: string): unknown {
   if (error instanceof Deno.errors.ConnectionRefused) return as("ECONNREFUSED");
   if (error instanceof Deno.errors.ConnectionReset) return as("ECONNRESET");
   if (error instanceof Deno.errors.ConnectionAborted) return as("ECONNRESET");
+  if (error instanceof Deno.errors.BrokenPipe) return as("EPIPE");
+  // The server closed the socket in the TLS handshake (node:tls says ECONNRESET).
+  if (error instanceof Deno.errors.UnexpectedEof || /unexpected end of file/i.test(message)) {
+    return as("ECONNRESET");
+  }
   if (error instanceof Deno.errors.TimedOut) return as("ETIMEDOUT");
   if (/failed to lookup address|Name or service not known|No address associated/i.test(message)) {
     return as("ENOTFOUND");
