@@ -273,7 +273,7 @@ async function nodeSocketModules(imports: string[]): Promise<string> {
       `const text = Deno.readTextFileSync(v8.writeHeapSnapshot(${JSON.stringify(snapshot)}));\n` +
       `const names = new Set(text.match(/ext:deno_node\\/[A-Za-z0-9_\\/.-]+\\.(?:ts|js|mjs)/g));\n` +
       `console.log([...names].filter((n) => /\\/(net|tls|_tls_wrap|_tls_common|dns|` +
-      `tls_wrap|tcp_wrap)\\.(ts|js|mjs)$/.test(n)).map((n) => n.slice(13)).sort().join(" "));\n`,
+      `tls_wrap|tcp_wrap)\\.(ts|js|mjs)$/.test(n)).map((n) => n.slice(14)).sort().join(" "));\n`,
   );
   const out = await new Deno.Command(Deno.execPath(), {
     args: ["run", "--quiet", "--allow-all", "--no-config", script],
