@@ -23,7 +23,7 @@
  * stream is replicated).
  */
 import type { Msg, MsgHdrs, NatsConnection, Subscription } from "@nats-io/transport-node";
-import { headers } from "@nats-io/transport-node";
+import { headers } from "@nats-io/nats-core";
 import { BACKOFF, type Backoff, backoffDelay } from "./backoff.ts";
 import { CONNECTION_TIMING, type ConnectionTiming, openConnection } from "./connection.ts";
 import { classifyLinkError, LinkError } from "./errors.ts";
