@@ -69,6 +69,13 @@ export interface BuildOptions {
    * fetched to and kept (packaging/tarball/runtime.ts); default dist/runtime.
    */
   runtimeCache?: string;
+  /**
+   * Modules of the checkout built in place of others (paths from the checkout, e.g.
+   * `{"src/link/connection.ts": "src/link/connection_deno.ts"}`), through the import map:
+   * for a bench that measures a variant (tests/bench/link_bench.ts --transport). None by
+   * default; never a package's build.
+   */
+  swaps?: Record<string, string>;
 }
 
 /** What a build produced. Written to dist/<os>/build.json as well. */
@@ -286,7 +293,12 @@ interface Stamp {
  * (packaging/derive_providers.ts carriedModule), packaging/program_own_paths.ts replaced by the
  * OS's own paths, and src/version.ts replaced by a copy stating the stamp's version, form and commit.
  */
-async function writeImportMap(os: TargetOs, stamp: Stamp, dir: string): Promise<string> {
+async function writeImportMap(
+  os: TargetOs,
+  stamp: Stamp,
+  dir: string,
+  swaps: Record<string, string> = {},
+): Promise<string> {
   const config = JSON.parse(await Deno.readTextFile(repo("deno.json")));
   const imports: Record<string, string> = { ...config.imports };
   // Its providers: the descriptors whose builds name it, in place of the checkout's. A
@@ -304,6 +316,9 @@ async function writeImportMap(os: TargetOs, stamp: Stamp, dir: string): Promise<
   imports[new URL("../src/version.ts", import.meta.url).href] = pathToFileURL(
     await stampVersion(stamp),
   ).href;
+  for (const [from, to] of Object.entries(swaps)) {
+    imports[pathToFileURL(repo(from)).href] = pathToFileURL(repo(to)).href;
+  }
   const file = join(dir, `import_map.${stamp.form}.json`);
   await Deno.writeTextFile(file, JSON.stringify({ imports }, null, 2));
   return file;
@@ -417,7 +432,7 @@ export async function build(options: BuildOptions): Promise<BuildResult> {
     const commit = await checkoutCommit();
     const runtime = options.testedRuntime ?? (await runtimePins()).version;
     const importMap = (form: Stamp["form"]) =>
-      writeImportMap(options.os, { version, form, commit, runtime }, mapDir);
+      writeImportMap(options.os, { version, form, commit, runtime }, mapDir, options.swaps);
     return await buildWith(options, dir, version, importMap, mapDir);
   } finally {
     await Deno.remove(mapDir, { recursive: true }).catch(() => {});

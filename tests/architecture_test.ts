@@ -15,6 +15,7 @@ import {
 } from "../packaging/derive_providers.ts";
 import { TARGET_OSES } from "../packaging/permissions.ts";
 import { PROVIDERS } from "../os/provider_list.ts";
+import { CLASS_FIELDS, FILE_LINES, FUNCTION_LINES, shapeProblems } from "./_shape.ts";
 
 const root = new URL("../", import.meta.url).pathname;
 
@@ -679,4 +680,42 @@ Deno.test("the rule above catches what it should (a type-only circle, a dynamic 
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+/** What in src/ and os/ breaks issue 36's limits: long functions unexplained, large classes and files. */
+async function shapeOfTree(): Promise<string[]> {
+  const problems: string[] = [];
+  for (const file of [...await sources("src"), ...await sources("os")]) {
+    const text = await Deno.readTextFile(join(root, file));
+    for (const p of shapeProblems(file, text)) problems.push(`${p.file}:${p.line}: ${p.what}`);
+    const lines = text.endsWith("\n") ? text.split("\n").length - 1 : text.split("\n").length;
+    if (/^src\/(run|engine)\//.test(file) && lines > FILE_LINES) {
+      problems.push(`${file}: ${lines} lines (over ${FILE_LINES} in src/run and src/engine)`);
+    }
+  }
+  return problems;
+}
+
+Deno.test(`no file of src/run or src/engine over ${FILE_LINES} lines, no class over ${CLASS_FIELDS} fields, no function over ${FUNCTION_LINES} lines without a comment saying why (src/, os/)`, async () => {
+  assert.deepEqual(await shapeOfTree(), []);
+});
+
+Deno.test("the rule above catches what it should (a long function, one that says why, a large class)", () => {
+  const body = Array.from({ length: FUNCTION_LINES }, (_, i) => `  const v${i} = ${i};`).join("\n");
+  const fields = Array.from({ length: CLASS_FIELDS + 1 }, (_, i) => `  #f${i} = ${i};`).join("\n");
+  const source = `export function long(): void {\n${body}\n}\n` +
+    `// Long because: a test of the rule.\nexport function explained(): void {\n${body}\n}\n` +
+    `const arrow = () => {\n${body}\n};\n` +
+    `export class Large {\n${fields}\n  constructor(readonly p: number) {}\n  m(): void {}\n}\n` +
+    `export class Small {\n  #a = 1;\n  static b = 2;\n}\n`;
+  const found = shapeProblems("probe.ts", source).map((p) => `${p.line}: ${p.what}`);
+  assert.deepEqual(found, [
+    `1: function long is ${FUNCTION_LINES + 2} lines (over ${FUNCTION_LINES}) with no ` +
+    "`// Long because: …` comment before it",
+    `${2 * FUNCTION_LINES + 6}: function arrow is ${
+      FUNCTION_LINES + 2
+    } lines (over ${FUNCTION_LINES}) ` +
+    "with no `// Long because: …` comment before it",
+    `${3 * FUNCTION_LINES + 8}: class Large has ${CLASS_FIELDS + 2} fields (over ${CLASS_FIELDS})`,
+  ]);
 });

@@ -27,7 +27,7 @@ import { Store } from "../src/store/store.ts";
 import { TokenError } from "../src/link/errors.ts";
 import { decodeToken } from "../src/link/token.ts";
 import { type Identity, writeIdentity } from "../src/link/identity.ts";
-import { type Admission, admitFromLink, recordAdmitted } from "../src/engine/admit.ts";
+import { type Admission, admitFromLink, recordAdmitted } from "../src/trust/admission.ts";
 import type { Engine } from "../src/engine/mod.ts";
 import { hostOn, scratch } from "./_helpers.ts";
 

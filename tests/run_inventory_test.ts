@@ -16,6 +16,7 @@ import { Link } from "../src/link/link.ts";
 import { managedSummary } from "../src/link/messages.ts";
 import { InventoryReporter } from "../src/run/inventory.ts";
 import { runService } from "../src/run/loop.ts";
+import { natsUplink } from "../src/link/nats_uplink.ts";
 import type { Profile } from "../src/profile.ts";
 import { detectProfile } from "../os/detect/mod.ts";
 
@@ -39,6 +40,7 @@ Deno.test({
         return detectProfile();
       },
       program: null,
+      uplink: natsUplink(),
     });
     try {
       const first = await until("the first inventory", () => mesh.control.lastInventory("node-i"));

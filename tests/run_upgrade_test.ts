@@ -23,6 +23,10 @@ async function bundle(dir: string): Promise<string> {
   return out;
 }
 
+async function exists(path: string): Promise<boolean> {
+  return await Deno.lstat(path).then(() => true, () => false);
+}
+
 /** Replace the file the way a package manager does: a new file renamed over the old one. */
 async function replace(path: string): Promise<void> {
   await Deno.copyFile(path, `${path}.new`);
@@ -94,6 +98,14 @@ Deno.test("self-upgrade: no exit while the program file is untouched; exit 0 aft
     (_, i) => fileResource(`m${i}`, `${s.root}/m${i}`, `${i}\n`),
   );
   await mesh.control.declare("node-a", { version: 1, resources: many });
+  // Replaced once that apply is under way (its first file is there): the start's apply has
+  // long had its own look at the file by then. Replaced right after the declare, a loaded
+  // machine let that look see it, and the host left before serial 13 came.
+  for (const end = Date.now() + 60_000; !(await exists(`${s.root}/m0`));) {
+    if (Date.now() > end) throw new Error(`serial 13's apply never began:\n${second.log()}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  assert.equal(await exists(`${s.root}/m1499`), false, "the apply was over before the replace");
   await replace(program);
   assert.equal(await second.exited, 0, second.log());
   const log = second.log();

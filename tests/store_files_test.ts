@@ -67,13 +67,13 @@ Deno.test("a symlink in place of a store file is refused and its target left as 
 
 /**
  * Run a script that opens a store and writes once with `setMeta`, once with the link's
- * `recordAdmitted` (src/engine/admit.ts), under strace: the fsync/fdatasync calls on the
+ * `recordAdmitted` (src/trust/admission.ts), under strace: the fsync/fdatasync calls on the
  * WAL made by each write, counted between markers the script prints.
  */
 async function walSyncsPerWrite(dir: string): Promise<{ plain: number; durable: number }> {
   const script = `
     import { Store } from ${JSON.stringify(posix.join(REPO, "src/store/store.ts"))};
-    import { recordAdmitted } from ${JSON.stringify(posix.join(REPO, "src/engine/admit.ts"))};
+    import { recordAdmitted } from ${JSON.stringify(posix.join(REPO, "src/trust/admission.ts"))};
     const store = Store.open(Deno.args[0]);
     store.setMeta("warm", "up");
     const mark = (m) => Deno.statSync("/").isDirectory && Deno.lstat("/nonexistent-" + m).catch(() => {});

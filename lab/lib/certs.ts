@@ -115,7 +115,7 @@ export async function issueServerCertificate(
     caKeyFile: string;
     cn?: string;
     days?: number;
-    /** Issue it as if the clock read this (faketime's form, "2020-01-01"): tests of expiry. */
+    /** Issue it as if the clock stood at this ("2020-01-01" or "2020-01-01 12:00:00"): expiry tests. */
     at?: string;
   },
 ): Promise<void> {
@@ -139,7 +139,7 @@ export async function issueServerCertificate(
   await openssl([
     // -f: the clock stands at `at` (without it, it runs on from there, and a loaded machine
     // dates the certificate a second later than the tests expect).
-    ...(at ? ["faketime", "-f", at, "openssl"] : []),
+    ...(at ? ["faketime", "-f", /\d:\d\d$/.test(at) ? at : `${at} 00:00:00`, "openssl"] : []),
     "x509",
     "-req",
     "-in",

@@ -9,7 +9,7 @@
  */
 import { join } from "node:path";
 import { makeCertificates } from "./certs.ts";
-import { type NatsConfig, renderNatsConfig } from "./nats_config.ts";
+import { NATS_SERVER_ENV, type NatsConfig, renderNatsConfig } from "./nats_config.ts";
 import { newRouteCredentials, type RouteCredentials } from "./routes.ts";
 import { CgroupSet } from "./cgroup.ts";
 import { LabError } from "./errors.ts";
@@ -100,6 +100,7 @@ export class NatsServer implements ServerFacts {
         this.configFile,
         this.logFile,
       ],
+      env: { ...NATS_SERVER_ENV },
       stdin: "null",
       stdout: "null",
       stderr: "null",

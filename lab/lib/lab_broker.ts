@@ -2,7 +2,7 @@ import { join } from "node:path";
 import { makeCertificates } from "./certs.ts";
 import { CgroupSet } from "./cgroup.ts";
 import { LabError } from "./errors.ts";
-import { renderNatsConfig } from "./nats_config.ts";
+import { NATS_SERVER_ENV, renderNatsConfig } from "./nats_config.ts";
 import { BROKER_ADDRESS } from "./net.ts";
 import type { LabSwitch } from "./net.ts";
 import { run, type RunOptions, type RunResult, sleep, tail, until } from "./_process.ts";
@@ -193,6 +193,7 @@ function spawn(cgroups: CgroupSet, netns: string, dir: string): Deno.ChildProces
       netns,
       dir,
     ],
+    env: { ...NATS_SERVER_ENV },
     stdin: "null",
     stdout: "null",
     stderr: "null",

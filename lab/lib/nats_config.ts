@@ -11,6 +11,16 @@
 import { LabError } from "./errors.ts";
 import type { RouteCredentials } from "./routes.ts";
 
+/**
+ * The environment every nats-server of the lab and of the stand-in runs with, and what
+ * docs/cluster.md recommends for a mesh's broker (its service's environment): Go's
+ * collector started at half the heap's growth it starts at by default (GOGC=50 for
+ * 100). An idle fleet allocates little, so the collector runs seldom either way, and the
+ * heap it lets grow between two collections is broker memory per node:
+ * tests/bench/RESULTS.md, "The broker's floor".
+ */
+export const NATS_SERVER_ENV: Readonly<Record<string, string>> = { GOGC: "50" };
+
 /** A size as nats-server reads one (`64MB`, `2GB`). */
 export type NatsSize = `${number}${"KB" | "MB" | "GB"}`;
 

@@ -7,7 +7,12 @@
  */
 import { dirname, join, relative } from "node:path";
 import { makeCertificates } from "../lib/certs.ts";
-import { type NatsOperator, type NatsSize, renderNatsConfig } from "../lib/nats_config.ts";
+import {
+  NATS_SERVER_ENV,
+  type NatsOperator,
+  type NatsSize,
+  renderNatsConfig,
+} from "../lib/nats_config.ts";
 import { newRouteCredentials, type RouteCredentials } from "../lib/routes.ts";
 import { createSigningKey } from "../../src/link/signature.ts";
 import {
@@ -277,6 +282,8 @@ export interface ClusterMember {
   routePort: number;
   /** A monitoring endpoint's JSON (e.g. "routez"), from its port on loopback. */
   monitor(path: string): Promise<Record<string, unknown>>;
+  /** Go's profiling address (`host:port`), when the cluster was started with `profile`. */
+  prof?: string;
   configFile: string;
   logFile: string;
   /** Whether it runs now. */
@@ -323,6 +330,8 @@ export function clusterMemberConfig(
     routeListen: string;
     routes: string[];
     http?: string;
+    /** Go's profiling port on the member's host (a bench reads the heap's statistics there). */
+    prof?: string;
     leafListen?: string;
     /** The leaf address it tells leaf servers of (a relay a test can cut); its own if absent. */
     leafAdvertise?: string;
@@ -364,6 +373,7 @@ export function clusterMemberConfig(
       credentials,
     },
     ...(member.http ? { http: member.http } : {}),
+    ...(member.prof ? { extra: `prof_port: ${Number(member.prof.split(":").pop())}` } : {}),
     operator: meshOperator(configFile, dir, join(dir, `jwt-${member.name}`)),
   });
 }
@@ -376,9 +386,21 @@ export function clusterMemberConfig(
  */
 export async function startLocalCluster(
   dir: string,
-  { host = "127.0.0.1", size = 3, sites = false, leafAdvertise, maxFileStore }: {
+  {
+    host = "127.0.0.1",
+    size = 3,
+    sites = false,
+    leafAdvertise,
+    maxFileStore,
+    env = NATS_SERVER_ENV,
+    profile = false,
+  }: {
+    /** Open Go's profiling port of each member on `host` (`ClusterMember.prof`). */
+    profile?: boolean;
     host?: string;
     size?: number;
+    /** The servers' environment (Go's collector: NATS_SERVER_ENV unless given). */
+    env?: Readonly<Record<string, string>>;
     /** JetStream's file store limit of each member (benches reserve more than 2GB). */
     maxFileStore?: NatsSize;
     /** Leaf ports and a JetStream domain, so that `startLeaf` can add sites. */
@@ -399,6 +421,7 @@ export async function startLocalCluster(
     route: freePort(host),
     http: freePort(host),
     leaf: sites ? freePort(host) : 0,
+    prof: profile ? freePort(host) : 0,
   }));
   const domain = sites ? LOCAL_DOMAIN : undefined;
   // Random per mesh, kept in mesh.json (0600) and in the members' configurations (0600).
@@ -421,6 +444,7 @@ export async function startLocalCluster(
           routeListen: `${host}:${port.route}`,
           routes: ports.filter((_, j) => j !== i).map((p) => `${host}:${p.route}`),
           http: `${host}:${port.http}`,
+          ...(profile ? { prof: `${host}:${port.prof}` } : {}),
           ...(sites ? { leafListen: `${host}:${port.leaf}`, domain } : {}),
           ...(leafAdvertise?.[i] ? { leafAdvertise: leafAdvertise[i] } : {}),
           ...(maxFileStore ? { maxFileStore } : {}),
@@ -440,7 +464,7 @@ export async function startLocalCluster(
       cert: { certFile: certs.certFile, keyFile: certs.keyFile, names: ["localhost"], ips: [host] },
     });
     members.push(
-      clusterMember(name, `tls://${host}:${port.client}`, host, port, configFile, logFile),
+      clusterMember(name, `tls://${host}:${port.client}`, host, port, configFile, logFile, env),
     );
   }
   await initClusterState(dir, cluster, {
@@ -666,9 +690,10 @@ function clusterMember(
   name: string,
   url: string,
   host: string,
-  port: { client: number; route: number; http: number; leaf: number },
+  port: { client: number; route: number; http: number; leaf: number; prof: number },
   configFile: string,
   logFile: string,
+  env: Readonly<Record<string, string>>,
 ): ClusterMember {
   let child: Deno.ChildProcess | undefined;
   let alive = false;
@@ -677,6 +702,7 @@ function clusterMember(
     url,
     port: port.client,
     routePort: port.route,
+    ...(port.prof ? { prof: `${host}:${port.prof}` } : {}),
     async monitor(path: string) {
       const response = await fetch(`http://${host}:${port.http}/${path}`);
       if (!response.ok) throw new Error(`${name} /${path}: HTTP ${response.status}`);
@@ -697,6 +723,7 @@ function clusterMember(
       const before = await Deno.readTextFile(logFile).then((t) => t.length).catch(() => 0);
       child = new Deno.Command("nats-server", {
         args: ["-c", configFile, "-l", logFile],
+        env: { ...env },
         stdin: "null",
         stdout: "null",
         stderr: "null",
@@ -712,6 +739,7 @@ function clusterMember(
 function spawnServer(configFile: string, logFile: string): Deno.ChildProcess {
   return new Deno.Command("nats-server", {
     args: ["-c", configFile, "-l", logFile],
+    env: { ...NATS_SERVER_ENV },
     stdin: "null",
     stdout: "null",
     stderr: "null",

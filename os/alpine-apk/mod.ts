@@ -90,6 +90,9 @@ export interface Apk extends PackageManager {
  * const apk = alpineApk();
  * await apk.install("wireguard-tools", "1.0.20210914-r4");
  * ```
+ *
+ * Long because: a provider is one object of verbs over apk (STYLE.md: a provider in one place);
+ * each verb is short.
  */
 export function alpineApk(options: ApkOptions = {}): Apk {
   const run: RunVia = { env: options.env, via: options.via };

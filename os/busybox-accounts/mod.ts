@@ -33,6 +33,8 @@ export interface BusyboxAccountsOptions extends RunVia {
  * ```ts
  * await busyboxAccounts().addGroup({ name: "app", system: true });
  * ```
+ *
+ * Long because: a provider is one object of verbs over busybox's account tools; each verb is short.
  */
 export function busyboxAccounts(options: BusyboxAccountsOptions = {}): AccountTools {
   const base = { env: options.env, via: options.via, timeoutMs: options.timeoutMs ?? 60_000 };

@@ -202,6 +202,9 @@ const HELD_CHANGED = /Held packages were changed/;
  * await apt.install("wireguard-tools", "1.0.20210914-1");
  * await apt.installed("wireguard-tools"); // { name: "wireguard-tools", version: "1.0.20210914-1" }
  * ```
+ *
+ * Long because: a provider is one object of verbs over apt and dpkg (STYLE.md: a provider in one
+ * place); each verb is short.
  */
 export function debianApt(options: AptOptions = {}): Apt {
   const run: RunVia = { env: { ...QUIET_ENV, ...options.env }, via: options.via };

@@ -66,6 +66,8 @@ async function rootsAlone(dir: string): Promise<true | string | typeof REFUSED> 
 }
 
 /** Detect a graphical session (the directories are options for tests). */
+// Long because: the probes of a graphical session in order (logind's sessions, X11 sockets), each
+// noting why it found none.
 export async function detectGraphical(
   options: { sessionsDir?: string; x11Dir?: string } = {},
 ): Promise<Capability> {

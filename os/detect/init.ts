@@ -9,6 +9,8 @@ import type { Capability } from "../../src/profile.ts";
 import { exists, installed, onDisk, type ProbeOptions, query, ran, whyNot } from "./_probe.ts";
 
 /** Detect the init system. */
+// Long because: the probes of each init system in order (systemd, OpenRC, others), each noting why
+// it found none.
 export async function detectInit(options: ProbeOptions = {}): Promise<Capability> {
   const sd = await query(
     ["systemctl", "show", "--property=Version", "--property=SystemState"],

@@ -41,6 +41,9 @@ const STARTED = 0;
  * const services = openrc({ runlevel: "default" });
  * await services.enable("sshd"); // rc-update add sshd default
  * ```
+ *
+ * Long because: a provider is one object of verbs over rc-service and rc-update; each verb is
+ * short.
  */
 export function openrc(options: OpenRcOptions = {}): ServiceManager {
   const runlevel = options.runlevel ?? "default";

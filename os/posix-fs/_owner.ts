@@ -65,6 +65,8 @@ export class OwnerChild {
   #closed = false;
   readonly #onIdle: () => void;
 
+  // Long because: spawning the owner's helper and wiring its pipes, exit and idle timer: one
+  // resource set up or not at all.
   constructor(uid: number, gid: number, options: HelperOptions, onIdle: () => void = () => {}) {
     this.#onIdle = onIdle;
     this.uid = uid;

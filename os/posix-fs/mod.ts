@@ -107,6 +107,8 @@ function devShim(): string | undefined {
 }
 
 /** Create the POSIX file system adapter. */
+// Long because: the POSIX file system provider is one object of descriptor-based verbs (STYLE.md);
+// each verb is short and shares the provider's open root.
 export function posixFileSystem(options: PosixFileSystemOptions = {}): FileSystem {
   const accounts = new Accounts(
     options.passwdPath ?? "/etc/passwd",

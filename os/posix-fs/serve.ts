@@ -136,6 +136,7 @@ class Server {
     this.#trusted = new Set([0, uid]);
   }
 
+  // Long because: the helper's dispatch: one case per verb of the protocol, each a line or two.
   handle(r: Request): unknown {
     switch (r.verb) {
       case "write":

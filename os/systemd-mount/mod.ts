@@ -106,6 +106,8 @@ export function mountUnit(request: MountRequest): string {
  * const mounts = systemdMounts();
  * await mounts.bootRecord(fs, request); // { state: "absent", path: "/etc/systemd/system/srv-data.mount" }
  * ```
+ *
+ * Long because: a provider is one object of verbs over systemd's mount units; each verb is short.
  */
 export function systemdMounts(options: SystemdMountOptions = {}): MountTable {
   const run: RunVia = { env: options.env, via: options.via };

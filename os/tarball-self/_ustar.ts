@@ -90,6 +90,8 @@ async function gunzip(gz: Uint8Array, maxBytes: number): Promise<Uint8Array> {
 }
 
 /** Every entry of a gzip'd tarball, checked; throws {@link TarballRefused} on the first fault. */
+// Long because: every header field of a ustar entry checked in turn, each fault refused with its
+// own message.
 export async function readTarball(
   gz: Uint8Array,
   { maxBytes = 512 * 2 ** 20 }: { maxBytes?: number } = {},

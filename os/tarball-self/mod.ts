@@ -53,6 +53,9 @@ const VERSION_TEXT = /^[A-Za-z0-9][A-Za-z0-9._:+~-]{0,63}$/;
  * const self = tarballSelf({ prefix: "/usr/local" });
  * await self.installed("nox-mesh-host"); // { name: "nox-mesh-host", version: "0.1.0" }
  * ```
+ *
+ * Long because: a provider is one object of verbs over the tarball's own install; each verb is
+ * short.
  */
 export function tarballSelf(
   { prefix = TARBALL_PREFIX, runningVersion = VERSION, stateDir = "/var/lib/mesh-host" }:
@@ -97,6 +100,8 @@ export function tarballSelf(
       };
     },
 
+    // Long because: an install's steps in order (the version already there, the checksum, unpack,
+    // stage), each refusing with its reason; none may be skipped.
     async install(name: string, version?: string, file?: PackageFile): Promise<void> {
       if (name !== PROGRAM) notOwn(name);
       // The installed version declared again: a stage of another one is stale.

@@ -92,6 +92,8 @@ export function parseLink(text: string): OverlayLink | null {
  * const wg = wireguard({ mode: "userspace" });
  * await wg.create("wg0", "nox-mesh-host");
  * ```
+ *
+ * Long because: a provider is one object of verbs over wireguard-go and wg; each verb is short.
  */
 export function wireguard(options: WireguardOptions): OverlayNetwork {
   const { mode, timeoutMs = 30_000 } = options;

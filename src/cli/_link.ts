@@ -5,6 +5,11 @@
  * tests/program_parts_test.ts).
  */
 export { runService, wantsRestart } from "../run/loop.ts";
+/**
+ * The transport `run` reaches the control plane over: the NATS link. Another transport is
+ * its own folder and this line (docs/contributing.md, "Add a transport").
+ */
+export { natsUplink as openUplink } from "../link/nats_uplink.ts";
 export { enrol } from "../link/enrol.ts";
 export { brokerList, readIdentity } from "../link/identity.ts";
 export { linkRows, linkStatus } from "./_link_status.ts";

@@ -1,5 +1,6 @@
 /** The link and service part of `status`: identity, service, link state, next drift check. */
 import { brokerList, readIdentity } from "../link/identity.ts";
+import type { LinkState } from "../link/link.ts";
 import { isCurrent, readRunStatus } from "../run/run_status.ts";
 import type { Store } from "../store/store.ts";
 import { type TlsExpiry, tlsExpiry } from "../link/trust.ts";
@@ -45,7 +46,7 @@ export interface LinkStatus {
 /** Read the identity and the run process's status record from the store. */
 export function linkStatus(store: Store, now: Date = new Date()): LinkStatus {
   const identity = readIdentity(store);
-  const run = readRunStatus(store);
+  const run = readRunStatus<LinkState>(store);
   const running = run !== null && isCurrent(run, now);
   const state = !identity
     ? "not enrolled"

@@ -27,6 +27,9 @@ export class ArgsError extends Error {}
  * readArgs(["-q", "--wait", "5", "site.json"], { quiet: { type: "boolean", short: "q" }, wait: { type: "string" } });
  * // { values: { quiet: true, wait: "5" }, positionals: ["site.json"] }
  * ```
+ *
+ * Long because: one pass over argv with parseArgs' rules (short groups, --name=value, --,
+ * negatives); its cases share the loop's state.
  */
 export function readArgs(args: readonly string[], options: ParseArgsOptionsConfig): ParsedArgs {
   const values: ParsedArgs["values"] = Object.create(null);

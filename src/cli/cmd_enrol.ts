@@ -35,6 +35,8 @@ Exit codes: 0 enrolled, 64 usage or an unusable token, 69 the broker or control 
     replace: { type: "boolean" },
   },
   positionals: [0, 0],
+  // Long because: the command's steps in their order (where the token comes from, enrol, what is
+  // said of each way it ends); each is a few lines.
   async run(ctx) {
     const given = ctx.values.token;
     const file = ctx.values["token-file"];

@@ -48,6 +48,8 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
 `,
   options: {},
   positionals: [0, 0],
+  // Long because: it prints the profile's sections in the order a person reads them, one short
+  // block each.
   async run(ctx) {
     const { loadConfig, Store, readOverlayKey } = await import("./_engine.ts");
     const config = await loadConfig(ctx.flags);

@@ -52,8 +52,11 @@ Exit codes: 0 stopped by a signal or for a self-upgrade, 10 restart wanted (memo
     // Everything the service runs on is loaded here, at its start: Deno reads every part
     // of the bundled program when the process starts, so a package upgrade that replaces
     // those files while it runs never mixes versions (packaging/README.md).
-    const [{ openEngine }, { acquireRunLock, journalIsOutput, logLine, runService, wantsRestart }] =
-      await Promise.all([import("./_engine.ts"), import("./_link.ts")]);
+    const [{ openEngine }, link] = await Promise.all([
+      import("./_engine.ts"),
+      import("./_link.ts"),
+    ]);
+    const { acquireRunLock, journalIsOutput, logLine, openUplink, runService, wantsRestart } = link;
     using host = await openEngine({ ...ctx.flags, providers: ctx.io.providers });
     // One service per state directory. A second one (e.g. a respawned launcher
     // while an orphaned host still runs) waits for the first to end rather than
@@ -78,6 +81,8 @@ Exit codes: 0 stopped by a signal or for a self-upgrade, 10 restart wanted (memo
     const result = await runService(host, {
       signal: ctx.io.signal,
       log: (line, level) => ctx.io.stderr(logLine(line, level, journal)),
+      // The transport to the control plane (_link.ts: the NATS link).
+      uplink: openUplink(),
       profile: ctx.io.profile,
       giveBackMemory: ctx.io.memoryTrim?.(),
       driftIntervalSeconds,

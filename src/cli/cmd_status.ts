@@ -22,6 +22,7 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
 `,
   options: {},
   positionals: [0, 0],
+  // Long because: the status table's rows in the order they are shown, for text and --json alike.
   async run(ctx) {
     // The link's code is loaded only where it is used: it costs every start otherwise.
     const [{ linkRows, linkStatus }, { openEngine }] = await Promise.all([

@@ -83,6 +83,9 @@ Run "${PROGRAM} <command> --help" for a command's options and exit codes.
  * ```ts
  * const code = await main(["status", "--json"], io);
  * ```
+ *
+ * Long because: the command table's dispatch: help, version, an unknown command, the options, the
+ * exit codes of each way it ends, in the order they are tried.
  */
 export async function main(args: string[], io: CliIo): Promise<number> {
   const [name, ...rest] = args;

@@ -26,18 +26,7 @@ import type { ApplyOptions, ApplyReport, Engine, EngineContext, PlanEntry } from
 
 export type * from "./types.ts";
 import { admit, type AdmitOptions } from "./admit.ts";
-export {
-  type Admission,
-  admit,
-  admitFromLink,
-  type AdmitOptions,
-  admittedAfter,
-  admittedNotCurrent,
-  isLastAdmitted,
-  recordAdmitted,
-  type SignatureHeaders,
-  type Signed,
-} from "./admit.ts";
+export { admit, type AdmitOptions } from "./admit.ts";
 export { HeldError } from "./hold.ts";
 
 /** Which adapters a caller needs: the file system alone, or everything the machine has. */

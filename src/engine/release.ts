@@ -17,6 +17,9 @@ import type { ManagedResource, ResourceResult } from "../store/records.ts";
 /**
  * Release managed (and half-created) resources that the declaration no longer names, last
  * first; with `only`, just those of the types it accepts.
+ *
+ * Long because: the release pass in its order (what no longer is declared, last first, then the
+ * half-created), with the report of each step beside it.
  */
 export async function releaseUndeclared(
   ctx: EngineContext,

@@ -8,8 +8,7 @@
  * expired and when, not valid yet, or issued by a CA it does not (or no longer) trust.
  */
 import { X509Certificate } from "node:crypto";
-import * as net from "node:net";
-import * as tls from "node:tls";
+import type * as tls from "node:tls";
 import { caFacts, type TrustList } from "./trust.ts";
 
 /** What the node saw of a broker's certificate (kept in the link's state). */
@@ -40,11 +39,14 @@ export function peerFacts(cert: tls.PeerCertificate): CertificateFacts {
  * verifying it and without sending anything but the TLS handshake; undefined when it
  * cannot be read within `timeoutMs`.
  */
-export function presentedCertificate(
+export async function presentedCertificate(
   host: string,
   port: number,
   timeoutMs = 5000,
 ): Promise<X509Certificate | undefined> {
+  // Loaded for this probe only: a link on Deno's own sockets (connection_deno.ts) loads no
+  // node:net or node:tls until a certificate is refused.
+  const [net, tls] = await Promise.all([import("node:net"), import("node:tls")]);
   return new Promise((resolve) => {
     let done = false;
     let secure: tls.TLSSocket | undefined;
@@ -96,6 +98,9 @@ export interface CertificateVerdict {
  * Why `cert` (presented by `where`) does not verify against `trust` at `now`: expired,
  * not yet valid, issued by a CA this node no longer trusts, or by one it never did.
  * Undefined when none of these holds (the refusal had another cause).
+ *
+ * Long because: each way a broker's certificate can be refused, tried in the order a person would
+ * check them, each with its own message.
  */
 export function judgeCertificate(
   cert: X509Certificate,

@@ -71,6 +71,8 @@ export interface EnrolOptions {
 }
 
 /** Enrol this node with a token; returns the identity now in the store. */
+// Long because: enrolment's steps in their order (token, key, the broker's answer, the store
+// written in one commit); splitting them would pass half an enrolment between functions.
 export async function enrol(
   host: Engine,
   tokenText: string,

@@ -83,6 +83,9 @@ export interface LinkTarget {
 /**
  * Turn anything the NATS client or the TLS layer threw into a LinkError that
  * names the side and the reason.
+ *
+ * Long because: a table of the NATS client's and the TLS layer's errors, each turned into a code
+ * and a sentence; a case per error reads best as one switch.
  */
 export function classifyLinkError(error: unknown, target: LinkTarget): LinkError {
   if (error instanceof LinkError) return error;

@@ -23,7 +23,7 @@
  * stream is replicated).
  */
 import type { Msg, MsgHdrs, NatsConnection, Subscription } from "@nats-io/transport-node";
-import { headers } from "@nats-io/transport-node";
+import { headers } from "@nats-io/nats-core";
 import { BACKOFF, type Backoff, backoffDelay } from "./backoff.ts";
 import { CONNECTION_TIMING, type ConnectionTiming, openConnection } from "./connection.ts";
 import { classifyLinkError, LinkError } from "./errors.ts";
@@ -31,7 +31,7 @@ import { type Identity, readJwt } from "./identity.ts";
 import type { CertificateFacts } from "./certificate.ts";
 import type { BrokerEntry } from "./token.ts";
 import { TRUST_HEADER, type TrustList } from "./trust.ts";
-import type { LogLevel } from "../log.ts";
+import type { Pushed, Uplink, UplinkHandlers, UplinkPhase, UplinkState } from "../run/uplink.ts";
 import { ROTATION_HEADER, SIGNATURE_HEADER } from "./signature.ts";
 import {
   DECLARATION_STREAM,
@@ -52,13 +52,10 @@ const KIND_LIMIT = {
 } as const;
 
 /** Where the link is. */
-export type LinkPhase = "connecting" | "up" | "down" | "stopped";
+export type LinkPhase = UplinkPhase;
 
-/** The link's state, for status and heartbeats. */
-export interface LinkState {
-  phase: LinkPhase;
-  /** When it entered this phase (ISO). */
-  since: string;
+/** The link's state, for status and heartbeats (the uplink's, with the brokers' facts). */
+export interface LinkState extends UplinkState {
   /** The broker in use (up), or being tried (connecting), or last tried (down). */
   url: string;
   /** How many brokers the node may use. */
@@ -72,43 +69,12 @@ export interface LinkState {
   connects: number;
   /** The last failure, kept after recovery so status can show it. */
   lastError?: { code: string; side: string; message: string; at: string };
-  /**
-   * The certificate of the broker the link came up on last (it chained to a trusted CA
-   * and named that broker): when it expires is in the heartbeat, status and metrics.
-   */
-  certificate?: CertificateFacts & { url: string };
 }
 
-/** A declaration as it arrived: the exact bytes and the signature headers (unchecked). */
-export interface Pushed {
-  data: Uint8Array;
-  /** The `Mesh-Signature` header, absent when the message had none. */
-  signature?: string;
-  /** The `Mesh-Key-Rotation` header, absent when the message had none. */
-  rotation?: string;
-  /** The `Mesh-Trust` header (a signed trust update, trust.ts), absent when none. */
-  trust?: string;
-  /**
-   * Its sequence in the declaration stream, when the broker said it: the broker's own
-   * order of what was stored, which tells a replica behind the others (an older
-   * sequence) from an old declaration published again (a newer one).
-   */
-  seq?: number;
-}
+export type { Pushed };
 
-/** What the run loop hears from the link. */
-export interface LinkHandlers {
-  /** A declaration was pushed while the link was up. */
-  onDeclaration(pushed: Pushed): void;
-  /**
-   * The link came up. `catchUp` is the node's last declaration held by the
-   * broker (possibly one already applied), absent when there is none.
-   */
-  onUp(event: { reconnect: boolean; catchUp?: Pushed }): void;
-  /** The link's state changed. */
-  onState?(state: LinkState): void;
-  log?(line: string, level?: LogLevel): void;
-}
+/** What the run loop hears from the link (the uplink's handlers). */
+export type LinkHandlers = UplinkHandlers;
 
 /** Tunables (tests shorten them). */
 export interface LinkOptions {
@@ -122,11 +88,10 @@ export interface LinkOptions {
 }
 
 /** The node's one connection to the control plane. */
-export class Link {
+export class Link implements Uplink {
   readonly #identity: Identity;
-  readonly #seed: Uint8Array;
-  /** The node's user JWT, read at each connection (enrol --replace writes a new one). */
-  #jwt = "";
+  /** The node's seed, and its user JWT read at each connection (enrol --replace writes a new one). */
+  readonly #login: { seed: Uint8Array; jwt: string };
   readonly #handlers: LinkHandlers;
   readonly #options: Required<LinkOptions>;
   #state: LinkState;
@@ -164,7 +129,7 @@ export class Link {
   ) {
     this.#identity = identity;
     this.#trust = identity.trust;
-    this.#seed = seed;
+    this.#login = { seed, jwt: "" };
     this.#handlers = handlers;
     this.#options = {
       timing: options.timing ?? CONNECTION_TIMING,
@@ -185,6 +150,11 @@ export class Link {
   /** The current state (a copy). */
   get state(): LinkState {
     return { ...this.#state };
+  }
+
+  /** The subject this node's declarations come on (the store records it as their origin). */
+  get origin(): string {
+    return subjectsOf(this.#identity.node).declaration;
   }
 
   /**
@@ -428,8 +398,7 @@ export class Link {
     const opening = openConnection(
       this.#target(broker, false),
       {
-        seed: this.#seed,
-        jwt: this.#jwt,
+        ...this.#login,
         publicKey: this.#identity.publicKey,
         inboxPrefix: subjectsOf(this.#identity.node).inboxPrefix,
         name: `${this.#identity.node} (confirm probe)`,
@@ -478,6 +447,8 @@ export class Link {
     this.#set("stopped");
   }
 
+  // Long because: the link's connect-and-retry loop: backoff, the move between brokers and the
+  // state each step leaves are one piece of state read top to bottom.
   async #run(): Promise<void> {
     const brokers = this.#identity.brokers;
     // Start anywhere: a fleet enrolled with the same token spreads over the cluster.
@@ -493,12 +464,11 @@ export class Link {
       this.#set("connecting");
       let nc: NatsConnection;
       try {
-        this.#jwt = await readJwt(this.#identity);
+        this.#login.jwt = await readJwt(this.#identity);
         nc = await openConnection(
           target,
           {
-            seed: this.#seed,
-            jwt: this.#jwt,
+            ...this.#login,
             publicKey: this.#identity.publicKey,
             inboxPrefix: subjectsOf(this.#identity.node).inboxPrefix,
             name: this.#identity.node,
@@ -576,6 +546,8 @@ export class Link {
   }
 
   /** One connection's life: subscribe, catch up, announce, then wait for it to end. */
+  // Long because: one connection's life (subscriptions, the catch-up, the wait for its end), whose
+  // steps share the connection and its subscriptions.
   async #session(nc: NatsConnection, reconnect: boolean): Promise<LinkError | undefined> {
     const s = subjectsOf(this.#identity.node);
     // A new connection hands the last declaration on again (the catch-up): the run loop

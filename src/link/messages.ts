@@ -8,7 +8,8 @@ import type { ApplyReport } from "../engine/types.ts";
 import { createHash } from "node:crypto";
 import { canonicalJson } from "../declaration/canonical.ts";
 import type { Problem } from "../declaration/envelope.ts";
-import type { RefusalReason } from "../engine/admit.ts";
+import type { Trigger } from "../run/queue.ts";
+import type { RefusalReason } from "../trust/admission.ts";
 import type { Store } from "../store/store.ts";
 import type { PlanEntry } from "../engine/types.ts";
 import type { ResourceResult } from "../store/records.ts";
@@ -19,21 +20,6 @@ import { NODE_LIMITS } from "./subjects.ts";
 import type { TlsExpiry } from "./trust.ts";
 
 /**
-/**
- * What started a reconcile or an apply: "rescue" for the apply that answered a rescue
- * (`nox-mesh-host rescue`), "unhold" for the one that follows a hold lifted, "revert"
- * when a confirm window lapsed and the host goes back to the declaration it held before
- * (src/run/confirm.ts).
- */
-export type Trigger =
-  | "start"
-  | "declaration"
-  | "reconnect"
-  | "drift"
-  | "rescue"
-  | "unhold"
-  | "revert";
-
 /** Report of one apply (subject mesh.node.N.report). */
 export interface ApplyMessage {
   v: 1;

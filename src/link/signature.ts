@@ -32,7 +32,7 @@
  *
  * A node whose pinned key is `from` of one of them follows the chain from there,
  * each step signed by the key before it, to the key that signed the declaration,
- * and then pins that key (src/engine/admit.ts). A rotation not signed by the key
+ * and then pins that key (src/trust/admission.ts). A rotation not signed by the key
  * the node trusts leads nowhere and is refused. The broker is transport, not
  * authority: whoever holds the current signing key holds root on every node.
  */

@@ -112,6 +112,8 @@ export function encodeToken(token: EnrolmentToken): string {
 /**
  * Decode and check a token; throws TokenError (code token.format, token.version,
  * token.invalid or token.expired) saying what is wrong with it.
+ *
+ * Long because: each field of the token checked in turn, each with its own message (TokenError).
  */
 export function decodeToken(text: string, now: Date = new Date()): EnrolmentToken {
   const trimmed = text.trim();

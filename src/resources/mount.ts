@@ -206,6 +206,7 @@ export function rootsConfiguration(target: string): string | undefined {
   return ROOTS_CONFIGURATION.find((dir) => isWithin(target, dir));
 }
 
+// Long because: the mount kind's rules, one per field and fstype, each with the path of its problem.
 function mountRules(resource: MountResource, at: string, scope: RuleScope): void {
   checkManagedPath(resource.target, `${at}.target`, scope);
   const problem = sourceProblem(resource);
@@ -642,6 +643,9 @@ async function unmount(table: MountTable, target: string): Promise<void> {
 /**
  * Mount `r` at its target (a directory already there), then read the table: a filesystem
  * that was mounted somewhere already is unmounted again and refused.
+ *
+ * Long because: mount, read the table back, and undo a mount that landed elsewhere: one step that
+ * must not be left half done.
  */
 async function mountNow(
   ctx: KindContext,

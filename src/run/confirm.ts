@@ -2,85 +2,35 @@
  * The confirm window (like `commit confirmed` on network equipment): a change pushed
  * over the link that touches what can cut the node off its broker (a firewall, an
  * overlay, a kernel setting: kinds with `mayCutLink`) stands only once the link
- * confirms it.
- *
- * - Before a pushed declaration is applied, the window opens when it would change such
- *   a resource (its digest differs from the one held, or a held one leaves): the
- *   declaration held now is recorded as the place to go back to, on disk before the
- *   apply starts (src/store/confirm_records.ts).
- * - After the apply, when none of those resources changed, the window closes (they are
- *   all as held) or waits (an earlier resource failed before them, or the apply did not
- *   happen: it runs from the apply of that declaration that reaches them, a drift pass
- *   or the end of a hold, prepared on disk the same way); otherwise it runs
- *   `confirmWindowSeconds` (host.json, default 120) from the end of the apply, and the
- *   host sends heartbeats, each followed by a PING, until the broker answers one (a
- *   round trip on the link's connection, after the apply) and then takes a new
- *   connection from the node (made as the link makes its own, closed at once): confirmed.
- *   The connection the link has outlives a rule that refuses new ones (`ct state new
- *   drop`), which would cut the node off at its next reconnect.
- * - When it lapses first, in one durable commit the declaration held before becomes
- *   the current one again and the pushed serial is refused; the run loop then reports
- *   the refusal (delivered once the link is back) and applies that declaration whole,
- *   network resources first. The refused serial is never applied again: not by a
- *   drift pass, a reconnect's catch-up or a restart.
- * - Pushes inside an open window keep its place to go back to (the last confirmed
- *   declaration) and start it again from their apply; bundles, files and reconciles from
- *   the store never open one (the bundle is trusted and applied offline).
- * - A restart inside the window (a crash, a self-upgrade, a reboot) keeps it: the next
- *   process resumes it with what is left of it (never more than one window from its
- *   start), and a window that lapsed meanwhile is settled before anything is applied,
- *   so a change that cut the node off is never re-applied at boot.
+ * confirms it; when the window lapses first, the host goes back to what it held before
+ * and refuses the serial for good. When it opens, what confirms it, what a lapse does
+ * and what a restart inside it keeps: src/run/README.md, "The confirm window".
  */
-import { canonicalJson, digestOf } from "../declaration/canonical.ts";
-import type { Declaration, Problem } from "../declaration/envelope.ts";
+import type { Declaration } from "../declaration/envelope.ts";
 import type { ApplyReport } from "../engine/types.ts";
-import type { Log } from "../log.ts";
-import { mayCutLink, resourceKey } from "../resources/mod.ts";
 import {
   type PendingWindow,
   readPending,
   readRefused,
   recordLapse,
   type RefusedSerial,
-  type RestorePoint,
   type WindowChange,
   writePending,
 } from "../store/confirm_records.ts";
-import type { Store } from "../store/store.ts";
+import { mayCutLink } from "../resources/mod.ts";
+import {
+  changesAgainstManaged,
+  type ConfirmOptions,
+  describeChanges,
+  type Lapse,
+  networkOf,
+  nothing,
+  PROBE_TIMEOUT_MS,
+  restoreName,
+  restorePoint,
+} from "./_confirm_parts.ts";
 
-/** How the window is kept. */
-export interface ConfirmOptions {
-  store: Store;
-  /** How long a window runs (host.json `confirmWindowSeconds`). */
-  windowSeconds: number;
-  log: Log;
-  /**
-   * Send a heartbeat and wait, at most `timeoutMs`, for the broker to answer behind it
-   * and to take a new connection; true when both happened. False at once when the link
-   * is down.
-   */
-  probe(timeoutMs: number): Promise<boolean>;
-  /**
-   * The window lapsed, or going back is owed: the loop settles it (`settle`) and applies
-   * the current declaration as going back (`networkFirst`) before its next piece of work.
-   */
-  lapsed(): void;
-  /** The clock (default Date.now). */
-  now?: () => number;
-  /** How long to wait between two probes that got no answer (ms, default 1000). */
-  probeEveryMs?: number;
-}
-
-/** A window that lapsed: what to report. */
-export interface Lapse {
-  serial: number;
-  digest: string;
-  message: string;
-  problems: Problem[];
-}
-
-/** How long one probe may wait for the broker's answer and a new connection (ms). */
-const PROBE_TIMEOUT_MS = 10_000;
+export type { ConfirmOptions, Lapse };
 
 /** The confirm window of one run process. */
 export class ConfirmWindow {
@@ -437,55 +387,4 @@ export class ConfirmWindow {
     }
     this.#kick(this.#opt.probeEveryMs ?? 1000);
   }
-}
-
-/** The key and digest of each resource of `declaration` that can cut the node off. */
-async function networkOf(declaration: Declaration): Promise<[string, string][]> {
-  const out: [string, string][] = [];
-  for (const resource of declaration.resources) {
-    if (mayCutLink(resource.type)) out.push([resourceKey(resource), await digestOf(resource)]);
-  }
-  return out;
-}
-
-/**
- * How many of what can cut the node off differ between `network` (a declaration's) and
- * what is managed: declared and not managed as declared, or managed and no longer declared.
- */
-function changesAgainstManaged(store: Store, network: readonly [string, string][]): number {
-  const managed = new Map(
-    [...store.managedIndex()].filter(([key]) => mayCutLink(key.slice(0, key.indexOf(":")))),
-  );
-  const declared = new Map(network);
-  let changing = 0;
-  for (const [key, digest] of declared) if (managed.get(key)?.digest !== digest) changing++;
-  for (const key of managed.keys()) if (!declared.has(key)) changing++;
-  return changing;
-}
-
-/** The declaration the host holds now, as the place to go back to. */
-function restorePoint(store: Store): RestorePoint | null {
-  const current = store.current();
-  if (!current) return null;
-  const { acceptedAt: _at, ...point } = current;
-  return point;
-}
-
-/** Going back to "nothing managed": an empty declaration from the link. */
-async function nothing(origin: string): Promise<RestorePoint> {
-  const body = { version: 1, resources: [] };
-  return { source: "link", origin, digest: await digestOf(body), body: canonicalJson(body) };
-}
-
-function restoreName(restore: RestorePoint | null): string {
-  if (!restore) return "holding nothing (no declaration was held before)";
-  if (restore.serial !== undefined) return `serial ${restore.serial}, the one it held before`;
-  return restore.source === "bundle"
-    ? `its bundle ${restore.origin}`
-    : `the declaration from ${restore.origin}`;
-}
-
-function describeChanges(changes: readonly WindowChange[]): string {
-  return changes.map((c) => `${c.type} "${c.id}"${c.outcome === "changed" ? "" : ` ${c.outcome}`}`)
-    .join(", ");
 }

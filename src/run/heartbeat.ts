@@ -4,7 +4,7 @@
  * resources rides along when asked for or when it changed since it was last sent.
  */
 import type { Identity } from "../link/identity.ts";
-import type { Link } from "../link/link.ts";
+import type { Uplink } from "./uplink.ts";
 import { heartbeatMessage, managedSummary } from "../link/messages.ts";
 import { readHold } from "../engine/hold.ts";
 import type { Store } from "../store/store.ts";
@@ -32,7 +32,7 @@ export class Heartbeats {
    * Send one heartbeat over `link` when it is up; `withList` sends the managed list too.
    * True when it was handed to the connection.
    */
-  send(identity: Identity, link: Link, liveness: Liveness, withList: boolean): boolean {
+  send(identity: Identity, link: Uplink, liveness: Liveness, withList: boolean): boolean {
     if (link.state.phase !== "up") return false;
     const managed = managedSummary(this.#store);
     const sendList = withList || managed.digest !== this.#managedDigestSent;

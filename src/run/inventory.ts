@@ -7,7 +7,7 @@
  */
 import { describeError } from "../errors.ts";
 import type { Identity } from "../link/identity.ts";
-import type { Link } from "../link/link.ts";
+import type { Uplink } from "./uplink.ts";
 import {
   type InventoryMessage,
   inventoryMessage,
@@ -46,7 +46,7 @@ export interface InventoryOptions {
 /** The inventory of one process. */
 export class InventoryReporter {
   readonly #o: InventoryOptions;
-  #link: Link | undefined;
+  #link: Uplink | undefined;
   #identity: Identity | undefined;
   #profile: InventoryProfile | null | undefined;
   #busy: Promise<void> | undefined;
@@ -63,7 +63,7 @@ export class InventoryReporter {
   }
 
   /** The link and identity to send with. */
-  attach(link: Link, identity: Identity): void {
+  attach(link: Uplink, identity: Identity): void {
     this.#link = link;
     this.#identity = identity;
   }

@@ -69,6 +69,8 @@ const OUTCOMES = ["converged", "failed", "interrupted", "running"] as const;
 const RESULTS = ["changed", "unchanged", "removed", "forgotten", "failed"] as const;
 
 /** The file's text (Prometheus text exposition format 0.0.4). */
+// Long because: one block per metric, in the order the file lists them; each is a HELP, a TYPE and
+// its lines.
 export function metricsText(f: MetricsFacts): string {
   const lines: string[] = [];
   const metric = (name: string, help: string, samples: [string, number | string][]) => {

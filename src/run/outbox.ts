@@ -8,7 +8,7 @@
  */
 import { describeError } from "../errors.ts";
 import { REPORT_BUDGET, shrinkReport, utf8Length } from "../link/messages.ts";
-import type { Link } from "../link/link.ts";
+import type { Uplink } from "./uplink.ts";
 import type { Log } from "../log.ts";
 import type { OutboxBounds, OutboxEntry } from "../store/outbox_table.ts";
 import type { Store } from "../store/store.ts";
@@ -54,7 +54,7 @@ export interface OutboxOptions {
 /** Keeps reports in the store and delivers them in order while the link is up. */
 export class OutboxSender {
   readonly #o: Required<OutboxOptions>;
-  #link: Link | undefined;
+  #link: Uplink | undefined;
   #node: string | undefined;
   #running: Promise<void> | undefined;
   #again = false;
@@ -81,7 +81,7 @@ export class OutboxSender {
   }
 
   /** The link to deliver over (set once the node has an identity). */
-  attach(link: Link, node: string): void {
+  attach(link: Uplink, node: string): void {
     this.#link = link;
     this.#node = node;
   }

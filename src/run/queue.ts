@@ -2,22 +2,27 @@
  * The run loop's work queue: one piece of work at a time, in arrival order;
  * reconciles coalesce (one waiting is as good as many), declarations never do.
  */
-import type { Trigger } from "../link/messages.ts";
+import type { Pushed } from "./uplink.ts";
+
+/**
+ * What started a reconcile or an apply: "rescue" for the apply that answered a rescue
+ * (`nox-mesh-host rescue`), "unhold" for the one that follows a hold lifted, "revert"
+ * when a confirm window lapsed and the host goes back to the declaration it held before
+ * (src/run/confirm.ts).
+ */
+export type Trigger =
+  | "start"
+  | "declaration"
+  | "reconnect"
+  | "drift"
+  | "rescue"
+  | "unhold"
+  | "revert";
 
 /** One piece of work for the loop. */
 export type Work =
   | { kind: "reconcile"; trigger: Trigger }
-  | {
-    kind: "declaration";
-    data: Uint8Array;
-    signature?: string;
-    rotation?: string;
-    /** A signed trust update that came with it (src/link/trust.ts). */
-    trust?: string;
-    /** Its sequence in the declaration stream (link.ts, `Pushed`). */
-    seq?: number;
-    trigger: Trigger;
-  };
+  | ({ kind: "declaration"; trigger: Trigger } & Pushed);
 
 /** A queue the loop waits on; closing it ends the wait. */
 export class WorkQueue {

@@ -4,7 +4,7 @@
  * tick, so `status` (another process) can say what the service is doing.
  */
 import { META } from "../store/meta.ts";
-import type { LinkState } from "../link/link.ts";
+import type { UplinkState } from "./uplink.ts";
 import type { Store } from "../store/store.ts";
 
 /** What the service is doing. */
@@ -17,7 +17,7 @@ export type ServicePhase =
   | "restarting";
 
 /** The record. */
-export interface RunStatus {
+export interface RunStatus<S extends UplinkState = UplinkState> {
   pid: number;
   version: string;
   startedAt: string;
@@ -25,8 +25,11 @@ export interface RunStatus {
   phase: ServicePhase;
   /** Why it is restarting (phase "restarting"): "memory ceiling", "enrolled again". */
   restartFor?: string;
-  /** The link's state, or null when the node has no identity (not enrolled). */
-  link: LinkState | null;
+  /**
+   * The uplink's state as its transport keeps it (the NATS link's `LinkState`), or null
+   * when the node has no identity (not enrolled).
+   */
+  link: S | null;
   /** A problem that keeps the link from starting at all (e.g. the key file). */
   linkProblem?: string;
   nextDriftAt: string | null;
@@ -42,11 +45,13 @@ export function writeRunStatus(store: Store, status: RunStatus): void {
 }
 
 /** Read the record, or null when no run process ever wrote one. */
-export function readRunStatus(store: Store): RunStatus | null {
+export function readRunStatus<S extends UplinkState = UplinkState>(
+  store: Store,
+): RunStatus<S> | null {
   const text = store.meta(META.runStatus);
   if (!text) return null;
   try {
-    return JSON.parse(text) as RunStatus;
+    return JSON.parse(text) as RunStatus<S>;
   } catch {
     return null;
   }
@@ -57,7 +62,7 @@ export function readRunStatus(store: Store): RunStatus | null {
  * heartbeat interval. Older than three intervals (or marked stopped) means the
  * service is not running, whatever the record says.
  */
-export function isCurrent(status: RunStatus, now: Date = new Date()): boolean {
+export function isCurrent(status: RunStatus<UplinkState>, now: Date = new Date()): boolean {
   if (status.phase === "stopped" || status.phase === "upgrading" || status.phase === "restarting") {
     return false;
   }

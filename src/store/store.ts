@@ -65,6 +65,7 @@ export class Store {
   /** Reports waiting for the broker's acknowledgement (src/store/outbox_table.ts). */
   readonly outbox: OutboxTable;
 
+  // Long because: the store's prepared statements, one line each, made once when it opens.
   private constructor(path: string, db: DatabaseSync) {
     this.path = path;
     this.#db = db;
@@ -301,7 +302,7 @@ export class Store {
 
   /**
    * Make a parsed declaration the current one (before applying it). Not the link's replay
-   * guard: that is `recordLinkSerial` (engine/admit.ts `recordAdmitted`).
+   * guard: that is `recordLinkSerial` (trust/admission.ts `recordAdmitted`).
    */
   makeCurrent(declaration: Omit<StoredDeclaration, "acceptedAt">): void {
     const d = declaration;

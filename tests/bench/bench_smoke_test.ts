@@ -84,6 +84,16 @@ const SMOKE: Record<string, Smoke> = {
     ],
     boundS: 600,
   },
+  "bench:broker": {
+    args: () => ["--clients", "20", "--layers", "bare,routed", "--settle", "1"],
+    root: "nothing (servers and clients on loopback); run with the others",
+    table: [
+      /^\| bare \| 20 \(0\) \| -?[\d.]+ \| -?[\d.]+ \|/m,
+      /^\| routed \| 20 \(0\) \| -?[\d.]+ \| -?[\d.]+ \|/m,
+      /^- routed: .*; the rest -?[\d.]+$/m,
+    ],
+    boundS: 300,
+  },
   "bench:fleet": {
     args: () => ["--nodes", "2", "--prefix", labPrefix],
     root: "the lab's machines and namespaces",

@@ -28,7 +28,11 @@
  * is set so the timer fires just after them; the peak is reset first, /proc/PID/clear_refs).
  * --env K=V (repeatable) adds to the host's environment (to try MALLOC_ARENA_MAX and the
  * like). --packaged starts the host with DENO_USR2_MEMORY_TRIM=1, as the launcher does (the host
- * gives freed memory back after its applies, issue 37); --no-trim leaves it out. The full run
+ * gives freed memory back after its applies, issue 37); --no-trim leaves it out. --transport
+ * deno (with --packaged) builds the host with src/link/connection_deno.ts in place of
+ * connection.ts: the link on Deno's own sockets instead of node:net and node:tls (issue 37,
+ * item 2); the table then adds the floors with node:crypto, and with node:net and node:tls,
+ * and which of the node layer's socket modules run's parts load. The full run
  * is never part of the
  * tests; tests/bench/bench_smoke_test.ts runs a smoke form (2 pushes, 1 start, 1 s idle).
  */
@@ -56,8 +60,15 @@ const { values } = parseArgs({
     env: { type: "string", multiple: true },
     /** Packaged: start the host without DENO_USR2_MEMORY_TRIM=1 (the launcher sets it). */
     "no-trim": { type: "boolean" },
+    /** node (the link's transport) or deno (connection_deno.ts, measured: issue 37 item 2). */
+    transport: { type: "string" },
   },
 });
+const TRANSPORT = values.transport ?? "node";
+if (TRANSPORT !== "node" && TRANSPORT !== "deno") {
+  throw new Error(`--transport is node or deno, not ${TRANSPORT}`);
+}
+if (TRANSPORT === "deno" && !values.packaged) throw new Error("--transport deno needs --packaged");
 const PUSHES = Number(values.pushes ?? 200);
 const IDLE_S = Number(values.idle ?? 60);
 const STARTS = Number(values.starts ?? 5);
@@ -247,10 +258,44 @@ async function floor(
   return { rss, peak, ...kinds };
 }
 
+/**
+ * Which of the node layer's socket modules (net, tls, dns and their bindings) loading
+ * `imports` evaluates: the runtime's script names in a heap snapshot of a process that
+ * imported them (under --allow-all: which modules load does not depend on the flags).
+ */
+async function nodeSocketModules(imports: string[]): Promise<string> {
+  const script = posix.join(dir, "socket-modules.js");
+  const snapshot = posix.join(dir, "socket-modules.heapsnapshot");
+  await Deno.writeTextFile(
+    script,
+    imports.map((m) => `import ${JSON.stringify(m)};\n`).join("") +
+      `const v8 = await import("node:v8");\n` +
+      `const text = Deno.readTextFileSync(v8.writeHeapSnapshot(${JSON.stringify(snapshot)}));\n` +
+      `const names = new Set(text.match(/ext:deno_node\\/[A-Za-z0-9_\\/.-]+\\.(?:ts|js|mjs)/g));\n` +
+      `console.log([...names].filter((n) => /\\/(net|tls|_tls_wrap|_tls_common|dns|` +
+      `tls_wrap|tcp_wrap)\\.(ts|js|mjs)$/.test(n)).map((n) => n.slice(14)).sort().join(" "));\n`,
+  );
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "--quiet", "--allow-all", "--no-config", script],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  await Deno.remove(snapshot).catch(() => {});
+  if (!out.success) return `(probe failed: ${new TextDecoder().decode(out.stderr).trim()})`;
+  return new TextDecoder().decode(out.stdout).trim() || "none";
+}
+
 try {
   if (PACKAGED) {
     // As the tarball's shim runs it: `deno run --no-config` + its V8 and permission flags.
-    const built = await build({ os: "tarball", form: "bundled", out: posix.join(dir, "dist") });
+    const built = await build({
+      os: "tarball",
+      form: "bundled",
+      out: posix.join(dir, "dist"),
+      ...(TRANSPORT === "deno"
+        ? { swaps: { "src/link/connection.ts": "src/link/connection_deno.ts" } }
+        : {}),
+    });
     program = posix.join(built.dir, "nox-mesh-host.js");
     // After the runtime (its glibc loader first, where it has one) and `run`.
     const start = built.command.indexOf("run") + 1;
@@ -264,6 +309,7 @@ try {
       throw new Error(`deno bundle failed: ${new TextDecoder().decode(made.stderr)}`);
     }
   }
+  let socketModules = "-";
   const floors: Record<string, Awaited<ReturnType<typeof floor>>> = {
     "F (empty script)": await floor("empty", []),
     "F + node:fs + node:sqlite": await floor("node", ["node:fs", "node:sqlite"]),
@@ -275,6 +321,19 @@ try {
       .filter((e) => /^_(engine|link)-.*\.js$/.test(e.name))
       .map((e) => posix.join(posix.dirname(program), e.name));
     floors["F + run's parts, loaded, not run"] = await floor("parts", ["node:fs", ...parts]);
+    floors["F + node:fs + node:sqlite + node:crypto"] = await floor("crypto", [
+      "node:fs",
+      "node:sqlite",
+      "node:crypto",
+    ]);
+    floors["F + those + node:net + node:tls"] = await floor("sockets", [
+      "node:fs",
+      "node:sqlite",
+      "node:crypto",
+      "node:net",
+      "node:tls",
+    ]);
+    socketModules = await nodeSocketModules(["node:fs", ...parts]);
   }
   const tokenFile = posix.join(dir, "token");
   await Deno.writeTextFile(tokenFile, await control.mintToken(NODE), { mode: 0o600 });
@@ -399,7 +458,8 @@ try {
         : "host bundled, development flags") +
       `; ${RESOURCES} resource${RESOURCES === 1 ? "" : "s"} held` +
       (env.DENO_USR2_MEMORY_TRIM ? "; DENO_USR2_MEMORY_TRIM=1" : "") +
-      (values["deno-flag"] ? `; extra deno flags: ${values["deno-flag"].join(" ")}` : ""),
+      (values["deno-flag"] ? `; extra deno flags: ${values["deno-flag"].join(" ")}` : "") +
+      `; link transport: ${TRANSPORT === "deno" ? "Deno's sockets" : "node:net/node:tls"}`,
     await context.line(),
   );
   row("measure", "value", "target");
@@ -443,6 +503,7 @@ try {
       `MiB (file ${f.file.toFixed(1)} / anon ${f.anon.toFixed(1)} (malloc ${f.brk.toFixed(1)}))`,
     );
   }
+  row("node layer socket modules run's parts load", socketModules, "");
   row("exit on SIGTERM", String(code), "0");
   const table = lines.join("\n") + "\n";
   console.log(table);

@@ -1,5 +1,6 @@
 /**
- * `deno task bench:scale --nodes N [--processes P] [--heartbeat S] [--enrol-limit S] [--write FILE]`
+ * `deno task bench:scale --nodes N [--processes P] [--heartbeat S] [--enrol-limit S] [--gogc N]
+ * [--write FILE]`
  * (issue 35, item 4): N simulated nodes, each running the host's own link code
  * (tests/bench/_scale_worker.ts: enrol, a link kept up, heartbeats, every declaration
  * verified against the pinned key, the object it names read, a report through the
@@ -10,6 +11,9 @@
  *   link up;
  * - broker memory per node: the three servers' resident memory (/varz `mem`, monitoring
  *   on loopback) with every node linked, less what they held before any token, over N;
+ *   and Go's own account of it (tests/bench/_go_memory.ts, from each server's profiling
+ *   port on loopback): heap in use, live heap, goroutine stacks, the live heap after a
+ *   forced collection and where it was allocated;
  * - CPU seconds of the servers and of the simulated nodes in each phase (/proc);
  * - publish-to-report p50/p99 and the whole wave for a declaration (naming one object) to
  *   every node, the control plane's clock from publish to the report's arrival in CONTROL
@@ -19,7 +23,8 @@
  * - after every server is killed and started again: the time until every node's link is
  *   up again and its catch-up answered.
  *
- * Enrolling longer than `--enrol-limit` seconds (3600), or with no node moving for 5
+ * The servers run with NATS_SERVER_ENV (lab/lib/nats_config.ts), `--gogc` replacing its GOGC
+ * (100 is Go's default). Enrolling longer than `--enrol-limit` seconds (3600), or with no node moving for 5
  * minutes, is given up: the table then says what was measured and why it stopped.
  *
  * A benchmark, never a test: the figures go to tests/bench/RESULTS.md (`--write`).
@@ -30,6 +35,8 @@ import { startLocalCluster } from "../../lab/mesh/local_broker.ts";
 import { ControlPlane } from "../../lab/mesh/control.ts";
 import { withState } from "../../lab/mesh/state.ts";
 import { benchContext } from "./_context.ts";
+import { NATS_SERVER_ENV } from "../../lab/lib/nats_config.ts";
+import { type GoMemory, goMemory, sumGo, topSites } from "./_go_memory.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -41,6 +48,7 @@ const { values } = parseArgs({
     "enrol-at-once": { type: "string" },
     "publish-at-once": { type: "string" },
     "enrol-limit": { type: "string" },
+    gogc: { type: "string" },
   },
 });
 const N = Number(values.nodes ?? 100);
@@ -55,6 +63,11 @@ if (!Number.isSafeInteger(N) || N < 1 || N > 20_000) {
   console.error("bench:scale: --nodes takes 1 to 20000");
   Deno.exit(64);
 }
+if (values.gogc !== undefined && !/^([0-9]+|off)$/.test(values.gogc)) {
+  console.error(`bench:scale: --gogc takes a percentage or "off", not "${values.gogc}"`);
+  Deno.exit(64);
+}
+const serverEnv = { ...NATS_SERVER_ENV, ...(values.gogc ? { GOGC: values.gogc } : {}) };
 const context = await benchContext();
 const WORKER = new URL("./_scale_worker.ts", import.meta.url).pathname;
 const say = (line: string) => console.log(`bench:scale: ${line}`);
@@ -64,7 +77,12 @@ const dir = await Deno.makeTempDir({ prefix: "noxln-scale-" });
 // Each node's share of every stream is reserved when its token is minted (lab/mesh/streams.ts):
 // about 8.6 MiB a node, on each of the three servers.
 const reserveGb = Math.max(4, Math.ceil((N * 9) / 1024) + 2);
-const cluster = await startLocalCluster(dir, { size: 3, maxFileStore: `${reserveGb}GB` });
+const cluster = await startLocalCluster(dir, {
+  size: 3,
+  maxFileStore: `${reserveGb}GB`,
+  env: serverEnv,
+  profile: true,
+});
 const control = await ControlPlane.open(dir);
 control.serveEnrolments();
 control.serveNodes();
@@ -94,6 +112,12 @@ async function perServer(): Promise<string> {
     `${(Number(v.mem) / 2 ** 20).toFixed(0)} MiB, ${v.connections} conns, ${v.subscriptions} subs`
   ).join("; ");
 }
+/** Go's accounts of the three servers, summed (`sites`: after a forced collection, by site). */
+async function goMemories(sites?: Map<string, number>): Promise<GoMemory> {
+  return sumGo(
+    await Promise.all(cluster.members.map((m) => goMemory(m.prof!, { gc: !!sites, sites }))),
+  );
+}
 async function memory(): Promise<number> {
   const mems = await Promise.all(
     cluster.members.map(async (m) => Number((await m.monitor("varz")).mem)),
@@ -113,6 +137,7 @@ const nodes = Array.from({ length: N }, (_, i) => `s${i + 1}`);
 const rows: [string, string][] = [];
 try {
   const baseline = await memory();
+  const baselineGo = await goMemories();
   const started = Date.now();
   const tokens: Record<string, string> = {};
   for (let at = 0; at < N; at += 500) {
@@ -218,6 +243,9 @@ try {
   await new Promise((resolve) => setTimeout(resolve, 5000));
   const linkedMem = await memory();
   const linkedServers = await perServer();
+  const linkedGo = await goMemories();
+  const sites = new Map<string, number>();
+  const collectedGo = await goMemories(sites);
   rows.push(["nodes (processes)", `${N} (${P})`]);
   rows.push(["tokens minted", seconds(minted)]);
   rows.push(["time to enrol all", seconds(enrolMs)]);
@@ -235,6 +263,16 @@ try {
     } MiB before, ${(linkedMem / 2 ** 20).toFixed(0)} MiB linked)`,
   ]);
   rows.push(["each server, linked", linkedServers]);
+  const kib = (bytes: number) => `${(bytes / N / 1024).toFixed(1)} KiB`;
+  rows.push([
+    "Go's account per node (3 servers)",
+    `heap in use ${kib(linkedGo.heapInuse - baselineGo.heapInuse)}, live ${
+      kib(linkedGo.heapAlloc - baselineGo.heapAlloc)
+    }, stacks ${kib(linkedGo.stackInuse - baselineGo.stackInuse)}, goroutines ${
+      ((linkedGo.goroutines - baselineGo.goroutines) / N).toFixed(2)
+    }; live after a forced GC ${kib(collectedGo.heapAlloc - baselineGo.heapAlloc)}`,
+  ]);
+  rows.push(["live heap per node by site, after a forced GC", topSites(sites, N, 16)]);
   rows.push([
     "CPU while enrolling",
     `servers ${(cpu1.servers - cpu0.servers).toFixed(0)} s, nodes ${
@@ -358,7 +396,9 @@ try {
   await Deno.remove(dir, { recursive: true }).catch(() => {});
 }
 const table = [
-  `N = ${N}: ${await context.line()}`,
+  `N = ${N}, servers' environment ${
+    Object.entries(serverEnv).map(([k, v]) => `${k}=${v}`).join(" ")
+  }: ${await context.line()}`,
   "",
   "| measure | value |",
   "| --- | --- |",

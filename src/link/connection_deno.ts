@@ -1,0 +1,178 @@
+/**
+ * connection.ts on Deno's own sockets (deno_transport.ts) instead of node:net and
+ * node:tls: the same exports the link and enrolment use (`openConnection`, `openAny`,
+ * `CONNECTION_TIMING`), the same LinkErrors. Not the link's transport: the bench builds
+ * the host with this module in place of connection.ts (`bench:link --transport deno`) to
+ * measure what leaving the node layer's sockets out of `run` is worth (issue 37, item 2;
+ * tests/bench/RESULTS.md says what it measured and why it was not kept).
+ *
+ * What it keeps: TLS under the CAs of the node's trust list usable now and the broker's
+ * name checked by the TLS layer (rustls, during the handshake, before the CONNECT); a
+ * refused certificate explained as connection.ts explains it (certificate.ts, which then
+ * loads node:tls for that one probe); the JWT and the nonce's signature; the inbox prefix;
+ * no reconnect inside the client (the link's loop reconnects).
+ * What it cannot keep on Deno 2.9.6: "only the mesh's CA" (Deno adds `caCerts` to the
+ * runtime's own roots, Mozilla's unless DENO_TLS_CA_STORE says otherwise), the broker's
+ * certificate in the link's state (Deno's TLS shows nothing of the peer's certificate:
+ * no expiry for the heartbeat, `status` and the metrics), and a version 3 token's pin
+ * (a pinned certificate must then name the broker as well).
+ */
+import type { Authenticator, NatsConnection } from "@nats-io/nats-core";
+import { PROGRAM, VERSION } from "../version.ts";
+import { judgeCertificate, presentedCertificate } from "./certificate.ts";
+import type { BrokerTarget, ConnectionAuth, ConnectionTiming } from "./connection.ts";
+import { denoConnect, type DenoTlsOptions } from "./deno_transport.ts";
+import { classifyLinkError, hostPort, LinkError, NameMismatch } from "./errors.ts";
+import { caFacts, type TrustList, usableCas } from "./trust.ts";
+import { signerOf } from "./_nkeys.ts";
+import { base64url } from "./_base64url.ts";
+
+export type { BrokerTarget, ConnectionAuth, ConnectionTiming } from "./connection.ts";
+
+/** Defaults: a dead broker is noticed within about 30 s (3 pings 10 s apart). */
+export const CONNECTION_TIMING: ConnectionTiming = {
+  timeoutMs: 10_000,
+  pingIntervalMs: 10_000,
+  maxPingOut: 2,
+};
+
+/** The client's authenticator for a user JWT (as connection.ts's). */
+export function jwtAuth(jwt: string, seed: Uint8Array): Authenticator {
+  const signer = signerOf(seed);
+  return (nonce?: string) => ({
+    jwt,
+    nkey: signer.publicKey,
+    sig: nonce ? base64url(signer.sign(new TextEncoder().encode(nonce))) : "",
+  });
+}
+
+/**
+ * Open one connection as the holder of `auth`'s seed, or throw a LinkError naming the
+ * side and the reason.
+ */
+export async function openConnection(
+  target: BrokerTarget,
+  auth: ConnectionAuth,
+  timing: ConnectionTiming = CONNECTION_TIMING,
+): Promise<NatsConnection> {
+  try {
+    return await denoConnect({
+      servers: target.url,
+      name: `${PROGRAM} ${VERSION} ${auth.name}`,
+      reconnect: false,
+      ignoreClusterUpdates: true,
+      timeout: timing.timeoutMs,
+      pingInterval: timing.pingIntervalMs,
+      maxPingOut: timing.maxPingOut,
+      inboxPrefix: auth.inboxPrefix,
+      authenticator: jwtAuth(auth.jwt, auth.seed),
+      tls: denoTls(target),
+    });
+  } catch (error) {
+    const failure = classifyLinkError(denoFailure(error, target.url), {
+      url: target.url,
+      publicKey: auth.publicKey,
+    });
+    throw failure.reason === "tls-ca" ? await explained(failure, target) : failure;
+  }
+}
+
+/** As connection.ts's: the first of `brokers` that accepts, from `first` on. */
+export async function openAny(
+  brokers: { url: string; pin?: string }[],
+  trust: TrustList,
+  auth: ConnectionAuth,
+  options: {
+    timing?: ConnectionTiming;
+    first?: number;
+    onFailure?: (url: string, error: LinkError) => void;
+    stopOn?: (error: LinkError) => boolean;
+  } = {},
+): Promise<{ nc: NatsConnection; index: number }> {
+  let last: LinkError | undefined;
+  for (let i = 0; i < brokers.length; i++) {
+    const index = ((options.first ?? 0) + i) % brokers.length;
+    const broker = brokers[index];
+    try {
+      const nc = await openConnection({ url: broker.url, trust }, auth, options.timing);
+      return { nc, index };
+    } catch (error) {
+      last = classifyLinkError(error, { url: broker.url, publicKey: auth.publicKey });
+      options.onFailure?.(broker.url, last);
+      if (options.stopOn?.(last)) throw last;
+    }
+  }
+  throw last ?? new LinkError("protocol", "node", "no broker to connect to");
+}
+
+/**
+ * The transport's TLS for `target`: the CAs of its trust list usable now and the URL's host
+ * as the name the certificate must carry. Throws a LinkError when no trusted CA is usable.
+ */
+export function denoTls(target: BrokerTarget, now: number = Date.now()): DenoTlsOptions {
+  const cas = usableCas(target.trust, now);
+  if (cas.length === 0) {
+    const ended = target.trust.cas.map((ca) => {
+      const f = caFacts(ca, now);
+      return `"${f.subject}" ${f.until === f.ends ? "was trusted until" : "expired at"} ${f.ends}`;
+    }).join("; ");
+    throw new LinkError(
+      "tls-expired",
+      "node",
+      `TLS: no CA this node trusts is valid now (${ended}; this node's clock reads ${
+        new Date(now).toISOString()
+      }): it cannot check any broker's certificate`,
+      {
+        hint: "if this node's clock is wrong, set it right; otherwise enrol again with a new " +
+          "token (enrol --replace), which carries the mesh's current CA",
+      },
+    );
+  }
+  return { caCerts: cas, hostname: hostPort(target.url).host };
+}
+
+/**
+ * A failure of Deno's sockets in the words classifyLinkError knows (node's codes), so that
+ * both transports fail alike: refused, reset, unreachable, a name that does not resolve,
+ * and rustls's verdicts on the certificate (not for the name: `tls-name`; anything else
+ * about the chain: `tls-ca`, explained afterwards by reading the certificate).
+ */
+export function denoFailure(error: unknown, url: string): unknown {
+  const message = String((error as Error)?.message ?? error);
+  const as = (code: string) => Object.assign(new Error(message, { cause: error }), { code });
+  if (error instanceof Deno.errors.ConnectionRefused) return as("ECONNREFUSED");
+  if (error instanceof Deno.errors.ConnectionReset) return as("ECONNRESET");
+  if (error instanceof Deno.errors.ConnectionAborted) return as("ECONNRESET");
+  if (error instanceof Deno.errors.BrokenPipe) return as("EPIPE");
+  // The server closed the socket in the TLS handshake (node:tls says ECONNRESET).
+  if (error instanceof Deno.errors.UnexpectedEof || /unexpected end of file/i.test(message)) {
+    return as("ECONNRESET");
+  }
+  if (error instanceof Deno.errors.TimedOut) return as("ETIMEDOUT");
+  if (/failed to lookup address|Name or service not known|No address associated/i.test(message)) {
+    return as("ENOTFOUND");
+  }
+  if (/network is unreachable/i.test(message)) return as("ENETUNREACH");
+  if (/no route to host/i.test(message)) return as("EHOSTUNREACH");
+  const peer = /invalid peer certificate: (.*)$/i.exec(message);
+  if (peer) {
+    if (/NotValidForName|not valid for name/i.test(peer[1])) {
+      return new NameMismatch(hostPort(url).host, peer[1]);
+    }
+    return as("UNABLE_TO_VERIFY_LEAF_SIGNATURE");
+  }
+  return error;
+}
+
+async function explained(failure: LinkError, target: BrokerTarget): Promise<LinkError> {
+  const { host, port } = hostPort(target.url);
+  const cert = await presentedCertificate(host, port);
+  const verdict = cert && judgeCertificate(cert, `${host}:${port}`, target.trust);
+  if (!verdict) return failure;
+  return new LinkError(
+    verdict.reason === "unknown-ca" ? "tls-ca" : "tls-expired",
+    "broker",
+    verdict.message,
+    { hint: verdict.hint, cause: failure },
+  );
+}
