@@ -120,3 +120,32 @@ Deno.test({
     await assertNothingLeft(tag);
   },
 });
+
+Deno.test({
+  name: root
+    ? "lab --clean: a process the lab started outside its machines (the control plane's serve-nodes) is stopped, known by the lab directory in its arguments"
+    : "lab --clean of a process outside the machines (skipped: needs root)",
+  ignore: !root,
+  async fn() {
+    const tag = prefix();
+    // As serve-nodes is left by a --keep run whose directory is gone: no namespace, no
+    // cgroup, no directory, only `--dir /tmp/<lab id>/mesh` among its arguments.
+    const stray = new Deno.Command("sh", {
+      args: ["-c", "while :; do sleep 1; done", "serve-nodes", "--dir", `/tmp/${tag}0a1b/mesh`],
+      stdin: "null",
+      stdout: "null",
+      stderr: "null",
+    }).spawn();
+    try {
+      const cleaned = await lab(["--prefix", tag, "--clean"]).output();
+      assert.equal(cleaned.code, 0);
+      assert.match(new TextDecoder().decode(cleaned.stdout), new RegExp(`cleaned ${tag}0a1b`));
+      assert.equal((await stray.status).signal, "SIGKILL");
+      await assertNothingLeft(tag);
+    } finally {
+      try {
+        stray.kill("SIGKILL");
+      } catch { /* stopped by the clean */ }
+    }
+  },
+});

@@ -31,10 +31,12 @@ export async function leftovers(tag: string): Promise<Leftovers> {
     const cmdline = await Deno.readTextFile(`/proc/${entry.name}/cmdline`).catch(() => "");
     const cgroup = await Deno.readTextFile(`/proc/${entry.name}/cgroup`).catch(() => "");
     const args = cmdline.split("\0");
+    // The argument that names the lab comes first (the id is read from it), then the rest.
+    const named = args.find((a) => a.startsWith(`/tmp/${tag}`) || a.includes(`/run/netns/${tag}`));
     if (
-      args.some((a) => a.startsWith(`/tmp/${tag}`) || a.includes(`/run/netns/${tag}`)) ||
+      named !== undefined ||
       cgroup.split("\n").some((l) => l.split(":")[2]?.split("/").some((p) => p.startsWith(tag)))
-    ) processes.push(`${entry.name} ${args.join(" ").slice(0, 120)}`);
+    ) processes.push(`${entry.name} ${named ?? "-"} ${args.join(" ").slice(0, 120)}`);
   }
   const dirs: string[] = [];
   for await (const entry of Deno.readDir("/tmp")) {
@@ -61,12 +63,21 @@ export async function cleanStale(prefix: string): Promise<string[]> {
   for (const d of left.dirs) ids.add(d.slice("/tmp/".length));
   for (const n of left.netns) ids.add(n.split("-")[0]);
   for (const c of left.cgroups) ids.add(c.split("/").pop()!.split("-")[0]);
+  // A process the lab started outside its machines' cgroups (the control plane's
+  // `serve-nodes` in the broker's namespace) is known by its arguments alone.
+  for (const p of left.processes) {
+    const id = /\/(?:tmp|run\/netns)\/([a-z][a-z0-9]{1,7}[0-9a-f]{4})\b/.exec(p)?.[1];
+    if (id?.startsWith(prefix)) ids.add(id);
+  }
   for (const id of ids) {
     const owner = Number(await Deno.readTextFile(`/tmp/${id}/owner`).catch(() => "0"));
     if (owner && owner !== Deno.pid && await alive(owner)) continue;
     const mine = await leftovers(id);
     for (let round = 0; round < 50; round++) {
-      const pids = await cgroupPids(mine.cgroups);
+      const pids = [
+        ...await cgroupPids(mine.cgroups),
+        ...(await leftovers(id)).processes.map((p) => Number(p.split(" ")[0])),
+      ];
       if (pids.length === 0) break;
       for (const pid of pids) {
         try {
