@@ -113,6 +113,7 @@ const STUB: Distribution<"stub"> = {
       "wireguard-go",
       "sysctl",
       "stat",
+      "sync",
       "useradd",
       "usermod",
       "userdel",
