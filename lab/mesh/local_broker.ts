@@ -416,12 +416,23 @@ export async function startLocalCluster(
   if (await readState(dir).then(() => true, () => false)) {
     throw new Error(`${dir} already holds a mesh; a cluster starts in a fresh directory`);
   }
+  // Each port once: the kernel may hand the same free port to two listens in a row (a
+  // member then failed to start: "address already in use" for its monitor port).
+  const taken = new Set<number>();
+  const unique = () => {
+    for (;;) {
+      const port = freePort(host);
+      if (taken.has(port)) continue;
+      taken.add(port);
+      return port;
+    }
+  };
   const ports = Array.from({ length: size }, () => ({
-    client: freePort(host),
-    route: freePort(host),
-    http: freePort(host),
-    leaf: sites ? freePort(host) : 0,
-    prof: profile ? freePort(host) : 0,
+    client: unique(),
+    route: unique(),
+    http: unique(),
+    leaf: sites ? unique() : 0,
+    prof: profile ? unique() : 0,
   }));
   const domain = sites ? LOCAL_DOMAIN : undefined;
   // Random per mesh, kept in mesh.json (0600) and in the members' configurations (0600).
