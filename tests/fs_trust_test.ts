@@ -9,28 +9,9 @@
  */
 import assert from "node:assert/strict";
 import { modeOf, runHost, type Scratch, scratch } from "./_helpers.ts";
+import { NOBODY, nobodyExit } from "./_nobody.ts";
 
-const NOBODY = 65534;
 const SHIM = new URL("../packaging/dev/nox-mesh-host", import.meta.url).pathname;
-
-/** As nobody:nogroup, a shell snippet; its exit code. */
-async function asNobody(script: string, ...args: string[]): Promise<number> {
-  const out = await new Deno.Command("setpriv", {
-    args: [
-      `--reuid=${NOBODY}`,
-      `--regid=${NOBODY}`,
-      "--clear-groups",
-      "sh",
-      "-c",
-      script,
-      "sh",
-      ...args,
-    ],
-    stdout: "null",
-    stderr: "null",
-  }).output();
-  return out.code;
-}
 
 /** A scratch machine nobody can reach, with nobody's home in the managed root. */
 async function world(): Promise<Scratch & { home: string }> {
@@ -180,7 +161,7 @@ Deno.test("trust: a directory above that a group or everyone may write is refuse
   // Below a name that is not there, the path is not there either.
   const below2 = await apply(s, [file(`${sticky}/later/conf`)]);
   assert.match(below2.error, /the directory .*tmp\/later does not exist/);
-  assert.equal(await asNobody('mkdir -- "$1"', `${sticky}/theirs`), 0);
+  assert.equal(await nobodyExit('mkdir -- "$1"', `${sticky}/theirs`), 0);
   const theirs = await apply(s, [file(`${sticky}/theirs/conf`, nobody)]);
   assert.match(theirs.error, /tmp\/theirs belongs to nobody \(uid 65534\), who may rename it/);
 });
@@ -198,7 +179,7 @@ Deno.test("trust: a POSIX ACL that lets a user write a directory of root's shows
   // are the mask.
   await setfacl("-m", "u:nobody:rwx", dir);
   assert.equal(await modeOf(dir), "0775", "the ACL's mask is the mode's group bits");
-  assert.equal(await asNobody('touch -- "$1/planted"', dir), 0, "nobody may write there");
+  assert.equal(await nobodyExit('touch -- "$1/planted"', dir), 0, "nobody may write there");
   await Deno.remove(`${dir}/planted`);
   const resource = {
     type: "file",
@@ -219,7 +200,7 @@ Deno.test("trust: a POSIX ACL that lets a user write a directory of root's shows
   await setfacl("-m", "m::r-x", dir);
   assert.equal(await modeOf(dir), "0755");
   assert.notEqual(
-    await asNobody('touch -- "$1/planted"', dir),
+    await nobodyExit('touch -- "$1/planted"', dir),
     0,
     "the mask bounds nobody's entry",
   );
