@@ -195,3 +195,51 @@ Deno.test("another process opening and closing the store leaves a running host's
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("the admitted record: one, replaced by the next, ended when its declaration becomes current, kept across a reopen", async () => {
+  const dir = await tempDir();
+  const accepted = (serial: number) => ({
+    signer: "OKEY",
+    node: "n1",
+    serial,
+    digest: `sha256:${serial}`,
+  });
+  const owed = (serial: number) => ({
+    admitted: {
+      serial,
+      digest: `sha256:${serial}`,
+      node: "n1",
+      origin: "subject",
+      body: `{"serial":${serial}}`,
+    },
+  });
+  {
+    using store = Store.open(dir);
+    assert.deepEqual(store.admitted(), {});
+    store.recordLinkSerial(accepted(1), undefined, owed(1));
+    store.recordLinkSerial(accepted(2), undefined, owed(2));
+    assert.equal(store.admitted().record?.serial, 2, "the newer admitted one replaces it");
+    assert.equal(store.admittedDigest(), "sha256:2");
+    // Another declaration made current (by hand, say) leaves it owed; a drop of another too.
+    store.makeCurrent({ source: "file", origin: "x.json", digest: "sha256:9", body: "{}" });
+    store.dropAdmitted("sha256:1");
+    assert.equal(store.admittedDigest(), "sha256:2");
+  }
+  {
+    using store = Store.open(dir);
+    const { record } = store.admitted();
+    assert.equal(record?.body, `{"serial":2}`, "kept across a reopen");
+    assert.equal(store.linkSerial("OKEY", "n1")?.serial, 2, "in the commit of its serial");
+    store.makeCurrent({ source: "link", origin: "subject", digest: "sha256:2", body: "{}" });
+    assert.deepEqual(store.admitted(), {}, "ended by being made current");
+    // The replay guard alone (a rotation followed for a known one) owes nothing.
+    store.recordLinkSerial(accepted(3));
+    assert.deepEqual(store.admitted(), {});
+    store.setMeta("link_admitted", "{not json");
+    assert.equal(store.admittedDigest(), undefined);
+    assert.match(store.admitted().problem ?? "", /is not an admitted declaration/);
+    store.dropAdmitted();
+    assert.deepEqual(store.admitted(), {});
+  }
+  await Deno.remove(dir, { recursive: true });
+});

@@ -7,16 +7,13 @@
 // as the NATS link does: no broker, no other file.
 import assert from "node:assert/strict";
 import { join, posix, relative } from "node:path";
-import { openEngine } from "../src/engine/mod.ts";
-import { type Identity, writeIdentity } from "../src/link/identity.ts";
 import { createSigningKey, signDeclaration } from "../src/link/signature.ts";
 import { sha256Hex } from "../src/declaration/canonical.ts";
 import { runService } from "../src/run/loop.ts";
 import { readRunStatus } from "../src/run/run_status.ts";
-import { posixFileSystem } from "../os/posix-fs/mod.ts";
-import { makeCa } from "../lab/lib/certs.ts";
 import { scratch } from "./_helpers.ts";
 import { MemoryUplink, memoryUplinks } from "./_memory_uplink.ts";
+import { enrolled, fileAt, until } from "./_enrolled.ts";
 
 const root = new URL("../", import.meta.url).pathname;
 
@@ -90,51 +87,6 @@ Deno.test("stub transport: outside its folder, the NATS transport's opener is na
   // `run` takes whatever that line exports: the opener is not named again.
   const run = await Deno.readTextFile(join(root, "src/cli/cmd_run.ts"));
   assert.match(run, /uplink: openUplink\(\)/);
-});
-
-/** A host enrolled as `node` (an identity in the store, the key `signer` pinned), on `s`. */
-async function enrolled(s: Awaited<ReturnType<typeof scratch>>, node: string, signer: string) {
-  const host = await openEngine({
-    stateDir: s.stateDir,
-    configPath: s.configPath,
-    providers: () => Promise.resolve({ fs: posixFileSystem() }),
-  });
-  const ca = await makeCa(posix.join(s.dir, "ca.pem"), posix.join(s.dir, "ca.key"), {
-    name: "memory mesh CA",
-  });
-  const identity: Identity = {
-    node,
-    brokers: [{ url: "tls://127.0.0.1:4222" }],
-    ca,
-    trust: { serial: 0, cas: [{ pem: ca }] },
-    seedFile: posix.join(s.stateDir, "node.nk"),
-    jwtFile: "",
-    publicKey: "UMEMORYNODE",
-    enrolledAt: new Date().toISOString(),
-    signer,
-  };
-  writeIdentity(host.store, identity);
-  return host;
-}
-
-async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>) {
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-const fileAt = (id: string, path: string, content: string) => ({
-  type: "file",
-  id,
-  path,
-  content,
-  mode: "0644",
-  owner: "root",
-  group: "root",
 });
 
 Deno.test({

@@ -34,6 +34,7 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
     const current = store.current();
     const last = store.lastApply();
     const open = readPending(store).record;
+    const owed = store.admitted().record;
     const status = {
       node: store.meta(META.node) ?? null,
       stateDir: host.config.stateDir,
@@ -48,6 +49,7 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
       lastApply: last,
       held: store.managedCount(),
       hold: readHold(store),
+      admitted: owed ? { serial: owed.serial, digest: owed.digest, at: owed.at } : null,
       rescue: { pending: pendingRescue(store), last: lastRescue(store) },
       ...linkStatus(store),
       confirm: {
@@ -94,6 +96,13 @@ Exit codes: 0 shown, 70 the store cannot be opened, 78 configuration.
             "(nothing is applied; unhold lifts it)"
           : "none",
       ],
+      ...(owed
+        ? [[
+          "admitted",
+          `serial ${owed.serial} at ${owed.at}: not applied yet (the service applies it when it ` +
+          "next reconciles, with or without its link)",
+        ] as [string, string]]
+        : []),
       ...rescueRows(status.rescue),
       ...linkRows(status),
       ...confirmRows(status.confirm),

@@ -27,6 +27,7 @@ import type { ApplyOptions, ApplyReport, Engine, EngineContext, PlanEntry } from
 export type * from "./types.ts";
 import { admit, type AdmitOptions } from "./admit.ts";
 export { admit, type AdmitOptions } from "./admit.ts";
+export { canonicalBody } from "./parse.ts";
 export { HeldError } from "./hold.ts";
 
 /** Which adapters a caller needs: the file system alone, or everything the machine has. */

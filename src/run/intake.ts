@@ -1,31 +1,35 @@
 /**
  * Intake: what becomes of a declaration that came over the uplink before anything is
  * applied. The trust module admits it (src/trust/admission.ts: signature, node, serial
- * floor, not-after); intake records it as admitted, keeps it pending until its apply
- * starts, keeps one refused as expired for when this node's clock allows it, takes a trust
- * update that rode with it, and reports refusals. What to apply it hands to the
+ * floor, not-after); intake records it as admitted and as owed, in one record of the store
+ * (src/store/store.ts `AdmittedRecord`, written in the commit of its serial), until its
+ * apply starts; keeps one refused as expired for when this node's clock allows it; takes
+ * a trust update that rode with it; and reports refusals. What to apply it hands to the
  * reconciler (reconciler.ts).
  */
-import type { Declaration, Problem } from "../declaration/envelope.ts";
-import type { Engine } from "../engine/mod.ts";
+import { type Declaration, DeclarationRefused, type Problem } from "../declaration/envelope.ts";
+import { admit, type Engine } from "../engine/mod.ts";
 import { readIdentity, writeTrust } from "../link/identity.ts";
 import { type RefusalMessage, refusalMessage } from "../link/messages.ts";
 import { caFacts, isTrustProblem, verifyTrust } from "../link/trust.ts";
 import type { Log } from "../log.ts";
+import { META } from "../store/meta.ts";
 import {
   type Admission,
   admitFromLink,
   admittedAfter,
   admittedNotCurrent,
   expiredAt,
-  isLastAdmitted,
   recordAdmitted,
 } from "../trust/admission.ts";
 import type { ConfirmWindow } from "./confirm.ts";
 import type { Trigger, Work } from "./queue.ts";
 import type { UplinkSession } from "./session.ts";
 
-/** A declaration admitted from the uplink (its serial recorded) and not applied yet. */
+/**
+ * A declaration admitted from the uplink and not applied yet: the store's admitted record,
+ * parsed.
+ */
 export interface Pending {
   declaration: Declaration;
   digest: string;
@@ -55,6 +59,7 @@ export interface IntakeParts {
 /** Intake of one run process. */
 export class Intake {
   readonly #p: IntakeParts;
+  /** The store's admitted record, parsed (what it says is the truth: read again when it moved). */
   #pending: Pending | undefined;
   /**
    * The last declaration refused as expired (reported once), kept as it arrived: each
@@ -72,23 +77,55 @@ export class Intake {
   }
 
   /**
-   * A declaration admitted and not applied yet that is still the last admitted one (the
-   * lock was busy when it came): the next reconcile applies it first. One superseded by a
-   * newer admitted declaration is dropped.
+   * The declaration admitted and not applied yet, as the store's record says (the lock was
+   * busy when it came, or the process ended before its apply started): the next reconcile
+   * applies it first. After a restart it is read from the store alone, with no uplink.
    */
-  pendingFirst(): Pending | undefined {
-    const pending = this.#pending;
-    if (pending && !isLastAdmitted(this.#p.host, pending.digest)) this.#pending = undefined;
-    return this.#pending;
+  async pendingFirst(): Promise<Pending | undefined> {
+    const store = this.#p.host.store;
+    const digest = store.admittedDigest();
+    if (digest !== undefined && this.#pending?.digest === digest) return this.#pending;
+    this.#pending = undefined;
+    const { record, problem } = store.admitted();
+    if (problem !== undefined) {
+      this.#p.log(`link: ${problem}; dropped (the link's catch-up brings the last one)`, "warning");
+      store.dropAdmitted();
+    }
+    if (record === undefined) return undefined;
+    const { serial, origin, body } = record;
+    const dropped = (why: string) => {
+      this.#p.log(`link: serial ${serial}, admitted at ${record.at}, ${why}: dropped`, "warning");
+      store.dropAdmitted(record.digest);
+      return undefined;
+    };
+    if (record.node !== store.meta(META.node)) {
+      return dropped(`was for node "${record.node}", and this node is enrolled as another`);
+    }
+    let declaration: Declaration;
+    try {
+      declaration = await admit(this.#p.host, body, { source: "link", origin });
+    } catch (error) {
+      if (!(error instanceof DeclarationRefused)) throw error;
+      this.refuse(serial, "invalid", error.message, error.problems);
+      return dropped("is refused by this version of the host");
+    }
+    if (declaration.digest !== record.digest) return dropped("does not match its digest");
+    this.#p.log(
+      `link: serial ${serial}, admitted at ${record.at}, was not applied yet: applying it`,
+    );
+    return this.#pending = { declaration, digest: record.digest, origin };
   }
 
-  /** Its apply ran (or the host, held, stored it): no longer pending. */
+  /** Its apply ran (or the host, held, stored it): no longer owed. */
   done(pending: Pending | undefined): void {
-    if (pending && this.#pending === pending) this.#pending = undefined;
+    if (!pending) return;
+    this.#p.host.store.dropAdmitted(pending.digest);
+    if (this.#pending === pending) this.#pending = undefined;
   }
 
-  /** The declaration with `digest` was refused (a confirm window lapsed): no longer pending. */
+  /** The declaration with `digest` was refused (a confirm window lapsed): no longer owed. */
   drop(digest: string): void {
+    this.#p.host.store.dropAdmitted(digest);
     if (this.#pending?.digest === digest) this.#pending = undefined;
   }
 
@@ -117,8 +154,8 @@ export class Intake {
       );
       return undefined;
     }
-    this.#recordAdmitted(admission, work.seq);
     const { declaration, digest } = admission;
+    this.#recordAdmitted(admission, { seq: work.seq, owed: { declaration, origin: subject } });
     this.#pending = { declaration, digest, origin: subject };
     return { apply: this.#pending, trigger: work.trigger };
   }
@@ -204,11 +241,14 @@ export class Intake {
   }
 
   /**
-   * Record an admitted declaration (the replay guard; with `seq`, its stream sequence), and
-   * a rotation followed to its key.
+   * Record an admitted declaration (the replay guard; with `seq`, its stream sequence; with
+   * `owed`, the store's admitted record), and a rotation followed to its key.
    */
-  #recordAdmitted(admission: Parameters<typeof recordAdmitted>[1], seq?: number): void {
-    recordAdmitted(this.#p.host, admission, seq);
+  #recordAdmitted(
+    admission: Parameters<typeof recordAdmitted>[1],
+    more?: Parameters<typeof recordAdmitted>[2],
+  ): void {
+    recordAdmitted(this.#p.host, admission, more);
     if (admission.rotatedFrom !== undefined) {
       this.#p.log(
         `link: the control plane's signing key moved from ${admission.rotatedFrom} to ` +
@@ -221,13 +261,14 @@ export class Intake {
   }
 
   /**
-   * The admitted `declaration` when it is the last admitted one and the store
-   * does not hold it yet (no declaration, or an older one from the link).
+   * The admitted `declaration`, delivered again, when it is still owed: the store's admitted
+   * record, or the last admitted one that the store does not hold (after a rescue).
    */
   #unapplied(declaration: Declaration, origin: string): Pending | undefined {
-    if (this.#pending?.digest === declaration.digest) return this.#pending;
     const { digest } = declaration;
-    if (!admittedNotCurrent(this.#p.host, digest)) return undefined;
+    if (this.#pending?.digest === digest) return this.#pending;
+    const owed = this.#p.host.store.admittedDigest() === digest;
+    if (!owed && !admittedNotCurrent(this.#p.host, digest)) return undefined;
     return this.#pending = { declaration, digest, origin };
   }
 }

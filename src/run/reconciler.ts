@@ -103,7 +103,7 @@ export class Reconciler {
     // A declaration admitted from the link whose apply could not start yet (the
     // lock was busy) comes first: its serial is already recorded as admitted, so the link will
     // not deliver it again, and the store still holds the older declaration.
-    const pending = this.#p.intake.pendingFirst();
+    const pending = await this.#p.intake.pendingFirst();
     if (pending) return await this.applyPending(pending, trigger);
     const { store, config } = this.#p.host;
     const current = store.current();

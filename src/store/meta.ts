@@ -43,6 +43,11 @@ export const META = {
    * and reported as a replay).
    */
   declarationSeq: "link_declaration_seq",
+  /**
+   * A declaration admitted from the link whose apply has not started: JSON
+   * (src/store/store.ts `AdmittedRecord`), intake's one record (src/run/intake.ts).
+   */
+  admitted: "link_admitted",
   /** A JSON status record the run process keeps up to date (see src/run/run_status.ts). */
   runStatus: "run_status",
   /** Reports the outbox's bounds dropped that no delivered report has told of yet. */

@@ -35,6 +35,25 @@ export interface StoredDeclaration {
   acceptedAt: string;
 }
 
+/**
+ * A declaration admitted from the link whose apply has not started yet (the lock was busy,
+ * or the process ended in between): intake's one record (src/run/intake.ts). Written in
+ * the commit that records its serial, so whatever is admitted is either owed here or
+ * applied; gone when it becomes the current declaration (the apply's start, or stored
+ * while the host is held), when a newer one is admitted, or when intake drops it.
+ */
+export interface AdmittedRecord {
+  serial: number;
+  digest: string;
+  node: string;
+  /** The uplink's subject it came on. */
+  origin: string;
+  /** Canonical JSON of the declaration. */
+  body: string;
+  /** When it was admitted (ISO). */
+  at: string;
+}
+
 /** One row of apply history. */
 export interface ApplyRecord {
   id: number;
@@ -82,6 +101,14 @@ export class Store {
         `INSERT INTO link_serials (signer, node, serial, digest, at) VALUES (?, ?, ?, ?, ?)
          ON CONFLICT (signer, node) DO UPDATE SET serial = excluded.serial,
            digest = excluded.digest, at = excluded.at`,
+      ),
+      admittedDigest: s(
+        `SELECT CASE WHEN json_valid(value) THEN json_extract(value, '$.digest') END AS digest
+         FROM meta WHERE key = '${META.admitted}'`,
+      ),
+      dropAdmitted: s(
+        `DELETE FROM meta WHERE key = '${META.admitted}' AND (? IS NULL OR
+           (CASE WHEN json_valid(value) THEN json_extract(value, '$.digest') END) IS ?)`,
       ),
       current: s(`SELECT * FROM declaration WHERE slot = 1`),
       currentHead: s(`SELECT source, origin, serial, digest FROM declaration WHERE slot = 1`),
@@ -255,11 +282,14 @@ export class Store {
    * Record `serial` (and `digest`) as the last accepted from `signer` for `node`,
    * in one commit that is on disk when this returns (after a power cut a replay
    * of an older serial is still refused). With `pin`, `signer` also becomes the
-   * pinned signing key in that commit (a key rotation), with `meta` beside it.
+   * pinned signing key in that commit (a key rotation), with `pin`'s values beside it;
+   * `meta` is written in the same commit, and with `admitted` the declaration is owed
+   * (see {@link AdmittedRecord}): one record replaces any other.
    */
   recordLinkSerial(
     accepted: { signer: string; node: string; serial: number; digest: string },
     pin?: Record<string, string>,
+    more: { meta?: Record<string, string>; admitted?: Omit<AdmittedRecord, "at"> } = {},
   ): void {
     this.#db.exec(`PRAGMA synchronous = FULL`);
     try {
@@ -270,10 +300,46 @@ export class Store {
           for (const [key, value] of Object.entries(pin)) this.#stmt.setMeta.run(key, value);
           this.#stmt.setMeta.run(META.signer, signer);
         }
+        for (const [key, value] of Object.entries(more.meta ?? {})) {
+          this.#stmt.setMeta.run(key, value);
+        }
+        if (more.admitted) {
+          const record: AdmittedRecord = { ...more.admitted, at: now() };
+          this.#stmt.setMeta.run(META.admitted, JSON.stringify(record));
+        }
       });
     } finally {
       this.#db.exec(`PRAGMA synchronous = NORMAL`);
     }
+  }
+
+  /**
+   * The declaration admitted from the link and not applied yet, or undefined (none, or a
+   * record that does not read as one: said in `problem`).
+   */
+  admitted(): { record?: AdmittedRecord; problem?: string } {
+    const text = this.meta(META.admitted);
+    if (text === undefined) return {};
+    try {
+      const r = JSON.parse(text);
+      if (
+        Number.isSafeInteger(r?.serial) && typeof r.digest === "string" &&
+        typeof r.node === "string" && typeof r.origin === "string" &&
+        typeof r.body === "string" && typeof r.at === "string"
+      ) return { record: r as AdmittedRecord };
+    } catch { /* said below */ }
+    return { problem: `the store's record "${META.admitted}" is not an admitted declaration` };
+  }
+
+  /** The digest of {@link admitted}'s record, without reading its body (undefined: none). */
+  admittedDigest(): string | undefined {
+    const row = this.#stmt.admittedDigest.get() as Row | undefined;
+    return typeof row?.digest === "string" ? row.digest : undefined;
+  }
+
+  /** Drop the admitted record (with `digest`: only when it is that declaration's). */
+  dropAdmitted(digest?: string): void {
+    this.#stmt.dropAdmitted.run(digest ?? null, digest ?? null);
   }
 
   /** Set meta values in one commit that is on disk when this returns (a hold, say). */
@@ -301,20 +367,24 @@ export class Store {
   }
 
   /**
-   * Make a parsed declaration the current one (before applying it). Not the link's replay
-   * guard: that is `recordLinkSerial` (trust/admission.ts `recordAdmitted`).
+   * Make a parsed declaration the current one (before applying it); an admitted record of
+   * the same declaration ends in the same commit (it is no longer owed). Not the link's
+   * replay guard: that is `recordLinkSerial` (trust/admission.ts `recordAdmitted`).
    */
   makeCurrent(declaration: Omit<StoredDeclaration, "acceptedAt">): void {
     const d = declaration;
-    this.#stmt.makeCurrent.run(
-      d.source,
-      d.origin,
-      d.node ?? null,
-      d.serial ?? null,
-      d.digest,
-      d.body,
-      now(),
-    );
+    this.#transaction(() => {
+      this.#stmt.makeCurrent.run(
+        d.source,
+        d.origin,
+        d.node ?? null,
+        d.serial ?? null,
+        d.digest,
+        d.body,
+        now(),
+      );
+      this.#stmt.dropAdmitted.run(d.digest, d.digest);
+    });
   }
 
   /** What the host manages, by key, without the specs: what an apply needs to compare. */

@@ -11,7 +11,7 @@
  * already. The engine knows none of this: it parses and applies what this admits.
  */
 import { type Declaration, DeclarationRefused, type Problem } from "../declaration/envelope.ts";
-import { admit, type Engine } from "../engine/mod.ts";
+import { admit, canonicalBody, type Engine } from "../engine/mod.ts";
 import {
   expiry,
   isSignatureProblem,
@@ -194,14 +194,16 @@ export function expiredAt(signature: string | undefined, now: number): boolean {
  * Record an admitted declaration as the last admitted one for its signing key and node
  * (the replay guard: before it is applied, synced to disk); a declaration signed by a key
  * the pinned key rotated to makes that key the pinned one, in the same commit. With `seq`,
- * the link stream's sequence it was stored at is recorded after it (see
- * {@link admittedAfter}). Making it the store's current declaration is another step: the
- * apply's (engine/mod.ts `apply`, or `makeCurrent` while the host is held).
+ * the link stream's sequence it was stored at is recorded with it (see
+ * {@link admittedAfter}); with `owed`, the declaration itself is kept as the one record of
+ * what is admitted and not applied yet (src/store/store.ts `AdmittedRecord`), in the same
+ * commit. Making it the store's current declaration is another step: the apply's
+ * (engine/mod.ts `apply`, or `makeCurrent` while the host is held), which ends that record.
  */
 export function recordAdmitted(
   engine: Pick<Engine, "store">,
   admission: { serial: number; digest: string } & Signed,
-  seq?: number,
+  { seq, owed }: { seq?: number; owed?: { declaration: Declaration; origin: string } } = {},
 ): void {
   const { signer, node, serial, digest, rotatedFrom } = admission;
   engine.store.recordLinkSerial(
@@ -209,10 +211,21 @@ export function recordAdmitted(
     rotatedFrom === undefined ? undefined : {
       [META.signerRotated]: JSON.stringify({ from: rotatedFrom, at: new Date().toISOString() }),
     },
+    {
+      ...(seq === undefined
+        ? {}
+        : { meta: { [META.declarationSeq]: JSON.stringify({ node, seq }) } }),
+      ...(owed === undefined ? {} : {
+        admitted: {
+          serial,
+          digest,
+          node,
+          origin: owed.origin,
+          body: canonicalBody(owed.declaration),
+        },
+      }),
+    },
   );
-  if (seq !== undefined) {
-    engine.store.setMeta(META.declarationSeq, JSON.stringify({ node, seq }));
-  }
 }
 
 /**
@@ -231,15 +244,11 @@ export function admittedAfter(
   return seq !== undefined && at?.node === node && typeof at?.seq === "number" && seq < at.seq;
 }
 
-/** Whether the declaration with `digest` is the last one admitted from the link. */
-export function isLastAdmitted(engine: Pick<Engine, "store">, digest: string): boolean {
-  return engine.store.lastLinkSerial()?.digest === digest;
-}
-
 /**
- * Whether the declaration with `digest` is the last admitted from the link and the store
- * does not hold it yet as current (no declaration, or an older one from the link): its
- * apply never started (the lock was busy, or the process ended in between).
+ * Whether the declaration with `digest`, delivered again, is the last admitted from the link
+ * and the store does not hold it as current (no declaration, or an older one from the
+ * link): after a rescue, which forgot the store's declaration, or in a store kept by a host
+ * older than the admitted record (src/store/store.ts `AdmittedRecord`).
  */
 export function admittedNotCurrent(engine: Pick<Engine, "store">, digest: string): boolean {
   const last = engine.store.lastLinkSerial()?.digest;
