@@ -6,15 +6,38 @@
 import assert from "node:assert/strict";
 import { posix } from "node:path";
 import { acquireApplyLock } from "../src/lock.ts";
-import { admit, canonicalBody } from "../src/engine/mod.ts";
+import { admit, canonicalBody, type Engine } from "../src/engine/mod.ts";
 import { createSigningKey, signDeclaration } from "../src/link/signature.ts";
 import { runService } from "../src/run/loop.ts";
+import type { OpenUplink } from "../src/run/uplink.ts";
 import { META } from "../src/store/meta.ts";
 import { runHost, scratch } from "./_helpers.ts";
 import { memoryUplinks } from "./_memory_uplink.ts";
 import { enrolled, fileAt, until } from "./_enrolled.ts";
 
 const offline = () => Promise.reject(new Error("no network"));
+
+/** The service on `host` with `uplink`, its log into `lines`, while `work` runs; then stopped. */
+async function serving(
+  host: Engine,
+  uplink: OpenUplink,
+  lines: string[],
+  work: () => Promise<unknown>,
+): Promise<void> {
+  const stop = new AbortController();
+  const running = runService(host, {
+    signal: stop.signal,
+    log: (line) => lines.push(line),
+    uplink,
+    program: null,
+  });
+  try {
+    await work();
+  } finally {
+    stop.abort();
+    await running;
+  }
+}
 
 Deno.test({
   name:
@@ -31,14 +54,7 @@ Deno.test({
     {
       using _lock = await acquireApplyLock(s.stateDir);
       const { open, opened } = memoryUplinks();
-      const stop = new AbortController();
-      const running = runService(host, {
-        signal: stop.signal,
-        log: (line) => lines.push(line),
-        uplink: open,
-        program: null,
-      });
-      try {
+      await serving(host, open, lines, async () => {
         const uplink = await until(
           "the uplink up",
           () => opened[0]?.state.phase === "up" ? opened[0] : undefined,
@@ -54,10 +70,7 @@ Deno.test({
           "the apply to find the lock taken",
           () => lines.some((l) => l.includes("stays pending")) || undefined,
         );
-      } finally {
-        stop.abort();
-        await running;
-      }
+      });
     }
     const { record } = host.store.admitted();
     assert.equal(record?.serial, 7, say());
@@ -77,23 +90,13 @@ Deno.test({
     assert.equal(await Deno.readTextFile(f).catch(() => null), null, "nothing applied");
 
     lines.length = 0;
-    const stop = new AbortController();
-    const running = runService(host, {
-      signal: stop.signal,
-      log: (line) => lines.push(line),
-      uplink: offline,
-      program: null,
-    });
-    try {
+    await serving(host, offline, lines, async () => {
       await until("serial 7 current", () => host.store.current()?.serial === 7 || undefined);
       await until(
         "its apply",
         () => lines.some((l) => /serial 7\): converged/.test(l)) || undefined,
       );
-    } finally {
-      stop.abort();
-      await running;
-    }
+    });
     assert.equal(await Deno.readTextFile(f), "owed\n", say());
     assert.equal(host.store.current()?.origin, "memory:node-p", "applied as the uplink's");
     assert.deepEqual(host.store.admitted(), {}, "no longer owed");
@@ -140,23 +143,13 @@ Deno.test({
         }),
       );
       const lines: string[] = [];
-      const stop = new AbortController();
-      const running = runService(host, {
-        signal: stop.signal,
-        log: (line) => lines.push(line),
-        uplink: offline,
-        program: null,
-      });
-      try {
+      await serving(host, offline, lines, async () => {
         await until("the record dropped", () => lines.some((l) => l.includes(c.said)) || undefined);
         await until(
           "the reconcile",
           () => lines.some((l) => l.includes("nothing to hold")) || undefined,
         );
-      } finally {
-        stop.abort();
-        await running;
-      }
+      });
       assert.deepEqual(host.store.admitted(), {}, `dropped (${c.said})`);
       assert.equal(host.store.current(), null);
       assert.equal(await Deno.readTextFile(f).catch(() => null), null, "nothing applied");
