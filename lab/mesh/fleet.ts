@@ -21,7 +21,9 @@ export interface RolloutRow {
 /**
  * Publishes `template` (a declaration's JSON text; every `{{node}}` replaced by the
  * node's name) to each node with serial `serial`, then waits (≤ `timeoutMs`) until
- * each node's apply report of that serial is kept by the broker. Returns a row per node.
+ * each node's apply report of that serial, made after its publication, is kept by the broker
+ * (one made before is an earlier declaration's of the same serial: not this one's), or its
+ * refusal of it (the outcome then says `refused: <reason>`). Returns a row per node.
  * `pause`: after that many publications, say so and wait (a scenario acts meanwhile).
  */
 export async function rollout(
@@ -50,9 +52,13 @@ export async function rollout(
   for (;;) {
     for (const row of rows.filter((r) => r.appliedAt === undefined)) {
       const found = (await control.reports(row.node).catch(() => [])).find((r) =>
-        r.kind === "apply" && r.serial === serial
+        (r.kind === "apply" || r.kind === "refused") && r.serial === serial &&
+        Date.parse(String(r.at)) >= row.publishedAt
       );
-      if (found) {
+      if (found?.kind === "refused") {
+        row.appliedAt = Date.parse(String(found.at));
+        row.outcome = `refused: ${found.reason}`;
+      } else if (found) {
         row.appliedAt = Date.parse(String(found.at));
         row.outcome = String(found.outcome);
       }
