@@ -61,8 +61,11 @@ export const scenario: Scenario = {
     "broken one not reinstalled), and a halted node stays halted, exit 78, and says why; " +
     "cleared by a person, it comes back at the next boot",
   machines: {
+    // Arch-like: the reboots follow the Arch package's own upgrade and rollback (pacman, the
+    // launcher's pacman path); the Debian package's are debian-upgrade and debian-rollback.
     arch: {
       flavour: "systemd",
+      hostFrom: "pacman",
       files: {
         "/etc/mesh-host/host.json": CONFIG,
         "/etc/mesh-host/launch.env": LAUNCH_ENV,
