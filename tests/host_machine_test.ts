@@ -1,8 +1,9 @@
 /**
  * The host itself, installed in lab machines from its real package (built from
- * this checkout; systemd: the Arch package via pacman, others: the tarball) and
- * running under that package's permission set: packages through pacman on a
- * systemd machine, and the profile each flavour of machine reports.
+ * this checkout; systemd: the .deb via apt, or the Arch package via pacman on the
+ * Arch-like machine; others: the tarball) and running under that package's permission
+ * set: packages through pacman on the Arch-like machine (apt's are tests/os/debian_apt_test.ts
+ * and scenario debian-install), and the profile each flavour of machine reports.
  */
 import assert from "node:assert/strict";
 import { Lab } from "../lab/lib/mod.ts";
@@ -31,11 +32,16 @@ const installed = async (m: Machine) =>
   (await m.exec(["pacman", "-Q", HELLO])).stdout.trim().split(" ")[1];
 
 Deno.test({
-  name: machineTest("host in a systemd machine: pacman installs, pins, up/downgrades, forgets"),
+  name: machineTest("host in the Arch-like machine: pacman installs, pins, up/downgrades, forgets"),
   ignore: !CAN_RAISE,
   async fn(t) {
     await using lab = await Lab.start({ prefix: "noxad" });
-    const m = await lab.raise({ name: "arch1", flavour: "systemd", network: false });
+    const m = await lab.raise({
+      name: "arch1",
+      flavour: "systemd",
+      hostFrom: "pacman",
+      network: false,
+    });
     await lab.installHost(m);
     const pkg = (version?: string) => ({
       type: "package",
@@ -91,7 +97,7 @@ Deno.test({
     await Promise.all([sd, rc, plain].map((m) => lab.installHost(m)));
     const profileOf = async (m: Machine) => (await host(m, ["profile", "--json"])).json as Profile;
     await t.step(
-      "systemd machine: systemd and pacman working, podman answers, on the lab net",
+      "systemd machine (Debian): systemd and apt working, podman answers, on the lab net",
       async () => {
         const p = await profileOf(sd);
         assert.equal(p.os.id, "debian");
@@ -102,7 +108,7 @@ Deno.test({
         ]);
         assert.deepEqual([p.capabilities.packages.state, p.capabilities.packages.provider], [
           "working",
-          "pacman",
+          "apt",
         ]);
         assert.deepEqual(
           [p.capabilities.containers.state, p.capabilities.containers.provider],

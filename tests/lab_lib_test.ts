@@ -1,5 +1,6 @@
-// The lab library against the real OS: machines of every flavour, exec and files,
-// the lab pacman repository, the TLS broker and cutting a link.
+// The lab library against the real OS: machines of every flavour (a systemd machine is
+// Debian, or Arch-like when raised for the Arch package), exec and files, the lab's apt and
+// pacman repositories, the TLS broker and cutting a link.
 import assert from "node:assert/strict";
 import { Lab } from "../lab/lib/mod.ts";
 
@@ -8,19 +9,21 @@ const prefix = () => "noxlt" + crypto.randomUUID().slice(0, 3);
 
 Deno.test({
   name: root
-    ? "lab: every flavour boots with its own namespaces; exec, files, pacman repo"
+    ? "lab: every flavour boots with its own namespaces; exec, files, apt and pacman repos"
     : "lab: machines (skipped: needs root)",
   ignore: !root,
   async fn(t) {
     await using lab = await Lab.start({ prefix: prefix() });
-    const [sd, rc, plain, lonely] = await Promise.all([
+    const [sd, arch, rc, plain, lonely] = await Promise.all([
       lab.raise({ name: "sd", flavour: "systemd" }),
+      lab.raise({ name: "arch", flavour: "systemd", hostFrom: "pacman" }),
       lab.raise({ name: "rc", flavour: "openrc" }),
       lab.raise({ name: "plain", flavour: "plain" }),
       lab.raise({ name: "lonely", flavour: "plain", network: false, files: { "/etc/x": "y\n" } }),
     ]);
     await t.step("PID 1 is the flavour's init, host name is the machine's", async () => {
       assert.equal((await sd.exec(["cat", "/proc/1/comm"])).stdout.trim(), "systemd");
+      assert.equal((await arch.exec(["cat", "/proc/1/comm"])).stdout.trim(), "systemd");
       assert.equal((await rc.exec(["rc-status", "--runlevel"])).stdout.trim(), "default");
       for (const m of [sd, rc, plain]) {
         assert.equal((await m.exec(["cat", "/proc/sys/kernel/hostname"])).stdout.trim(), m.name);
@@ -53,15 +56,38 @@ Deno.test({
       assert.doesNotMatch(links, /eth0/);
       assert.match((await sd.exec(["ip", "-o", "addr"])).stdout, new RegExp(sd.address!));
     });
-    await t.step("the lab pacman repository is reachable from a systemd machine", async () => {
-      await sd.exec(["pacman", "-Sy", "--noconfirm", "noxlab-hello"], { check: true });
-      assert.equal((await sd.exec(["noxlab-hello"])).stdout.trim(), "noxlab-hello 1.1-1");
-      await sd.exec(
+    await t.step(
+      "a systemd machine is Debian: apt, its only source the lab repository",
+      async () => {
+        assert.equal((await sd.exec(["test", "-e", "/usr/bin/pacman"])).code, 1, "no pacman");
+        await sd.exec(["apt-get", "-q", "update"], { check: true });
+        await sd.exec(["apt-get", "-q", "-y", "install", "noxlab-hello"], { check: true });
+        assert.equal((await sd.exec(["noxlab-hello"])).stdout.trim(), "noxlab-hello 1.1-1");
+        await sd.exec([
+          "apt-get",
+          "-q",
+          "-y",
+          "--allow-downgrades",
+          "install",
+          "noxlab-hello=1.0-1",
+        ], {
+          check: true,
+        });
+        assert.equal(
+          (await sd.exec(["dpkg-query", "-W", "noxlab-hello"])).stdout.trim(),
+          "noxlab-hello\t1.0-1",
+        );
+      },
+    );
+    await t.step("the lab pacman repository is reachable from the Arch-like machine", async () => {
+      await arch.exec(["pacman", "-Sy", "--noconfirm", "noxlab-hello"], { check: true });
+      assert.equal((await arch.exec(["noxlab-hello"])).stdout.trim(), "noxlab-hello 1.1-1");
+      await arch.exec(
         ["pacman", "-U", "--noconfirm", "/lab/repo/noxlab-hello-1.0-1-any.pkg.tar.gz"],
         { check: true },
       );
       assert.equal(
-        (await sd.exec(["pacman", "-Q", "noxlab-hello"])).stdout.trim(),
+        (await arch.exec(["pacman", "-Q", "noxlab-hello"])).stdout.trim(),
         "noxlab-hello 1.0-1",
       );
     });

@@ -159,7 +159,7 @@ export function assertUnit(
   };
 }
 
-/** Asserts a package is installed (at `version`, if given) or absent, via pacman. */
+/** Asserts a package is installed (at `version`, if given) or absent: dpkg's, or pacman's. */
 export function assertPackage(
   machine: string,
   name: string,
@@ -171,8 +171,8 @@ export function assertPackage(
     } on ${machine}`,
     async run(ctx) {
       const m = ctx.machine(machine);
-      // A Debian machine's packages are dpkg's; the others' (Arch-like) pacman's.
-      const apt = m.hostFrom === "deb";
+      // The Arch-like machine's packages are pacman's; the others' (Debian) dpkg's.
+      const apt = m.hostFrom !== "pacman";
       const r = await m.exec(
         apt
           ? ["dpkg-query", "-W", "-f", "${db:Status-Status} ${Version}", name]

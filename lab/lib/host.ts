@@ -7,7 +7,7 @@ import {
 import type { Flavour } from "./base.ts";
 import { CHECKOUT } from "./bundle.ts";
 import { LabError } from "./errors.ts";
-import type { Machine } from "./machine.ts";
+import type { HostFrom, Machine } from "./machine.ts";
 
 /** Where a machine raised with `hostFrom: "alpine-files"` finds them (lib/lab.ts binds it). */
 export const ALPINE_FILES = "/lab-alpine";
@@ -36,8 +36,8 @@ const TARBALL = await loadPermissionSet("tarball");
 const ALPINE = await loadPermissionSet("alpine");
 const DEBIAN = await loadPermissionSet("debian");
 
-/** The host from the Arch package (systemd machines, Debian with pacman standing in for Arch). */
-export const PACKAGE_INSTALL: HostInstall = {
+/** The host from the Arch package (the Arch-like machines: Debian with pacman standing in for Arch). */
+export const PACMAN_INSTALL: HostInstall = {
   how: "pacman",
   os: "arch",
   command: ARCH.binary,
@@ -66,7 +66,7 @@ export const ALPINE_FILES_INSTALL: HostInstall = {
   set: ALPINE,
 };
 
-/** The host from its Debian package (a Debian machine: `hostFrom: "deb"`), at its set's paths. */
+/** The host from its Debian package (the Debian machines: `hostFrom: "deb"`), at its set's paths. */
 export const DEB_INSTALL: HostInstall = {
   how: "apt",
   os: "debian",
@@ -77,21 +77,27 @@ export const DEB_INSTALL: HostInstall = {
 };
 
 /**
- * The host as each flavour gets it by default: systemd machines from the Arch package,
- * OpenRC and plain machines from the tarball (a machine raised with `hostFrom: "tarball"`
- * gets the tarball whatever its flavour: {@link hostInstall}).
+ * The host as each flavour gets it by default: systemd machines (Debian) from the .deb,
+ * OpenRC and plain machines from the tarball (a machine raised with another `hostFrom` gets
+ * that: {@link hostInstall}).
  */
 export const HOST_INSTALLS: Readonly<Record<Flavour, HostInstall>> = {
-  systemd: PACKAGE_INSTALL,
+  systemd: DEB_INSTALL,
   openrc: TARBALL_INSTALL,
   plain: TARBALL_INSTALL,
 };
 
+/** Each way the host comes onto a machine (MachineSpec.hostFrom), installed. */
+const BY_SOURCE: Readonly<Record<HostFrom, HostInstall>> = {
+  deb: DEB_INSTALL,
+  pacman: PACMAN_INSTALL,
+  tarball: TARBALL_INSTALL,
+  "alpine-files": ALPINE_FILES_INSTALL,
+};
+
 /** How the host is installed on this machine. */
 export function hostInstall(machine: Machine): HostInstall {
-  if (machine.hostFrom === "alpine-files") return ALPINE_FILES_INSTALL;
-  if (machine.hostFrom === "deb") return DEB_INSTALL;
-  return machine.hostFrom === "tarball" ? TARBALL_INSTALL : HOST_INSTALLS[machine.flavour];
+  return BY_SOURCE[machine.hostFrom];
 }
 
 /** The host's program on a machine (as installed there). */
@@ -103,12 +109,12 @@ export function hostCommand(machine: Machine): string {
 export const HOST_PATH = "/usr/bin:/usr/sbin:/bin:/sbin";
 
 /**
- * Installs the host from its real package: on systemd machines `pacman -S
- * nox-mesh-host` from the lab repository (/lab/repo; the package carries its own
- * Deno runtime), plus the host.json of the Arch-like flavour; on the others (and
- * machines raised with `hostFrom: "tarball"`) the tarball in /lab/tarball, checked
- * against its SHA256SUMS and unpacked into /usr/local (it carries its own Deno
- * runtime). Nothing is started.
+ * Installs the host from its real package (each carries its own Deno runtime): on Debian
+ * machines `apt-get install nox-mesh-host` from the lab's signed apt repository; on the
+ * Arch-like ones `pacman -S nox-mesh-host` from the lab repository (/lab/repo), plus the
+ * host.json of the Arch-like flavour; the tarball in /lab/tarball, checked against its
+ * SHA256SUMS and unpacked into /usr/local, on OpenRC and plain machines (and those raised
+ * with `hostFrom: "tarball"`); or the Alpine package's files. Nothing is started.
  */
 export async function installHost(machine: Machine): Promise<void> {
   const install = hostInstall(machine);

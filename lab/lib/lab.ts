@@ -39,13 +39,16 @@ export interface MachineSpec {
    */
   containers?: boolean;
   /**
-   * How the host comes onto this machine (lab.installHost, the scenarios' steps): from its
-   * package (systemd: the Arch package from /lab/repo), from the tarball in /lab/tarball, or
-   * ("alpine-files") the files the Alpine package installs, bound read-only at /lab-alpine
-   * (copied into the root by lab.installHost), or ("deb") its Debian package from the lab's
-   * apt repository: then the machine is Debian as a Debian user has it (lib/base.ts
-   * DEBIAN_RECIPE: apt's only source the lab repository, served in the lab network; no
-   * pacman). Default: the package on systemd machines, the tarball on the others.
+   * How the host comes onto this machine (lab.installHost, the scenarios' steps): ("deb")
+   * its Debian package from the lab's apt repository, ("pacman") the Arch package from
+   * /lab/repo, ("tarball") the tarball in /lab/tarball, or ("alpine-files") the files the
+   * Alpine package installs, bound read-only at /lab-alpine (copied into the root by
+   * lab.installHost). A native systemd machine is Debian as a Debian user has it (lib/base.ts
+   * DEBIAN_RECIPE: apt its package manager, apt's only source the lab repository, served in
+   * the lab network; no pacman) unless it is raised with "pacman": then it is the Arch-like
+   * machine (lib/base.ts RECIPES.systemd: Debian with pacman standing in for Arch), the only
+   * way this lab has to run the Arch package. Default: "deb" on systemd machines, the tarball
+   * on the others.
    */
   hostFrom?: HostFrom;
   /**
@@ -238,18 +241,26 @@ export class Lab implements AsyncDisposable {
     if (spec.glibc === false && spec.deno !== false) {
       throw new LabError("usage", `machine ${spec.name}: with no glibc, deno must be false too`);
     }
-    const debian = spec.hostFrom === "deb";
+    const hostFrom: HostFrom = arch === "aarch64"
+      ? "tarball"
+      : spec.hostFrom ?? (spec.flavour === "systemd" ? "deb" : "tarball");
+    if ((hostFrom === "deb" || hostFrom === "pacman") && spec.flavour !== "systemd") {
+      throw new LabError(
+        "usage",
+        `machine ${spec.name}: hostFrom "${hostFrom}" is a systemd machine's (an ${spec.flavour} ` +
+          'machine gets the tarball or "alpine-files")',
+      );
+    }
+    // A native systemd machine is Debian unless it stands in for Arch (the Arch package).
+    const debian = spec.flavour === "systemd" && arch === "native" && hostFrom !== "pacman";
     const base = await ensureBase(spec.flavour, this.log, arch, {
       glibc: spec.glibc ?? true,
       debian,
     });
     if (base.built) this.log(`base ${base.key} built in ${(base.buildMs / 1000).toFixed(1)} s`);
-    const hostFrom = arch === "aarch64"
-      ? "tarball"
-      : spec.hostFrom ?? (spec.flavour === "systemd" ? "package" : "tarball");
-    if (debian) {
+    if (hostFrom === "deb") {
       await this.aptRepo();
-    } else if (spec.flavour === "systemd" && arch === "native") {
+    } else if (hostFrom === "pacman") {
       this.repoCopied ??= this.copyRepo();
       await this.repoCopied;
     }
@@ -376,8 +387,9 @@ export class Lab implements AsyncDisposable {
 
   /**
    * Installs the host from its real package (built from this checkout by packaging/):
-   * `pacman -S nox-mesh-host` on systemd machines, the tarball on the others. It then
-   * runs under its OS's permission set (packaging/<os>/permissions); nothing is started.
+   * `apt-get install nox-mesh-host` on Debian machines, `pacman -S nox-mesh-host` on the
+   * Arch-like ones, the tarball on the others. It then runs under its OS's permission set
+   * (packaging/<os>/permissions); nothing is started.
    */
   async installHost(machine: Machine): Promise<void> {
     await installHost(machine);

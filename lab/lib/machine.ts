@@ -7,11 +7,13 @@ import { exists, run, type RunResult, sleep, tail, until } from "./_process.ts";
 import { ENTER_ROOT, LAUNCH, OPENRC_INIT, PLAIN_INIT, WRITE_FILE } from "./_scripts.ts";
 
 /**
- * How the host comes onto a machine: its package (systemd: the Arch package), the tarball,
- * the files the Alpine package installs (a machine with no apk: lib/alpine_files.ts), or
- * its Debian package from the lab's apt repository (`deb`: a Debian machine, no pacman).
+ * How the host comes onto a machine: its Debian package from the lab's apt repository
+ * (`deb`: a Debian machine, apt its package manager; the systemd machines' default), the Arch
+ * package from the lab's pacman repository (`pacman`: the Arch-like machine, Debian with
+ * pacman standing in for Arch), the tarball, or the files the Alpine package installs (a
+ * machine with no apk: lib/alpine_files.ts).
  */
-export type HostFrom = "package" | "tarball" | "alpine-files" | "deb";
+export type HostFrom = "deb" | "pacman" | "tarball" | "alpine-files";
 
 /** A file placed on a machine before it boots: text, text with a mode, or a symlink. */
 export type PlacedFile = string | { content: string; mode?: string } | { symlink: string };

@@ -6,13 +6,14 @@ export { Broker, BROKER_NAME, BROKER_PORT, type BrokerOptions } from "./lab_brok
 export { ensureBase, type Flavour, RECIPES } from "./base.ts";
 export { LabError, type LabErrorCode } from "./errors.ts";
 export {
+  DEB_INSTALL,
   HOST_INSTALLS,
   HOST_PATH,
   hostCommand,
   hostFlags,
   type HostInstall,
   hostInstall,
-  PACKAGE_INSTALL,
+  PACMAN_INSTALL,
   TARBALL_INSTALL,
 } from "./host.ts";
 export { HOST_VERSIONS, type HostBuild, pacmanVersion } from "./host_builds.ts";

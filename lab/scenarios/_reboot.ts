@@ -71,17 +71,20 @@ export function assertSaidThisBoot(machine: string, text: string, count?: number
   };
 }
 
-/** The installed host is `version` (pacman's database, or the tarball's VERSION file). */
+/** The installed host is `version` (dpkg's or pacman's database, or the tarball's VERSION file). */
 export function assertInstalled(machine: string, version: string): Step {
   return {
     title: `assert ${machine} has nox-mesh-host ${version} installed`,
     async run(ctx) {
       const m = ctx.machine(machine);
-      const r = hostInstall(m).how === "pacman"
+      const how = hostInstall(m).how;
+      const r = how === "pacman"
         ? await m.exec(["pacman", "-Q", "nox-mesh-host"])
+        : how === "apt"
+        ? await m.exec(["dpkg-query", "-W", "nox-mesh-host"])
         : await m.exec(["cat", "/usr/local/lib/nox-mesh-host/VERSION"]);
-      const seen = r.stdout.trim();
-      const want = hostInstall(m).how === "pacman" ? `nox-mesh-host ${version}-1` : version;
+      const seen = r.stdout.trim().replace(/\t/, " ");
+      const want = how === "pacman" || how === "apt" ? `nox-mesh-host ${version}-1` : version;
       if (seen !== want) fail(want, seen || r.stderr.trim());
     },
   };

@@ -1,7 +1,7 @@
 // accounts (issue 26): a service runs as a system user the declaration makes, with a config
 // file owned by it; the user's shell changed by hand and the user deleted by hand are
 // repaired (back with the same uid); dropped, the user and its group are removed and what
-// it wrote is kept. shadow's tools of the machine (the Arch build runs /usr/bin/useradd …).
+// it wrote is kept. shadow's tools of the machine (the Debian build runs /usr/sbin/useradd …).
 import {
   apply,
   assertFile,

@@ -41,7 +41,7 @@ const declaration = (withConf: boolean) =>
 /** The host from this checkout applies files and directories on a systemd machine. */
 export const scenario: Scenario = {
   name: "apply-files",
-  summary: "the host (installed from its Arch package) applies files/directories on a systemd " +
+  summary: "the host (installed from its .deb) applies files/directories on a systemd " +
     "machine; a second apply changes nothing; drift is restored; undeclared files go; a file outside the managed roots is refused",
   machines: {
     node1: {

@@ -30,6 +30,7 @@ export const scenario: Scenario = {
     // The shipped bundle runs a container (scenario substrate shows it in detail).
     arch: {
       flavour: "systemd",
+      hostFrom: "pacman",
       containers: true,
       files: { [ARCH_LIKE_CONFIG.path]: ARCH_LIKE_CONFIG.text },
     },

@@ -116,7 +116,7 @@ export const scenario: Scenario = {
   name: "arch-node",
   summary: "a systemd machine gets a package (pacman, lab repo), a unit file, its service and " +
     "a podman container from one declaration; re-apply is a no-op; drift is restored",
-  machines: { arch: { flavour: "systemd", host: true, containers: true } },
+  machines: { arch: { flavour: "systemd", hostFrom: "pacman", host: true, containers: true } },
   steps: [
     run("arch", ["nox-mesh-host", "profile", "--json"], {
       stdoutIncludes: '"containers":{"state":"working","provider":"podman"',

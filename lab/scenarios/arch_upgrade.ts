@@ -13,6 +13,7 @@ export const scenario: Scenario = {
     // Its first start applies the shipped bundle (a container: scenario substrate).
     arch: {
       flavour: "systemd",
+      hostFrom: "pacman",
       containers: true,
       files: { [ARCH_LIKE_CONFIG.path]: ARCH_LIKE_CONFIG.text },
     },

@@ -1,6 +1,5 @@
 import { fail, json, run, type Scenario, type Step, waitFor, writeFile } from "../lib/scenario.ts";
 import { BROKER_ADDRESS } from "../lib/net.ts";
-import { ARCH_LIKE_CONFIG } from "../lib/host.ts";
 import { VERSION } from "../../src/version.ts";
 import {
   assertJournal,
@@ -124,11 +123,7 @@ export const scenario: Scenario = {
   steps: [
     meshUp(),
     enrol("fw", "fw"),
-    writeFile(
-      "fw",
-      ARCH_LIKE_CONFIG.path,
-      json({ ...JSON.parse(ARCH_LIKE_CONFIG.text), confirmWindowSeconds: WINDOW_S }),
-    ),
+    writeFile("fw", "/etc/mesh-host/host.json", json({ confirmWindowSeconds: WINDOW_S })),
     startHost("fw"),
     listen("fw", 8081),
     waitFor(assertConnect("client", "fw", 8081, true), 20),

@@ -1,5 +1,5 @@
-// mounts (issue 26): a tmpfs and a read-only bind mount, on a systemd machine (the Arch
-// package: .mount units) and an OpenRC machine (the tarball: OpenRC scripts in the boot
+// mounts (issue 26): a tmpfs and a read-only bind mount, on a systemd machine (Debian, the
+// .deb: .mount units) and an OpenRC machine (the tarball: OpenRC scripts in the boot
 // runlevel). Applied and read back from the kernel's mount table; a bind unmounted by hand
 // is mounted again; the machine is rebooted with the host's service not started, so what
 // is mounted in the new boot is the init's doing alone (the tmpfs new and empty); the next

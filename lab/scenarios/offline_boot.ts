@@ -26,9 +26,8 @@ import { installFromReadme } from "./tarball_floor.ts";
 
 /** What each node holds: one file, at serial `n`'s content. */
 const held = (n: number) => srvFile("held", "/srv/held", `declared ${n}\n`);
-/** host.json: a drift check every 10 s, a heartbeat every 5 s (the Arch-like one uses pacman). */
-const config = (extra: Record<string, unknown> = {}) =>
-  JSON.stringify({ ...extra, driftIntervalSeconds: 10, heartbeatIntervalSeconds: 5 }) + "\n";
+/** host.json of both nodes: a drift check every 10 s, a heartbeat every 5 s. */
+const CONFIG = JSON.stringify({ driftIntervalSeconds: 10, heartbeatIntervalSeconds: 5 }) + "\n";
 
 /**
  * The systemd machine's network service, as a distribution's that brings the interfaces up
@@ -134,7 +133,7 @@ function online(machine: string): Step[] {
  */
 export const scenario: Scenario = {
   name: "offline-boot",
-  summary: "an enrolled node on systemd (the Arch package) and one on OpenRC (the tarball) are " +
+  summary: "an enrolled node on systemd (Debian, the .deb) and one on OpenRC (the tarball) are " +
     "rebooted with their network service failing and their link cut (systemd: " +
     "network-online.target fails; OpenRC: the service providing net fails): the init starts " +
     "the host all the same, it confirms a reconcile, repairs a person's edit from its store " +
@@ -145,7 +144,7 @@ export const scenario: Scenario = {
     sd: {
       flavour: "systemd",
       files: {
-        "/etc/mesh-host/host.json": config({ packageManager: "pacman" }),
+        "/etc/mesh-host/host.json": CONFIG,
         "/etc/systemd/system/lab-network.service": LAB_NETWORK,
         "/etc/systemd/system/network-online.target.requires/lab-network.service": {
           symlink: "/etc/systemd/system/lab-network.service",
@@ -156,11 +155,12 @@ export const scenario: Scenario = {
       flavour: "openrc",
       hostFrom: "tarball",
       deno: false,
-      files: { "/etc/mesh-host/host.json": config() },
+      files: { "/etc/mesh-host/host.json": CONFIG },
     },
   },
   steps: [
-    run("sd", ["pacman", "-Sy", "--noconfirm", "--noprogressbar", "nox-mesh-host"]),
+    run("sd", ["apt-get", "-q", "update"]),
+    run("sd", ["apt-get", "-q", "-y", "install", "nox-mesh-host"]),
     run("sd", ["systemctl", "enable", "--now", "nox-mesh-host"]),
     ...installFromReadme("rc"),
     waitFor(assertFile("sd", `${STATE}/known-good`, { content: `${CURRENT}\n` }), 90),

@@ -64,7 +64,7 @@ function invocation(label: string, expect: { fresh: true } | { same: string }): 
       "fresh" in expect ? "a new process" : `the same as "${expect.same}"`
     }`,
     async run(ctx) {
-      const r = await ctx.machine("arch").exec(
+      const r = await ctx.machine("node").exec(
         ["systemctl", "show", "-p", "InvocationID", "--value", "noxlab-echo"],
         { check: true },
       );
@@ -86,31 +86,31 @@ export const scenario: Scenario = {
   name: "restart-on-change",
   summary: "a service with restartOn is restarted when its config file changed (it reads the " +
     "new one) and when its unit changed; an unchanged apply restarts nothing (same InvocationID)",
-  machines: { arch: { flavour: "systemd", host: true } },
+  machines: { node: { flavour: "systemd", host: true } },
   steps: [
     {
       title: "forget InvocationIDs of an earlier run",
       run: () => Promise.resolve(seen.clear()),
     },
-    writeFile("arch", "/root/one.json", declaration("greeting=one", "v1")),
-    writeFile("arch", "/root/two.json", declaration("greeting=two", "v1")),
-    writeFile("arch", "/root/three.json", declaration("greeting=two", "v2")),
-    apply("arch", "/root/one.json", { outcome: "converged", changed: 3 }),
-    waitFor(assertFile("arch", SEEN, { content: "v1 greeting=one\n" }), 20),
+    writeFile("node", "/root/one.json", declaration("greeting=one", "v1")),
+    writeFile("node", "/root/two.json", declaration("greeting=two", "v1")),
+    writeFile("node", "/root/three.json", declaration("greeting=two", "v2")),
+    apply("node", "/root/one.json", { outcome: "converged", changed: 3 }),
+    waitFor(assertFile("node", SEEN, { content: "v1 greeting=one\n" }), 20),
     invocation("first", { fresh: true }),
-    apply("arch", "/root/one.json", { outcome: "converged", changed: 0, unchanged: 3 }),
+    apply("node", "/root/one.json", { outcome: "converged", changed: 0, unchanged: 3 }),
     invocation("unchanged", { same: "first" }),
-    run("arch", ["/bin/sh", "-c", "exec nox-mesh-host plan - < /root/two.json"], {
+    run("node", ["/bin/sh", "-c", "exec nox-mesh-host plan - < /root/two.json"], {
       stdoutIncludes: "restart (echo-conf changed)",
     }),
     invocation("after plan", { same: "first" }),
-    apply("arch", "/root/two.json", { outcome: "converged", changed: 2, unchanged: 1 }),
-    waitFor(assertFile("arch", SEEN, { content: "v1 greeting=two\n" }), 20),
+    apply("node", "/root/two.json", { outcome: "converged", changed: 2, unchanged: 1 }),
+    waitFor(assertFile("node", SEEN, { content: "v1 greeting=two\n" }), 20),
     invocation("config changed", { fresh: true }),
-    apply("arch", "/root/three.json", { outcome: "converged", changed: 2, unchanged: 1 }),
-    waitFor(assertFile("arch", SEEN, { content: "v2 greeting=two\n" }), 20),
+    apply("node", "/root/three.json", { outcome: "converged", changed: 2, unchanged: 1 }),
+    waitFor(assertFile("node", SEEN, { content: "v2 greeting=two\n" }), 20),
     invocation("unit changed", { fresh: true }),
-    apply("arch", "/root/three.json", { outcome: "converged", changed: 0, unchanged: 3 }),
+    apply("node", "/root/three.json", { outcome: "converged", changed: 0, unchanged: 3 }),
     invocation("unchanged again", { same: "unit changed" }),
   ],
 };

@@ -55,8 +55,10 @@ export const scenario: Scenario = {
     "action and verified, a container from it); a restart changes nothing; a bundle whose " +
     "verify keeps failing fails the apply and says so",
   machines: {
+    // Arch-like: the subject is the Arch package's bundle, whose podman comes from pacman.
     fresh: {
       flavour: "systemd",
+      hostFrom: "pacman",
       containers: true,
       files: { [ARCH_LIKE_CONFIG.path]: ARCH_LIKE_CONFIG.text },
     },
