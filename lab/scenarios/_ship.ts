@@ -227,7 +227,8 @@ export function pause(seconds: number, why: string): Step {
 export function unmaskPodman(machine: string): Step {
   return {
     title: `unmask and disable podman.service and podman.socket on ${machine} ` +
-      "(as Arch ships them; the lab image masks them, Debian's package enabled the socket)",
+      "(the lab image masks them, and Debian's package enables the socket: the bundle starts " +
+      "from neither, as on a fresh Arch install)",
     async run(ctx) {
       for (const verb of ["unmask", "disable"]) {
         const r = await ctx.machine(machine).exec([
