@@ -11,79 +11,32 @@
  * (src/link/link.ts). Everything that opens a connection to the broker goes through
  * here, so the transport can be swapped in one place.
  */
-import {
-  type Authenticator,
-  connect,
-  type NatsConnection,
-  type TlsOptions,
-} from "@nats-io/transport-node";
+import { connect, type NatsConnection, type TlsOptions } from "@nats-io/transport-node";
 import { checkServerIdentity, type PeerCertificate } from "node:tls";
 import { PROGRAM, VERSION } from "../version.ts";
+import { peerFacts } from "./certificate.ts";
+import { classifyLinkError, hostPort, NameMismatch } from "./errors.ts";
+import type { TrustList } from "./trust.ts";
 import {
-  type CertificateFacts,
-  judgeCertificate,
-  peerFacts,
-  presentedCertificate,
-} from "./certificate.ts";
-import { classifyLinkError, hostPort, LinkError, NameMismatch } from "./errors.ts";
-import { caFacts, type TrustList, usableCas } from "./trust.ts";
-import { signerOf } from "./_nkeys.ts";
-import { base64url } from "./_base64url.ts";
+  type BrokerAddress,
+  type BrokerTarget,
+  CONNECTION_TIMING,
+  type ConnectionAuth,
+  type ConnectionTiming,
+  explained,
+  firstAccepting,
+  jwtAuth,
+  type OpenAnyOptions,
+  trustedCas,
+} from "./_connect.ts";
 
-/** Who connects: a user's seed and its JWT (never sent: the JWT and a signature are). */
-export interface ConnectionAuth {
-  seed: Uint8Array;
-  /** The user's JWT (signed by its account): what the broker lets this key do. */
-  jwt: string;
-  publicKey: string;
-  inboxPrefix: string;
-  name: string;
-}
-
-/**
- * The client's authenticator for a user JWT: the JWT, the key's public part and its
- * signature of the server's nonce, made by the runtime's Ed25519 (`_nkeys.ts`: the NATS
- * client's own signs with nkeys.js, 25 ms a connection here).
- */
-export function jwtAuth(jwt: string, seed: Uint8Array): Authenticator {
-  const signer = signerOf(seed);
-  return (nonce?: string) => ({
-    jwt,
-    nkey: signer.publicKey,
-    sig: nonce ? base64url(signer.sign(new TextEncoder().encode(nonce))) : "",
-  });
-}
-
-/** Where to connect and whom to trust. */
-export interface BrokerTarget {
-  url: string;
-  /** The CAs the broker's certificate must chain to (the node's trust list). */
-  trust: TrustList;
-  /**
-   * The SHA-256 fingerprint ("AB:CD:…") of the certificate a version 3 token named
-   * for this broker: that certificate is accepted as before, and any other that chains
-   * to a trusted CA and names the broker (a renewed one) as well.
-   */
-  pin?: string;
-  /** Told the broker's certificate once it was accepted. */
-  onCertificate?: (facts: CertificateFacts) => void;
-}
-
-/** Timing of one connection. */
-export interface ConnectionTiming {
-  /** Handshake timeout (ms). */
-  timeoutMs: number;
-  /** Client ping interval (ms); with maxPingOut it bounds how long a dead broker goes unnoticed. */
-  pingIntervalMs: number;
-  maxPingOut: number;
-}
-
-/** Defaults: a dead broker is noticed within about 30 s (3 pings 10 s apart). */
-export const CONNECTION_TIMING: ConnectionTiming = {
-  timeoutMs: 10_000,
-  pingIntervalMs: 10_000,
-  maxPingOut: 2,
-};
+export {
+  type BrokerTarget,
+  CONNECTION_TIMING,
+  type ConnectionAuth,
+  type ConnectionTiming,
+  jwtAuth,
+} from "./_connect.ts";
 
 /**
  * Open one connection as the holder of `seed`, or throw a LinkError naming the
@@ -117,61 +70,18 @@ export async function openConnection(
 }
 
 /**
- * A refusal of the broker's certificate, explained: the certificate is read again on a
- * connection that sends nothing but the handshake, and judged (expired and when, not
- * yet valid, an unknown or withdrawn CA). The refusal as it was when it cannot be read.
- */
-async function explained(failure: LinkError, target: BrokerTarget): Promise<LinkError> {
-  const { host, port } = hostPort(target.url);
-  const cert = await presentedCertificate(host, port);
-  const verdict = cert && judgeCertificate(cert, `${host}:${port}`, target.trust);
-  if (!verdict) return failure;
-  return new LinkError(
-    verdict.reason === "unknown-ca" ? "tls-ca" : "tls-expired",
-    "broker",
-    verdict.message,
-    {
-      hint: verdict.hint,
-      cause: failure,
-    },
-  );
-}
-
-/**
  * Open one connection to the first of `brokers` that accepts it, trying them in
  * order from `first`; throws the last failure when none does (each is passed to
  * `onFailure`). `stopOn` ends the search at once (e.g. the broker refused the key:
  * every server of a cluster would say the same).
  */
-export async function openAny(
-  brokers: { url: string; pin?: string }[],
+export function openAny(
+  brokers: BrokerAddress[],
   trust: TrustList,
   auth: ConnectionAuth,
-  options: {
-    timing?: ConnectionTiming;
-    first?: number;
-    onFailure?: (url: string, error: LinkError) => void;
-    stopOn?: (error: LinkError) => boolean;
-  } = {},
+  options: OpenAnyOptions = {},
 ): Promise<{ nc: NatsConnection; index: number }> {
-  let last: LinkError | undefined;
-  for (let i = 0; i < brokers.length; i++) {
-    const index = ((options.first ?? 0) + i) % brokers.length;
-    const broker = brokers[index];
-    try {
-      const nc = await openConnection(
-        { url: broker.url, trust, ...(broker.pin ? { pin: broker.pin } : {}) },
-        auth,
-        options.timing,
-      );
-      return { nc, index };
-    } catch (error) {
-      last = classifyLinkError(error, { url: broker.url, publicKey: auth.publicKey });
-      options.onFailure?.(broker.url, last);
-      if (options.stopOn?.(last)) throw last;
-    }
-  }
-  throw last ?? new LinkError("protocol", "node", "no broker to connect to");
+  return firstAccepting(openConnection, brokers, trust, auth, options);
 }
 
 /**
@@ -184,24 +94,7 @@ export async function openAny(
  * trusted CA is usable now (each expired, or past its `until`).
  */
 export function brokerTls(target: BrokerTarget, now: number = Date.now()): TlsOptions {
-  const cas = usableCas(target.trust, now);
-  if (cas.length === 0) {
-    const ended = target.trust.cas.map((ca) => {
-      const f = caFacts(ca, now);
-      return `"${f.subject}" ${f.until === f.ends ? "was trusted until" : "expired at"} ${f.ends}`;
-    }).join("; ");
-    throw new LinkError(
-      "tls-expired",
-      "node",
-      `TLS: no CA this node trusts is valid now (${ended}; this node's clock reads ${
-        new Date(now).toISOString()
-      }): it cannot check any broker's certificate`,
-      {
-        hint: "if this node's clock is wrong, set it right; otherwise enrol again with a new " +
-          "token (enrol --replace), which carries the mesh's current CA",
-      },
-    );
-  }
+  const cas = trustedCas(target.trust, now);
   const { host } = hostPort(target.url);
   return {
     ca: cas,

@@ -17,34 +17,31 @@
  * no expiry for the heartbeat, `status` and the metrics), and a version 3 token's pin
  * (a pinned certificate must then name the broker as well).
  */
-import type { Authenticator, NatsConnection } from "@nats-io/nats-core";
+import type { NatsConnection } from "@nats-io/nats-core";
 import { PROGRAM, VERSION } from "../version.ts";
-import { judgeCertificate, presentedCertificate } from "./certificate.ts";
-import type { BrokerTarget, ConnectionAuth, ConnectionTiming } from "./connection.ts";
 import { denoConnect, type DenoTlsOptions } from "./deno_transport.ts";
-import { classifyLinkError, hostPort, LinkError, NameMismatch } from "./errors.ts";
-import { caFacts, type TrustList, usableCas } from "./trust.ts";
-import { signerOf } from "./_nkeys.ts";
-import { base64url } from "./_base64url.ts";
+import { classifyLinkError, hostPort, NameMismatch } from "./errors.ts";
+import type { TrustList } from "./trust.ts";
+import {
+  type BrokerAddress,
+  type BrokerTarget,
+  CONNECTION_TIMING,
+  type ConnectionAuth,
+  type ConnectionTiming,
+  explained,
+  firstAccepting,
+  jwtAuth,
+  type OpenAnyOptions,
+  trustedCas,
+} from "./_connect.ts";
 
-export type { BrokerTarget, ConnectionAuth, ConnectionTiming } from "./connection.ts";
-
-/** Defaults: a dead broker is noticed within about 30 s (3 pings 10 s apart). */
-export const CONNECTION_TIMING: ConnectionTiming = {
-  timeoutMs: 10_000,
-  pingIntervalMs: 10_000,
-  maxPingOut: 2,
-};
-
-/** The client's authenticator for a user JWT (as connection.ts's). */
-export function jwtAuth(jwt: string, seed: Uint8Array): Authenticator {
-  const signer = signerOf(seed);
-  return (nonce?: string) => ({
-    jwt,
-    nkey: signer.publicKey,
-    sig: nonce ? base64url(signer.sign(new TextEncoder().encode(nonce))) : "",
-  });
-}
+export {
+  type BrokerTarget,
+  CONNECTION_TIMING,
+  type ConnectionAuth,
+  type ConnectionTiming,
+  jwtAuth,
+} from "./_connect.ts";
 
 /**
  * Open one connection as the holder of `auth`'s seed, or throw a LinkError naming the
@@ -78,31 +75,13 @@ export async function openConnection(
 }
 
 /** As connection.ts's: the first of `brokers` that accepts, from `first` on. */
-export async function openAny(
-  brokers: { url: string; pin?: string }[],
+export function openAny(
+  brokers: BrokerAddress[],
   trust: TrustList,
   auth: ConnectionAuth,
-  options: {
-    timing?: ConnectionTiming;
-    first?: number;
-    onFailure?: (url: string, error: LinkError) => void;
-    stopOn?: (error: LinkError) => boolean;
-  } = {},
+  options: OpenAnyOptions = {},
 ): Promise<{ nc: NatsConnection; index: number }> {
-  let last: LinkError | undefined;
-  for (let i = 0; i < brokers.length; i++) {
-    const index = ((options.first ?? 0) + i) % brokers.length;
-    const broker = brokers[index];
-    try {
-      const nc = await openConnection({ url: broker.url, trust }, auth, options.timing);
-      return { nc, index };
-    } catch (error) {
-      last = classifyLinkError(error, { url: broker.url, publicKey: auth.publicKey });
-      options.onFailure?.(broker.url, last);
-      if (options.stopOn?.(last)) throw last;
-    }
-  }
-  throw last ?? new LinkError("protocol", "node", "no broker to connect to");
+  return firstAccepting(openConnection, brokers, trust, auth, options);
 }
 
 /**
@@ -110,24 +89,7 @@ export async function openAny(
  * as the name the certificate must carry. Throws a LinkError when no trusted CA is usable.
  */
 export function denoTls(target: BrokerTarget, now: number = Date.now()): DenoTlsOptions {
-  const cas = usableCas(target.trust, now);
-  if (cas.length === 0) {
-    const ended = target.trust.cas.map((ca) => {
-      const f = caFacts(ca, now);
-      return `"${f.subject}" ${f.until === f.ends ? "was trusted until" : "expired at"} ${f.ends}`;
-    }).join("; ");
-    throw new LinkError(
-      "tls-expired",
-      "node",
-      `TLS: no CA this node trusts is valid now (${ended}; this node's clock reads ${
-        new Date(now).toISOString()
-      }): it cannot check any broker's certificate`,
-      {
-        hint: "if this node's clock is wrong, set it right; otherwise enrol again with a new " +
-          "token (enrol --replace), which carries the mesh's current CA",
-      },
-    );
-  }
+  const cas = trustedCas(target.trust, now);
   return { caCerts: cas, hostname: hostPort(target.url).host };
 }
 
@@ -162,17 +124,4 @@ export function denoFailure(error: unknown, url: string): unknown {
     return as("UNABLE_TO_VERIFY_LEAF_SIGNATURE");
   }
   return error;
-}
-
-async function explained(failure: LinkError, target: BrokerTarget): Promise<LinkError> {
-  const { host, port } = hostPort(target.url);
-  const cert = await presentedCertificate(host, port);
-  const verdict = cert && judgeCertificate(cert, `${host}:${port}`, target.trust);
-  if (!verdict) return failure;
-  return new LinkError(
-    verdict.reason === "unknown-ca" ? "tls-ca" : "tls-expired",
-    "broker",
-    verdict.message,
-    { hint: verdict.hint, cause: failure },
-  );
 }
