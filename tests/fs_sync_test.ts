@@ -7,8 +7,7 @@
 import assert from "node:assert/strict";
 import { posix } from "node:path";
 import { scratch } from "./_helpers.ts";
-
-const REPO = new URL("..", import.meta.url).pathname;
+import { repoModule, straced } from "./_strace.ts";
 
 /**
  * Write `count` files into `dir` the way `mode` says, under strace; what it saw: the temporary
@@ -20,7 +19,7 @@ async function traced(
   count = 3,
 ): Promise<{ fsynced: string[]; ran: string[]; files: string[] }> {
   const script = `
-    import { posixFileSystem } from ${JSON.stringify(posix.join(REPO, "os/posix-fs/mod.ts"))};
+    import { posixFileSystem } from ${repoModule("os/posix-fs/mod.ts")};
     const fs = posixFileSystem();
     const [dir, mode, count] = Deno.args;
     const arrived = Promise.withResolvers();
@@ -36,33 +35,11 @@ async function traced(
         { deferSync: mode !== "plain" })));
     await fs.release();
   `;
-  const file = `${dir}/write.ts`;
-  await Deno.writeTextFile(file, script);
-  const trace = `${dir}/trace`;
-  const out = await new Deno.Command("strace", {
-    args: [
-      "-f",
-      "-y",
-      "-o",
-      trace,
-      "-e",
-      "trace=fsync,fdatasync,execve",
-      Deno.execPath(),
-      "run",
-      "-A",
-      "--quiet",
-      "--config",
-      posix.join(REPO, "deno.json"),
-      file,
-      `${dir}/out`,
-      mode,
-      String(count),
-    ],
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  assert.ok(out.success, new TextDecoder().decode(out.stderr));
-  const lines = (await Deno.readTextFile(trace)).split("\n");
+  const lines = await straced(dir, script, "fsync,fdatasync,execve", [
+    `${dir}/out`,
+    mode,
+    String(count),
+  ]);
   const fsynced = lines.flatMap((l) => {
     const m = /\bf(?:data)?sync\(\d+<([^>]+)>/.exec(l);
     return m ? [m[1]] : [];

@@ -8,8 +8,7 @@ import { posix } from "node:path";
 import { StoreError } from "../src/errors.ts";
 import { Store, storeFiles } from "../src/store/store.ts";
 import { modeOf } from "./_helpers.ts";
-
-const REPO = new URL("..", import.meta.url).pathname;
+import { repoModule, straced } from "./_strace.ts";
 
 async function withDir(fn: (dir: string) => Promise<void>): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "nox-storefiles-" });
@@ -72,8 +71,8 @@ Deno.test("a symlink in place of a store file is refused and its target left as 
  */
 async function walSyncsPerWrite(dir: string): Promise<{ plain: number; durable: number }> {
   const script = `
-    import { Store } from ${JSON.stringify(posix.join(REPO, "src/store/store.ts"))};
-    import { recordAdmitted } from ${JSON.stringify(posix.join(REPO, "src/trust/admission.ts"))};
+    import { Store } from ${repoModule("src/store/store.ts")};
+    import { recordAdmitted } from ${repoModule("src/trust/admission.ts")};
     const store = Store.open(Deno.args[0]);
     store.setMeta("warm", "up");
     const mark = (m) => Deno.statSync("/").isDirectory && Deno.lstat("/nonexistent-" + m).catch(() => {});
@@ -84,29 +83,9 @@ async function walSyncsPerWrite(dir: string): Promise<{ plain: number; durable: 
     await mark("durable-end");
     store.close();
   `;
-  const scriptPath = posix.join(dir, "write.js");
-  await Deno.writeTextFile(scriptPath, script);
-  const trace = posix.join(dir, "trace");
-  const out = await new Deno.Command("strace", {
-    args: [
-      "-f",
-      "-y",
-      "-o",
-      trace,
-      "-e",
-      "trace=fsync,fdatasync,lstat,newfstatat,statx",
-      Deno.execPath(),
-      "run",
-      "-A",
-      "--quiet",
-      "--config",
-      posix.join(REPO, "deno.json"),
-      scriptPath,
-      posix.join(dir, "state"),
-    ],
-  }).output();
-  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
-  const lines = (await Deno.readTextFile(trace)).split("\n");
+  const lines = await straced(dir, script, "fsync,fdatasync,lstat,newfstatat,statx", [
+    posix.join(dir, "state"),
+  ]);
   const at = (m: string) => lines.findIndex((l) => l.includes(`/nonexistent-${m}`));
   const syncs = (from: number, to: number) =>
     lines.slice(from, to).filter((l) => /(fsync|fdatasync)\(\d+<[^>]*state\.db-wal>/.test(l))
