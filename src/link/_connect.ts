@@ -5,7 +5,8 @@
  * the JWT authenticator, the CAs usable now, a refused certificate explained, and the
  * search for the first broker that accepts.
  */
-import type { Authenticator, NatsConnection } from "@nats-io/nats-core";
+import type { Authenticator, ConnectionOptions, NatsConnection } from "@nats-io/nats-core";
+import { PROGRAM, VERSION } from "../version.ts";
 import { type CertificateFacts, judgeCertificate, presentedCertificate } from "./certificate.ts";
 import { classifyLinkError, hostPort, LinkError } from "./errors.ts";
 import { caFacts, type TrustList, usableCas } from "./trust.ts";
@@ -66,6 +67,31 @@ export const CONNECTION_TIMING: ConnectionTiming = {
   pingIntervalMs: 10_000,
   maxPingOut: 2,
 };
+
+/**
+ * A connection's options but its TLS: to the one broker of `target`, named after this
+ * program and `auth`, signed in with `auth`'s JWT, with `timing`'s pings, and no reconnect
+ * inside the client (the link's loop rebuilds connections itself).
+ */
+export function connectOptions(
+  target: BrokerTarget,
+  auth: ConnectionAuth,
+  timing: ConnectionTiming,
+): ConnectionOptions {
+  return {
+    servers: target.url,
+    name: `${PROGRAM} ${VERSION} ${auth.name}`,
+    reconnect: false,
+    // One named server per connection: never follow the cluster's gossip to servers the
+    // token did not name (link.ts moves between the token's).
+    ignoreClusterUpdates: true,
+    timeout: timing.timeoutMs,
+    pingInterval: timing.pingIntervalMs,
+    maxPingOut: timing.maxPingOut,
+    inboxPrefix: auth.inboxPrefix,
+    authenticator: jwtAuth(auth.jwt, auth.seed),
+  };
+}
 
 /**
  * The CAs of `trust` usable at `now`; throws a LinkError when none is (each expired, or past

@@ -13,7 +13,6 @@
  */
 import { connect, type NatsConnection, type TlsOptions } from "@nats-io/transport-node";
 import { checkServerIdentity, type PeerCertificate } from "node:tls";
-import { PROGRAM, VERSION } from "../version.ts";
 import { peerFacts } from "./certificate.ts";
 import { classifyLinkError, hostPort, NameMismatch } from "./errors.ts";
 import type { TrustList } from "./trust.ts";
@@ -23,9 +22,9 @@ import {
   CONNECTION_TIMING,
   type ConnectionAuth,
   type ConnectionTiming,
+  connectOptions,
   explained,
   firstAccepting,
-  jwtAuth,
   type OpenAnyOptions,
   trustedCas,
 } from "./_connect.ts";
@@ -50,17 +49,7 @@ export async function openConnection(
   guardOrphanTlsErrors();
   try {
     return await connect({
-      servers: target.url,
-      name: `${PROGRAM} ${VERSION} ${auth.name}`,
-      reconnect: false,
-      // One named server per connection: never follow the cluster's gossip to
-      // servers the token did not name (link.ts moves between the token's).
-      ignoreClusterUpdates: true,
-      timeout: timing.timeoutMs,
-      pingInterval: timing.pingIntervalMs,
-      maxPingOut: timing.maxPingOut,
-      inboxPrefix: auth.inboxPrefix,
-      authenticator: jwtAuth(auth.jwt, auth.seed),
+      ...connectOptions(target, auth, timing),
       tls: brokerTls(target),
     });
   } catch (error) {

@@ -18,7 +18,6 @@
  * (a pinned certificate must then name the broker as well).
  */
 import type { NatsConnection } from "@nats-io/nats-core";
-import { PROGRAM, VERSION } from "../version.ts";
 import { denoConnect, type DenoTlsOptions } from "./deno_transport.ts";
 import { classifyLinkError, hostPort, NameMismatch } from "./errors.ts";
 import type { TrustList } from "./trust.ts";
@@ -28,9 +27,9 @@ import {
   CONNECTION_TIMING,
   type ConnectionAuth,
   type ConnectionTiming,
+  connectOptions,
   explained,
   firstAccepting,
-  jwtAuth,
   type OpenAnyOptions,
   trustedCas,
 } from "./_connect.ts";
@@ -54,15 +53,7 @@ export async function openConnection(
 ): Promise<NatsConnection> {
   try {
     return await denoConnect({
-      servers: target.url,
-      name: `${PROGRAM} ${VERSION} ${auth.name}`,
-      reconnect: false,
-      ignoreClusterUpdates: true,
-      timeout: timing.timeoutMs,
-      pingInterval: timing.pingIntervalMs,
-      maxPingOut: timing.maxPingOut,
-      inboxPrefix: auth.inboxPrefix,
-      authenticator: jwtAuth(auth.jwt, auth.seed),
+      ...connectOptions(target, auth, timing),
       tls: denoTls(target),
     });
   } catch (error) {
