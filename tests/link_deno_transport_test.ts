@@ -61,6 +61,24 @@ async function broker(dir: string, certFile: string, keyFile: string) {
 }
 
 /** A scratch directory holding the mesh's CA and a server certificate for localhost. */
+/** A broker whose certificate (for localhost) is issued by a CA of its own, named `name`. */
+async function foreignBroker(dir: string, name: string) {
+  const otherCa = posix.join(dir, "other-ca.pem");
+  await makeCa(otherCa, posix.join(dir, "other-ca.key"), { name });
+  await issueServerCertificate({
+    caFile: otherCa,
+    caKeyFile: posix.join(dir, "other-ca.key"),
+    certFile: posix.join(dir, "foreign.pem"),
+    keyFile: posix.join(dir, "foreign.key"),
+    names: ["localhost"],
+    ips: ["127.0.0.1"],
+  });
+  return {
+    otherCa,
+    broker: await broker(dir, posix.join(dir, "foreign.pem"), posix.join(dir, "foreign.key")),
+  };
+}
+
 async function pki() {
   const dir = await Deno.makeTempDir({ prefix: "noxdt-" });
   const certs = await makeCertificates(dir, { names: ["localhost"], ips: ["127.0.0.1"] });
@@ -162,22 +180,8 @@ Deno.test("Deno transport: a certificate naming another broker, one of another C
     assert.match(error.message, /expired at 2020-01-0\dT/);
   }
 
-  const otherCa = posix.join(p.dir, "other-ca.pem");
-  await makeCa(otherCa, posix.join(p.dir, "other-ca.key"), { name: "another CA" });
-  await issueServerCertificate({
-    caFile: otherCa,
-    caKeyFile: posix.join(p.dir, "other-ca.key"),
-    certFile: posix.join(p.dir, "foreign.pem"),
-    keyFile: posix.join(p.dir, "foreign.key"),
-    names: ["localhost"],
-    ips: ["127.0.0.1"],
-  });
   {
-    await using b = await broker(
-      p.dir,
-      posix.join(p.dir, "foreign.pem"),
-      posix.join(p.dir, "foreign.key"),
-    );
+    await using b = (await foreignBroker(p.dir, "another CA")).broker;
     const error = await refusal(
       openConnection({ url: `tls://localhost:${b.port}`, trust }, auth()),
     );
@@ -188,21 +192,9 @@ Deno.test("Deno transport: a certificate naming another broker, one of another C
 
 Deno.test("Deno transport (why it is not the link's): a CA in the runtime's own store is trusted beside the mesh's, where node:tls trusts the mesh's alone", async () => {
   await using p = await pki();
-  const otherCa = posix.join(p.dir, "other-ca.pem");
-  await makeCa(otherCa, posix.join(p.dir, "other-ca.key"), { name: "a CA the runtime trusts" });
-  await issueServerCertificate({
-    caFile: otherCa,
-    caKeyFile: posix.join(p.dir, "other-ca.key"),
-    certFile: posix.join(p.dir, "foreign.pem"),
-    keyFile: posix.join(p.dir, "foreign.key"),
-    names: ["localhost"],
-    ips: ["127.0.0.1"],
-  });
-  await using b = await broker(
-    p.dir,
-    posix.join(p.dir, "foreign.pem"),
-    posix.join(p.dir, "foreign.key"),
-  );
+  const foreign = await foreignBroker(p.dir, "a CA the runtime trusts");
+  const otherCa = foreign.otherCa;
+  await using b = foreign.broker;
   // A process whose runtime trusts the other CA (DENO_CERT adds it to the root store, as
   // Mozilla's roots are in it by default), asked to trust only the mesh's CA.
   const script = posix.join(p.dir, "probe.ts");
