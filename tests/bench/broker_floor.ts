@@ -39,6 +39,7 @@ import { newOperatorSeeds, nodeUserJwt, operatorInclude } from "../../lab/mesh/o
 import { signerOf } from "../../src/link/_nkeys.ts";
 import { benchContext } from "./_context.ts";
 import { type GoMemory, goMemory, sumGo, topSites } from "./_go_memory.ts";
+import { spawnWorker } from "./_workers.ts";
 
 interface Layer {
   servers: number;
@@ -345,33 +346,16 @@ async function runLayer(name: string): Promise<Result> {
           })),
         }),
       );
-      const child = new Deno.Command(Deno.execPath(), {
-        args: ["run", "--allow-all", WORKER, input],
-        stdout: "piped",
-        stderr: "inherit",
-      }).spawn();
-      workers.push(child);
-      (async () => {
-        let buffer = "";
-        for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
-          buffer += chunk;
-          let nl;
-          while ((nl = buffer.indexOf("\n")) >= 0) {
-            const line = buffer.slice(0, nl);
-            buffer = buffer.slice(nl + 1);
-            try {
-              const e = JSON.parse(line);
-              if (e.event === "ready") {
-                ready++;
-                up += e.up;
-                failed += e.failed;
-              } else if (e.event === "failed" && failed === 0) {
-                say(`${name}: first failure: ${e.node}: ${String(e.why).slice(0, 300)}`);
-              }
-            } catch { /* not an event */ }
-          }
+      const child = spawnWorker(WORKER, input, (e) => {
+        if (e.event === "ready") {
+          ready++;
+          up += Number(e.up);
+          failed += Number(e.failed);
+        } else if (e.event === "failed" && failed === 0) {
+          say(`${name}: first failure: ${e.node}: ${String(e.why).slice(0, 300)}`);
         }
-      })();
+      });
+      workers.push(child);
     }
     let said = Date.now();
     await waitFor(`${name}: every client up`, 900_000, async () => {

@@ -37,6 +37,7 @@ import { withState } from "../../lab/mesh/state.ts";
 import { benchContext } from "./_context.ts";
 import { NATS_SERVER_ENV } from "../../lab/lib/nats_config.ts";
 import { type GoMemory, goMemory, sumGo, topSites } from "./_go_memory.ts";
+import { spawnWorker } from "./_workers.ts";
 
 const { values } = parseArgs({
   args: Deno.args,
@@ -159,38 +160,22 @@ try {
         nodes: mine.map((node) => ({ node, token: tokens[node] })),
       }),
     );
-    const child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "--allow-all", WORKER, input],
-      stdout: "piped",
-      stderr: "inherit",
-    }).spawn();
-    workers.push(child);
-    (async () => {
-      let buffer = "";
-      for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
-        buffer += chunk;
-        let nl;
-        while ((nl = buffer.indexOf("\n")) >= 0) {
-          const line = buffer.slice(0, nl);
-          buffer = buffer.slice(nl + 1);
-          try {
-            const e = JSON.parse(line);
-            if (e.event === "enrolled") events.enrolled.set(e.node, e.t);
-            else if (e.event === "up") events.up.set(e.node, e.t);
-            else if (e.event === "caught-up") events.caughtUp.set(e.node, e.t);
-            else if (e.event === "failed") {
-              events.failed.push(`${e.node}: ${e.why}`);
-              // Each kind of failure said once, as it happens.
-              const kind = String(e.why).replace(/\d+/g, "#").slice(0, 90);
-              if (!events.kinds.has(kind)) {
-                events.kinds.add(kind);
-                say(`first failure of its kind: ${e.node}: ${String(e.why).slice(0, 400)}`);
-              }
-            } else if (e.event === "log") events.logs++;
-          } catch { /* not an event */ }
+    const child = spawnWorker(WORKER, input, (e) => {
+      const node = String(e.node);
+      if (e.event === "enrolled") events.enrolled.set(node, Number(e.t));
+      else if (e.event === "up") events.up.set(node, Number(e.t));
+      else if (e.event === "caught-up") events.caughtUp.set(node, Number(e.t));
+      else if (e.event === "failed") {
+        events.failed.push(`${node}: ${e.why}`);
+        // Each kind of failure said once, as it happens.
+        const kind = String(e.why).replace(/\d+/g, "#").slice(0, 90);
+        if (!events.kinds.has(kind)) {
+          events.kinds.add(kind);
+          say(`first failure of its kind: ${node}: ${String(e.why).slice(0, 400)}`);
         }
-      }
-    })();
+      } else if (e.event === "log") events.logs++;
+    });
+    workers.push(child);
   }
   /** Progress: nodes enrolled, up or failed (a phase that stops moving is given up). */
   const progress = () => events.enrolled.size + events.up.size + events.failed.length;
