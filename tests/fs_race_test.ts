@@ -20,6 +20,7 @@ const RUNS: Record<string, number> = {
   "usr-local": 30,
   "authorized-keys": 80,
   "release": 80,
+  "wave": 10,
   "fifo": 40,
   "metrics": 24,
 };
@@ -30,6 +31,7 @@ const AFTER: Record<string, RegExp> = {
   "usr-local": /^converged$/,
   "authorized-keys": /^converged$/,
   "release": /^converged$/,
+  "wave": /^converged$/,
   "fifo": /^change$/,
   "metrics": /^run exit 0$/,
 };

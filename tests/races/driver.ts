@@ -85,6 +85,9 @@ const VICTIMS = "/usr/lib/noxrace";
  */
 export const PATHS_PER_RUN = 24;
 
+/** More than the engine's SYNC_TOGETHER_FROM (128): the window's writes go in a synced wave. */
+const WAVE_FILES = 140;
+
 const numbered = (prefix: string) =>
   Array.from({ length: PATHS_PER_RUN }, (_, i) => `${prefix}${i}`);
 
@@ -162,6 +165,37 @@ export const RACES: Record<string, Race> = {
       ]);
       return {
         flip: [`${h}/.ssh`, `${h}/.ssh-swap`],
+        step: (i) => ["apply", "--json", files[i % 2]],
+        victims: [victim, ...names.map((name) => `${victim}/${name}`)],
+      };
+    },
+  },
+  "wave": {
+    what: "a window of 140 files written (~/.big/f0 …: as many as make the engine sync a wave " +
+      "of writes together, src/engine/commit_window.ts) while nobody swaps ~/.big with a link " +
+      "to root's directory holding root's files of the same names",
+    async make(base) {
+      const victim = `${VICTIMS}/root-big`;
+      await rootDir(victim, 0o700);
+      const names = Array.from({ length: WAVE_FILES }, (_, i) => `f${i}`);
+      for (const name of names) {
+        await Deno.writeTextFile(`${victim}/${name}`, "root's\n");
+        await Deno.chmod(`${victim}/${name}`, 0o600);
+      }
+      const h = await home(base, ".big", victim);
+      const wave = (content: string) =>
+        names.map((name) => ({
+          type: "file",
+          id: `w-${name}`,
+          path: `${h}/.big/${name}`,
+          content,
+          mode: "0644",
+          ...owned,
+        }));
+      const files = await declarations(base, [wave("one\n"), wave("two\n")]);
+      return {
+        flip: [`${h}/.big`, `${h}/.big-swap`],
+        // Every run rewrites all of them: the declared content changes each time.
         step: (i) => ["apply", "--json", files[i % 2]],
         victims: [victim, ...names.map((name) => `${victim}/${name}`)],
       };
